@@ -1,0 +1,270 @@
+"""Broker configuration: the schema, its defaults, and validation of a YAML file plus flags.
+
+Owns: the one description of every configuration key (type, default, bounds, help text),
+loading YAML, merging command-line overrides, and turning every mistake into a
+``ConfigError`` that names the key. ``docs/configuration.md`` is generated from ``SCHEMA``
+(``skerry config-reference``) so the reference cannot drift from the code.
+
+Must not import: Twisted, the store, sockets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "ConfigError",
+    "Config",
+    "TopicSettings",
+    "SCHEMA",
+    "load_config",
+    "config_from_mapping",
+    "reference_markdown",
+]
+
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+class ConfigError(ValueError):
+    """A configuration mistake; the message names the key and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: dotted path, type, default, bounds and a sentence of help."""
+
+    path: str
+    kind: str  # "int", "int?", "bool", "str", "str?", "choice"
+    default: Any
+    help: str
+    minimum: int | None = None
+    choices: tuple[str, ...] = ()
+
+
+# Every key the broker understands. Order is the order of docs/configuration.md.
+SCHEMA: tuple[Key, ...] = (
+    Key("host", "str", "127.0.0.1", "Address the V1 listener binds to."),
+    Key("port", "int", 9092, "TCP port of the V1 line-protocol listener (0 picks a free one).", 0),
+    Key("data_dir", "str", "./skerry-data", "Folder for topics, groups.json and offsets.json."),
+    Key("auto_create_topics", "bool", True,
+        "Create a topic on first PRODUCE, CONSUME or JOIN with the defaults below."),
+    Key("iggy_port", "int?", None, "TCP port of the Iggy binary listener; null turns it off.", 0),
+    Key("metrics_port", "int?", None, "HTTP port for /metrics and /health; null turns it off.", 0),
+    Key("log_level", "choice", "info", "Log verbosity.",
+        choices=("debug", "info", "warning", "error")),
+    Key("defaults.partitions", "int", 3, "Partitions of an auto-created topic.", 1),
+    Key("defaults.replication_factor", "int", 1, "Replication factor of an auto-created topic.", 1),
+    Key("defaults.min_insync_replicas", "int", 1,
+        "In-sync replicas an acks=all produce needs.", 1),
+    Key("defaults.retention_ms", "int?", None,
+        "Delete whole segments whose newest message is older than this; null keeps forever.", 1),
+    Key("defaults.retention_bytes", "int?", None,
+        "Delete oldest whole segments while a partition is larger than this; null = no limit.", 1),
+    Key("groups.session_timeout_ms", "int", 10000,
+        "A group member not heard from for this long is evicted.", 1),
+    Key("replication.replica_lag_timeout_ms", "int", 10000,
+        "A follower not caught up for this long leaves the ISR.", 1),
+    Key("replication.ack_timeout_ms", "int", 2000,
+        "How long an acks=all produce waits before REPLICATION_TIMEOUT.", 1),
+    Key("storage.fsync", "choice", "always",
+        "always: OK only after fsync (group commit); interval: fsync every "
+        "fsync_interval_ms; never: leave it to the OS.",
+        choices=("always", "interval", "never")),
+    Key("storage.fsync_interval_ms", "int", 1000, "Period of the fsync under fsync: interval.", 1),
+    Key("storage.segment_bytes", "int", 67108864, "A segment file rolls at this size.", 4096),
+    Key("storage.segment_ms", "int", 604800000, "A segment rolls once it is this old.", 1),
+    Key("limits.max_line_bytes", "int", 1048576,
+        "Longest request line; longer ones are refused and the connection closed.", 64),
+    Key("limits.max_message_bytes", "int", 1048576, "Largest PRODUCE value (bytes).", 1),
+    Key("limits.max_connections", "int", 10000,
+        "Connections beyond this get UNAVAILABLE and are closed.", 1),
+    Key("limits.idle_timeout_ms", "int", 600000,
+        "A connection silent for this long is closed.", 1),
+    Key("limits.consume_max_messages", "int", 1000, "Most messages in one CONSUME reply.", 1),
+    Key("limits.consume_max_bytes", "int", 1048576,
+        "Most value bytes in one CONSUME reply (at least one message is always sent).", 1),
+    Key("limits.max_pending_output_bytes", "int", 1048576,
+        "Unsent reply bytes after which the broker stops reading from that client.", 1024),
+    Key("limits.max_topics", "int", 10000, "Most topics the broker holds.", 1),
+    Key("limits.max_partitions_per_topic", "int", 1024, "Most partitions of one topic.", 1),
+    Key("limits.max_groups", "int", 10000, "Most (group, topic) pairs.", 1),
+    Key("limits.max_members_per_group", "int", 1000, "Most members of one group.", 1),
+)
+
+_BY_PATH = {key.path: key for key in SCHEMA}
+_SECTIONS = {key.path.split(".")[0] for key in SCHEMA if "." in key.path}
+_TOPIC_KEYS = ("partitions", "replication_factor", "min_insync_replicas",
+               "retention_ms", "retention_bytes")
+
+
+@dataclass(frozen=True)
+class TopicSettings:
+    """A topic declared in the config file (or the defaults for auto-created ones)."""
+
+    partitions: int
+    replication_factor: int
+    min_insync_replicas: int
+    retention_ms: int | None
+    retention_bytes: int | None
+
+
+@dataclass(frozen=True)
+class Config:
+    """The validated configuration: ``values`` maps every dotted key to its value."""
+
+    values: Mapping[str, Any]
+    topics: Mapping[str, TopicSettings] = field(default_factory=dict)
+
+    def __getitem__(self, path: str) -> Any:
+        return self.values[path]
+
+    @property
+    def topic_defaults(self) -> TopicSettings:
+        return TopicSettings(
+            partitions=self["defaults.partitions"],
+            replication_factor=self["defaults.replication_factor"],
+            min_insync_replicas=self["defaults.min_insync_replicas"],
+            retention_ms=self["defaults.retention_ms"],
+            retention_bytes=self["defaults.retention_bytes"],
+        )
+
+
+def _check(key: Key, value: Any, where: str) -> Any:
+    kind = key.kind
+    if value is None and kind.endswith("?"):
+        return None
+    if kind in ("int", "int?"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected a whole number, got {value!r}")
+        if key.minimum is not None and value < key.minimum:
+            raise ConfigError(f"{where}: must be at least {key.minimum}, got {value}")
+        if key.path.endswith("port") and value > 65535:
+            raise ConfigError(f"{where}: a port is at most 65535, got {value}")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if kind in ("str", "str?"):
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
+        return value
+    if kind == "choice":
+        if value not in key.choices:
+            raise ConfigError(f"{where}: expected one of {', '.join(key.choices)}, got {value!r}")
+        return value
+    raise AssertionError(f"unknown kind {kind}")  # a bug in SCHEMA, not user input
+
+
+def _topic(name: Any, raw: Any, defaults: TopicSettings) -> TopicSettings:
+    where = f"topics.{name}"
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name in (".", ".."):
+        raise ConfigError(f"{where}: a topic name is 1-249 characters of [A-Za-z0-9._-]")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of topic settings")
+    values: dict[str, Any] = {}
+    for setting, value in raw.items():
+        if setting not in _TOPIC_KEYS:
+            raise ConfigError(f"{where}.{setting}: unknown key (known: {', '.join(_TOPIC_KEYS)})")
+        values[setting] = _check(_BY_PATH[f"defaults.{setting}"], value, f"{where}.{setting}")
+    settings = TopicSettings(**{k: values.get(k, getattr(defaults, k)) for k in _TOPIC_KEYS})
+    if settings.min_insync_replicas > settings.replication_factor:
+        raise ConfigError(
+            f"{where}.min_insync_replicas: {settings.min_insync_replicas} is greater than "
+            f"replication_factor {settings.replication_factor}")
+    return settings
+
+
+def config_from_mapping(raw: Mapping[str, Any] | None,
+                        overrides: Mapping[str, Any] | None = None) -> Config:
+    """Validate a parsed YAML document plus flag overrides (dotted keys) into a ``Config``."""
+    raw = dict(raw or {})
+    values: dict[str, Any] = {key.path: key.default for key in SCHEMA}
+    topics_raw = raw.pop("topics", None)
+    for name, value in raw.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"{name!r}: configuration keys are strings")
+        if name in _SECTIONS:
+            if value is None:
+                continue
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{name}: expected a mapping")
+            for sub, subvalue in value.items():
+                path = f"{name}.{sub}"
+                if path not in _BY_PATH:
+                    raise ConfigError(f"{path}: unknown key")
+                values[path] = _check(_BY_PATH[path], subvalue, path)
+        elif name in _BY_PATH:
+            values[name] = _check(_BY_PATH[name], value, name)
+        else:
+            raise ConfigError(f"{name}: unknown key")
+    for path, value in (overrides or {}).items():
+        if value is not None:
+            values[path] = _check(_BY_PATH[path], value, f"--{path.replace('_', '-')}")
+    if values["defaults.min_insync_replicas"] > values["defaults.replication_factor"]:
+        raise ConfigError(
+            "defaults.min_insync_replicas: greater than defaults.replication_factor")
+    if values["defaults.partitions"] > values["limits.max_partitions_per_topic"]:
+        raise ConfigError("defaults.partitions: greater than limits.max_partitions_per_topic")
+    config = Config(values)
+    topics: dict[str, TopicSettings] = {}
+    if topics_raw is not None:
+        if not isinstance(topics_raw, Mapping):
+            raise ConfigError("topics: expected a mapping of topic name to settings")
+        for name, settings in topics_raw.items():
+            topics[name] = _topic(name, settings, config.topic_defaults)
+    return Config(values, topics)
+
+
+def load_config(path: str | None, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Read the YAML file at ``path`` (none: defaults only) and apply ``overrides``."""
+    raw: Any = None
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                raw = yaml.safe_load(handle)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+        if raw is not None and not isinstance(raw, Mapping):
+            raise ConfigError(f"{path}: the top level must be a mapping of keys")
+    return config_from_mapping(raw, overrides)
+
+
+def reference_markdown() -> str:
+    """The configuration reference as Markdown, generated from ``SCHEMA``."""
+    lines = [
+        "# Configuration reference",
+        "",
+        "Generated from `broker/config.py` (`skerry config-reference`); every key is optional.",
+        "A YAML file given with `--config` sets them; `--host`, `--port`, `--data-dir` and",
+        "`--log-level` override the file. An unknown key or a bad value stops startup with a",
+        "message naming the key (exit code 2).",
+        "",
+        "| key | type | default | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    for key in SCHEMA:
+        kind = {"int": "integer", "int?": "integer or null", "bool": "boolean",
+                "str": "string", "str?": "string or null"}.get(key.kind, " \\| ".join(key.choices))
+        default = "null" if key.default is None else str(key.default).lower() \
+            if isinstance(key.default, bool) else str(key.default)
+        lines.append(f"| `{key.path}` | {kind} | `{default}` | {key.help} |")
+    lines += [
+        "",
+        "## Topics",
+        "",
+        "`topics: {<name>: {partitions, replication_factor, min_insync_replicas, retention_ms,",
+        "retention_bytes}}` declares topics created at startup; unset settings take the",
+        "`defaults` above. `min_insync_replicas` greater than `replication_factor` is an error.",
+        "",
+    ]
+    return "\n".join(lines)

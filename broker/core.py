@@ -1,0 +1,430 @@
+"""The broker core: the one place every transport goes through to reach the store, the
+group coordinator and the replication layer.
+
+Owns: topic lifecycle (auto-create, admin create/delete/add partitions, limits), the
+produce path (per-partition batches collected over one reactor turn, one store append per
+partition per turn, group commit, acks levels), the consume path (reads bounded by ``hw``
+and long polls), and the periodic work of the store (fsync interval, retention).
+
+Transports (the V1 line protocol, later Iggy and others) parse and format only: they call
+the methods here with plain values and get plain values (or errors from
+``broker.errors``) back. No transport touches files or timers itself.
+
+Must not import: transports, sockets. Time comes from the injected ``clock``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.interfaces import IReactorTime
+from twisted.internet.task import LoopingCall
+
+from broker.config import Config, TopicSettings
+from broker.durability import GroupCommitter
+from broker.errors import BadRequest, NotLeader, SkerryError, StorageError
+from data.format import key_header
+from data.log import PartitionLog, ReadResult
+from data.store import Store, TopicConfig
+
+__all__ = ["BrokerCore", "ProduceResult", "fnv1a_32"]
+
+log = logging.getLogger("skerry.core")
+
+ProduceCallback = Callable[[Any], None]  # called with ProduceResult or a SkerryError
+
+
+def fnv1a_32(data: bytes) -> int:
+    """FNV-1a, 32 bits: the reference broker's key-to-partition hash."""
+    value = 0x811C9DC5
+    for byte in data:
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    partition: int
+    offset: int
+    hw: int
+
+
+class _Batch:
+    """Messages for one partition collected during one reactor turn."""
+
+    __slots__ = ("topic", "partition", "log", "payloads", "headers", "acks", "callbacks")
+
+    def __init__(self, topic: str, partition: int, plog: PartitionLog) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.log = plog
+        self.payloads: list[bytes] = []
+        self.headers: list[bytes] = []
+        self.acks: list[str] = []
+        self.callbacks: list[ProduceCallback] = []
+
+
+class BrokerCore:
+    """Everything a transport may ask of the broker."""
+
+    def __init__(self, config: Config, store: Store, clock: IReactorTime,
+                 replication: Any, groups: Any,
+                 run_in_thread: Callable[[Callable[[], Any]], Deferred[Any]]) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.replication = replication
+        self.groups = groups
+        self._run_in_thread = run_in_thread
+        self._fsync = config["storage.fsync"]
+        self.committer = GroupCommitter(run_in_thread, self._after_sync)
+        self._batches: dict[tuple[str, int], _Batch] = {}
+        self._flush_call: Any = None
+        self._hw_watchers: dict[tuple[str, int], list[tuple[int, Callable[[], None]]]] = {}
+        self._loops: list[LoopingCall] = []
+        self._partition_cache: dict[bytes, int] = {}
+        self.closing = False
+        self.stats = {"produced": 0, "batches": 0}
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Create configured topics and start periodic work (fsync interval, retention)."""
+        for name, settings in self.config.topics.items():
+            existing = self.store.topic(name)
+            if existing is None:
+                self._create(name, settings)
+            elif settings.partitions > existing.config.partitions:
+                self.add_partitions(name, settings.partitions)
+            elif settings.partitions < existing.config.partitions:
+                log.warning("topic %s: config asks for %d partitions but it has %d; partitions "
+                            "are never removed", name, settings.partitions,
+                            existing.config.partitions)
+        if self._fsync == "interval":
+            self._loop(self._fsync_interval, self.config["storage.fsync_interval_ms"] / 1000.0)
+        self._loop(self._retention, 60.0)
+
+    def _loop(self, function: Callable[[], Any], seconds: float) -> None:
+        loop = LoopingCall(function)
+        loop.clock = self.clock
+        loop.start(seconds, now=False).addErrback(
+            lambda failure: log.error("periodic task failed: %s", failure.getTraceback()))
+        self._loops.append(loop)
+
+    def _fsync_interval(self) -> Deferred[Any]:
+        return self._run_in_thread(self.store.sync_all).addErrback(
+            lambda failure: log.error("interval fsync failed: %s", failure.getErrorMessage()))
+
+    def _retention(self) -> None:
+        removed = self.store.enforce_retention()
+        if removed:
+            log.info("retention removed %d segment(s)", len(removed))
+
+    def stop(self) -> Deferred[None]:
+        """Flush pending produces, wait for their fsyncs, stop timers, close the store."""
+        self.closing = True
+        self.flush()
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        self._loops.clear()
+        waits: list[Deferred[Any]] = []
+        for key in list(self._hw_watchers):
+            for _, wake in self._hw_watchers.pop(key):
+                wake()
+
+        def drained() -> Deferred[Any]:
+            if self.committer.idle():
+                return succeed(None)
+            d: Deferred[Any] = Deferred()
+            self.clock.callLater(0.01, lambda: drained().chainDeferred(d))
+            return d
+
+        waits.append(drained())
+
+        def close(_: object) -> None:
+            if self.groups is not None:
+                self.groups.close()
+            if self.replication is not None:
+                self.replication.close()
+            self.store.close()
+
+        return DeferredList(waits).addCallback(close)
+
+    # ---------------------------------------------------------------- topics
+
+    def _create(self, name: str, settings: TopicSettings) -> Any:
+        if len(self.store.topics) >= self.config["limits.max_topics"]:
+            raise BadRequest(f"topic limit reached (limits.max_topics={self.config['limits.max_topics']})")
+        if settings.partitions > self.config["limits.max_partitions_per_topic"]:
+            raise BadRequest(f"at most {self.config['limits.max_partitions_per_topic']} partitions per topic")
+        if settings.min_insync_replicas > settings.replication_factor:
+            raise BadRequest("min_isr is greater than the replication factor")
+        try:
+            topic = self.store.create_topic(name, TopicConfig(
+                partitions=settings.partitions,
+                replication_factor=settings.replication_factor,
+                min_insync_replicas=settings.min_insync_replicas,
+                retention_ms=settings.retention_ms,
+                retention_bytes=settings.retention_bytes,
+            ))
+        except OSError as exc:
+            raise StorageError(f"cannot create topic {name}: {exc.strerror}") from exc
+        log.info("created topic %s (partitions=%d replication_factor=%d)", name,
+                 settings.partitions, settings.replication_factor)
+        return topic
+
+    def resolve(self, name: str, partition: int | None, create: bool) -> Any:
+        """The topic, after checking ``partition`` against its count.
+
+        A missing topic is auto-created with the defaults when ``create`` and
+        ``auto_create_topics`` allow it, but only once the request passed its checks: a
+        partition beyond the would-be count is refused first and creates nothing.
+        """
+        topic = self.store.topic(name)
+        if topic is None:
+            if not (create and self.config["auto_create_topics"]):
+                raise BadRequest("unknown topic")
+            defaults = self.config.topic_defaults
+            if partition is not None and partition >= defaults.partitions:
+                raise BadRequest(f"partition {partition} out of range; topic {name} would "
+                                 f"have {defaults.partitions} partitions")
+            return self._create(name, defaults)
+        if partition is not None and partition >= topic.config.partitions:
+            raise BadRequest(f"partition {partition} out of range; topic {name} has "
+                             f"{topic.config.partitions} partitions")
+        return topic
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     min_insync_replicas: int | None, retention_ms: int | None,
+                     retention_bytes: int | None) -> Any:
+        if self.store.topic(name) is not None:
+            raise BadRequest("topic already exists")
+        if partitions < 1 or replication_factor < 1:
+            raise BadRequest("partitions and replication_factor must be at least 1")
+        defaults = self.config.topic_defaults
+        return self._create(name, TopicSettings(
+            partitions=partitions,
+            replication_factor=replication_factor,
+            min_insync_replicas=min(replication_factor, defaults.min_insync_replicas)
+            if min_insync_replicas is None else min_insync_replicas,
+            retention_ms=defaults.retention_ms if retention_ms is None else retention_ms,
+            retention_bytes=defaults.retention_bytes if retention_bytes is None else retention_bytes,
+        ))
+
+    def delete_topic(self, name: str) -> None:
+        if self.store.topic(name) is None:
+            raise BadRequest("unknown topic")
+        self.flush()
+        self.store.delete_topic(name)
+        if self.replication is not None:
+            self.replication.forget_topic(name)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, count: int) -> Any:
+        topic = self.store.topic(name)
+        if topic is None:
+            raise BadRequest("unknown topic")
+        if count <= topic.config.partitions:
+            raise BadRequest(f"topic {name} already has {topic.config.partitions} partitions; "
+                             "the new count must be larger")
+        if count > self.config["limits.max_partitions_per_topic"]:
+            raise BadRequest(f"at most {self.config['limits.max_partitions_per_topic']} partitions per topic")
+        topic = self.store.add_partitions(name, count)
+        if self.replication is not None:
+            self.replication.partitions_added(name)
+        if self.groups is not None:
+            self.groups.partitions_changed(name)
+        log.info("topic %s now has %d partitions", name, count)
+        return topic
+
+    # ---------------------------------------------------------------- produce
+
+    def partition_for_key(self, key: bytes, partitions: int) -> int:
+        cache = self._partition_cache
+        hashed = cache.get(key)
+        if hashed is None:
+            if len(cache) > 65536:
+                cache.clear()
+            hashed = cache[key] = fnv1a_32(key)
+        return hashed % partitions
+
+    def produce(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
+                acks: str, callback: ProduceCallback) -> None:
+        """Queue one message; ``callback`` gets a ``ProduceResult`` or a ``SkerryError``.
+
+        Refusals that change nothing (unknown topic with auto-create off, partition out of
+        range, NOT_LEADER, a failed partition) raise at once instead.
+        """
+        topic = self.resolve(topic_name, partition, True)
+        if partition is None:
+            partition = self.partition_for_key(key, topic.config.partitions)
+        batch = self._batches.get((topic_name, partition))
+        if batch is None:
+            if self.replication is not None and not self.replication.is_leader(topic_name, partition):
+                raise NotLeader(f"partition {partition} of {topic_name} is a follower on this broker")
+            plog = topic.partitions[partition]
+            if plog.failed is not None:
+                raise StorageError(f"partition {partition} of {topic_name} refuses writes "
+                                   f"after an I/O error: {plog.failed.message}")
+            batch = self._batches[(topic_name, partition)] = _Batch(topic_name, partition, plog)
+            if self._flush_call is None:
+                self._flush_call = self.clock.callLater(0, self.flush)
+        batch.payloads.append(value)
+        batch.headers.append(key_header(key) if key else b"")
+        batch.acks.append(acks)
+        batch.callbacks.append(callback)
+
+    def flush(self) -> None:
+        """Append every partition's queued messages: one store append per partition."""
+        if self._flush_call is not None:
+            if self._flush_call.active():
+                self._flush_call.cancel()
+            self._flush_call = None
+        if not self._batches:
+            return
+        batches, self._batches = self._batches, {}
+        for batch in batches.values():
+            self._append(batch)
+
+    def _append(self, batch: _Batch) -> None:
+        plog = batch.log
+        try:
+            first = plog.append(batch.payloads, batch.headers)
+        except SkerryError as error:
+            log.error("append to %s/%d failed: %s", batch.topic, batch.partition, error.message)
+            for callback in batch.callbacks:
+                callback(error)
+            return
+        count = len(batch.payloads)
+        self.stats["produced"] += count
+        self.stats["batches"] += 1
+        topic, partition = batch.topic, batch.partition
+        if self.replication is not None:
+            self.replication.on_appended(topic, partition)
+        durable_needed = self._fsync == "always"
+        quick: list[tuple[int, ProduceCallback]] = []
+        later: list[tuple[int, ProduceCallback]] = []
+        waiting_all: list[tuple[int, ProduceCallback]] = []
+        for index, (acks, callback) in enumerate(zip(batch.acks, batch.callbacks, strict=True)):
+            if acks == "0":
+                quick.append((index, callback))
+            elif acks == "1":
+                (later if durable_needed else quick).append((index, callback))
+            else:
+                waiting_all.append((index, callback))
+        if quick:
+            self._answer(topic, partition, first, quick, None)
+        if not later and not waiting_all:
+            self._hw_changed(topic, partition)
+            return
+
+        def durable(error: SkerryError | None) -> None:
+            if later:
+                self._answer(topic, partition, first, later, error)
+            if waiting_all:
+                if error is not None:
+                    self._answer(topic, partition, first, waiting_all, error)
+                else:
+                    self._wait_all(topic, partition, first, waiting_all)
+
+        if durable_needed:
+            self.committer.wait(plog, first + count, durable)
+        else:
+            self._hw_changed(topic, partition)
+            durable(None)
+
+    def _wait_all(self, topic: str, partition: int, first: int,
+                  group: list[tuple[int, ProduceCallback]]) -> None:
+        last = first + group[-1][0]
+        d = self.replication.wait_for_all(topic, partition, last)
+        d.addCallbacks(lambda _hw: self._answer(topic, partition, first, group, None),
+                       lambda failure: self._answer(
+                           topic, partition, first, group,
+                           failure.value if isinstance(failure.value, SkerryError)
+                           else StorageError(failure.getErrorMessage())))
+
+    def _answer(self, topic: str, partition: int, first: int,
+                group: Sequence[tuple[int, ProduceCallback]], error: SkerryError | None) -> None:
+        if error is not None:
+            for _, callback in group:
+                callback(error)
+            return
+        hw = self.hw(topic, partition)
+        for index, callback in group:
+            callback(ProduceResult(partition, first + index, hw))
+
+    def _after_sync(self, plog: PartitionLog) -> None:
+        if self.replication is not None:
+            self.replication.on_durable(plog.topic, plog.partition)
+        self._hw_changed(plog.topic, plog.partition)
+
+    # ---------------------------------------------------------------- consume
+
+    def hw(self, topic: str, partition: int) -> int:
+        if self.replication is not None:
+            return self.replication.hw(topic, partition)
+        return self.store.partition(topic, partition).next_offset - 1
+
+    def read(self, topic_name: str, partition: int, offset: int,
+             max_messages: int | None, create: bool = True) -> tuple[ReadResult, int]:
+        """Committed messages from ``offset`` (``<= hw``), bounded by the configured limits."""
+        topic = self.resolve(topic_name, partition, create)
+        limit = self.config["limits.consume_max_messages"]
+        if max_messages is not None:
+            limit = min(limit, max_messages)
+        hw = self.hw(topic_name, partition)
+        plog = topic.partitions[partition]
+        result = plog.read(offset, limit, self.config["limits.consume_max_bytes"], hw + 1)
+        return result, hw
+
+    def wait_for_data(self, topic: str, partition: int, offset: int,
+                      timeout_ms: int) -> Deferred[None]:
+        """Fires when a committed message at ``offset`` may exist, or after ``timeout_ms``."""
+        d: Deferred[None] = Deferred()
+        key = (topic, partition)
+        watchers = self._hw_watchers.setdefault(key, [])
+        timer: Any = None
+
+        def wake() -> None:
+            if timer is not None and timer.active():
+                timer.cancel()
+            if not d.called:
+                d.callback(None)
+
+        def expire() -> None:
+            entries = self._hw_watchers.get(key)
+            if entries is not None:
+                entries[:] = [e for e in entries if e[1] is not wake]
+                if not entries:
+                    del self._hw_watchers[key]
+            if not d.called:
+                d.callback(None)
+
+        watchers.append((offset, wake))
+        timer = self.clock.callLater(timeout_ms / 1000.0, expire)
+        return d
+
+    def _hw_changed(self, topic: str, partition: int) -> None:
+        watchers = self._hw_watchers.get((topic, partition))
+        if not watchers:
+            return
+        hw = self.hw(topic, partition)
+        ready = [wake for offset, wake in watchers if offset <= hw]
+        if not ready:
+            return
+        remaining = [(offset, wake) for offset, wake in watchers if offset > hw]
+        if remaining:
+            self._hw_watchers[(topic, partition)] = remaining
+        else:
+            del self._hw_watchers[(topic, partition)]
+        for wake in ready:
+            wake()
+
+    def notify_hw(self, topic: str, partition: int) -> None:
+        """Tell long polls that ``hw`` of a partition may have moved (replication events)."""
+        self._hw_changed(topic, partition)

@@ -1,0 +1,311 @@
+"""V1 command handlers: translate parsed commands into core calls and results into reply lines.
+
+Owns: the explicit table ``{Produce: handle_produce, ...}`` with an unknown-command fallback,
+the order of the checks a command needs after the codec's syntax checks (existence and
+ranges -> generation and ownership -> the operation), and the wire text of every success.
+
+A handler is called as ``handler(cmd, slot, drain)`` and either returns the reply line
+(answered at once) or returns ``None`` after arranging to put the line into ``slot[0]`` and
+call ``drain()`` later (produce waiting for its fsync, acks=all, group writes, long polls).
+
+Must not import: Twisted's reactor, sockets, files. Only ``Deferred`` for waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.python.failure import Failure
+
+from broker import codec as c
+from broker.core import BrokerCore, ProduceResult
+from broker.errors import BadRequest, InternalError, SkerryError
+
+__all__ = ["Handlers", "Slot"]
+
+log = logging.getLogger("skerry.handlers")
+
+Slot = list  # a one-element list the handler fills with the reply line
+Drain = Callable[[], None]
+
+
+def _lst(items: Any) -> str:
+    return "[" + " ".join(str(i) for i in items) + "]"
+
+
+def _bool(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+class Handlers:
+    """The V1 handler table over one ``BrokerCore``."""
+
+    def __init__(self, core: BrokerCore) -> None:
+        self.core = core
+        self.table: dict[type, Callable[[Any, Slot, Drain], bytes | None]] = {
+            c.Ping: self.ping,
+            c.Produce: self.produce,
+            c.Consume: self.consume,
+            c.Join: self.join,
+            c.Sync: self.sync,
+            c.Heartbeat: self.heartbeat,
+            c.Leave: self.leave,
+            c.Commit: self.commit,
+            c.Offset: self.offset,
+            c.ReplicaFetch: self.replica_fetch,
+            c.SetPartitionRole: self.set_partition_role,
+            c.AdminCreateTopic: self.admin_create_topic,
+            c.AdminDeleteTopic: self.admin_delete_topic,
+            c.AdminAddPartitions: self.admin_add_partitions,
+            c.Metadata: self.metadata,
+            c.Offsets: self.offsets,
+            c.DescribeGroup: self.describe_group,
+            c.ListGroups: self.list_groups,
+            c.AdminDeleteGroup: self.admin_delete_group,
+            c.AdminResetOffsets: self.admin_reset_offsets,
+            c.AdminCommit: self.admin_commit,
+        }
+
+    # ------------------------------------------------------------- dispatch
+
+    def dispatch(self, cmd: Any, slot: Slot, drain: Drain) -> bytes | None:
+        """Run the handler for ``cmd``; every failure becomes an error line, never a crash."""
+        handler = self.table.get(type(cmd))
+        if handler is None:
+            return c.err(cmd.cid, InternalError(f"no handler for {type(cmd).__name__}"))
+        if self.core.closing and not isinstance(cmd, c.Ping):
+            from broker.errors import Unavailable
+            return c.err(cmd.cid, Unavailable("broker is shutting down"))
+        if type(cmd) is not c.Produce:
+            # Effects happen in request order: queued produces of this turn land first.
+            self.core.flush()
+        try:
+            return handler(cmd, slot, drain)
+        except SkerryError as error:
+            return c.err(cmd.cid, error)
+        except Exception:
+            log.exception("handler for %s failed", type(cmd).__name__)
+            return c.err(cmd.cid, InternalError())
+
+    def _later(self, cmd: Any, d: Deferred[Any], render: Callable[[Any], bytes],
+               slot: Slot, drain: Drain) -> None:
+        """Fill ``slot`` from a Deferred result (or its error) and drain."""
+
+        def done(result: Any) -> None:
+            if isinstance(result, Failure):
+                if isinstance(result.value, SkerryError):
+                    slot[0] = c.err(cmd.cid, result.value)
+                else:
+                    log.error("%s failed: %s", type(cmd).__name__, result.getTraceback())
+                    slot[0] = c.err(cmd.cid, InternalError())
+            else:
+                try:
+                    slot[0] = render(result)
+                except SkerryError as error:
+                    slot[0] = c.err(cmd.cid, error)
+            drain()
+
+        d.addBoth(done)
+
+    # ------------------------------------------------------------- basics
+
+    def ping(self, cmd: c.Ping, slot: Slot, drain: Drain) -> bytes:
+        return c.ok(cmd.cid)
+
+    def produce(self, cmd: c.Produce, slot: Slot, drain: Drain) -> None:
+        cid = cmd.cid
+
+        def done(result: ProduceResult | SkerryError) -> None:
+            if type(result) is ProduceResult:
+                slot[0] = c.ok(cid, c.produce_payload(result.partition, result.offset, result.hw))
+            else:
+                slot[0] = c.err(cid, result)  # type: ignore[arg-type]
+            drain()
+
+        self.core.produce(cmd.topic, cmd.partition, cmd.key.encode(), cmd.value, cmd.acks, done)
+        return None
+
+    def consume(self, cmd: c.Consume, slot: Slot, drain: Drain) -> bytes | None:
+        result, hw = self.core.read(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
+        if result.records or not cmd.wait_ms:
+            return c.consume_reply(cmd.cid, result.records, hw, b64=cmd.b64, detail=cmd.detail)[0]
+        # Long poll: answer once a committed message at the offset exists, or at the deadline.
+        start = max(cmd.offset, self.core.store.partition(cmd.topic, cmd.partition).first_offset)
+        d = self.core.wait_for_data(cmd.topic, cmd.partition, start, cmd.wait_ms)
+
+        def render(_: object) -> bytes:
+            again, hw2 = self.core.read(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
+            return c.consume_reply(cmd.cid, again.records, hw2, b64=cmd.b64, detail=cmd.detail)[0]
+
+        self._later(cmd, d, render, slot, drain)
+        return None
+
+    # ------------------------------------------------------------- groups
+
+    def _group_topic(self, topic: str, partition: int | None = None) -> Any:
+        """Existence and range checks for member-scoped group commands (no auto-create)."""
+        top = self.core.store.topic(topic)
+        if top is None:
+            from broker.errors import UnknownGroup
+            raise UnknownGroup("no such group (unknown topic)")
+        if partition is not None and partition >= top.config.partitions:
+            raise BadRequest(f"partition {partition} out of range; topic {topic} has "
+                             f"{top.config.partitions} partitions")
+        return top
+
+    def _check_session_timeout(self, value: int | None) -> None:
+        if value is not None and not 100 <= value <= 3_600_000:
+            raise BadRequest("session_timeout_ms must be between 100 and 3600000")
+
+    def join(self, cmd: c.Join, slot: Slot, drain: Drain) -> None:
+        self._check_session_timeout(cmd.session_timeout_ms)
+        self.core.resolve(cmd.topic, None, True)
+        d = maybeDeferred(self.core.groups.join, cmd.group, cmd.topic, cmd.member_id,
+                          cmd.assignor, cmd.session_timeout_ms)
+        self._later(cmd, d, lambda r: c.ok(cmd.cid, c.assignment_payload(r[0], r[1])), slot, drain)
+        return None
+
+    def sync(self, cmd: c.Sync, slot: Slot, drain: Drain) -> None:
+        self._group_topic(cmd.topic)
+        d = maybeDeferred(self.core.groups.sync, cmd.group, cmd.topic, cmd.member_id,
+                          cmd.generation)
+        self._later(cmd, d, lambda r: c.ok(cmd.cid, c.assignment_payload(r[0], r[1])), slot, drain)
+        return None
+
+    def heartbeat(self, cmd: c.Heartbeat, slot: Slot, drain: Drain) -> bytes:
+        self._group_topic(cmd.topic)
+        self.core.groups.heartbeat(cmd.group, cmd.topic, cmd.member_id, cmd.generation)
+        return c.ok(cmd.cid, "heartbeat=ok")
+
+    def leave(self, cmd: c.Leave, slot: Slot, drain: Drain) -> None:
+        self._group_topic(cmd.topic)
+        d = maybeDeferred(self.core.groups.leave, cmd.group, cmd.topic, cmd.member_id,
+                          cmd.generation)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, "left=true"), slot, drain)
+        return None
+
+    def _check_commit_offset(self, topic: str, partition: int, offset: int) -> None:
+        hw = self.core.hw(topic, partition)
+        if offset > hw + 1:
+            raise BadRequest(f"offset {offset} out of range; must be between 0 and hw+1 ({hw + 1})")
+
+    def commit(self, cmd: c.Commit, slot: Slot, drain: Drain) -> None:
+        self._group_topic(cmd.topic, cmd.partition)
+        self._check_commit_offset(cmd.topic, cmd.partition, cmd.offset)
+        d = maybeDeferred(self.core.groups.commit, cmd.group, cmd.topic, cmd.member_id,
+                          cmd.generation, cmd.partition, cmd.offset)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, drain)
+        return None
+
+    def offset(self, cmd: c.Offset, slot: Slot, drain: Drain) -> bytes:
+        top = self.core.store.topic(cmd.topic)
+        if top is None:
+            return c.ok(cmd.cid, "offset=0")
+        if cmd.partition >= top.config.partitions:
+            raise BadRequest(f"partition {cmd.partition} out of range; topic {cmd.topic} has "
+                             f"{top.config.partitions} partitions")
+        return c.ok(cmd.cid, f"offset={self.core.groups.offset(cmd.group, cmd.topic, cmd.partition)}")
+
+    def describe_group(self, cmd: c.DescribeGroup, slot: Slot, drain: Drain) -> bytes:
+        info = self.core.groups.describe(cmd.group, cmd.topic)
+        members = " ".join(f"{m}:{','.join(str(p) for p in parts)}"
+                           for m, parts in info.members)
+        return c.ok(cmd.cid, (
+            f"state={info.state} generation={info.generation} assignor={info.assignor} "
+            f"members=[{members}] partitions={_lst(info.partitions)} "
+            f"committed={_lst(info.committed)} hw={_lst(info.hw)} lag={_lst(info.lag)}"))
+
+    def list_groups(self, cmd: c.ListGroups, slot: Slot, drain: Drain) -> bytes:
+        pairs = self.core.groups.list_groups()
+        return c.ok(cmd.cid, "groups=" + _lst(f"{g}:{t}" for g, t in pairs))
+
+    def admin_delete_group(self, cmd: c.AdminDeleteGroup, slot: Slot, drain: Drain) -> None:
+        d = maybeDeferred(self.core.groups.delete_group, cmd.group, cmd.topic)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, "deleted=true"), slot, drain)
+        return None
+
+    def admin_reset_offsets(self, cmd: c.AdminResetOffsets, slot: Slot, drain: Drain) -> None:
+        self._group_topic(cmd.topic, cmd.partition)
+        d = maybeDeferred(self.core.groups.reset_offsets, cmd.group, cmd.topic, cmd.target,
+                          cmd.partition)
+        self._later(cmd, d, lambda offsets: c.ok(
+            cmd.cid, "offsets=" + _lst(f"{p}:{o}" for p, o in sorted(offsets.items()))),
+            slot, drain)
+        return None
+
+    def admin_commit(self, cmd: c.AdminCommit, slot: Slot, drain: Drain) -> None:
+        self._group_topic(cmd.topic, cmd.partition)
+        self._check_commit_offset(cmd.topic, cmd.partition, cmd.offset)
+        d = maybeDeferred(self.core.groups.admin_commit, cmd.group, cmd.topic, cmd.partition,
+                          cmd.offset)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, drain)
+        return None
+
+    # ------------------------------------------------------------- replication
+
+    def replica_fetch(self, cmd: c.ReplicaFetch, slot: Slot, drain: Drain) -> bytes:
+        self.core.resolve(cmd.topic, cmd.partition, False)
+        result = self.core.replication.replica_fetch(cmd.topic, cmd.partition, cmd.replica_id,
+                                                     cmd.offset)
+        self.core.notify_hw(cmd.topic, cmd.partition)
+        return c.ok(cmd.cid, c.replica_fetch_payload(result.replica, result.acked_offset,
+                                                     result.hw, result.isr,
+                                                     result.under_replicated))
+
+    def set_partition_role(self, cmd: c.SetPartitionRole, slot: Slot, drain: Drain) -> bytes:
+        self.core.resolve(cmd.topic, cmd.partition, False)
+        hw = self.core.replication.set_role(cmd.topic, cmd.partition, cmd.role)
+        self.core.notify_hw(cmd.topic, cmd.partition)
+        return c.ok(cmd.cid, c.role_payload(cmd.topic, cmd.partition, cmd.role, hw))
+
+    # ------------------------------------------------------------- topics
+
+    def admin_create_topic(self, cmd: c.AdminCreateTopic, slot: Slot, drain: Drain) -> bytes:
+        topic = self.core.create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
+                                       cmd.min_insync_replicas, cmd.retention_ms,
+                                       cmd.retention_bytes)
+        return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions} "
+                             f"replication_factor={topic.config.replication_factor}")
+
+    def admin_delete_topic(self, cmd: c.AdminDeleteTopic, slot: Slot, drain: Drain) -> bytes:
+        self.core.delete_topic(cmd.topic)
+        return c.ok(cmd.cid, f"topic={cmd.topic} deleted=true")
+
+    def admin_add_partitions(self, cmd: c.AdminAddPartitions, slot: Slot, drain: Drain) -> bytes:
+        topic = self.core.add_partitions(cmd.topic, cmd.partitions)
+        return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions}")
+
+    def metadata(self, cmd: c.Metadata, slot: Slot, drain: Drain) -> bytes:
+        store = self.core.store
+        if cmd.topic is None:
+            return c.ok(cmd.cid, "topics=" + _lst(sorted(store.topics)))
+        topic = store.topic(cmd.topic)
+        if topic is None:
+            raise BadRequest("unknown topic")
+        roles, hws, earliest, nexts, under = [], [], [], [], []
+        for p, plog in enumerate(topic.partitions):
+            info = self.core.replication.describe(cmd.topic, p)
+            roles.append(info.role)
+            hws.append(info.hw)
+            earliest.append(plog.first_offset)
+            nexts.append(plog.next_offset)
+            under.append(_bool(info.under_replicated))
+        cfg = topic.config
+        return c.ok(cmd.cid, (
+            f"topic={cmd.topic} partitions={cfg.partitions} "
+            f"replication_factor={cfg.replication_factor} "
+            f"min_insync_replicas={cfg.min_insync_replicas} roles={_lst(roles)} hw={_lst(hws)} "
+            f"earliest={_lst(earliest)} next={_lst(nexts)} under_replicated={_lst(under)}"))
+
+    def offsets(self, cmd: c.Offsets, slot: Slot, drain: Drain) -> bytes:
+        topic = self.core.resolve(cmd.topic, cmd.partition, False)
+        plog = topic.partitions[cmd.partition]
+        hw = self.core.hw(cmd.topic, cmd.partition)
+        payload = f"earliest={plog.first_offset} latest={hw + 1}"
+        if cmd.ts_ms is not None:
+            found = plog.offset_for_timestamp(cmd.ts_ms * 1000)
+            payload += f" offset={-1 if found is None or found > hw else found}"
+        return c.ok(cmd.cid, payload)

@@ -1,0 +1,213 @@
+"""The V1 transport: framing, ordering of replies and flow control for one TCP connection.
+
+Owns: splitting the byte stream into lines, the per-connection queue that keeps replies in
+request order while some wait (fsync, acks=all, group writes, long polls), pausing a client
+that does not read its replies (Twisted producer/consumer flow control), the idle timeout,
+and the connection limit.
+
+The line splitting is LineReceiver's contract (``\\n`` delimiter, a maximum length, lines
+after a close are ignored) done in one pass over each read: LineReceiver re-splits the whole
+buffer for every line, which is quadratic on a burst of thousands of pipelined requests.
+
+Must not import: the store, groups or replication directly; everything goes through the
+handlers and the core.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any
+
+from twisted.internet.interfaces import IPushProducer, IReactorTime
+from twisted.internet.protocol import Factory, Protocol
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from broker import codec
+from broker.errors import Unavailable
+from broker.handlers import Handlers
+
+__all__ = ["V1Protocol", "V1Factory"]
+
+log = logging.getLogger("skerry.v1")
+
+
+@implementer(IPushProducer)
+class V1Protocol(Protocol):
+    """One client connection speaking the V1 line protocol."""
+
+    def __init__(self, factory: V1Factory) -> None:
+        self.factory = factory
+        self.handlers = factory.handlers
+        self.codec = factory.codec
+        self.max_line = factory.max_line_bytes
+        self._buffer = b""
+        self._pending: deque[list[Any]] = deque()
+        self.paused = False
+        self._idle_call: Any = None
+        self._peer = "?"
+
+    # ---------------------------------------------------------------- connection
+
+    def connectionMade(self) -> None:
+        peer = self.transport.getPeer()
+        self._peer = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+        # Unsent replies beyond this make the transport pause us (and us stop reading).
+        self.transport.bufferSize = self.factory.max_pending_output_bytes
+        self.transport.registerProducer(self, True)
+        self._arm_idle()
+        log.debug("connection from %s", self._peer)
+
+    def connectionLost(self, reason: Failure = Failure(ConnectionError())) -> None:
+        if self._idle_call is not None and self._idle_call.active():
+            self._idle_call.cancel()
+        self._idle_call = None
+        self._pending.clear()
+        self.factory.connection_closed(self)
+        log.debug("connection from %s closed", self._peer)
+
+    def _arm_idle(self) -> None:
+        timeout = self.factory.idle_timeout
+        if timeout is None:
+            return
+        if self._idle_call is not None and self._idle_call.active():
+            self._idle_call.reset(timeout)
+        else:
+            self._idle_call = self.factory.clock.callLater(timeout, self._idle_expired)
+
+    def _idle_expired(self) -> None:
+        log.info("closing idle connection from %s", self._peer)
+        self.transport.loseConnection()
+
+    # ---------------------------------------------------------------- producer
+
+    def pauseProducing(self) -> None:
+        """The client is not reading: stop reading its requests until it catches up."""
+        self.paused = True
+        self.transport.pauseProducing()
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        self.transport.resumeProducing()
+        if self._buffer:
+            self.dataReceived(b"")
+
+    def stopProducing(self) -> None:
+        self.paused = True
+
+    # ---------------------------------------------------------------- framing
+
+    def dataReceived(self, data: bytes) -> None:
+        self._arm_idle()
+        buf = self._buffer + data if self._buffer else data
+        start = 0
+        limit = self.max_line
+        transport = self.transport
+        while not self.paused:
+            end = buf.find(b"\n", start)
+            if end < 0:
+                break
+            line = buf[start:end]
+            start = end + 1
+            if len(line) > limit and not (len(line) == limit + 1 and line[-1] == 13):
+                self._too_long()
+                return
+            self.lineReceived(line)
+            if transport.disconnecting:
+                self._buffer = b""
+                return
+        rest = buf[start:] if start else buf
+        if len(rest) > limit + 1:
+            self._too_long()
+            return
+        self._buffer = rest
+
+    def _too_long(self) -> None:
+        self._buffer = b""
+        log.info("line too long from %s; closing", self._peer)
+        self.transport.write(codec.LINE_TOO_LONG_REPLY)
+        self.transport.loseConnection()
+
+    def lineReceived(self, line: bytes) -> None:
+        try:
+            cmd = self.codec.parse_command(line)
+        except codec.CommandError as exc:
+            self._emit(codec.err(exc.cid, exc.error))
+            return
+        if cmd is None:
+            return
+        slot: list[Any] = [None]
+        reply = self.handlers.dispatch(cmd, slot, self._drain)
+        if reply is not None:
+            self._emit(reply)
+        elif slot[0] is not None and not self._pending:
+            self._emit(slot[0])  # answered synchronously after all
+        else:
+            self._pending.append(slot)
+
+    # ---------------------------------------------------------------- replies in order
+
+    def _emit(self, line: bytes) -> None:
+        if self._pending:
+            self._pending.append([line])
+        else:
+            self.transport.write(line)
+
+    def _drain(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        write = self.transport.write
+        while pending and pending[0][0] is not None:
+            write(pending.popleft()[0])
+
+    def idle(self) -> bool:
+        """True when every request read so far has been answered."""
+        return not self._pending
+
+
+class _Refuse(Protocol):
+    """Answers one UNAVAILABLE line and closes (connection limit or shutdown)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def connectionMade(self) -> None:
+        self.transport.write(codec.err("0", Unavailable(self.reason)))
+        self.transport.loseConnection()
+
+
+class V1Factory(Factory):
+    """Builds V1 connections over one set of handlers, enforcing the connection limit."""
+
+    def __init__(self, handlers: Handlers, clock: IReactorTime, *, max_line_bytes: int,
+                 max_message_bytes: int, max_connections: int, idle_timeout_ms: int | None,
+                 max_pending_output_bytes: int) -> None:
+        self.handlers = handlers
+        self.clock = clock
+        self.codec = codec.Codec(codec.CodecLimits(max_message_bytes=max_message_bytes))
+        self.max_line_bytes = max_line_bytes
+        self.max_connections = max_connections
+        self.idle_timeout = None if idle_timeout_ms is None else idle_timeout_ms / 1000.0
+        self.max_pending_output_bytes = max_pending_output_bytes
+        self.connections: set[V1Protocol] = set()
+        self.refusing: str | None = None
+
+    def buildProtocol(self, addr: Any) -> Protocol:
+        if self.refusing is not None:
+            return _Refuse(self.refusing)
+        if len(self.connections) >= self.max_connections:
+            log.warning("refusing connection from %s: %d connections open", addr,
+                        len(self.connections))
+            return _Refuse("too many connections")
+        proto = V1Protocol(self)
+        self.connections.add(proto)
+        return proto
+
+    def connection_closed(self, proto: V1Protocol) -> None:
+        self.connections.discard(proto)
+
+    def all_idle(self) -> bool:
+        return all(p.idle() for p in self.connections)
+

@@ -1,0 +1,201 @@
+"""The broker's shell: builds the object graph, owns the reactor, listeners, signals,
+persistence threads and the orderly shutdown.
+
+Owns: wiring ``Store`` -> ``ReplicationService`` -> ``GroupService`` -> ``BrokerCore`` ->
+transports; raising the open-file limit; the startup summary; shutdown on SIGTERM/SIGINT
+(stop accepting, answer what is in flight, flush and fsync, mark a clean shutdown, exit 0).
+
+Everything below it takes the clock and the thread runner from here, so tests can build the
+same graph over ``task.Clock`` and a synchronous runner.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
+from twisted.internet.interfaces import IReactorTime
+
+from broker.config import Config
+from broker.core import BrokerCore
+from broker.group_service import GroupService
+from broker.handlers import Handlers
+from broker.protocol import V1Factory
+from broker.replication_service import ReplicationService
+from data.fs import OS_FS, FileLayer
+from data.store import StorageConfig, Store
+from groups.coordinator import GroupCoordinator
+
+__all__ = ["Broker", "build_broker", "run", "raise_open_file_limit"]
+
+log = logging.getLogger("skerry.server")
+
+
+@dataclass
+class Broker:
+    """A built broker: the core plus its transports' factories and listening ports."""
+
+    config: Config
+    core: BrokerCore
+    v1_factory: V1Factory
+    ports: list[Any] = field(default_factory=list)
+
+    def listen(self, reactor: Any) -> list[str]:
+        """Start every configured listener; returns their ``host:port`` descriptions."""
+        host = self.config["host"]
+        port = reactor.listenTCP(self.config["port"], self.v1_factory, interface=host,
+                                 backlog=1024)
+        self.ports.append(port)
+        address = port.getHost()
+        return [f"v1={address.host}:{address.port}"]
+
+    def stop(self) -> Deferred[None]:
+        """Stop accepting, answer what is in flight, flush and fsync, close the store."""
+        self.v1_factory.refusing = "broker is shutting down"
+        stops = [maybeDeferred(p.stopListening) for p in self.ports]
+        self.ports.clear()
+        clock = self.core.clock
+
+        def wait_answered(_: object) -> Deferred[None]:
+            self.core.flush()
+            d: Deferred[None] = Deferred()
+            deadline = clock.seconds() + 5.0
+
+            def check() -> None:
+                if (self.v1_factory.all_idle() and self.core.committer.idle()) \
+                        or clock.seconds() > deadline:
+                    d.callback(None)
+                else:
+                    clock.callLater(0.01, check)
+
+            check()
+            return d
+
+        def finish(_: object) -> Deferred[None]:
+            return self.core.stop()
+
+        result = DeferredList(stops).addCallback(wait_answered).addCallback(finish)
+        result.addCallback(lambda _: log.info("clean shutdown complete"))
+        return result
+
+
+def build_broker(config: Config, clock: IReactorTime, *,
+                 run_in_thread: Callable[[Callable[[], Any]], Deferred[Any]],
+                 fs: FileLayer = OS_FS,
+                 now_us: Callable[[], int] | None = None) -> Broker:
+    """Open the store in ``config['data_dir']`` and wire every layer over it."""
+    data_dir = config["data_dir"]
+    os.makedirs(data_dir, exist_ok=True)
+    storage = StorageConfig(
+        fsync=config["storage.fsync"],
+        fsync_interval_ms=config["storage.fsync_interval_ms"],
+        segment_bytes=config["storage.segment_bytes"],
+        segment_ms=config["storage.segment_ms"],
+    )
+    kwargs: dict[str, Any] = {"fs": fs, "logger": logging.getLogger("skerry.store")}
+    if now_us is not None:
+        kwargs["now_us"] = now_us
+    store = Store(data_dir, storage, **kwargs)
+    replication = ReplicationService(
+        store, clock,
+        replica_lag_timeout_ms=config["replication.replica_lag_timeout_ms"],
+        ack_timeout_ms=config["replication.ack_timeout_ms"],
+        fsync_always=config["storage.fsync"] == "always",
+    )
+    core = BrokerCore(config, store, clock, replication, None, run_in_thread)
+
+    def partitions_for(topic: str) -> int:
+        found = store.topic(topic)
+        return 0 if found is None else found.config.partitions
+
+    def earliest_for(topic: str, partition: int) -> int:
+        return store.partition(topic, partition).first_offset
+
+    def latest_for(topic: str, partition: int) -> int:
+        return core.hw(topic, partition) + 1
+
+    coordinator = GroupCoordinator(
+        partitions_for=partitions_for,
+        session_timeout_ms=config["groups.session_timeout_ms"],
+        max_groups=config["limits.max_groups"],
+        max_members_per_group=config["limits.max_members_per_group"],
+    )
+    groups = GroupService(coordinator, clock, data_dir, fs=fs, run_in_thread=run_in_thread,
+                          hw_for=core.hw, earliest_for=earliest_for, latest_for=latest_for)
+    core.groups = groups
+    core.start()
+    handlers = Handlers(core)
+    factory = V1Factory(
+        handlers, clock,
+        max_line_bytes=config["limits.max_line_bytes"],
+        max_message_bytes=config["limits.max_message_bytes"],
+        max_connections=config["limits.max_connections"],
+        idle_timeout_ms=config["limits.idle_timeout_ms"],
+        max_pending_output_bytes=config["limits.max_pending_output_bytes"],
+    )
+    return Broker(config, core, factory)
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft open-file limit to the hard limit; returns the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit: %s", exc)
+    return soft
+
+
+def configure_logging(level: str) -> None:
+    from twisted.logger import STDLibLogObserver, globalLogBeginner
+
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    globalLogBeginner.beginLoggingTo([STDLibLogObserver()], redirectStandardIO=False)
+    # Twisted's own chatter (factory start/stop per connection) is noise at info level.
+    logging.getLogger("twisted").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def run(config: Config) -> int:
+    """Run a broker until SIGTERM/SIGINT; returns the process exit code."""
+    configure_logging(config["log_level"])
+    from twisted.internet import reactor, threads
+
+    # Timers (session timeouts, ack timeouts, idle connections) must not jump with the
+    # wall clock: every callLater and LoopingCall of this reactor runs on a monotonic clock.
+    reactor.seconds = time.monotonic  # type: ignore[method-assign]
+    nofile = raise_open_file_limit()
+    reactor.suggestThreadPoolSize(4)
+    started = time.monotonic()
+    try:
+        broker = build_broker(config, reactor, run_in_thread=threads.deferToThread)
+    except (OSError, ValueError) as exc:
+        log.error("cannot open data dir %s: %s", config["data_dir"], exc)
+        return 1
+    try:
+        addresses = broker.listen(reactor)
+    except Exception as exc:  # CannotListenError and friends: a clear line, no traceback
+        log.error("cannot listen: %s", exc)
+        broker.core.store.close()
+        return 1
+    store = broker.core.store
+    log.info("skerry listening on %s; data in %s; %d topic(s): %s; fsync=%s; "
+             "open-file limit %d; started in %.2fs",
+             " ".join(addresses), os.path.abspath(config["data_dir"]), len(store.topics),
+             ", ".join(sorted(store.topics)) or "-", config["storage.fsync"], nofile,
+             time.monotonic() - started)
+    reactor.addSystemEventTrigger("before", "shutdown", broker.stop)
+    reactor.run()
+    return 0

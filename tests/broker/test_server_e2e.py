@@ -1,0 +1,237 @@
+"""End-to-end tests: the real `skerry serve` process on a free loopback port, spoken to over
+TCP exactly as `nc` or a client SDK would."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT, BrokerProcess, V1Client
+
+
+@pytest.fixture
+def broker(tmp_path: Path):
+    with BrokerProcess(tmp_path) as proc:
+        yield proc
+
+
+def test_nc_style_session(broker: BrokerProcess) -> None:
+    """A person typing into nc gets the spec's replies: ping, produce, consume, errors."""
+    c = broker.client()
+    assert c.request("V1|1|PING|") == "V1|1|OK"
+    produced = c.request("V1|42|PRODUCE|orders user1:created")
+    match = re.fullmatch(r"V1\|42\|OK\|partition=(\d+) offset=0 hw=0", produced)
+    assert match, produced
+    part = match.group(1)
+    assert c.request("V1|43|PRODUCE|orders user1:paid acks=all") == \
+        f"V1|43|OK|partition={part} offset=1 hw=1"
+    assert c.request(f"V1|44|CONSUME|orders {part} 0") == \
+        "V1|44|OK|messages=0:created,1:paid hw=1"
+    assert c.request("V1|48|PRODUCE|orders nocolon") == \
+        "V1|48|ERR|BAD_REQUEST|message must be key:value"
+    assert c.request("V1|49|PRODUCE|orders a:b acks=2") == \
+        "V1|49|ERR|BAD_REQUEST|invalid ack mode; expected acks=0, acks=1 or acks=all"
+    assert c.request("hello").startswith("V1|0|ERR|BAD_REQUEST|")
+    assert c.request("V1|50|FROB|").startswith("V1|50|ERR|UNKNOWN_COMMAND|")
+    # The connection survives every error above.
+    assert c.request("V1|51|PING|") == "V1|51|OK"
+
+
+def test_crlf_and_blank_lines(broker: BrokerProcess) -> None:
+    """telnet's CRLF endings are accepted and blank lines get no reply at all."""
+    c = broker.client()
+    c.send(b"\r\n\n\r\nV1|7|PING|\r\n\nV1|8|PING|\n")
+    assert c.readlines(2) == [b"V1|7|OK", b"V1|8|OK"]
+
+
+def test_ten_thousand_pipelined_requests_in_one_write(broker: BrokerProcess) -> None:
+    """10,000 requests sent in one write are all answered, in request order."""
+    c = broker.client(timeout=60)
+    lines = []
+    for i in range(10_000):
+        if i % 3 == 2:
+            lines.append(f"V1|{i}|PING|")
+        else:
+            lines.append(f"V1|{i}|PRODUCE|pipe k{i % 7}:v{i}")
+    c.send(("\n".join(lines) + "\n").encode())
+    replies = c.readlines(10_000)
+    last_offset: dict[str, int] = {}
+    for i, reply in enumerate(replies):
+        text = reply.decode()
+        assert text.startswith(f"V1|{i}|OK"), (i, text)
+        if i % 3 != 2:
+            m = re.fullmatch(rf"V1\|{i}\|OK\|partition=(\d+) offset=(\d+) hw=(-?\d+)", text)
+            assert m, text
+            p, off = m.group(1), int(m.group(2))
+            assert off == last_offset.get(p, -1) + 1
+            last_offset[p] = off
+    assert sum(v + 1 for v in last_offset.values()) == 6667
+
+
+def test_over_long_line_is_refused_and_closed(tmp_path: Path) -> None:
+    """A line over limits.max_line_bytes gets the spec's error and the connection closes;
+    other clients carry on."""
+    with BrokerProcess(tmp_path, {"limits": {"max_line_bytes": 1024}}) as proc:
+        other = proc.client()
+        c = proc.client()
+        c.send(b"V1|1|PRODUCE|t k:" + b"x" * 2000 + b"\n")
+        assert c.readline() == b"V1|0|ERR|BAD_REQUEST|line too long"
+        assert c.closed_by_peer()
+        # Exactly at the limit is fine (a trailing \r does not count).
+        line = b"V1|2|PRODUCE|t k:" + b"y" * (1024 - len(b"V1|2|PRODUCE|t k:"))
+        assert len(line) == 1024
+        assert other.request(line + b"\r").startswith("V1|2|OK|")
+        assert other.request("V1|3|PING|") == "V1|3|OK"
+
+
+def test_too_many_connections(tmp_path: Path) -> None:
+    """At limits.max_connections a new connection gets UNAVAILABLE and is closed; once one
+    closes, a new one is accepted."""
+    with BrokerProcess(tmp_path, {"limits": {"max_connections": 3}}) as proc:
+        clients = [proc.client() for _ in range(3)]
+        for i, c in enumerate(clients):
+            assert c.request(f"V1|{i}|PING|") == f"V1|{i}|OK"
+        extra = proc.client()
+        assert extra.readline().startswith(b"V1|0|ERR|UNAVAILABLE|")
+        assert extra.closed_by_peer()
+        clients[0].close()
+        deadline = time.monotonic() + 5
+        reply = ""
+        while reply != "V1|9|OK" and time.monotonic() < deadline:
+            # The broker notices the close asynchronously; until then it still refuses.
+            again = proc.client()
+            reply = again.request("V1|9|PING|")
+        assert reply == "V1|9|OK"
+        assert clients[1].request("V1|10|PING|") == "V1|10|OK"
+
+
+def test_client_that_never_reads_is_paused(tmp_path: Path) -> None:
+    """A client that sends requests but never reads replies is paused: the broker's memory
+    stays within 64 MiB of its baseline and another client keeps working."""
+    config = {"storage": {"fsync": "never"}}
+    with BrokerProcess(tmp_path, config) as proc:
+        c = proc.client()
+        value = "v" * 1000
+        # 1,000 messages of 1 KB: every CONSUME from 0 answers about 1 MB.
+        c.send(b"".join(f"V1|{i}|PRODUCE|big k:{value} partition=0\n".encode()
+                        for i in range(1000)))
+        c.readlines(1000)
+        baseline = proc.rss_bytes()
+        greedy = socket.create_connection(("127.0.0.1", proc.port))
+        greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        greedy.setblocking(False)
+        request = b"V1|1|CONSUME|big 0 0\n" * 200
+        sent = 0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and sent < 400 * len(request):
+            try:
+                sent += greedy.send(request)
+            except BlockingIOError:
+                time.sleep(0.01)
+        # 400 x 200 requests would be ~80 GB of replies; the broker must have stopped reading.
+        assert sent < 400 * len(request)
+        other = proc.client()
+        for i in range(50):
+            assert other.request(f"V1|{i}|PING|") == f"V1|{i}|OK"
+        growth = proc.rss_bytes() - baseline
+        assert growth < 64 * 1024 * 1024, growth
+        greedy.close()
+
+
+def test_restart_keeps_topics_messages_and_offsets(tmp_path: Path) -> None:
+    """After SIGTERM (exit 0) and a restart, topics, messages and committed offsets are there."""
+    proc = BrokerProcess(tmp_path).start()
+    try:
+        c = proc.client()
+        assert c.request("V1|1|PRODUCE|keep k:one partition=1") == \
+            "V1|1|OK|partition=1 offset=0 hw=0"
+        assert c.request("V1|2|PRODUCE|keep k:two partition=1").startswith("V1|2|OK|")
+        join = c.request("V1|3|JOIN|g keep member-a")
+        assert join == "V1|3|OK|generation=1 assigned=[0 1 2]"
+        assert c.request("V1|4|COMMIT|g keep member-a 1 1 2") == "V1|4|OK|committed=true"
+        c.close()
+        assert proc.stop() == 0
+        assert "clean shutdown complete" in proc.log_text()
+        proc.start()
+        c = proc.client()
+        assert c.request("V1|5|CONSUME|keep 1 0") == "V1|5|OK|messages=0:one,1:two hw=1"
+        assert c.request("V1|6|OFFSET|g keep 1") == "V1|6|OK|offset=2"
+        assert c.request("V1|7|METADATA|") == "V1|7|OK|topics=[keep]"
+    finally:
+        proc.stop()
+
+
+def test_kill9_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    """With fsync=always, every produce acknowledged before a kill -9 is there after restart."""
+    proc = BrokerProcess(tmp_path, {"storage": {"fsync": "always"}}).start()
+    try:
+        c = proc.client()
+        acked: dict[int, str] = {}
+        for i in range(300):
+            c.send(f"V1|{i}|PRODUCE|crash k:value-{i} partition=0\n".encode())
+        for _ in range(300):
+            m = re.fullmatch(r"V1\|(\d+)\|OK\|partition=0 offset=(\d+) hw=\d+",
+                             c.readline().decode())
+            assert m
+            acked[int(m.group(2))] = f"value-{m.group(1)}"
+        # More in flight while the broker dies: unacknowledged, may or may not survive.
+        c.send(b"".join(f"V1|x{i}|PRODUCE|crash k:late-{i} partition=0\n".encode()
+                        for i in range(500)))
+        proc.kill9()
+        proc.start()
+        c = proc.client()
+        seen: dict[int, str] = {}
+        offset = 0
+        while True:
+            reply = c.request(f"V1|r|CONSUME|crash 0 {offset}")
+            body = reply.split("|", 3)[3]
+            messages = body.split(" ")[0][len("messages="):]
+            if not messages:
+                break
+            for item in messages.split(","):
+                off, value = item.split(":", 1)
+                seen[int(off)] = value
+            offset = max(seen) + 1
+        for off, value in acked.items():
+            assert seen.get(off) == value
+    finally:
+        proc.stop()
+
+
+def test_bad_config_exits_2_naming_the_key(tmp_path: Path) -> None:
+    """An unknown key or a bad value stops startup with exit code 2 and names the key."""
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("storage:\n  fsync: sometimes\n")
+    result = subprocess.run([sys.executable, "-m", "broker", "serve", "--config", str(cfg)],
+                            cwd=ROOT, capture_output=True, timeout=60)
+    assert result.returncode == 2
+    assert b"storage.fsync" in result.stderr
+    assert b"Traceback" not in result.stderr
+    cfg.write_text("bogus_key: 1\n")
+    result = subprocess.run([sys.executable, "-m", "broker", "serve", "--config", str(cfg)],
+                            cwd=ROOT, capture_output=True, timeout=60)
+    assert result.returncode == 2 and b"bogus_key" in result.stderr
+
+
+def test_long_poll_answers_when_a_message_arrives(broker: BrokerProcess) -> None:
+    """CONSUME wait_ms=... holds the reply until a committed message exists, then answers at
+    once; with nothing arriving it answers empty when the wait ends."""
+    waiter = V1Client(broker.port, timeout=0.5)
+    assert waiter.request("V1|0|ADMIN_CREATE_TOPIC|quiet 1 1") == \
+        "V1|0|OK|topic=quiet partitions=1 replication_factor=1"
+    waiter.send(b"V1|1|CONSUME|quiet 0 0 wait_ms=20000\n")
+    with pytest.raises(TimeoutError):
+        waiter.readline()
+    producer = broker.client()
+    assert producer.request("V1|2|PRODUCE|quiet k:hello").startswith("V1|2|OK|partition=0")
+    waiter.sock.settimeout(5)
+    assert waiter.readline() == b"V1|1|OK|messages=0:hello hw=0"
+    started = time.monotonic()
+    assert waiter.request("V1|3|CONSUME|quiet 0 1 wait_ms=300") == "V1|3|OK|messages= hw=0"
+    assert time.monotonic() - started >= 0.25
