@@ -110,6 +110,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
         fsync_always=config["storage.fsync"] == "always",
     )
     core = BrokerCore(config, store, clock, replication, None, run_in_thread)
+    # Long polls wake when hw moves for any reason, timer-driven ISR changes included.
+    replication.add_hw_listener(core.notify_hw)
 
     def partitions_for(topic: str) -> int:
         found = store.topic(topic)
