@@ -32,12 +32,8 @@ Slot = list  # a one-element list the handler fills with the reply line
 Drain = Callable[[], None]
 
 
-def _lst(items: Any) -> str:
-    return "[" + " ".join(str(i) for i in items) + "]"
-
-
-def _bool(flag: bool) -> str:
-    return "true" if flag else "false"
+_lst = c.format_list
+_bool = c.format_bool
 
 
 class Handlers:

@@ -9,7 +9,6 @@ import pytest
 from broker.config import SCHEMA, ConfigError, config_from_mapping, load_config, reference_markdown
 
 
-
 def test_defaults_match_the_documented_quick_start() -> None:
     """With no file the broker listens on 127.0.0.1:9092 with data in ./skerry-data and
     fsync=always."""

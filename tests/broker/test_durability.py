@@ -80,7 +80,7 @@ def test_one_fsync_covers_every_waiter_of_the_moment() -> None:
     committer = GroupCommitter(thread)
     plog = FakeLog()
     answered: list[int] = []
-    for turn in range(10):
+    for _turn in range(10):
         for _ in range(50):  # 50 connections each append one message per turn
             offset = plog.append(1)
             committer.wait(plog, offset + 1, lambda err, o=offset: answered.append(o))

@@ -1,0 +1,1266 @@
+"""The V1 line-protocol codec: bytes of one request line in, a typed command out; reply lines out.
+
+Owns: the exact wire contract of ``spec/v1-protocol.md`` as far as it can be checked without
+state. That is the envelope (``V1|<cid>|<COMMAND>|<args>``), the command table, argument
+syntax and ranges (names, numbers, ``key:value``, options), every reply line the broker
+writes (``V1|<cid>|OK|<payload>`` and ``V1|<cid>|ERR|<CODE>|<message>``), the payload
+shapes of the spec's commands, and a pure line splitter with ``LineReceiver``'s rules (except
+that the ``\\r`` of a ``\\r\\n`` terminator does not count toward the length limit).
+Checks run in the spec's order: envelope -> command known -> argument syntax and ranges. All
+of them answer BAD_REQUEST (UNKNOWN_COMMAND for the second); existence, generation,
+membership and ownership are the handlers' business.
+
+Must not import: Twisted, sockets, the store, ``groups`` or ``replication``; it does no I/O
+and reads no clock. Only ``broker.errors`` is imported, for the error classes it raises.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeAlias
+
+from broker.errors import BadRequest, SkerryError, UnknownCommand
+
+__all__ = [
+    "AdminAddPartitions",
+    "AdminCommit",
+    "AdminCreateTopic",
+    "AdminDeleteGroup",
+    "AdminDeleteTopic",
+    "AdminResetOffsets",
+    "COMMANDS",
+    "Codec",
+    "CodecLimits",
+    "Command",
+    "CommandError",
+    "Commit",
+    "Consume",
+    "DescribeGroup",
+    "Heartbeat",
+    "Join",
+    "LINE_TOO_LONG_REPLY",
+    "Leave",
+    "LineSplitter",
+    "LineTooLong",
+    "ListGroups",
+    "MAX_INT",
+    "MAX_KEY_BYTES",
+    "MAX_NAME_CHARS",
+    "Metadata",
+    "Offset",
+    "Offsets",
+    "Ping",
+    "Produce",
+    "ReplicaFetch",
+    "SetPartitionRole",
+    "Sync",
+    "assignment_payload",
+    "consume_reply",
+    "err",
+    "format_bool",
+    "format_list",
+    "is_plain_key",
+    "is_plain_value",
+    "ok",
+    "produce_payload",
+    "replica_fetch_payload",
+    "role_payload",
+]
+
+VERSION = "V1"
+MAX_INT = 2**63 - 1
+"""Largest number accepted in any numeric field (a signed 64-bit integer)."""
+MAX_NAME_CHARS = 249
+"""Longest topic, group or consumer id."""
+MAX_KEY_BYTES = 255
+"""Longest message key, in UTF-8 bytes."""
+
+LINE_TOO_LONG_REPLY = b"V1|0|ERR|BAD_REQUEST|line too long\n"
+"""What the broker writes, before closing the connection, for a line over the length limit."""
+
+ACKS_MESSAGE = "invalid ack mode; expected acks=0, acks=1 or acks=all"
+KEY_VALUE_MESSAGE = "message must be key:value"
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """``PING`` (no arguments). Reply: ``V1|<cid>|OK``."""
+
+    name: ClassVar[str] = "PING"
+    cid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Produce:
+    """``PRODUCE <topic> <key>:<value> [acks=..] [partition=<n>] [enc=b64]``.
+
+    ``value`` is always the stored bytes: the UTF-8 of a plain value, or the decoded bytes when
+    ``b64`` is set. ``partition`` (additive) overrides the key hash; its range is the handler's.
+    """
+
+    name: ClassVar[str] = "PRODUCE"
+    cid: str
+    topic: str
+    key: str
+    value: bytes
+    acks: str = "1"
+    partition: int | None = None
+    b64: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Consume:
+    """``CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=..]``."""
+
+    name: ClassVar[str] = "CONSUME"
+    cid: str
+    topic: str
+    partition: int
+    offset: int
+    max_messages: int | None = None
+    wait_ms: int | None = None
+    b64: bool = False
+    detail: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """``JOIN <group> <topic> <consumer_id> [assignor=..] [session_timeout_ms=<ms>]``."""
+
+    name: ClassVar[str] = "JOIN"
+    cid: str
+    group: str
+    topic: str
+    member_id: str
+    assignor: str | None = None
+    session_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sync:
+    """``SYNC <group> <topic> <consumer_id> <generation>``."""
+
+    name: ClassVar[str] = "SYNC"
+    cid: str
+    group: str
+    topic: str
+    member_id: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """``HEARTBEAT <group> <topic> <consumer_id> <generation>``."""
+
+    name: ClassVar[str] = "HEARTBEAT"
+    cid: str
+    group: str
+    topic: str
+    member_id: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Leave:
+    """``LEAVE <group> <topic> <consumer_id> <generation>``."""
+
+    name: ClassVar[str] = "LEAVE"
+    cid: str
+    group: str
+    topic: str
+    member_id: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """``COMMIT <group> <topic> <consumer_id> <generation> <partition> <offset>``."""
+
+    name: ClassVar[str] = "COMMIT"
+    cid: str
+    group: str
+    topic: str
+    member_id: str
+    generation: int
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Offset:
+    """``OFFSET <group> <topic> <partition>``."""
+
+    name: ClassVar[str] = "OFFSET"
+    cid: str
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetch:
+    """``REPLICA_FETCH <topic> <partition> <replica_id> <offset>`` (replica range: handler)."""
+
+    name: ClassVar[str] = "REPLICA_FETCH"
+    cid: str
+    topic: str
+    partition: int
+    replica_id: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class SetPartitionRole:
+    """``SET_PARTITION_ROLE <topic> <partition> <leader|follower>``."""
+
+    name: ClassVar[str] = "SET_PARTITION_ROLE"
+    cid: str
+    topic: str
+    partition: int
+    role: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdminCreateTopic:
+    """Additive: ``ADMIN_CREATE_TOPIC <topic> <partitions> <replication_factor>`` + options."""
+
+    name: ClassVar[str] = "ADMIN_CREATE_TOPIC"
+    cid: str
+    topic: str
+    partitions: int
+    replication_factor: int
+    min_insync_replicas: int | None = None
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AdminDeleteTopic:
+    """Additive: ``ADMIN_DELETE_TOPIC <topic>``."""
+
+    name: ClassVar[str] = "ADMIN_DELETE_TOPIC"
+    cid: str
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdminAddPartitions:
+    """Additive: ``ADMIN_ADD_PARTITIONS <topic> <new total partition count>``."""
+
+    name: ClassVar[str] = "ADMIN_ADD_PARTITIONS"
+    cid: str
+    topic: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    """Additive: ``METADATA [<topic>]``; ``topic`` is None for the topic list."""
+
+    name: ClassVar[str] = "METADATA"
+    cid: str
+    topic: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Offsets:
+    """Additive: ``OFFSETS <topic> <partition> [ts=<ms>]``."""
+
+    name: ClassVar[str] = "OFFSETS"
+    cid: str
+    topic: str
+    partition: int
+    ts_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroup:
+    """Additive: ``DESCRIBE_GROUP <group> <topic>``."""
+
+    name: ClassVar[str] = "DESCRIBE_GROUP"
+    cid: str
+    group: str
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroups:
+    """Additive: ``LIST_GROUPS`` (no arguments)."""
+
+    name: ClassVar[str] = "LIST_GROUPS"
+    cid: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdminDeleteGroup:
+    """Additive: ``ADMIN_DELETE_GROUP <group> <topic>``."""
+
+    name: ClassVar[str] = "ADMIN_DELETE_GROUP"
+    cid: str
+    group: str
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdminResetOffsets:
+    """Additive: ``ADMIN_RESET_OFFSETS <group> <topic> <earliest|latest|offset> [partition=<n>]``.
+
+    ``target`` is the string ``"earliest"`` or ``"latest"``, or an offset (int).
+    """
+
+    name: ClassVar[str] = "ADMIN_RESET_OFFSETS"
+    cid: str
+    group: str
+    topic: str
+    target: str | int
+    partition: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AdminCommit:
+    """Additive: ``ADMIN_COMMIT <group> <topic> <partition> <offset>`` (commit by a non-member)."""
+
+    name: ClassVar[str] = "ADMIN_COMMIT"
+    cid: str
+    group: str
+    topic: str
+    partition: int
+    offset: int
+
+
+Command: TypeAlias = (
+    Ping
+    | Produce
+    | Consume
+    | Join
+    | Sync
+    | Heartbeat
+    | Leave
+    | Commit
+    | Offset
+    | ReplicaFetch
+    | SetPartitionRole
+    | AdminCreateTopic
+    | AdminDeleteTopic
+    | AdminAddPartitions
+    | Metadata
+    | Offsets
+    | DescribeGroup
+    | ListGroups
+    | AdminDeleteGroup
+    | AdminResetOffsets
+    | AdminCommit
+)
+"""Any parsed request (a runtime union: ``isinstance(x, Command)`` works)."""
+
+COMMANDS: dict[str, type[Any]] = {
+    cls.name: cls
+    for cls in (
+        Ping,
+        Produce,
+        Consume,
+        Join,
+        Sync,
+        Heartbeat,
+        Leave,
+        Commit,
+        Offset,
+        ReplicaFetch,
+        SetPartitionRole,
+        AdminCreateTopic,
+        AdminDeleteTopic,
+        AdminAddPartitions,
+        Metadata,
+        Offsets,
+        DescribeGroup,
+        ListGroups,
+        AdminDeleteGroup,
+        AdminResetOffsets,
+        AdminCommit,
+    )
+}
+"""Wire command name -> command class, for every command the codec understands."""
+
+_USAGE: dict[str, str] = {
+    "PING": "PING",
+    "PRODUCE": "PRODUCE <topic> <key>:<value> [acks=0, acks=1 or acks=all] [partition=<n>] [enc=b64]",
+    "CONSUME": "CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=true]",
+    "JOIN": "JOIN <group> <topic> <consumer_id> [assignor=round_robin, range or sticky] "
+    "[session_timeout_ms=<ms>]",
+    "SYNC": "SYNC <group> <topic> <consumer_id> <generation>",
+    "HEARTBEAT": "HEARTBEAT <group> <topic> <consumer_id> <generation>",
+    "LEAVE": "LEAVE <group> <topic> <consumer_id> <generation>",
+    "COMMIT": "COMMIT <group> <topic> <consumer_id> <generation> <partition> <offset>",
+    "OFFSET": "OFFSET <group> <topic> <partition>",
+    "REPLICA_FETCH": "REPLICA_FETCH <topic> <partition> <replica_id> <offset>",
+    "SET_PARTITION_ROLE": "SET_PARTITION_ROLE <topic> <partition> <leader or follower>",
+    "ADMIN_CREATE_TOPIC": "ADMIN_CREATE_TOPIC <topic> <partitions> <replication_factor> "
+    "[min_isr=<n>] [retention_ms=<ms>] [retention_bytes=<n>]",
+    "ADMIN_DELETE_TOPIC": "ADMIN_DELETE_TOPIC <topic>",
+    "ADMIN_ADD_PARTITIONS": "ADMIN_ADD_PARTITIONS <topic> <partitions>",
+    "METADATA": "METADATA [<topic>]",
+    "OFFSETS": "OFFSETS <topic> <partition> [ts=<ms>]",
+    "DESCRIBE_GROUP": "DESCRIBE_GROUP <group> <topic>",
+    "LIST_GROUPS": "LIST_GROUPS",
+    "ADMIN_DELETE_GROUP": "ADMIN_DELETE_GROUP <group> <topic>",
+    "ADMIN_RESET_OFFSETS": "ADMIN_RESET_OFFSETS <group> <topic> <earliest, latest or offset> "
+    "[partition=<n>]",
+    "ADMIN_COMMIT": "ADMIN_COMMIT <group> <topic> <partition> <offset>",
+}
+_POSITIONAL_COUNT: dict[str, int] = {
+    "PING": 0,
+    "PRODUCE": 2,
+    "CONSUME": 3,
+    "JOIN": 3,
+    "SYNC": 4,
+    "HEARTBEAT": 4,
+    "LEAVE": 4,
+    "COMMIT": 6,
+    "OFFSET": 3,
+    "REPLICA_FETCH": 4,
+    "SET_PARTITION_ROLE": 3,
+    "ADMIN_CREATE_TOPIC": 3,
+    "ADMIN_DELETE_TOPIC": 1,
+    "ADMIN_ADD_PARTITIONS": 2,
+    "OFFSETS": 2,
+    "DESCRIBE_GROUP": 2,
+    "LIST_GROUPS": 0,
+    "ADMIN_DELETE_GROUP": 2,
+    "ADMIN_RESET_OFFSETS": 3,
+    "ADMIN_COMMIT": 4,
+}
+_OPTIONS: dict[str, tuple[str, ...]] = {
+    "PRODUCE": ("acks", "partition", "enc"),
+    "CONSUME": ("max", "wait_ms", "enc", "detail"),
+    "JOIN": ("assignor", "session_timeout_ms"),
+    "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes"),
+    "OFFSETS": ("ts",),
+    "ADMIN_RESET_OFFSETS": ("partition",),
+}
+
+ASSIGNORS = ("round_robin", "range", "sticky")
+ROLES = ("leader", "follower")
+ACK_MODES = ("0", "1", "all")
+
+
+class CommandError(Exception):
+    """A request line refused by the codec; the broker answers ``err(e.cid, e.error)``.
+
+    ``cid`` is ``"0"`` when the envelope itself was unreadable, else the request's correlation
+    id. ``error`` is a ``BadRequest`` or an ``UnknownCommand``.
+    """
+
+    def __init__(self, cid: str, error: SkerryError) -> None:
+        super().__init__(cid, error)
+        self.cid = cid
+        self.error = error
+
+    def __str__(self) -> str:
+        return f"cid={self.cid} {self.error.code}: {self.error.message}"
+
+    def reply(self) -> bytes:
+        """The complete error line for this refusal (with the trailing newline)."""
+        return err(self.cid, self.error)
+
+
+@dataclass(frozen=True)
+class CodecLimits:
+    """Limits the codec enforces while parsing.
+
+    ``max_message_bytes`` bounds a PRODUCE value in bytes (after base64 decoding).
+    """
+
+    max_message_bytes: int = 1048576
+
+    def __post_init__(self) -> None:
+        if self.max_message_bytes < 0:
+            raise ValueError(f"max_message_bytes must be >= 0, got {self.max_message_bytes}")
+
+
+_DEFAULT_LIMITS = CodecLimits()
+
+
+# --------------------------------------------------------------------------------------------
+# Field validation
+# --------------------------------------------------------------------------------------------
+
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+# Python's str ``\s`` is exactly ``str.isspace`` (both use Py_UNICODE_ISSPACE); a test pins it.
+_BAD_VALUE_RE = re.compile(r"[\s,|]")
+_BAD_KEY_RE = re.compile(r"[\s,|:]")
+_SHOW_CHARS = 40
+
+
+def _show(text: str) -> str:
+    """A short, quoted, escaped rendering of client input for an error message."""
+    if len(text) > _SHOW_CHARS:
+        return repr(text[:_SHOW_CHARS]) + "..."
+    return repr(text)
+
+
+def _describe_char(char: str) -> str:
+    if char == "|":
+        return "a pipe character"
+    if char.isspace():
+        return f"whitespace U+{ord(char):04X}"
+    return repr(char)
+
+
+def _name(text: str, what: str) -> str:
+    """A topic, group or consumer id: 1-249 chars of [A-Za-z0-9._-], not '.' or '..'."""
+    if text.isalnum() and text.isascii() and len(text) <= MAX_NAME_CHARS:
+        return text
+    if _NAME_RE.fullmatch(text) is not None and text != "." and text != "..":
+        return text
+    raise BadRequest(
+        f"invalid {what} {_show(text)}; names are 1 to {MAX_NAME_CHARS} characters of "
+        "A-Z a-z 0-9 . _ - and not '.' or '..'"
+    )
+
+
+def _uint(text: str, what: str) -> int:
+    """A numeric field: ASCII digits only, at most 2**63-1."""
+    if len(text) <= 18 and text.isdigit() and text.isascii():
+        return int(text)
+    if not (text.isdigit() and text.isascii()):
+        raise BadRequest(
+            f"{what} must be a non-negative integer (digits 0-9 only), got {_show(text)}"
+        )
+    # Leading zeros are digits too; strip them before the size check so int() never sees a
+    # string long enough to trip Python's int-parsing limit.
+    significant = text.lstrip("0")
+    if len(significant) > 19 or int(significant or "0") > MAX_INT:
+        raise BadRequest(f"{what} is too large; the maximum is {MAX_INT}")
+    return int(significant or "0")
+
+
+def _uint_min(text: str, what: str, minimum: int) -> int:
+    value = _uint(text, what)
+    if value < minimum:
+        raise BadRequest(f"{what} must be at least {minimum}, got {value}")
+    return value
+
+
+def _key(key: str) -> str:
+    """A PRODUCE key: at most 255 UTF-8 bytes, no whitespace, '|', ',' or ':'."""
+    if key.isprintable() and "," not in key and (len(key) * 4 <= MAX_KEY_BYTES or _short_key(key)):
+        return key  # space, '|' and ':' cannot reach here: the line split removed them
+    match = _BAD_KEY_RE.search(key)
+    if match is not None:
+        raise BadRequest(
+            f"key contains {_describe_char(match.group())} at position {match.start()}; "
+            "keys may not contain whitespace, a comma, a pipe or a colon"
+        )
+    if not _short_key(key):
+        raise BadRequest(f"key is {len(key.encode())} bytes; the maximum is {MAX_KEY_BYTES}")
+    return key
+
+
+def _short_key(key: str) -> bool:
+    return len(key) <= MAX_KEY_BYTES and (key.isascii() or len(key.encode()) <= MAX_KEY_BYTES)
+
+
+def _plain_value_error(value: str) -> None:
+    """Raise BadRequest naming the first character that keeps ``value`` from being plain."""
+    match = _BAD_VALUE_RE.search(value)
+    if match is not None:
+        raise BadRequest(
+            f"value contains {_describe_char(match.group())} at position {match.start()}; "
+            "send it with enc=b64"
+        )
+
+
+def _b64decode(text: str, what: str) -> bytes:
+    """Strict standard base64 with padding; the canonical encoding only."""
+    try:
+        data = binascii.a2b_base64(text, strict_mode=True)
+    except ValueError as exc:  # binascii.Error, or non-ASCII input
+        raise BadRequest(
+            f"{what} is not valid base64 ({exc}); enc=b64 expects standard base64 with padding"
+        ) from None
+    if binascii.b2a_base64(data, newline=False) != text.encode("ascii"):
+        raise BadRequest(f"{what} is not canonical base64 (non-zero padding bits); enc=b64")
+    return data
+
+
+def _enc(value: str) -> bool:
+    if value == "b64":
+        return True
+    raise BadRequest(f"invalid encoding {_show(value)}; expected enc=b64")
+
+
+def _bool(value: str, option: str) -> bool:
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    raise BadRequest(f"invalid {option} {_show(value)}; expected {option}=true or {option}=false")
+
+
+def is_plain_value(value: bytes) -> bool:
+    """True when ``value`` may travel unencoded: UTF-8 without whitespace, '|' or ','."""
+    try:
+        text = value.decode()
+    except UnicodeDecodeError:
+        return False
+    if text.isprintable():  # the only printable whitespace is the space
+        return " " not in text and "," not in text and "|" not in text
+    return _BAD_VALUE_RE.search(text) is None
+
+
+def is_plain_key(key: bytes) -> bool:
+    """True when ``key`` may travel unencoded: <= 255 bytes of UTF-8 without ws, '|', ',', ':'."""
+    if len(key) > MAX_KEY_BYTES:
+        return False
+    try:
+        text = key.decode()
+    except UnicodeDecodeError:
+        return False
+    return _BAD_KEY_RE.search(text) is None
+
+
+# --------------------------------------------------------------------------------------------
+# Argument splitting
+# --------------------------------------------------------------------------------------------
+
+_NO_OPTIONS: dict[str, str] = {}
+
+
+def _tokens(args: str) -> list[str]:
+    """Arguments separated by runs of spaces; leading and trailing spaces are ignored."""
+    tokens = args.split(" ")
+    if "" in tokens:
+        tokens = [token for token in tokens if token]
+    return tokens
+
+
+def _wrong_count(command: str, got: int) -> BadRequest:
+    want = _POSITIONAL_COUNT.get(command, 0)
+    return BadRequest(
+        f"{command} expects {want} positional argument{'s' if want != 1 else ''}, got {got}; "
+        f"usage: {_USAGE[command]}"
+    )
+
+
+def _options(command: str, tokens: list[str], start: int) -> dict[str, str]:
+    """``name=value`` options after the positionals: known, each at most once."""
+    allowed = _OPTIONS.get(command, ())
+    options: dict[str, str] = {}
+    for token in tokens[start:]:
+        option, eq, value = token.partition("=")
+        if not eq:
+            if allowed:
+                hint = f"only name=value options may follow the {start} positional arguments"
+            else:
+                hint = f"{command} takes exactly {start} positional arguments and no options"
+            raise BadRequest(
+                f"unexpected argument {_show(token)}; {hint}; usage: {_USAGE[command]}"
+            )
+        if option not in allowed:
+            known = ", ".join(allowed) if allowed else "none"
+            raise BadRequest(
+                f"unknown option {_show(option)} for {command} (known options: {known}); "
+                f"usage: {_USAGE[command]}"
+            )
+        if option in options:
+            raise BadRequest(f"option {option} given more than once")
+        options[option] = value
+    return options
+
+
+def _split(command: str, args: str) -> tuple[list[str], dict[str, str]]:
+    """Positionals (exactly the command's count) and options."""
+    count = _POSITIONAL_COUNT[command]
+    tokens = _tokens(args)
+    if len(tokens) < count:
+        raise _wrong_count(command, len(tokens))
+    if len(tokens) == count:
+        return tokens, _NO_OPTIONS
+    return tokens, _options(command, tokens, count)
+
+
+# --------------------------------------------------------------------------------------------
+# Parsers (one per command; the hot ones are written out for speed)
+# --------------------------------------------------------------------------------------------
+
+
+def _parse_ping(cid: str, args: str) -> Ping:
+    if args and _tokens(args):
+        _options("PING", _tokens(args), 0)
+    return Ping(cid)
+
+
+def _parse_list_groups(cid: str, args: str) -> ListGroups:
+    if args and _tokens(args):
+        _options("LIST_GROUPS", _tokens(args), 0)
+    return ListGroups(cid)
+
+
+def _parse_join(cid: str, args: str) -> Join:
+    tokens, options = _split("JOIN", args)
+    group = _name(tokens[0], "group")
+    topic = _name(tokens[1], "topic")
+    member_id = _name(tokens[2], "consumer id")
+    assignor = options.get("assignor")
+    if assignor is not None and assignor not in ASSIGNORS:
+        raise BadRequest(
+            f"unknown assignor {_show(assignor)}; expected assignor=round_robin, "
+            "assignor=range or assignor=sticky"
+        )
+    timeout = options.get("session_timeout_ms")
+    session_timeout_ms = None if timeout is None else _uint(timeout, "session_timeout_ms")
+    return Join(cid, group, topic, member_id, assignor, session_timeout_ms)
+
+
+def _member_fields(command: str, args: str) -> tuple[list[str], str, str, str, int]:
+    tokens, _ = _split(command, args)
+    return (
+        tokens,
+        _name(tokens[0], "group"),
+        _name(tokens[1], "topic"),
+        _name(tokens[2], "consumer id"),
+        _uint(tokens[3], "generation"),
+    )
+
+
+def _parse_sync(cid: str, args: str) -> Sync:
+    _, group, topic, member_id, generation = _member_fields("SYNC", args)
+    return Sync(cid, group, topic, member_id, generation)
+
+
+def _parse_heartbeat(cid: str, args: str) -> Heartbeat:
+    _, group, topic, member_id, generation = _member_fields("HEARTBEAT", args)
+    return Heartbeat(cid, group, topic, member_id, generation)
+
+
+def _parse_leave(cid: str, args: str) -> Leave:
+    _, group, topic, member_id, generation = _member_fields("LEAVE", args)
+    return Leave(cid, group, topic, member_id, generation)
+
+
+def _parse_commit(cid: str, args: str) -> Commit:
+    tokens, group, topic, member_id, generation = _member_fields("COMMIT", args)
+    partition = _uint(tokens[4], "partition")
+    offset = _uint(tokens[5], "offset")
+    return Commit(cid, group, topic, member_id, generation, partition, offset)
+
+
+def _parse_offset(cid: str, args: str) -> Offset:
+    tokens, _ = _split("OFFSET", args)
+    return Offset(
+        cid, _name(tokens[0], "group"), _name(tokens[1], "topic"), _uint(tokens[2], "partition")
+    )
+
+
+def _parse_replica_fetch(cid: str, args: str) -> ReplicaFetch:
+    tokens, _ = _split("REPLICA_FETCH", args)
+    return ReplicaFetch(
+        cid,
+        _name(tokens[0], "topic"),
+        _uint(tokens[1], "partition"),
+        _uint(tokens[2], "replica_id"),
+        _uint(tokens[3], "offset"),
+    )
+
+
+def _parse_set_partition_role(cid: str, args: str) -> SetPartitionRole:
+    tokens, _ = _split("SET_PARTITION_ROLE", args)
+    topic = _name(tokens[0], "topic")
+    partition = _uint(tokens[1], "partition")
+    role = tokens[2]
+    if role not in ROLES:
+        raise BadRequest(f"invalid role {_show(role)}; expected leader or follower")
+    return SetPartitionRole(cid, topic, partition, role)
+
+
+def _optional_uint(options: dict[str, str], option: str, minimum: int = 0) -> int | None:
+    text = options.get(option)
+    if text is None:
+        return None
+    return _uint_min(text, option, minimum)
+
+
+def _parse_admin_create_topic(cid: str, args: str) -> AdminCreateTopic:
+    tokens, options = _split("ADMIN_CREATE_TOPIC", args)
+    return AdminCreateTopic(
+        cid,
+        _name(tokens[0], "topic"),
+        _uint_min(tokens[1], "partitions", 1),
+        _uint_min(tokens[2], "replication_factor", 1),
+        _optional_uint(options, "min_isr", 1),
+        _optional_uint(options, "retention_ms", 1),
+        _optional_uint(options, "retention_bytes", 1),
+    )
+
+
+def _parse_admin_delete_topic(cid: str, args: str) -> AdminDeleteTopic:
+    tokens, _ = _split("ADMIN_DELETE_TOPIC", args)
+    return AdminDeleteTopic(cid, _name(tokens[0], "topic"))
+
+
+def _parse_admin_add_partitions(cid: str, args: str) -> AdminAddPartitions:
+    tokens, _ = _split("ADMIN_ADD_PARTITIONS", args)
+    return AdminAddPartitions(cid, _name(tokens[0], "topic"), _uint_min(tokens[1], "partitions", 1))
+
+
+def _parse_metadata(cid: str, args: str) -> Metadata:
+    tokens = _tokens(args)
+    if not tokens:
+        return Metadata(cid, None)
+    if "=" in tokens[0]:  # no topic given; METADATA has no options
+        _options("METADATA", tokens, 0)
+    if len(tokens) > 1:
+        raise BadRequest(
+            f"METADATA takes at most one argument, got {len(tokens)}; usage: {_USAGE['METADATA']}"
+        )
+    return Metadata(cid, _name(tokens[0], "topic"))
+
+
+def _parse_offsets(cid: str, args: str) -> Offsets:
+    tokens, options = _split("OFFSETS", args)
+    return Offsets(
+        cid, _name(tokens[0], "topic"), _uint(tokens[1], "partition"), _optional_uint(options, "ts")
+    )
+
+
+def _parse_describe_group(cid: str, args: str) -> DescribeGroup:
+    tokens, _ = _split("DESCRIBE_GROUP", args)
+    return DescribeGroup(cid, _name(tokens[0], "group"), _name(tokens[1], "topic"))
+
+
+def _parse_admin_delete_group(cid: str, args: str) -> AdminDeleteGroup:
+    tokens, _ = _split("ADMIN_DELETE_GROUP", args)
+    return AdminDeleteGroup(cid, _name(tokens[0], "group"), _name(tokens[1], "topic"))
+
+
+def _parse_admin_reset_offsets(cid: str, args: str) -> AdminResetOffsets:
+    tokens, options = _split("ADMIN_RESET_OFFSETS", args)
+    group = _name(tokens[0], "group")
+    topic = _name(tokens[1], "topic")
+    text = tokens[2]
+    target: str | int
+    if text == "earliest" or text == "latest":
+        target = text
+    elif text.isdigit() and text.isascii():
+        target = _uint(text, "offset")
+    else:
+        raise BadRequest(
+            f"invalid reset target {_show(text)}; expected earliest, latest or an offset"
+        )
+    return AdminResetOffsets(cid, group, topic, target, _optional_uint(options, "partition"))
+
+
+def _parse_admin_commit(cid: str, args: str) -> AdminCommit:
+    tokens, _ = _split("ADMIN_COMMIT", args)
+    return AdminCommit(
+        cid,
+        _name(tokens[0], "group"),
+        _name(tokens[1], "topic"),
+        _uint(tokens[2], "partition"),
+        _uint(tokens[3], "offset"),
+    )
+
+
+_Parser: TypeAlias = Callable[[str, str], Any]
+
+
+class Codec:
+    """Parses request lines into commands under a set of ``CodecLimits``."""
+
+    __slots__ = ("limits", "_max_value", "_max_b64_chars", "_parsers")
+
+    def __init__(self, limits: CodecLimits = _DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        self._max_value = limits.max_message_bytes
+        self._max_b64_chars = 4 * ((limits.max_message_bytes + 2) // 3)
+        self._parsers: dict[str, _Parser] = {
+            "PING": _parse_ping,
+            "PRODUCE": self._parse_produce,
+            "CONSUME": _parse_consume,
+            "JOIN": _parse_join,
+            "SYNC": _parse_sync,
+            "HEARTBEAT": _parse_heartbeat,
+            "LEAVE": _parse_leave,
+            "COMMIT": _parse_commit,
+            "OFFSET": _parse_offset,
+            "REPLICA_FETCH": _parse_replica_fetch,
+            "SET_PARTITION_ROLE": _parse_set_partition_role,
+            "ADMIN_CREATE_TOPIC": _parse_admin_create_topic,
+            "ADMIN_DELETE_TOPIC": _parse_admin_delete_topic,
+            "ADMIN_ADD_PARTITIONS": _parse_admin_add_partitions,
+            "METADATA": _parse_metadata,
+            "OFFSETS": _parse_offsets,
+            "DESCRIBE_GROUP": _parse_describe_group,
+            "LIST_GROUPS": _parse_list_groups,
+            "ADMIN_DELETE_GROUP": _parse_admin_delete_group,
+            "ADMIN_RESET_OFFSETS": _parse_admin_reset_offsets,
+            "ADMIN_COMMIT": _parse_admin_commit,
+        }
+        assert self._parsers.keys() == COMMANDS.keys()
+
+    def parse_command(self, line: bytes) -> Command | None:
+        """Parse one request line given WITHOUT its ``\\n`` terminator.
+
+        One trailing ``\\r`` is stripped; an empty line gives None (the spec ignores blank
+        lines). Otherwise returns a command object or raises ``CommandError``.
+        """
+        if line[-1:] == b"\r":
+            line = line[:-1]
+        if not line:
+            return None
+        try:
+            text = line.decode()
+        except UnicodeDecodeError:
+            raise self._undecodable(line) from None
+        fields = text.split("|")
+        if len(fields) != 4:
+            raise CommandError("0", _field_count_error(len(fields)))
+        version, cid, command, args = fields
+        if version != VERSION:
+            raise CommandError("0", _version_error(version))
+        if not cid:
+            raise CommandError("0", BadRequest("empty correlation id"))
+        if "\n" in cid or "\r" in cid:
+            raise CommandError("0", _cid_line_break())
+        parser = self._parsers.get(command)
+        if parser is None:
+            if not command:
+                raise CommandError("0", BadRequest("empty command"))
+            raise CommandError(cid, _unknown_command(command))
+        try:
+            return parser(cid, args)
+        except BadRequest as exc:
+            raise CommandError(cid, exc) from None
+
+    def _undecodable(self, line: bytes) -> CommandError:
+        """The error for a line that is not valid UTF-8, in check order."""
+        fields = line.split(b"|")
+        if len(fields) != 4:
+            return CommandError("0", _field_count_error(len(fields)))
+        version, raw_cid, raw_command, raw_args = fields
+        if version != b"V1":
+            return CommandError("0", _version_error(version.decode(errors="replace")))
+        if not raw_cid:
+            return CommandError("0", BadRequest("empty correlation id"))
+        try:
+            cid = raw_cid.decode()
+        except UnicodeDecodeError as exc:
+            return CommandError("0", _utf8_error("correlation id", exc))
+        if "\n" in cid or "\r" in cid:
+            return CommandError("0", _cid_line_break())
+        if not raw_command:
+            return CommandError("0", BadRequest("empty command"))
+        try:
+            command = raw_command.decode()
+        except UnicodeDecodeError as exc:
+            return CommandError(cid, _utf8_error("command", exc))
+        if command not in self._parsers:
+            return CommandError(cid, _unknown_command(command))
+        try:
+            raw_args.decode()
+        except UnicodeDecodeError as exc:
+            return CommandError(
+                cid, _utf8_error("arguments", exc, hint="; send binary values with enc=b64")
+            )
+        raise AssertionError("undecodable line whose fields all decode")  # pragma: no cover
+
+    def _parse_produce(self, cid: str, args: str) -> Produce:
+        tokens = args.split(" ")
+        if "" in tokens:
+            tokens = [token for token in tokens if token]
+        count = len(tokens)
+        if count < 2:
+            raise _wrong_count("PRODUCE", count)
+        topic = tokens[0]
+        if not (topic.isalnum() and topic.isascii() and len(topic) <= MAX_NAME_CHARS):
+            _name(topic, "topic")
+        key, colon, value = tokens[1].partition(":")
+        if not colon:
+            raise BadRequest(KEY_VALUE_MESSAGE)
+        if key:
+            _key(key)
+        acks = "1"
+        partition = None
+        b64 = False
+        if count > 2:
+            options = _options("PRODUCE", tokens, 2)
+            mode = options.get("acks")
+            if mode is not None:
+                if mode not in ACK_MODES:
+                    raise BadRequest(ACKS_MESSAGE)
+                acks = mode
+            text = options.get("partition")
+            if text is not None:
+                partition = _uint(text, "partition")
+            encoding = options.get("enc")
+            if encoding is not None:
+                b64 = _enc(encoding)
+        if b64:
+            if len(value) > self._max_b64_chars:
+                raise _too_big(len(value) * 3 // 4, self._max_value)
+            data = _b64decode(value, "value")
+        else:
+            if not (value.isprintable() and "," not in value):
+                _plain_value_error(value)
+            data = value.encode()
+        if len(data) > self._max_value:
+            raise _too_big(len(data), self._max_value)
+        return Produce(cid, topic, key, data, acks, partition, b64)
+
+
+def _parse_consume(cid: str, args: str) -> Consume:
+    tokens = args.split(" ")
+    if "" in tokens:
+        tokens = [token for token in tokens if token]
+    count = len(tokens)
+    if count < 3:
+        raise _wrong_count("CONSUME", count)
+    topic = tokens[0]
+    if not (topic.isalnum() and topic.isascii() and len(topic) <= MAX_NAME_CHARS):
+        _name(topic, "topic")
+    partition = _uint(tokens[1], "partition")
+    offset = _uint(tokens[2], "offset")
+    if count == 3:
+        return Consume(cid, topic, partition, offset)
+    options = _options("CONSUME", tokens, 3)
+    encoding = options.get("enc")
+    detail = options.get("detail")
+    return Consume(
+        cid,
+        topic,
+        partition,
+        offset,
+        _optional_uint(options, "max", 1),
+        _optional_uint(options, "wait_ms"),
+        False if encoding is None else _enc(encoding),
+        False if detail is None else _bool(detail, "detail"),
+    )
+
+
+def _field_count_error(count: int) -> BadRequest:
+    hint = (
+        "a value containing a pipe character must be sent with enc=b64"
+        if count > 4
+        else "a command without arguments still ends with a pipe"
+    )
+    return BadRequest(
+        "malformed envelope: expected 4 pipe-separated fields (V1, correlation id, command, "
+        f"arguments), got {count}; {hint}"
+    )
+
+
+def _cid_line_break() -> BadRequest:
+    # The cid is echoed verbatim, so a line break in it would split the reply line.
+    return BadRequest("correlation id contains a line break")
+
+
+def _version_error(version: str) -> BadRequest:
+    return BadRequest(f"unsupported protocol version {_show(version)}; expected V1")
+
+
+def _unknown_command(command: str) -> UnknownCommand:
+    return UnknownCommand(f"unknown command {_show(command)}; commands are upper case, e.g. PING")
+
+
+def _utf8_error(what: str, exc: UnicodeDecodeError, hint: str = "") -> BadRequest:
+    byte = exc.object[exc.start]
+    return BadRequest(
+        f"invalid UTF-8 in the {what} (byte 0x{byte:02x} at position {exc.start}){hint}"
+    )
+
+
+def _too_big(size: int, limit: int) -> BadRequest:
+    return BadRequest(f"value is {size} bytes; the maximum message size is {limit} bytes")
+
+
+# --------------------------------------------------------------------------------------------
+# Replies and payloads
+# --------------------------------------------------------------------------------------------
+
+
+def format_list(items: Iterable[object]) -> str:
+    """A payload list: ``[a b c]``, space-separated; ``[]`` when empty."""
+    return "[" + " ".join(map(str, items)) + "]"
+
+
+def format_bool(value: bool) -> str:
+    """A payload boolean: ``true`` or ``false``."""
+    return "true" if value else "false"
+
+
+def ok(cid: str, payload: str | None = None) -> bytes:
+    """``V1|<cid>|OK\\n`` or ``V1|<cid>|OK|<payload>\\n``."""
+    if payload is None:
+        return f"V1|{cid}|OK\n".encode()
+    return f"V1|{cid}|OK|{payload}\n".encode()
+
+
+def err(cid: str, error: SkerryError) -> bytes:
+    """``V1|<cid>|ERR|<CODE>|<message>\\n``; the message is never empty, '|' or newline free."""
+    message = error.message
+    if not message or "|" in message or "\n" in message or "\r" in message:
+        message = (
+            message.replace("|", "/").replace("\r", " ").replace("\n", " ").strip()
+            or error.description
+        )
+    return f"V1|{cid}|ERR|{error.code}|{message}\n".encode()
+
+
+def produce_payload(partition: int, offset: int, hw: int) -> str:
+    """``partition=<n> offset=<n> hw=<n>``."""
+    return f"partition={partition} offset={offset} hw={hw}"
+
+
+def assignment_payload(generation: int, assigned: Sequence[int]) -> str:
+    """``generation=<n> assigned=[0 1 2]`` (JOIN and SYNC); ``assigned=[]`` when none."""
+    return f"generation={generation} assigned={format_list(assigned)}"
+
+
+def replica_fetch_payload(
+    replica: int, acked_offset: int, hw: int, isr: Sequence[int], under_replicated: bool
+) -> str:
+    """``replica=<id> acked_offset=<n> hw=<n> isr=[<ids>] under_replicated=<bool>``."""
+    return (
+        f"replica={replica} acked_offset={acked_offset} hw={hw} isr={format_list(isr)} "
+        f"under_replicated={format_bool(under_replicated)}"
+    )
+
+
+def role_payload(topic: str, partition: int, role: str, hw: int) -> str:
+    """``topic=<name> partition=<n> role=<leader|follower> hw=<n>``."""
+    return f"topic={topic} partition={partition} role={role} hw={hw}"
+
+
+_b2a = binascii.b2a_base64
+
+
+def consume_reply(
+    cid: str, records: Sequence[Any], hw: int, *, b64: bool = False, detail: bool = False
+) -> tuple[bytes, int]:
+    """The whole CONSUME success line and how many of ``records`` it carries.
+
+    ``records`` have ``.offset`` (int), ``.timestamp`` (int, microseconds), ``.payload``
+    (bytes) and ``.key`` (bytes or None). Plain form: ``messages=0:created,1:paid hw=1``
+    (``messages= hw=<n>`` when empty). ``b64``: every value (and, with ``detail``, every key)
+    in standard base64. ``detail``: ``<offset>:<timestamp_ms>:<key>:<value>`` per message.
+
+    A plain reply never carries a value (or, with ``detail``, a key) that breaks the plain
+    rule: it stops just before that record, and raises ``BadRequest`` naming the offset and
+    ``enc=b64`` when it is the first one.
+    """
+    items: list[bytes] = []
+    append = items.append
+    if detail:
+        for record in records:
+            key = record.key if record.key is not None else b""
+            payload = record.payload
+            if b64:
+                key = _b2a(key, newline=False)
+                payload = _b2a(payload, newline=False)
+            elif not (is_plain_key(key) and is_plain_value(payload)):
+                if not items:
+                    raise _not_plain(record.offset, "key or value")
+                break
+            append(b"%d:%d:%b:%b" % (record.offset, record.timestamp // 1000, key, payload))
+    elif b64:
+        for record in records:
+            append(b"%d:%b" % (record.offset, _b2a(record.payload, newline=False)))
+    else:
+        for record in records:
+            payload = record.payload
+            if not is_plain_value(payload):
+                if not items:
+                    raise _not_plain(record.offset, "value")
+                break
+            append(b"%d:%b" % (record.offset, payload))
+    line = b"V1|%b|OK|messages=%b hw=%d\n" % (cid.encode(), b",".join(items), hw)
+    return line, len(items)
+
+
+def _not_plain(offset: int, what: str) -> BadRequest:
+    return BadRequest(
+        f"message at offset {offset} has a {what} that cannot be sent as plain text "
+        "(whitespace, a comma, a pipe or invalid UTF-8); read it with enc=b64"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Framing
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LineTooLong:
+    """Marker from ``LineSplitter.feed``: a line exceeded the limit; answer
+    ``LINE_TOO_LONG_REPLY`` and close the connection."""
+
+
+class LineSplitter:
+    """Splits a byte stream into ``\\n``-terminated lines, as the broker's protocol does.
+
+    ``feed`` returns complete lines without the ``\\n`` (a ``\\r`` before it stays; the codec
+    strips it). The length limit counts the bytes without the terminator, and a telnet
+    client's terminator is ``\\r\\n``: a line is too long when it has more than
+    ``max_line_bytes`` bytes, not counting one ``\\r`` just before the ``\\n``. That is
+    ``LineReceiver``'s rule (``delimiter = b"\\n"``, ``MAX_LENGTH``) except for that ``\\r``.
+    An unterminated tail that can no longer become a legal line is reported at once, without
+    waiting for its newline, so memory stays bounded. The first over-long line yields one
+    ``LineTooLong`` after the lines before it, and the splitter produces nothing more.
+    """
+
+    __slots__ = ("_max", "_buffer", "_overflowed")
+
+    def __init__(self, max_line_bytes: int) -> None:
+        if max_line_bytes < 0:
+            raise ValueError(f"max_line_bytes must be >= 0, got {max_line_bytes}")
+        self._max = max_line_bytes
+        self._buffer = bytearray()
+        self._overflowed = False
+
+    @property
+    def overflowed(self) -> bool:
+        """True once a ``LineTooLong`` was produced; later input is discarded."""
+        return self._overflowed
+
+    def feed(self, data: bytes) -> list[bytes | LineTooLong]:
+        """Add ``data``; return the lines it completed (and ``LineTooLong``, at most once)."""
+        if self._overflowed:
+            return []
+        buffer = self._buffer
+        buffer += data
+        if b"\n" not in data:  # the buffer never holds a '\n' between calls
+            if self._tail_too_long(buffer):
+                return [self._overflow()]
+            return []
+        *lines, rest = bytes(buffer).split(b"\n")
+        out: list[bytes | LineTooLong] = []
+        limit = self._max
+        for line in lines:
+            if len(line) > limit and not (len(line) == limit + 1 and line[-1] == 13):
+                out.append(self._overflow())
+                return out
+            out.append(line)
+        buffer[:] = rest
+        if self._tail_too_long(rest):
+            out.append(self._overflow())
+        return out
+
+    def _tail_too_long(self, tail: bytes | bytearray) -> bool:
+        """An unterminated tail is hopeless once it exceeds the limit, unless its one extra
+        byte is the ``\\r`` of a ``\\r\\n`` still on its way."""
+        size = len(tail)
+        limit = self._max
+        return size > limit + 1 or (size == limit + 1 and tail[-1] != 13)
+
+    def _overflow(self) -> LineTooLong:
+        self._overflowed = True
+        self._buffer = bytearray()
+        return LineTooLong()
