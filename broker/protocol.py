@@ -59,7 +59,7 @@ class V1Protocol(Protocol):
         self._arm_idle()
         log.debug("connection from %s", self._peer)
 
-    def connectionLost(self, reason: Failure = Failure(ConnectionError())) -> None:
+    def connectionLost(self, reason: Failure | None = None) -> None:
         if self._idle_call is not None and self._idle_call.active():
             self._idle_call.cancel()
         self._idle_call = None
