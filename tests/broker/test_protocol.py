@@ -1,0 +1,220 @@
+"""The V1 transport over the real core and store, driven in memory: StringTransport
+connections, task.Clock time, and a thread runner the test controls so that "the fsync
+returned" is an explicit step. These prove group commit (no OK before the fsync that
+covers it; one fsync for many appends), reply ordering, idle timeouts and storage faults."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+
+from broker.config import config_from_mapping
+from broker.server import Broker, build_broker
+from tests.fakes.fs import FaultyFileLayer, RecordingFileLayer
+
+
+class ManualThread:
+    """run_in_thread whose jobs run when the test calls ``run_all`` (an fsync returning)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Callable[[], Any], Deferred[Any]]] = []
+
+    def __call__(self, function: Callable[[], Any]) -> Deferred[Any]:
+        d: Deferred[Any] = Deferred()
+        self.jobs.append((function, d))
+        return d
+
+    def run_all(self) -> int:
+        count = 0
+        while self.jobs:
+            function, d = self.jobs.pop(0)
+            count += 1
+            try:
+                result = function()
+            except Exception as exc:  # noqa: BLE001 - a worker thread hands errors over too
+                d.errback(exc)
+            else:
+                d.callback(result)
+        return count
+
+
+class Harness:
+    def __init__(self, tmp_path: Path, fs: Any = None, **config: Any) -> None:
+        self.clock = Clock()
+        self.thread = ManualThread()
+        raw = {"data_dir": str(tmp_path / "data"), **config}
+        kwargs = {} if fs is None else {"fs": fs}
+        self.broker: Broker = build_broker(config_from_mapping(raw), self.clock,
+                                           run_in_thread=self.thread, **kwargs)
+        self.thread.run_all()
+
+    def connect(self) -> tuple[Any, StringTransport]:
+        proto = self.broker.v1_factory.buildProtocol(None)
+        transport = StringTransport()
+        proto.makeConnection(transport)
+        return proto, transport
+
+    def turn(self) -> None:
+        """End of a reactor turn: queued produces are appended (fsyncs only get queued)."""
+        self.clock.advance(0)
+
+
+def lines(transport: StringTransport) -> list[bytes]:
+    return transport.value().splitlines()
+
+
+def test_no_ok_before_the_fsync_that_covers_it(tmp_path: Path) -> None:
+    """fsync=always: a PRODUCE is answered only after an fsync that started after its
+    append returned, and one fsync covers the appends of many connections."""
+    fs = RecordingFileLayer()
+    h = Harness(tmp_path, fs=fs, storage={"fsync": "always"},
+                topics={"t": {"partitions": 1}})
+    conns = [h.connect() for _ in range(20)]
+    for i, (proto, _) in enumerate(conns):
+        proto.dataReceived(f"V1|{i}|PRODUCE|t k:v{i}\n".encode())
+    h.turn()
+    log_writes = fs.ops("write", ".log")
+    assert len(log_writes) == 1  # one write for the 20 messages of this turn
+    assert all(tr.value() == b"" for _, tr in conns)
+    # A second wave arrives while the first fsync is still running.
+    for i, (proto, _) in enumerate(conns):
+        proto.dataReceived(f"V1|b{i}|PRODUCE|t k:w{i}\n".encode())
+    h.turn()
+    assert all(tr.value() == b"" for _, tr in conns)
+    fsyncs_before = len(fs.ops("fsync", ".log"))
+    h.thread.run_all()  # the fsyncs return
+    fsyncs = fs.ops("fsync", ".log")
+    assert 1 <= len(fsyncs) - fsyncs_before <= 2
+    last_write_seq = max(e.seq for e in fs.ops("write", ".log"))
+    assert max(e.seq for e in fsyncs) > last_write_seq
+    for i, (_, tr) in enumerate(conns):
+        got = lines(tr)
+        assert got[0].startswith(f"V1|{i}|OK|partition=0 offset=".encode())
+        assert got[1].startswith(f"V1|b{i}|OK|partition=0 offset=".encode())
+    assert len(fsyncs) < 40  # 40 acknowledged appends, far fewer fsyncs
+
+
+def test_replies_stay_in_request_order_while_a_produce_waits(tmp_path: Path) -> None:
+    """A PING pipelined behind a PRODUCE that waits for its fsync is answered after it."""
+    h = Harness(tmp_path, storage={"fsync": "always"})
+    proto, tr = h.connect()
+    proto.dataReceived(b"V1|1|PRODUCE|t a:1\nV1|2|PING|\nV1|3|CONSUME|t 0 0\n")
+    h.turn()
+    assert tr.value() == b""
+    h.thread.run_all()
+    got = lines(tr)
+    assert [g.split(b"|")[1] for g in got] == [b"1", b"2", b"3"]
+    assert got[1] == b"V1|2|OK"
+
+
+def test_acks_zero_does_not_wait_for_the_fsync(tmp_path: Path) -> None:
+    """acks=0 is answered without waiting for durability."""
+    h = Harness(tmp_path, storage={"fsync": "always"}, topics={"t": {"partitions": 1}})
+    proto, tr = h.connect()
+    proto.dataReceived(b"V1|1|PRODUCE|t a:1 acks=0\n")
+    h.turn()
+    assert lines(tr) == [b"V1|1|OK|partition=0 offset=0 hw=-1"]
+    h.thread.run_all()
+
+
+def test_idle_connection_is_closed(tmp_path: Path) -> None:
+    """A connection silent for limits.idle_timeout_ms is closed; traffic resets the timer."""
+    h = Harness(tmp_path, limits={"idle_timeout_ms": 1000})
+    proto, tr = h.connect()
+    h.clock.advance(0.9)
+    proto.dataReceived(b"V1|1|PING|\n")
+    h.clock.advance(0.9)
+    assert not tr.disconnecting
+    h.clock.advance(0.2)
+    assert tr.disconnecting
+
+
+def test_failed_fsync_answers_storage_error_and_fences_only_that_partition(
+        tmp_path: Path) -> None:
+    """A failed fsync on one partition answers its waiting producers STORAGE_ERROR, refuses
+    further writes there, and leaves other partitions working."""
+    fs = FaultyFileLayer(armed=False)
+    h = Harness(tmp_path, fs=fs, storage={"fsync": "always"}, topics={"t": {"partitions": 2}})
+    proto, tr = h.connect()
+    fs.arm("fsync", nth=1, path_contains="/t/0/", error=errno.EIO)
+    proto.dataReceived(b"V1|1|PRODUCE|t a:1 partition=0\nV1|2|PRODUCE|t b:2 partition=1\n")
+    h.turn()
+    h.thread.run_all()
+    got = lines(tr)
+    assert got[0].startswith(b"V1|1|ERR|STORAGE_ERROR|")
+    assert got[1] == b"V1|2|OK|partition=1 offset=0 hw=0"
+    tr.clear()
+    proto.dataReceived(b"V1|3|PRODUCE|t a:1 partition=0\nV1|4|PRODUCE|t b:3 partition=1\n")
+    h.turn()
+    h.thread.run_all()
+    got = lines(tr)
+    assert got[0].startswith(b"V1|3|ERR|STORAGE_ERROR|")
+    assert got[1] == b"V1|4|OK|partition=1 offset=1 hw=1"
+    assert fs.calls == 1  # the failed fsync was never retried
+    # Nothing unacknowledged is reported as stored: partition 0's hw never moved.
+    proto.dataReceived(b"V1|5|CONSUME|t 0 0\n")
+    assert lines(tr)[-1] == b"V1|5|OK|messages= hw=-1"
+
+
+def test_over_long_line_disconnects(tmp_path: Path) -> None:
+    """An over-long line gets the spec's error and the transport is closing."""
+    h = Harness(tmp_path, limits={"max_line_bytes": 100})
+    proto, tr = h.connect()
+    proto.dataReceived(b"V1|1|PING|\n" + b"x" * 50)
+    proto.dataReceived(b"y" * 60)
+    assert lines(tr) == [b"V1|1|OK", b"V1|0|ERR|BAD_REQUEST|line too long"]
+    assert tr.disconnecting
+
+
+class PushbackTransport(StringTransport):
+    """A StringTransport that, like Twisted's TCP transport, pauses its registered
+    streaming producer once more than ``bufferSize`` bytes are waiting to be sent."""
+
+    bufferSize = 65536
+
+    def write(self, data: bytes) -> None:
+        super().write(data)
+        if self.producer is not None and len(self.value()) > self.bufferSize \
+                and self.producerState == "producing":
+            self.producer.pauseProducing()
+
+    def pauseProducing(self) -> None:  # the protocol stops reading the socket
+        self.producerState = "paused"
+
+    def resumeProducing(self) -> None:
+        self.producerState = "producing"
+
+    def client_reads(self) -> list[bytes]:
+        got = lines(self)
+        self.clear()
+        if self.producer is not None:
+            self.producer.resumeProducing()
+        return got
+
+
+def test_unread_output_pauses_reading(tmp_path: Path) -> None:
+    """Once unsent replies pass max_pending_output_bytes the connection stops processing
+    requests until the client reads again; then every request is answered, in order."""
+    h = Harness(tmp_path, storage={"fsync": "never"},
+                limits={"max_pending_output_bytes": 4096}, topics={"t": {"partitions": 1}})
+    proto = h.broker.v1_factory.buildProtocol(None)
+    tr = PushbackTransport()
+    proto.makeConnection(tr)
+    assert tr.bufferSize == 4096
+    proto.dataReceived(b"V1|p|PRODUCE|t k:" + b"v" * 3000 + b"\n")
+    h.turn()
+    tr.clear()
+    proto.dataReceived(b"".join(f"V1|{i}|CONSUME|t 0 0\n".encode() for i in range(10)))
+    assert proto.paused
+    first = tr.client_reads()
+    assert 0 < len(first) < 10
+    answered = first
+    for _ in range(10):
+        answered += tr.client_reads()
+    assert [a.split(b"|")[1] for a in answered] == [str(i).encode() for i in range(10)]
