@@ -1,0 +1,326 @@
+"""The Twisted shell of the consumer-group coordinator: session timers and durable files.
+
+Owns: ``GroupService`` (what the handlers call for JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT,
+OFFSET and the group admin commands), the per-member session timers (``clock.callLater``
+keyed by ``groups.effects.expiry_key``, replaced on every refresh), and the two files
+``groups.json`` and ``offsets.json`` in the data directory. Each file is replaced atomically
+(``data.atomic.write_json_atomic`` through the injected ``FileLayer``, off the reactor via
+``run_in_thread``), at most one write per file in flight; every change made in the same
+reactor turn or while a write is in flight goes into one next write, and each reply waits
+for a write that includes its change. The rules themselves live in ``groups.coordinator``;
+this module only performs the effects it returns.
+
+Must not import: the global reactor (time comes from the injected ``clock``, whose
+``seconds()`` the broker makes monotonic), transports or the handlers. Wire formatting is
+the handlers' job: this module returns plain values and raises ``broker.errors``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
+
+from twisted.internet import threads
+from twisted.internet.defer import Deferred, DeferredList, maybeDeferred, succeed
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.python.failure import Failure
+
+from broker.errors import StorageError, Unavailable
+from data.atomic import read_json, write_json_atomic
+from data.fs import OS_FS, FileLayer
+from groups.coordinator import (
+    Assignment,
+    GroupCoordinator,
+    GroupDescription,
+    GroupKey,
+    OffsetLookup,
+    ResetTarget,
+)
+from groups.effects import CancelExpiry, Effect, PersistGroups, PersistOffsets, ScheduleExpiry
+from groups.store import (
+    GROUPS_FILE,
+    OFFSETS_FILE,
+    groups_from_json,
+    groups_to_json,
+    offsets_from_json,
+    offsets_to_json,
+)
+
+__all__ = ["GroupService", "RunInThread"]
+
+log = logging.getLogger("skerry.groups")
+
+T = TypeVar("T")
+RunInThread = Callable[[Callable[[], None]], Deferred[None]]
+
+
+class _JsonFile:
+    """One state file written in batches: ``changed()`` records that the document is out
+    of date, ``durable()`` fires once the file holds every change recorded so far."""
+
+    def __init__(self, path: str, snapshot: Callable[[], Any], clock: IReactorTime,
+                 run_in_thread: RunInThread, fs: FileLayer) -> None:
+        self.path = path
+        self._snapshot = snapshot
+        self._clock = clock
+        self._run = run_in_thread
+        self._fs = fs
+        self._version = 0  # one more for every change
+        self._on_disk = 0  # the newest version the file is known to hold
+        self._in_flight = False
+        self._call: IDelayedCall | None = None
+        self._waiters: list[tuple[int, Deferred[None]]] = []
+
+    def changed(self) -> None:
+        self._version += 1
+        self._schedule()
+
+    def durable(self) -> Deferred[None]:
+        if self._on_disk >= self._version:
+            return succeed(None)
+        waiter: Deferred[None] = Deferred()
+        self._waiters.append((self._version, waiter))
+        self._schedule()
+        return waiter
+
+    def _schedule(self) -> None:
+        # callLater(0): everything changed in this reactor turn shares the write.
+        if self._call is None and not self._in_flight:
+            self._call = self._clock.callLater(0, self._write)
+
+    def _write(self) -> None:
+        self._call = None
+        self._in_flight = True
+        version = self._version
+        d = maybeDeferred(self._snapshot)
+        d.addCallback(lambda doc: self._run(partial(write_json_atomic, self.path, doc, self._fs)))
+        d.addCallbacks(self._written, self._failed, callbackArgs=(version,),
+                       errbackArgs=(version,))
+
+    def _written(self, _: object, version: int) -> None:
+        self._on_disk = version
+        self._finish(version, None)
+
+    def _failed(self, failure: Failure, version: int) -> None:
+        log.error("could not write %s: %s", self.path, failure.getTraceback())
+        name = os.path.basename(self.path)
+        self._finish(version, StorageError(f"could not write {name}: {failure.getErrorMessage()}"))
+
+    def _finish(self, version: int, error: StorageError | None) -> None:
+        self._in_flight = False
+        ready = [waiter for covered, waiter in self._waiters if covered <= version]
+        self._waiters = [(covered, w) for covered, w in self._waiters if covered > version]
+        if self._version > version:
+            self._schedule()  # changes made while this write ran go into the next one
+        for waiter in ready:
+            if error is None:
+                waiter.callback(None)
+            else:
+                waiter.errback(error)
+
+
+class GroupService:
+    """Consumer groups for the broker: the coordinator plus timers and persistence.
+
+    Refusals (``broker.errors``) are raised synchronously with nothing changed. Replies that
+    depend on ``groups.json`` or ``offsets.json`` come as Deferreds that fire once the file
+    holds the change, or fail with ``StorageError`` when the write failed.
+
+    ``hw_for(topic, partition)`` is a partition's high watermark (DESCRIBE_GROUP lag);
+    ``earliest_for``/``latest_for`` resolve ADMIN_RESET_OFFSETS ``earliest``/``latest``
+    (``latest_for`` defaults to ``hw + 1``: the next offset after everything committed).
+    """
+
+    def __init__(self, coordinator: GroupCoordinator, clock: IReactorTime, data_dir: str, *,
+                 hw_for: OffsetLookup, earliest_for: OffsetLookup,
+                 latest_for: OffsetLookup | None = None, fs: FileLayer = OS_FS,
+                 run_in_thread: RunInThread | None = None) -> None:
+        """Restore ``groups.json`` and ``offsets.json`` from ``data_dir`` into
+        ``coordinator`` (which must hold no state yet; missing files mean no state) and
+        start serving: every restored member gets a fresh session timeout from now. A
+        damaged file raises ``ValueError`` naming it and what is wrong. Reading happens
+        here, on the calling thread: construct the service before the reactor serves."""
+        fs.makedirs(data_dir)
+        groups_path = os.path.join(data_dir, GROUPS_FILE)
+        offsets_path = os.path.join(data_dir, OFFSETS_FILE)
+        coordinator.restore(
+            groups_from_json(read_json(groups_path, None, fs), groups_path),
+            offsets_from_json(read_json(offsets_path, None, fs), offsets_path),
+        )
+        self.coordinator = coordinator
+        self._clock = clock
+        self.data_dir = data_dir
+        self._hw_for = hw_for
+        self._earliest_for = earliest_for
+        self._latest_for = latest_for or (lambda topic, p: hw_for(topic, p) + 1)
+        run = run_in_thread if run_in_thread is not None else threads.deferToThread
+        self._groups_file = _JsonFile(groups_path, lambda: groups_to_json(coordinator.groups()),
+                                      clock, run, fs)
+        self._offsets_file = _JsonFile(offsets_path,
+                                       lambda: offsets_to_json(coordinator.committed()),
+                                       clock, run, fs)
+        self._timers: dict[str, IDelayedCall] = {}
+        self._closed = False
+        now = self._now_ms()
+        self._perform(coordinator.start(now).effects, now)
+
+    # ------------------------------------------------------------------ member requests
+
+    def join(self, group: str, topic: str, member_id: str, assignor: str | None = None,
+             session_timeout_ms: int | None = None) -> Deferred[Assignment]:
+        """JOIN: ``(generation, assigned)`` once ``groups.json`` holds that generation."""
+        now = self._open_now()
+        result = self.coordinator.join(group, topic, member_id, now, assignor=assignor,
+                                       session_timeout_ms=session_timeout_ms)
+        self._perform(result.effects, now)
+        return _then(self._groups_file.durable(), result.reply)
+
+    def sync(self, group: str, topic: str, member_id: str,
+             generation: int) -> Deferred[Assignment]:
+        """SYNC: ``(generation, assigned)``; never before ``groups.json`` holds the
+        generation (after an eviction, it waits for the pending write)."""
+        now = self._open_now()
+        result = self.coordinator.sync(group, topic, member_id, generation, now)
+        self._perform(result.effects, now)
+        return _then(self._groups_file.durable(), result.reply)
+
+    def heartbeat(self, group: str, topic: str, member_id: str, generation: int) -> None:
+        """HEARTBEAT: refreshes the member's session timer."""
+        now = self._open_now()
+        self._perform(self.coordinator.heartbeat(group, topic, member_id, generation, now).effects,
+                      now)
+
+    def leave(self, group: str, topic: str, member_id: str, generation: int) -> Deferred[None]:
+        """LEAVE: fires once ``groups.json`` holds the next generation."""
+        now = self._open_now()
+        self._perform(self.coordinator.leave(group, topic, member_id, generation).effects, now)
+        return self._groups_file.durable()
+
+    def commit(self, group: str, topic: str, member_id: str, generation: int, partition: int,
+               offset: int) -> Deferred[None]:
+        """COMMIT: fires once ``offsets.json`` holds the offset (and ``groups.json`` the
+        generation it was committed in)."""
+        now = self._open_now()
+        result = self.coordinator.commit(group, topic, member_id, generation, partition,
+                                         offset, now)
+        self._perform(result.effects, now)
+        return _all([self._offsets_file.durable(), self._groups_file.durable()])
+
+    def offset(self, group: str, topic: str, partition: int) -> int:
+        """OFFSET: the committed offset, 0 when none."""
+        return self.coordinator.offset(group, topic, partition)
+
+    # ------------------------------------------------------------------ admin commands
+
+    def admin_commit(self, group: str, topic: str, partition: int,
+                     offset: int) -> Deferred[None]:
+        """ADMIN_COMMIT (reply ``committed=true``): fires once ``offsets.json`` holds it."""
+        now = self._open_now()
+        self._perform(self.coordinator.admin_commit(group, topic, partition, offset).effects,
+                      now)
+        return self._offsets_file.durable()
+
+    def reset_offsets(self, group: str, topic: str, target: ResetTarget,
+                      partition: int | None = None) -> Deferred[dict[int, int]]:
+        """ADMIN_RESET_OFFSETS: ``{partition: new offset}`` once ``offsets.json`` holds it."""
+        now = self._open_now()
+        result = self.coordinator.reset_offsets(group, topic, target, partition,
+                                                earliest_for=self._earliest_for,
+                                                latest_for=self._latest_for)
+        self._perform(result.effects, now)
+        return _then(self._offsets_file.durable(), result.reply)
+
+    def delete_group(self, group: str, topic: str) -> Deferred[None]:
+        """ADMIN_DELETE_GROUP (reply ``deleted=true``): fires once both files forgot it."""
+        now = self._open_now()
+        self._perform(self.coordinator.delete_group(group, topic).effects, now)
+        return _all([self._groups_file.durable(), self._offsets_file.durable()])
+
+    def describe(self, group: str, topic: str) -> GroupDescription:
+        """DESCRIBE_GROUP: state, generation, assignor, members, per-partition offsets."""
+        return self.coordinator.describe(group, topic, hw_for=self._hw_for)
+
+    def list_groups(self) -> list[GroupKey]:
+        """LIST_GROUPS: every (group, topic) pair with state or committed offsets."""
+        return self.coordinator.list_groups()
+
+    def partitions_changed(self, topic: str) -> None:
+        """The topic's partition count changed: its groups with members rebalance now."""
+        if self._closed:
+            return
+        now = self._now_ms()
+        result = self.coordinator.partitions_changed(topic)
+        for group, _ in result.reply:
+            log.info("group %s on topic %s rebalances: the topic has new partitions",
+                     group, topic)
+        self._perform(result.effects, now)
+
+    def close(self) -> Deferred[None]:
+        """Stop the session timers and flush pending writes. Requests after this are
+        refused with UNAVAILABLE."""
+        self._closed = True
+        for call in self._timers.values():
+            if call.active():
+                call.cancel()
+        self._timers.clear()
+        return _all([self._groups_file.durable(), self._offsets_file.durable()])
+
+    # ------------------------------------------------------------------ effects
+
+    def _now_ms(self) -> int:
+        return round(self._clock.seconds() * 1000)
+
+    def _open_now(self) -> int:
+        if self._closed:
+            raise Unavailable("group coordinator is shutting down")
+        return self._now_ms()
+
+    def _perform(self, effects: tuple[Effect, ...], now_ms: int) -> None:
+        for effect in effects:
+            if isinstance(effect, ScheduleExpiry):
+                self._cancel(effect.key)
+                # Relative to the now_ms the coordinator saw: exactly the session timeout.
+                delay = max(0.0, (effect.deadline_ms - now_ms) / 1000.0)
+                self._timers[effect.key] = self._clock.callLater(
+                    delay, self._expire, effect.key, effect.group, effect.topic,
+                    effect.member_id, effect.token)
+            elif isinstance(effect, CancelExpiry):
+                self._cancel(effect.key)
+            elif isinstance(effect, PersistGroups):
+                self._groups_file.changed()
+            elif isinstance(effect, PersistOffsets):
+                self._offsets_file.changed()
+
+    def _cancel(self, key: str) -> None:
+        call = self._timers.pop(key, None)
+        if call is not None and call.active():
+            call.cancel()
+
+    def _expire(self, key: str, group: str, topic: str, member_id: str, token: int) -> None:
+        call = self._timers.get(key)
+        if call is not None and not call.active():
+            del self._timers[key]  # the call firing now; a newer armed timer stays
+        result = self.coordinator.expire(group, topic, member_id, token)
+        if result.reply:
+            log.info("group %s on topic %s: member %s evicted (session timeout)",
+                     group, topic, member_id)
+        self._perform(result.effects, self._now_ms())
+
+
+def _then(d: Deferred[None], value: T) -> Deferred[T]:
+    return d.addCallback(lambda _: value)
+
+
+def _all(waits: list[Deferred[None]]) -> Deferred[None]:
+    """Fires when every Deferred has; fails with the first failure (all are consumed)."""
+
+    def first_failure(results: list[tuple[bool, Any]]) -> Failure | None:
+        for ok, value in results:
+            if not ok:
+                return value  # type: ignore[no-any-return]
+        return None
+
+    return DeferredList(waits, consumeErrors=True).addCallback(first_failure)
