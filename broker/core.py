@@ -146,14 +146,17 @@ class BrokerCore:
 
         waits.append(drained())
 
-        def close(_: object) -> None:
-            if self.groups is not None:
-                self.groups.close()
+        def close_groups(_: object) -> Deferred[Any] | None:
+            # The last group writes (COMMITs already answered are on disk; this flushes
+            # liveness changes) finish before the store closes.
+            return self.groups.close() if self.groups is not None else None
+
+        def close_store(_: object) -> None:
             if self.replication is not None:
                 self.replication.close()
             self.store.close()
 
-        return DeferredList(waits).addCallback(close)
+        return DeferredList(waits).addCallback(close_groups).addCallback(close_store)
 
     # ---------------------------------------------------------------- topics
 
