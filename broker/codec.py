@@ -872,6 +872,21 @@ def _parse_admin_commit(cid: str, args: str) -> AdminCommit:
 _Parser: TypeAlias = Callable[[str, str], Any]
 
 
+# The common PRODUCE shape, validated in one C-level match (see Codec.parse_produce_fast):
+# printable ASCII only, single spaces, optional acks=. Key: no ',', '|' or ':'; value: no
+# ',' or '|'; cid: no '|'. PRODUCE_LINE_RE also matches the line's terminator, so the
+# transport can walk a whole read with ``match(buf, pos)`` without slicing lines.
+_FAST_CID = rb"([\x21-\x7b\x7d\x7e]+)"
+_FAST_TOPIC = rb"([A-Za-z0-9._-]{1,249})"
+_FAST_KEY = rb"([\x21-\x2b\x2d-\x39\x3b-\x7b\x7d\x7e]{0,255})"
+_FAST_VALUE = rb"([\x21-\x2b\x2d-\x7b\x7d\x7e]*)"
+_FAST_BODY = (rb"V1\|" + _FAST_CID + rb"\|PRODUCE\|" + _FAST_TOPIC + rb" " + _FAST_KEY + rb":"
+              + _FAST_VALUE + rb"(?: acks=(0|1|all))?\r?")
+_PRODUCE_FAST_RE = re.compile(_FAST_BODY)
+PRODUCE_LINE_RE = re.compile(_FAST_BODY + rb"\n")
+FAST_ACKS = {None: "1", b"0": "0", b"1": "1", b"all": "all"}
+
+
 class Codec:
     """Parses request lines into commands under a set of ``CodecLimits``."""
 
@@ -905,6 +920,26 @@ class Codec:
             "ADMIN_COMMIT": _parse_admin_commit,
         }
         assert self._parsers.keys() == COMMANDS.keys()
+
+    def parse_produce_fast(self, line: bytes) -> tuple[bytes, bytes, bytes, bytes, str] | None:
+        """The hot path: ``(cid, topic, key, value, acks)`` for a plain, printable-ASCII
+        PRODUCE line in its common shape (single spaces, optionally ``acks=``), or None.
+
+        None means "not this shape", never "invalid": the caller then uses
+        ``parse_command``, which gives the same command or the precise error. Whatever this
+        accepts, ``parse_command`` accepts with the same fields (a property test pins it).
+        """
+        match = _PRODUCE_FAST_RE.fullmatch(line)
+        if match is None or not self.fast_match_ok(match):
+            return None
+        cid, topic, key, value, acks = match.groups()
+        return cid, topic, key, value, FAST_ACKS[acks]
+
+    def fast_match_ok(self, match: re.Match[bytes]) -> bool:
+        """The two rules the fast regex cannot say: value size and the names '.'/'..'."""
+        if match.end(4) - match.start(4) > self._max_value:
+            return False
+        return match.end(2) - match.start(2) > 2 or match.group(2).strip(b".") != b""
 
     def parse_command(self, line: bytes) -> Command | None:
         """Parse one request line given WITHOUT its ``\\n`` terminator.

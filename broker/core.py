@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IReactorTime
@@ -31,7 +31,7 @@ from data.format import key_header
 from data.log import PartitionLog, ReadResult
 from data.store import Store, TopicConfig
 
-__all__ = ["BrokerCore", "ProduceResult", "fnv1a_32"]
+__all__ = ["BrokerCore", "ProduceResult", "ProduceSink", "fnv1a_32"]
 
 log = logging.getLogger("skerry.core")
 
@@ -53,19 +53,50 @@ class ProduceResult:
     hw: int
 
 
+class ProduceSink(Protocol):
+    """Where produce results go: a transport connection, answered in bulk.
+
+    ``produced`` is called once per message (``error`` set when it failed, and then
+    ``offset`` and ``hw`` are -1); ``flush`` once per sink after each group of results, so a
+    connection writes all its replies of a batch at once.
+    """
+
+    def produced(self, token: Any, partition: int, offset: int, hw: int,
+                 error: SkerryError | None) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class _CallbackSink:
+    """Adapts ``produce(..., callback)`` (one callable per message) to the sink interface."""
+
+    def produced(self, token: Any, partition: int, offset: int, hw: int,
+                 error: SkerryError | None) -> None:
+        token(error if error is not None else ProduceResult(partition, offset, hw))
+
+    def flush(self) -> None:
+        return None
+
+
+_CALLBACK_SINK = _CallbackSink()
+
+
 class _Batch:
     """Messages for one partition collected during one reactor turn."""
 
-    __slots__ = ("topic", "partition", "log", "payloads", "headers", "acks", "callbacks")
+    __slots__ = ("topic", "partition", "log", "payloads", "headers", "acks", "sinks",
+                 "tokens", "mixed")
 
-    def __init__(self, topic: str, partition: int, plog: PartitionLog) -> None:
+    def __init__(self, topic: str, partition: int, plog: PartitionLog, acks: str) -> None:
         self.topic = topic
         self.partition = partition
         self.log = plog
         self.payloads: list[bytes] = []
         self.headers: list[bytes] = []
         self.acks: list[str] = []
-        self.callbacks: list[ProduceCallback] = []
+        self.sinks: list[ProduceSink] = []
+        self.tokens: list[Any] = []
+        self.mixed = False  # True once two acks levels share the batch
 
 
 class BrokerCore:
@@ -86,7 +117,7 @@ class BrokerCore:
         self._flush_call: Any = None
         self._hw_watchers: dict[tuple[str, int], list[tuple[int, Callable[[], None]]]] = {}
         self._loops: list[LoopingCall] = []
-        self._partition_cache: dict[bytes, int] = {}
+        self._key_cache: dict[bytes, tuple[int, bytes]] = {}
         self.closing = False
         self.stats = {"produced": 0, "batches": 0}
 
@@ -247,25 +278,37 @@ class BrokerCore:
 
     # ---------------------------------------------------------------- produce
 
-    def partition_for_key(self, key: bytes, partitions: int) -> int:
-        cache = self._partition_cache
-        hashed = cache.get(key)
-        if hashed is None:
+    def _key_info(self, key: bytes) -> tuple[int, bytes]:
+        """(FNV-1a hash, user-header bytes) of a key, cached: keys repeat."""
+        cache = self._key_cache
+        info = cache.get(key)
+        if info is None:
             if len(cache) > 65536:
                 cache.clear()
-            hashed = cache[key] = fnv1a_32(key)
-        return hashed % partitions
+            info = cache[key] = (fnv1a_32(key), key_header(key) if key else b"")
+        return info
+
+    def partition_for_key(self, key: bytes, partitions: int) -> int:
+        return self._key_info(key)[0] % partitions
 
     def produce(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
                 acks: str, callback: ProduceCallback) -> None:
-        """Queue one message; ``callback`` gets a ``ProduceResult`` or a ``SkerryError``.
+        """Queue one message; ``callback`` gets a ``ProduceResult`` or a ``SkerryError``."""
+        self.produce_to(topic_name, partition, key, value, acks, _CALLBACK_SINK, callback)
+
+    def produce_to(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
+                   acks: str, sink: ProduceSink, token: Any) -> None:
+        """Queue one message for this turn's append; the result goes to ``sink``.
 
         Refusals that change nothing (unknown topic with auto-create off, partition out of
         range, NOT_LEADER, a failed partition) raise at once instead.
         """
-        topic = self.resolve(topic_name, partition, True)
+        topic = self.store.topics.get(topic_name)
+        if topic is None or partition is not None:
+            topic = self.resolve(topic_name, partition, True)
+        hashed, header = self._key_info(key)
         if partition is None:
-            partition = self.partition_for_key(key, topic.config.partitions)
+            partition = hashed % topic.config.partitions
         batch = self._batches.get((topic_name, partition))
         if batch is None:
             if self.replication is not None and not self.replication.is_leader(topic_name, partition):
@@ -274,13 +317,16 @@ class BrokerCore:
             if plog.failed is not None:
                 raise StorageError(f"partition {partition} of {topic_name} refuses writes "
                                    f"after an I/O error: {plog.failed.message}")
-            batch = self._batches[(topic_name, partition)] = _Batch(topic_name, partition, plog)
+            batch = self._batches[(topic_name, partition)] = _Batch(topic_name, partition, plog, acks)
             if self._flush_call is None:
                 self._flush_call = self.clock.callLater(0, self.flush)
+        elif not batch.mixed and batch.acks[0] != acks:
+            batch.mixed = True
         batch.payloads.append(value)
-        batch.headers.append(key_header(key) if key else b"")
+        batch.headers.append(header)
         batch.acks.append(acks)
-        batch.callbacks.append(callback)
+        batch.sinks.append(sink)
+        batch.tokens.append(token)
 
     def flush(self) -> None:
         """Append every partition's queued messages: one store append per partition."""
@@ -296,70 +342,77 @@ class BrokerCore:
 
     def _append(self, batch: _Batch) -> None:
         plog = batch.log
+        count = len(batch.payloads)
         try:
             first = plog.append(batch.payloads, batch.headers)
         except SkerryError as error:
             log.error("append to %s/%d failed: %s", batch.topic, batch.partition, error.message)
-            for callback in batch.callbacks:
-                callback(error)
+            self._answer(batch, -1, range(count), error)
             return
-        count = len(batch.payloads)
         self.stats["produced"] += count
         self.stats["batches"] += 1
         topic, partition = batch.topic, batch.partition
         if self.replication is not None:
             self.replication.on_appended(topic, partition)
-        durable_needed = self._fsync == "always"
-        quick: list[tuple[int, ProduceCallback]] = []
-        later: list[tuple[int, ProduceCallback]] = []
-        waiting_all: list[tuple[int, ProduceCallback]] = []
-        for index, (acks, callback) in enumerate(zip(batch.acks, batch.callbacks, strict=True)):
-            if acks == "0":
-                quick.append((index, callback))
-            elif acks == "1":
-                (later if durable_needed else quick).append((index, callback))
-            else:
-                waiting_all.append((index, callback))
+        always = self._fsync == "always"
+        if batch.mixed:
+            acks = batch.acks
+            quick = [i for i in range(count) if acks[i] == "0" or (acks[i] == "1" and not always)]
+            later = [i for i in range(count) if acks[i] == "1" and always]
+            waiting_all = [i for i in range(count) if acks[i] == "all"]
+        else:
+            level = batch.acks[0]
+            everyone = range(count)
+            quick = everyone if level == "0" or (level == "1" and not always) else ()
+            later = everyone if level == "1" and always else ()
+            waiting_all = everyone if level == "all" else ()
         if quick:
-            self._answer(topic, partition, first, quick, None)
+            self._answer(batch, first, quick, None)
         if not later and not waiting_all:
             self._hw_changed(topic, partition)
             return
 
         def durable(error: SkerryError | None) -> None:
             if later:
-                self._answer(topic, partition, first, later, error)
+                self._answer(batch, first, later, error)
             if waiting_all:
                 if error is not None:
-                    self._answer(topic, partition, first, waiting_all, error)
+                    self._answer(batch, first, waiting_all, error)
                 else:
-                    self._wait_all(topic, partition, first, waiting_all)
+                    self._wait_all(batch, first, waiting_all)
 
-        if durable_needed:
+        if always:
             self.committer.wait(plog, first + count, durable)
         else:
             self._hw_changed(topic, partition)
             durable(None)
 
-    def _wait_all(self, topic: str, partition: int, first: int,
-                  group: list[tuple[int, ProduceCallback]]) -> None:
-        last = first + group[-1][0]
-        d = self.replication.wait_for_all(topic, partition, last)
-        d.addCallbacks(lambda _hw: self._answer(topic, partition, first, group, None),
+    def _wait_all(self, batch: _Batch, first: int, group: Sequence[int]) -> None:
+        d = self.replication.wait_for_all(batch.topic, batch.partition, first + group[-1])
+        d.addCallbacks(lambda _hw: self._answer(batch, first, group, None),
                        lambda failure: self._answer(
-                           topic, partition, first, group,
+                           batch, first, group,
                            failure.value if isinstance(failure.value, SkerryError)
                            else StorageError(failure.getErrorMessage())))
 
-    def _answer(self, topic: str, partition: int, first: int,
-                group: Sequence[tuple[int, ProduceCallback]], error: SkerryError | None) -> None:
+    def _answer(self, batch: _Batch, first: int, group: Sequence[int],
+                error: SkerryError | None) -> None:
+        """Hand each message's result to its sink, then flush each sink once."""
+        partition = batch.partition
+        sinks, tokens = batch.sinks, batch.tokens
         if error is not None:
-            for _, callback in group:
-                callback(error)
-            return
-        hw = self.hw(topic, partition)
-        for index, callback in group:
-            callback(ProduceResult(partition, first + index, hw))
+            offset = hw = -1
+        else:
+            hw = self.hw(batch.topic, partition)
+        touched: dict[int, ProduceSink] = {}
+        for index in group:
+            sink = sinks[index]
+            if error is None:
+                offset = first + index
+            sink.produced(tokens[index], partition, offset, hw, error)
+            touched[id(sink)] = sink
+        for sink in touched.values():
+            sink.flush()
 
     def _after_sync(self, plog: PartitionLog) -> None:
         if self.replication is not None:

@@ -4,9 +4,10 @@ Owns: the explicit table ``{Produce: handle_produce, ...}`` with an unknown-comm
 the order of the checks a command needs after the codec's syntax checks (existence and
 ranges -> generation and ownership -> the operation), and the wire text of every success.
 
-A handler is called as ``handler(cmd, slot, drain)`` and either returns the reply line
+A handler is called as ``handler(cmd, slot, conn)`` and either returns the reply line
 (answered at once) or returns ``None`` after arranging to put the line into ``slot[0]`` and
-call ``drain()`` later (produce waiting for its fsync, acks=all, group writes, long polls).
+call ``conn.drain()`` later (produce, acks=all, group writes, long polls). The connection
+is also the ``ProduceSink`` produce results go to; ``slot[1]`` holds the correlation id.
 
 Must not import: Twisted's reactor, sockets, files. Only ``Deferred`` for waiting.
 """
@@ -15,21 +16,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 
 from broker import codec as c
-from broker.core import BrokerCore, ProduceResult
+from broker.core import BrokerCore, ProduceSink
 from broker.errors import BadRequest, InternalError, SkerryError
 
 __all__ = ["Handlers", "Slot"]
 
 log = logging.getLogger("skerry.handlers")
 
-Slot = list  # a one-element list the handler fills with the reply line
-Drain = Callable[[], None]
+Slot = list  # [reply line or None, correlation id as bytes]
+
+
+class Connection(ProduceSink, Protocol):
+    """What a handler may ask of the connection a command came from."""
+
+    def drain(self) -> None:
+        """Write every reply whose turn has come (after a slot was filled)."""
 
 
 _lst = c.format_list
@@ -41,7 +48,7 @@ class Handlers:
 
     def __init__(self, core: BrokerCore) -> None:
         self.core = core
-        self.table: dict[type, Callable[[Any, Slot, Drain], bytes | None]] = {
+        self.table: dict[type, Callable[[Any, Slot, Connection], bytes | None]] = {
             c.Ping: self.ping,
             c.Produce: self.produce,
             c.Consume: self.consume,
@@ -67,7 +74,7 @@ class Handlers:
 
     # ------------------------------------------------------------- dispatch
 
-    def dispatch(self, cmd: Any, slot: Slot, drain: Drain) -> bytes | None:
+    def dispatch(self, cmd: Any, slot: Slot, conn: Connection) -> bytes | None:
         """Run the handler for ``cmd``; every failure becomes an error line, never a crash."""
         handler = self.table.get(type(cmd))
         if handler is None:
@@ -79,7 +86,7 @@ class Handlers:
             # Effects happen in request order: queued produces of this turn land first.
             self.core.flush()
         try:
-            return handler(cmd, slot, drain)
+            return handler(cmd, slot, conn)
         except SkerryError as error:
             return c.err(cmd.cid, error)
         except Exception:
@@ -87,7 +94,7 @@ class Handlers:
             return c.err(cmd.cid, InternalError())
 
     def _later(self, cmd: Any, d: Deferred[Any], render: Callable[[Any], bytes],
-               slot: Slot, drain: Drain) -> None:
+               slot: Slot, conn: Connection) -> None:
         """Fill ``slot`` from a Deferred result (or its error) and drain."""
 
         def done(result: Any) -> None:
@@ -102,29 +109,21 @@ class Handlers:
                     slot[0] = render(result)
                 except SkerryError as error:
                     slot[0] = c.err(cmd.cid, error)
-            drain()
+            conn.drain()
 
         d.addBoth(done)
 
     # ------------------------------------------------------------- basics
 
-    def ping(self, cmd: c.Ping, slot: Slot, drain: Drain) -> bytes:
+    def ping(self, cmd: c.Ping, slot: Slot, conn: Connection) -> bytes:
         return c.ok(cmd.cid)
 
-    def produce(self, cmd: c.Produce, slot: Slot, drain: Drain) -> None:
-        cid = cmd.cid
-
-        def done(result: ProduceResult | SkerryError) -> None:
-            if type(result) is ProduceResult:
-                slot[0] = c.ok(cid, c.produce_payload(result.partition, result.offset, result.hw))
-            else:
-                slot[0] = c.err(cid, result)  # type: ignore[arg-type]
-            drain()
-
-        self.core.produce(cmd.topic, cmd.partition, cmd.key.encode(), cmd.value, cmd.acks, done)
+    def produce(self, cmd: c.Produce, slot: Slot, conn: Connection) -> None:
+        self.core.produce_to(cmd.topic, cmd.partition, cmd.key.encode(), cmd.value, cmd.acks,
+                             conn, slot)
         return None
 
-    def consume(self, cmd: c.Consume, slot: Slot, drain: Drain) -> bytes | None:
+    def consume(self, cmd: c.Consume, slot: Slot, conn: Connection) -> bytes | None:
         result, hw = self.core.read(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
         if result.records or not cmd.wait_ms:
             return c.consume_reply(cmd.cid, result.records, hw, b64=cmd.b64, detail=cmd.detail)[0]
@@ -136,7 +135,7 @@ class Handlers:
             again, hw2 = self.core.read(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
             return c.consume_reply(cmd.cid, again.records, hw2, b64=cmd.b64, detail=cmd.detail)[0]
 
-        self._later(cmd, d, render, slot, drain)
+        self._later(cmd, d, render, slot, conn)
         return None
 
     # ------------------------------------------------------------- groups
@@ -156,31 +155,31 @@ class Handlers:
         if value is not None and not 100 <= value <= 3_600_000:
             raise BadRequest("session_timeout_ms must be between 100 and 3600000")
 
-    def join(self, cmd: c.Join, slot: Slot, drain: Drain) -> None:
+    def join(self, cmd: c.Join, slot: Slot, conn: Connection) -> None:
         self._check_session_timeout(cmd.session_timeout_ms)
         self.core.resolve(cmd.topic, None, True)
         d = maybeDeferred(self.core.groups.join, cmd.group, cmd.topic, cmd.member_id,
                           cmd.assignor, cmd.session_timeout_ms)
-        self._later(cmd, d, lambda r: c.ok(cmd.cid, c.assignment_payload(r[0], r[1])), slot, drain)
+        self._later(cmd, d, lambda r: c.ok(cmd.cid, c.assignment_payload(r[0], r[1])), slot, conn)
         return None
 
-    def sync(self, cmd: c.Sync, slot: Slot, drain: Drain) -> None:
+    def sync(self, cmd: c.Sync, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic)
         d = maybeDeferred(self.core.groups.sync, cmd.group, cmd.topic, cmd.member_id,
                           cmd.generation)
-        self._later(cmd, d, lambda r: c.ok(cmd.cid, c.assignment_payload(r[0], r[1])), slot, drain)
+        self._later(cmd, d, lambda r: c.ok(cmd.cid, c.assignment_payload(r[0], r[1])), slot, conn)
         return None
 
-    def heartbeat(self, cmd: c.Heartbeat, slot: Slot, drain: Drain) -> bytes:
+    def heartbeat(self, cmd: c.Heartbeat, slot: Slot, conn: Connection) -> bytes:
         self._group_topic(cmd.topic)
         self.core.groups.heartbeat(cmd.group, cmd.topic, cmd.member_id, cmd.generation)
         return c.ok(cmd.cid, "heartbeat=ok")
 
-    def leave(self, cmd: c.Leave, slot: Slot, drain: Drain) -> None:
+    def leave(self, cmd: c.Leave, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic)
         d = maybeDeferred(self.core.groups.leave, cmd.group, cmd.topic, cmd.member_id,
                           cmd.generation)
-        self._later(cmd, d, lambda _: c.ok(cmd.cid, "left=true"), slot, drain)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, "left=true"), slot, conn)
         return None
 
     def _check_commit_offset(self, topic: str, partition: int, offset: int) -> None:
@@ -188,15 +187,15 @@ class Handlers:
         if offset > hw + 1:
             raise BadRequest(f"offset {offset} out of range; must be between 0 and hw+1 ({hw + 1})")
 
-    def commit(self, cmd: c.Commit, slot: Slot, drain: Drain) -> None:
+    def commit(self, cmd: c.Commit, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic, cmd.partition)
         self._check_commit_offset(cmd.topic, cmd.partition, cmd.offset)
         d = maybeDeferred(self.core.groups.commit, cmd.group, cmd.topic, cmd.member_id,
                           cmd.generation, cmd.partition, cmd.offset)
-        self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, drain)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, conn)
         return None
 
-    def offset(self, cmd: c.Offset, slot: Slot, drain: Drain) -> bytes:
+    def offset(self, cmd: c.Offset, slot: Slot, conn: Connection) -> bytes:
         top = self.core.store.topic(cmd.topic)
         if top is None:
             return c.ok(cmd.cid, "offset=0")
@@ -205,7 +204,7 @@ class Handlers:
                              f"{top.config.partitions} partitions")
         return c.ok(cmd.cid, f"offset={self.core.groups.offset(cmd.group, cmd.topic, cmd.partition)}")
 
-    def describe_group(self, cmd: c.DescribeGroup, slot: Slot, drain: Drain) -> bytes:
+    def describe_group(self, cmd: c.DescribeGroup, slot: Slot, conn: Connection) -> bytes:
         info = self.core.groups.describe(cmd.group, cmd.topic)
         members = " ".join(f"{m}:{','.join(str(p) for p in parts)}"
                            for m, parts in info.members)
@@ -214,35 +213,35 @@ class Handlers:
             f"members=[{members}] partitions={_lst(info.partitions)} "
             f"committed={_lst(info.committed)} hw={_lst(info.hw)} lag={_lst(info.lag)}"))
 
-    def list_groups(self, cmd: c.ListGroups, slot: Slot, drain: Drain) -> bytes:
+    def list_groups(self, cmd: c.ListGroups, slot: Slot, conn: Connection) -> bytes:
         pairs = self.core.groups.list_groups()
         return c.ok(cmd.cid, "groups=" + _lst(f"{g}:{t}" for g, t in pairs))
 
-    def admin_delete_group(self, cmd: c.AdminDeleteGroup, slot: Slot, drain: Drain) -> None:
+    def admin_delete_group(self, cmd: c.AdminDeleteGroup, slot: Slot, conn: Connection) -> None:
         d = maybeDeferred(self.core.groups.delete_group, cmd.group, cmd.topic)
-        self._later(cmd, d, lambda _: c.ok(cmd.cid, "deleted=true"), slot, drain)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, "deleted=true"), slot, conn)
         return None
 
-    def admin_reset_offsets(self, cmd: c.AdminResetOffsets, slot: Slot, drain: Drain) -> None:
+    def admin_reset_offsets(self, cmd: c.AdminResetOffsets, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic, cmd.partition)
         d = maybeDeferred(self.core.groups.reset_offsets, cmd.group, cmd.topic, cmd.target,
                           cmd.partition)
         self._later(cmd, d, lambda offsets: c.ok(
             cmd.cid, "offsets=" + _lst(f"{p}:{o}" for p, o in sorted(offsets.items()))),
-            slot, drain)
+            slot, conn)
         return None
 
-    def admin_commit(self, cmd: c.AdminCommit, slot: Slot, drain: Drain) -> None:
+    def admin_commit(self, cmd: c.AdminCommit, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic, cmd.partition)
         self._check_commit_offset(cmd.topic, cmd.partition, cmd.offset)
         d = maybeDeferred(self.core.groups.admin_commit, cmd.group, cmd.topic, cmd.partition,
                           cmd.offset)
-        self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, drain)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, conn)
         return None
 
     # ------------------------------------------------------------- replication
 
-    def replica_fetch(self, cmd: c.ReplicaFetch, slot: Slot, drain: Drain) -> bytes:
+    def replica_fetch(self, cmd: c.ReplicaFetch, slot: Slot, conn: Connection) -> bytes:
         self.core.resolve(cmd.topic, cmd.partition, False)
         result = self.core.replication.replica_fetch(cmd.topic, cmd.partition, cmd.replica_id,
                                                      cmd.offset)
@@ -251,7 +250,7 @@ class Handlers:
                                                      result.hw, result.isr,
                                                      result.under_replicated))
 
-    def set_partition_role(self, cmd: c.SetPartitionRole, slot: Slot, drain: Drain) -> bytes:
+    def set_partition_role(self, cmd: c.SetPartitionRole, slot: Slot, conn: Connection) -> bytes:
         self.core.resolve(cmd.topic, cmd.partition, False)
         hw = self.core.replication.set_role(cmd.topic, cmd.partition, cmd.role)
         self.core.notify_hw(cmd.topic, cmd.partition)
@@ -259,22 +258,22 @@ class Handlers:
 
     # ------------------------------------------------------------- topics
 
-    def admin_create_topic(self, cmd: c.AdminCreateTopic, slot: Slot, drain: Drain) -> bytes:
+    def admin_create_topic(self, cmd: c.AdminCreateTopic, slot: Slot, conn: Connection) -> bytes:
         topic = self.core.create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
                                        cmd.min_insync_replicas, cmd.retention_ms,
                                        cmd.retention_bytes)
         return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions} "
                              f"replication_factor={topic.config.replication_factor}")
 
-    def admin_delete_topic(self, cmd: c.AdminDeleteTopic, slot: Slot, drain: Drain) -> bytes:
+    def admin_delete_topic(self, cmd: c.AdminDeleteTopic, slot: Slot, conn: Connection) -> bytes:
         self.core.delete_topic(cmd.topic)
         return c.ok(cmd.cid, f"topic={cmd.topic} deleted=true")
 
-    def admin_add_partitions(self, cmd: c.AdminAddPartitions, slot: Slot, drain: Drain) -> bytes:
+    def admin_add_partitions(self, cmd: c.AdminAddPartitions, slot: Slot, conn: Connection) -> bytes:
         topic = self.core.add_partitions(cmd.topic, cmd.partitions)
         return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions}")
 
-    def metadata(self, cmd: c.Metadata, slot: Slot, drain: Drain) -> bytes:
+    def metadata(self, cmd: c.Metadata, slot: Slot, conn: Connection) -> bytes:
         store = self.core.store
         if cmd.topic is None:
             return c.ok(cmd.cid, "topics=" + _lst(sorted(store.topics)))
@@ -296,7 +295,7 @@ class Handlers:
             f"min_insync_replicas={cfg.min_insync_replicas} roles={_lst(roles)} hw={_lst(hws)} "
             f"earliest={_lst(earliest)} next={_lst(nexts)} under_replicated={_lst(under)}"))
 
-    def offsets(self, cmd: c.Offsets, slot: Slot, drain: Drain) -> bytes:
+    def offsets(self, cmd: c.Offsets, slot: Slot, conn: Connection) -> bytes:
         topic = self.core.resolve(cmd.topic, cmd.partition, False)
         plog = topic.partitions[cmd.partition]
         hw = self.core.hw(cmd.topic, cmd.partition)

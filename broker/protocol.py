@@ -25,7 +25,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from broker import codec
-from broker.errors import Unavailable
+from broker.errors import SkerryError, Unavailable
 from broker.handlers import Handlers
 
 __all__ = ["V1Protocol", "V1Factory"]
@@ -44,6 +44,13 @@ class V1Protocol(Protocol):
         self.max_line = factory.max_line_bytes
         self._buffer = b""
         self._pending: deque[list[Any]] = deque()
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        # Replies ready at once are written in one go at the end of each read, or earlier
+        # once this many bytes are waiting, so flow control still acts within a read.
+        self._out_limit = min(65536, factory.max_pending_output_bytes // 4)
+        self._core = factory.handlers.core
+        self._topic_names: dict[bytes, str] = {}
         self.paused = False
         self._idle_call: Any = None
         self._peer = "?"
@@ -104,7 +111,34 @@ class V1Protocol(Protocol):
         start = 0
         limit = self.max_line
         transport = self.transport
+        line_received = self.lineReceived
+        # The hot path: runs of plain PRODUCE lines are matched in place (no slicing, no
+        # command objects) and handed to the core one by one; anything else goes through
+        # the codec and the handler table.
+        match_produce = codec.PRODUCE_LINE_RE.match
+        fast_ok = self.codec.fast_match_ok
+        produce_to = self._core.produce_to
+        pending = self._pending
+        topic_names = self._topic_names
+        acks_map = codec.FAST_ACKS
+        fast = not self._core.closing
         while not self.paused:
+            if fast:
+                m = match_produce(buf, start)
+                if m is not None and m.end() - start <= limit and fast_ok(m):
+                    start = m.end()
+                    cid, topic, key, value, acks = m.groups()
+                    slot: list[Any] = [None, cid]
+                    name = topic_names.get(topic)
+                    if name is None:
+                        name = topic_names[topic] = topic.decode()
+                    try:
+                        produce_to(name, None, key, value, acks_map[acks], self, slot)
+                    except SkerryError as error:
+                        self._emit(codec.err(cid.decode(), error))
+                    else:
+                        pending.append(slot)
+                    continue
             end = buf.find(b"\n", start)
             if end < 0:
                 break
@@ -113,10 +147,11 @@ class V1Protocol(Protocol):
             if len(line) > limit and not (len(line) == limit + 1 and line[-1] == 13):
                 self._too_long()
                 return
-            self.lineReceived(line)
+            line_received(line)
             if transport.disconnecting:
                 self._buffer = b""
                 return
+        self._flush_out()
         rest = buf[start:] if start else buf
         if len(rest) > limit + 1:
             self._too_long()
@@ -125,6 +160,7 @@ class V1Protocol(Protocol):
 
     def _too_long(self) -> None:
         self._buffer = b""
+        self._flush_out()
         log.info("line too long from %s; closing", self._peer)
         self.transport.write(codec.LINE_TOO_LONG_REPLY)
         self.transport.loseConnection()
@@ -137,8 +173,8 @@ class V1Protocol(Protocol):
             return
         if cmd is None:
             return
-        slot: list[Any] = [None]
-        reply = self.handlers.dispatch(cmd, slot, self._drain)
+        slot = [None, cmd.cid.encode()]
+        reply = self.handlers.dispatch(cmd, slot, self)
         if reply is not None:
             self._emit(reply)
         elif slot[0] is not None and not self._pending:
@@ -149,18 +185,50 @@ class V1Protocol(Protocol):
     # ---------------------------------------------------------------- replies in order
 
     def _emit(self, line: bytes) -> None:
+        """Queue a reply that is ready now (behind any that still wait)."""
         if self._pending:
             self._pending.append([line])
-        else:
-            self.transport.write(line)
-
-    def _drain(self) -> None:
-        pending = self._pending
-        if not pending:
             return
-        write = self.transport.write
+        self._out.append(line)
+        self._out_bytes += len(line)
+        if self._out_bytes > self._out_limit:
+            self._flush_out()
+
+    def _flush_out(self) -> None:
+        """Hand the queued replies to the transport in one write. The transport pauses us
+        (``pauseProducing``) when its unsent bytes pass ``max_pending_output_bytes``."""
+        out = self._out
+        if out:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
+            self._out_bytes = 0
+
+    def drain(self) -> None:
+        """Move every reply whose turn has come to the transport."""
+        pending = self._pending
+        out = self._out
         while pending and pending[0][0] is not None:
-            write(pending.popleft()[0])
+            line = pending.popleft()[0]
+            out.append(line)
+            self._out_bytes += len(line)
+            if self._out_bytes > self._out_limit:
+                self._flush_out()
+        self._flush_out()
+
+    _drain = drain
+
+    # ProduceSink: the core answers this connection's produces in bulk.
+
+    def produced(self, token: Any, partition: int, offset: int, hw: int,
+                 error: SkerryError | None) -> None:
+        if error is None:
+            token[0] = b"V1|%b|OK|partition=%d offset=%d hw=%d\n" % (token[1], partition,
+                                                                    offset, hw)
+        else:
+            token[0] = codec.err(token[1].decode(), error)
+
+    def flush(self) -> None:
+        self.drain()
 
     def idle(self) -> bool:
         """True when every request read so far has been answered."""

@@ -1,0 +1,57 @@
+"""The PRODUCE fast path agrees with the full parser: whatever it accepts, parse_command
+accepts with the same fields; the shapes it declines still parse or fail precisely."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker import codec
+from broker.codec import Codec, CodecLimits, CommandError, Produce
+
+CODEC = Codec(CodecLimits(max_message_bytes=64))
+
+_tokens = st.sampled_from([b"V1", b"|", b"PRODUCE", b" ", b"  ", b":", b",", b"acks=", b"0",
+                           b"1", b"all", b"2", b"orders", b".", b"..", b"k", b"v", b"\r",
+                           b"\t", b"\xc3\xa9", b"\xa0", b"x" * 70, b"=", b"~", b"{"])
+
+
+def _check(line: bytes) -> None:
+    fast = CODEC.parse_produce_fast(line)
+    match = codec.PRODUCE_LINE_RE.match(line + b"\n")
+    # The in-place matcher used by the transport agrees with the line-level fast path.
+    in_place = match is not None and match.end() == len(line) + 1 and CODEC.fast_match_ok(match)
+    assert in_place == (fast is not None)
+    if fast is None:
+        return
+    cid, topic, key, value, acks = fast
+    try:
+        slow = CODEC.parse_command(line)
+    except CommandError as exc:  # pragma: no cover - would be the bug this test looks for
+        raise AssertionError(f"fast path accepted {line!r}, parser said {exc.error}") from exc
+    assert isinstance(slow, Produce)
+    assert (slow.cid.encode(), slow.topic.encode(), slow.key.encode(), slow.value, slow.acks) == \
+        (cid, topic, key, value, acks)
+    assert slow.partition is None and slow.b64 is False
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_tokens, max_size=14).map(b"".join))
+def test_fast_path_never_disagrees_with_the_parser(tail: bytes) -> None:
+    """Random lines built from PRODUCE-ish pieces: fast path is a subset of the parser."""
+    _check(b"V1|7|PRODUCE|" + tail)
+    _check(tail)
+
+
+def test_fast_path_examples() -> None:
+    """The common shapes take the fast path; the unusual ones are left to the parser."""
+    assert CODEC.parse_produce_fast(b"V1|42|PRODUCE|orders user1:created") == \
+        (b"42", b"orders", b"user1", b"created", "1")
+    assert CODEC.parse_produce_fast(b"V1|43|PRODUCE|orders user1:paid acks=all\r") == \
+        (b"43", b"orders", b"user1", b"paid", "all")
+    assert CODEC.parse_produce_fast(b"V1|1|PRODUCE|t :") == (b"1", b"t", b"", b"", "1")
+    for declined in [b"V1|4|PRODUCE|orders nocolon", b"V1|4|PRODUCE|.. a:b",
+                     b"V1|4|PRODUCE|t  a:b", b"V1|4|PRODUCE|t a:b acks=2",
+                     b"V1|4|PRODUCE|t a:b enc=b64", b"V1|4|PRODUCE|t a:" + b"x" * 65,
+                     "V1|4|PRODUCE|t a:\u00e9".encode()]:
+        assert CODEC.parse_produce_fast(declined) is None, declined
