@@ -1,0 +1,350 @@
+"""The byte layout of a stored record (an Iggy message) and of its user headers.
+
+Owns: every constant that says where a field lives in a record, the ``struct`` objects that
+pack and unpack them, the checksum rule, the user-header encoding (and the V1 key header),
+the ``Record`` value type, and small encode/decode/verify helpers. The writer, the reader,
+recovery, the replication layer and the Iggy codec all import these names; nobody else
+spells a field offset (Iggy's recovery once parsed a 24-byte index with a 16-byte parser:
+one source of layout is the fix).
+
+A record, little-endian throughout::
+
+    checksum u64 | id u128 | offset u64 | timestamp u64 | origin_timestamp u64 |
+    user_headers_length u32 | payload_length u32 | reserved u64 (= 0)      -- 64 bytes
+    payload (payload_length bytes)
+    user_headers (user_headers_length bytes)
+
+``checksum = xxh3_64(record[8:])`` (XXH3 64-bit, seed 0): every byte after the checksum.
+
+User headers: repeated ``key_kind u8, key_len u32, key, value_kind u8, value_len u32,
+value`` with both lengths in 1..255 and both kinds in 1..15. A V1 key travels as one
+header ``(2, b"key", 2, <key bytes>)``; an empty V1 key means no header at all.
+
+Must not import: Twisted, anything else of Skerry (this is the leaf every layer shares).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import xxhash
+
+__all__ = [
+    "HEADER_SIZE",
+    "CHECKSUM_OFFSET",
+    "ID_OFFSET",
+    "OFFSET_OFFSET",
+    "TIMESTAMP_OFFSET",
+    "ORIGIN_TIMESTAMP_OFFSET",
+    "USER_HEADERS_LENGTH_OFFSET",
+    "PAYLOAD_LENGTH_OFFSET",
+    "RESERVED_OFFSET",
+    "CHECKSUMMED_FROM",
+    "CHECKSUM_RANGE",
+    "ID_RANGE",
+    "OFFSET_RANGE",
+    "TIMESTAMP_RANGE",
+    "ORIGIN_TIMESTAMP_RANGE",
+    "USER_HEADERS_LENGTH_RANGE",
+    "PAYLOAD_LENGTH_RANGE",
+    "RESERVED_RANGE",
+    "HEADER",
+    "HEADER_TAIL",
+    "CHECKSUM",
+    "U32",
+    "MAX_U32",
+    "MAX_U64",
+    "MAX_U128",
+    "checksum_of",
+    "HeaderKind",
+    "KIND_RAW",
+    "KIND_STRING",
+    "KEY_HEADER_NAME",
+    "encode_user_headers",
+    "decode_user_headers",
+    "key_header",
+    "extract_key",
+    "Record",
+    "RecordHeader",
+    "encode_record",
+    "decode_header",
+    "decode_record",
+    "verify_record",
+]
+
+# --- field offsets (bytes from the start of a record) --------------------------------------
+
+HEADER_SIZE = 64
+CHECKSUM_OFFSET = 0
+ID_OFFSET = 8
+OFFSET_OFFSET = 24
+TIMESTAMP_OFFSET = 32
+ORIGIN_TIMESTAMP_OFFSET = 40
+USER_HEADERS_LENGTH_OFFSET = 48
+PAYLOAD_LENGTH_OFFSET = 52
+RESERVED_OFFSET = 56
+CHECKSUMMED_FROM = ID_OFFSET
+"""The checksum covers ``record[CHECKSUMMED_FROM:]``: everything after the checksum."""
+
+CHECKSUM_RANGE = slice(CHECKSUM_OFFSET, ID_OFFSET)
+ID_RANGE = slice(ID_OFFSET, OFFSET_OFFSET)
+OFFSET_RANGE = slice(OFFSET_OFFSET, TIMESTAMP_OFFSET)
+TIMESTAMP_RANGE = slice(TIMESTAMP_OFFSET, ORIGIN_TIMESTAMP_OFFSET)
+ORIGIN_TIMESTAMP_RANGE = slice(ORIGIN_TIMESTAMP_OFFSET, USER_HEADERS_LENGTH_OFFSET)
+USER_HEADERS_LENGTH_RANGE = slice(USER_HEADERS_LENGTH_OFFSET, PAYLOAD_LENGTH_OFFSET)
+PAYLOAD_LENGTH_RANGE = slice(PAYLOAD_LENGTH_OFFSET, RESERVED_OFFSET)
+RESERVED_RANGE = slice(RESERVED_OFFSET, HEADER_SIZE)
+
+# --- structs ---------------------------------------------------------------------------------
+
+HEADER = struct.Struct("<QQQQQQIIQ")
+"""The whole header. Unpacks to ``(checksum, id_low, id_high, offset, timestamp,
+origin_timestamp, user_headers_length, payload_length, reserved)``; the u128 id is two u64
+halves, low half first (little-endian), ``id = id_low | id_high << 64``."""
+
+HEADER_TAIL = struct.Struct("<16sQQQIIQ")
+"""The header after the checksum (the first checksummed bytes), id as 16 raw bytes:
+``(id_le16, offset, timestamp, origin_timestamp, user_headers_length, payload_length,
+reserved)``. The writer packs this, appends payload and user headers, hashes, and puts
+``CHECKSUM`` in front."""
+
+CHECKSUM = struct.Struct("<Q")
+U32 = struct.Struct("<I")
+
+assert HEADER.size == HEADER_SIZE
+assert CHECKSUM.size + HEADER_TAIL.size == HEADER_SIZE
+assert HEADER_TAIL.size == HEADER_SIZE - CHECKSUMMED_FROM
+
+MAX_U32 = (1 << 32) - 1
+MAX_U64 = (1 << 64) - 1
+MAX_U128 = (1 << 128) - 1
+
+checksum_of = xxhash.xxh3_64_intdigest
+"""``checksum_of(record[CHECKSUMMED_FROM:])`` is a record's checksum (XXH3-64, seed 0)."""
+
+
+# --- user headers ------------------------------------------------------------------------------
+
+
+class HeaderKind:
+    """User-header kind codes (Iggy's ``HeaderKind::as_code``)."""
+
+    RAW = 1
+    STRING = 2
+    BOOL = 3
+    INT8 = 4
+    INT16 = 5
+    INT32 = 6
+    INT64 = 7
+    INT128 = 8
+    UINT8 = 9
+    UINT16 = 10
+    UINT32 = 11
+    UINT64 = 12
+    UINT128 = 13
+    FLOAT32 = 14
+    FLOAT64 = 15
+
+
+KIND_RAW = HeaderKind.RAW
+KIND_STRING = HeaderKind.STRING
+_MIN_KIND, _MAX_KIND = 1, 15
+_MIN_LEN, _MAX_LEN = 1, 255
+KEY_HEADER_NAME = b"key"
+
+_KEY_PREFIX = bytes([KIND_STRING]) + U32.pack(len(KEY_HEADER_NAME)) + KEY_HEADER_NAME + bytes([KIND_STRING])
+_KEY_VALUE_AT = len(_KEY_PREFIX) + 4  # after the value length
+
+
+def encode_user_headers(headers: list[tuple[int, bytes, int, bytes]]) -> bytes:
+    """Encode ``[(key_kind, key, value_kind, value), ...]``; ``b""`` for no headers.
+
+    Raises ``ValueError`` for a kind outside 1..15 or a key/value length outside 1..255.
+    """
+    parts: list[bytes] = []
+    for key_kind, key, value_kind, value in headers:
+        _check_kind("key", key_kind)
+        _check_kind("value", value_kind)
+        _check_len("key", key)
+        _check_len("value", value)
+        parts.append(bytes((key_kind,)) + U32.pack(len(key)) + bytes(key))
+        parts.append(bytes((value_kind,)) + U32.pack(len(value)) + bytes(value))
+    return b"".join(parts)
+
+
+def decode_user_headers(raw: bytes) -> list[tuple[int, bytes, int, bytes]]:
+    """Decode user headers into ``[(key_kind, key, value_kind, value), ...]``.
+
+    Raises ``ValueError`` naming the byte position when the encoding is malformed: a
+    truncated field, a kind outside 1..15 or a length outside 1..255.
+    """
+    out: list[tuple[int, bytes, int, bytes]] = []
+    pos = 0
+    end = len(raw)
+    while pos < end:
+        key_kind, key, pos = _decode_field(raw, pos, "key")
+        value_kind, value, pos = _decode_field(raw, pos, "value")
+        out.append((key_kind, key, value_kind, value))
+    return out
+
+
+def key_header(key: bytes) -> bytes:
+    """The user headers carrying a V1 message key; ``b""`` for the empty key."""
+    if not key:
+        return b""
+    if len(key) > _MAX_LEN:
+        raise ValueError(f"key is {len(key)} bytes; at most {_MAX_LEN}")
+    return _KEY_PREFIX + U32.pack(len(key)) + bytes(key)
+
+
+def extract_key(user_headers: bytes) -> bytes | None:
+    """The V1 key carried in ``user_headers``, or ``None`` (no key header, or malformed).
+
+    Fast path: a blob that is exactly one key header is sliced without decoding.
+    """
+    if not user_headers:
+        return None
+    if user_headers.startswith(_KEY_PREFIX):
+        (length,) = U32.unpack_from(user_headers, len(_KEY_PREFIX))
+        if _KEY_VALUE_AT + length == len(user_headers) and _MIN_LEN <= length <= _MAX_LEN:
+            return bytes(user_headers[_KEY_VALUE_AT:])
+    try:
+        headers = decode_user_headers(user_headers)
+    except ValueError:
+        return None
+    for key_kind, key, value_kind, value in headers:
+        if key_kind == KIND_STRING and key == KEY_HEADER_NAME and value_kind == KIND_STRING:
+            return value
+    return None
+
+
+def _check_kind(what: str, kind: int) -> None:
+    if not _MIN_KIND <= kind <= _MAX_KIND:
+        raise ValueError(f"user header {what} kind {kind} outside {_MIN_KIND}..{_MAX_KIND}")
+
+
+def _check_len(what: str, data: bytes) -> None:
+    if not _MIN_LEN <= len(data) <= _MAX_LEN:
+        raise ValueError(f"user header {what} length {len(data)} outside {_MIN_LEN}..{_MAX_LEN}")
+
+
+def _decode_field(raw: bytes, pos: int, what: str) -> tuple[int, bytes, int]:
+    if pos + 5 > len(raw):
+        raise ValueError(f"user headers truncated at byte {pos} (in a {what} kind/length)")
+    kind = raw[pos]
+    if not _MIN_KIND <= kind <= _MAX_KIND:
+        raise ValueError(f"user header {what} kind {kind} at byte {pos} outside {_MIN_KIND}..{_MAX_KIND}")
+    (length,) = U32.unpack_from(raw, pos + 1)
+    if not _MIN_LEN <= length <= _MAX_LEN:
+        raise ValueError(f"user header {what} length {length} at byte {pos + 1} outside {_MIN_LEN}..{_MAX_LEN}")
+    start = pos + 5
+    if start + length > len(raw):
+        raise ValueError(f"user headers truncated at byte {len(raw)} (a {what} of {length} bytes from {start})")
+    return kind, bytes(raw[start : start + length]), start + length
+
+
+# --- records -----------------------------------------------------------------------------------
+
+
+class Record(NamedTuple):
+    """One stored message as the reader hands it out (no per-message objects beyond this)."""
+
+    offset: int
+    timestamp: int
+    id: int
+    origin_timestamp: int
+    payload: bytes
+    user_headers: bytes
+
+    @property
+    def key(self) -> bytes | None:
+        """The V1 key in the user headers (``None`` when there is none)."""
+        return extract_key(self.user_headers)
+
+    def to_bytes(self) -> bytes:
+        """The exact on-disk bytes of this record (checksum recomputed; it is a function of
+        the other bytes, so a record read from disk encodes back to what was read)."""
+        return encode_record(
+            self.offset, self.timestamp, self.id, self.origin_timestamp, self.payload, self.user_headers
+        )
+
+
+class RecordHeader(NamedTuple):
+    """The decoded 64-byte header."""
+
+    checksum: int
+    id: int
+    offset: int
+    timestamp: int
+    origin_timestamp: int
+    user_headers_length: int
+    payload_length: int
+    reserved: int
+
+
+def encode_record(
+    offset: int,
+    timestamp: int,
+    id: int,
+    origin_timestamp: int,
+    payload: bytes,
+    user_headers: bytes = b"",
+) -> bytes:
+    """One record's bytes, checksum included. ``ValueError`` when a field does not fit."""
+    if not 0 <= id <= MAX_U128:
+        raise ValueError(f"id {id} does not fit in u128")
+    for name, value in (("offset", offset), ("timestamp", timestamp), ("origin_timestamp", origin_timestamp)):
+        if not 0 <= value <= MAX_U64:
+            raise ValueError(f"{name} {value} does not fit in u64")
+    if len(payload) > MAX_U32 or len(user_headers) > MAX_U32:
+        raise ValueError("payload or user headers longer than u32")
+    tail = (
+        HEADER_TAIL.pack(
+            id.to_bytes(16, "little"), offset, timestamp, origin_timestamp, len(user_headers), len(payload), 0
+        )
+        + bytes(payload)
+        + bytes(user_headers)
+    )
+    return CHECKSUM.pack(checksum_of(tail)) + tail
+
+
+def decode_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordHeader:
+    """The header at ``buf[pos:pos + 64]`` (``ValueError`` when fewer bytes remain)."""
+    if pos < 0 or pos + HEADER_SIZE > len(buf):
+        raise ValueError(f"partial header at byte {pos}: {max(0, len(buf) - pos)} of {HEADER_SIZE} bytes")
+    ck, lo, hi, off, ts, ots, uhl, pl, rsv = HEADER.unpack_from(buf, pos)
+    return RecordHeader(ck, lo | hi << 64, off, ts, ots, uhl, pl, rsv)
+
+
+def verify_record(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    """Check the record starting at ``buf[pos]``; return the position just after it.
+
+    Raises ``ValueError`` with the reason: partial header, non-zero reserved, lengths
+    running past the buffer (partial record), or checksum mismatch.
+    """
+    if pos < 0 or pos + HEADER_SIZE > len(buf):
+        raise ValueError(f"partial header at byte {pos}: {max(0, len(buf) - pos)} of {HEADER_SIZE} bytes")
+    ck, _lo, _hi, off, _ts, _ots, uhl, pl, rsv = HEADER.unpack_from(buf, pos)
+    if rsv:
+        raise ValueError(f"record at byte {pos} (offset {off}): reserved is {rsv}, must be 0")
+    end = pos + HEADER_SIZE + pl + uhl
+    if end > len(buf):
+        raise ValueError(
+            f"partial record at byte {pos} (offset {off}): needs {end - pos} bytes, {len(buf) - pos} remain"
+        )
+    actual = checksum_of(bytes(buf[pos + CHECKSUMMED_FROM : end]))
+    if actual != ck:
+        raise ValueError(f"checksum mismatch at byte {pos} (offset {off}): stored {ck:#018x}, computed {actual:#018x}")
+    return end
+
+
+def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[Record, int]:
+    """Verify and decode the record at ``buf[pos]``: ``(record, position after it)``."""
+    end = verify_record(buf, pos)
+    _ck, lo, hi, off, ts, ots, uhl, pl, _rsv = HEADER.unpack_from(buf, pos)
+    body = pos + HEADER_SIZE
+    payload = bytes(buf[body : body + pl])
+    user_headers = bytes(buf[body + pl : end])
+    return Record(off, ts, lo | hi << 64, ots, payload, user_headers), end
+
