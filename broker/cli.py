@@ -1,4 +1,4 @@
-"""The ``skerry`` command line: ``skerry serve`` and the operator tools.
+"""The ``skerry`` command line: ``skerry serve``, ``skerry harness`` and the operator tools.
 
 Owns: argument parsing, turning configuration mistakes into one clear line and exit code 2,
 and dispatching to the subcommands. Must not contain broker logic.
@@ -37,6 +37,41 @@ def _config_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _harness(args: argparse.Namespace) -> int:
+    import secrets
+
+    from broker.harness import HarnessOptions, run
+
+    host, _, port = args.bootstrap.rpartition(":")
+    problems = []
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        problems.append(f"--bootstrap must be host:port, not {args.bootstrap!r}")
+    if args.consumers < 1:
+        problems.append("--consumers must be at least 1")
+    if args.duration <= 0:
+        problems.append("--duration must be positive")
+    if not 100 <= args.session_timeout_ms <= 3_600_000:
+        problems.append("--session-timeout-ms must be between 100 and 3600000")
+    if args.partitions < 1:
+        problems.append("--partitions must be at least 1")
+    if args.produce_rate < 0:
+        problems.append("--produce-rate must not be negative")
+    if problems:
+        for problem in problems:
+            print(f"skerry harness: {problem}", file=sys.stderr)
+        return 2
+    token = secrets.token_hex(3)
+    options = HarnessOptions(
+        host=host.strip("[]"), port=int(port), consumers=args.consumers,
+        duration_s=args.duration,
+        seed=args.seed if args.seed is not None else secrets.randbelow(1_000_000),
+        assignor=args.assignor, session_timeout_ms=args.session_timeout_ms,
+        topic=args.topic or f"harness-{token}", group=args.group or f"harness-{token}",
+        partitions=args.partitions, produce_rate=args.produce_rate,
+        request_timeout_s=args.request_timeout, chart=args.chart, json_output=args.json)
+    return run(options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="skerry", description="Skerry message broker and its tools.")
@@ -54,6 +89,43 @@ def build_parser() -> argparse.ArgumentParser:
 
     ref = sub.add_parser("config-reference", help="print the configuration reference (Markdown)")
     ref.set_defaults(func=_config_reference)
+
+    harness = sub.add_parser(
+        "harness", help="simulated consumers with chaos against a running broker; checks "
+                        "the consumer-group invariants (exit 0: no violations)")
+    harness.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT",
+                         help="the broker to test (default 127.0.0.1:9092); the only "
+                              "address the harness connects to")
+    harness.add_argument("-n", "--consumers", type=int, default=5,
+                         help="simulated consumers at the start (default 5)")
+    harness.add_argument("--duration", type=float, default=30.0, metavar="SECONDS",
+                         help="length of the chaos window (default 30); the run adds a "
+                              "settle time of max(2 s, 3 session timeouts)")
+    harness.add_argument("--seed", type=int, help="seed of the chaos schedule (default: "
+                                                  "random, printed in the report)")
+    harness.add_argument("--assignor", default="round_robin",
+                         choices=("round_robin", "range", "sticky"),
+                         help="assignor the members ask for (default round_robin)")
+    harness.add_argument("--session-timeout-ms", dest="session_timeout_ms", type=int,
+                         default=1000, help="the members' session timeout (default 1000)")
+    harness.add_argument("--topic", help="topic to consume (default: a new harness-<random>)")
+    harness.add_argument("--group", help="consumer group (default: a new harness-<random>); "
+                                         "must have no live members")
+    harness.add_argument("--partitions", type=int, default=12,
+                         help="partitions of the topic when the harness creates it "
+                              "(default 12)")
+    harness.add_argument("--produce-rate", dest="produce_rate", type=float, default=200.0,
+                         metavar="MSGS_PER_S", help="messages produced per second "
+                                                    "(default 200)")
+    harness.add_argument("--request-timeout", dest="request_timeout", type=float,
+                         default=5.0, metavar="SECONDS",
+                         help="longest wait for any one answer (default 5)")
+    harness.add_argument("--chart", metavar="FILE.png",
+                         help="also draw a timeline of members, generations and "
+                              "ownership (needs matplotlib: pip install 'skerry[harness]')")
+    harness.add_argument("--json", action="store_true",
+                         help="print the report as JSON instead of text")
+    harness.set_defaults(func=_harness)
     return parser
 
 
