@@ -31,6 +31,8 @@ __all__ = [
     "AdminDeleteGroup",
     "AdminDeleteTopic",
     "AdminResetOffsets",
+    "ALL_COMMANDS",
+    "CLUSTER_COMMANDS",
     "COMMANDS",
     "Codec",
     "CodecLimits",
@@ -54,7 +56,10 @@ __all__ = [
     "Offsets",
     "Ping",
     "Produce",
+    "ReplicaEpoch",
     "ReplicaFetch",
+    "ReplicaPull",
+    "ReplicaStatus",
     "SetPartitionRole",
     "Sync",
     "assignment_payload",
@@ -66,7 +71,10 @@ __all__ = [
     "is_plain_value",
     "ok",
     "produce_payload",
+    "replica_epoch_payload",
     "replica_fetch_payload",
+    "replica_pull_reply",
+    "replica_status_payload",
     "role_payload",
 ]
 
@@ -336,6 +344,49 @@ class AdminCommit:
     offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaPull:
+    """Additive (cluster): ``REPLICA_PULL <topic> <partition> <replica_id> <offset> <epoch>
+    [wait_ms=<ms>] [max_bytes=<n>]``: a follower's fetch. It reports that ``replica_id``
+    holds every offset before ``offset`` and asks for the records from ``offset`` on;
+    ``epoch`` is the newest leader epoch the follower knows."""
+
+    name: ClassVar[str] = "REPLICA_PULL"
+    cid: str
+    topic: str
+    partition: int
+    replica_id: int
+    offset: int
+    epoch: int
+    wait_ms: int | None = None
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaEpoch:
+    """Additive (cluster): ``REPLICA_EPOCH <topic> <partition> <replica_id> <epoch>
+    [last_epoch=<n>]``: a replica tells another the newest epoch it knows and asks for its
+    role, epoch and where ``last_epoch`` ends in its log (OffsetsForLeaderEpoch)."""
+
+    name: ClassVar[str] = "REPLICA_EPOCH"
+    cid: str
+    topic: str
+    partition: int
+    replica_id: int
+    epoch: int
+    last_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaStatus:
+    """Additive (cluster and operators): ``REPLICA_STATUS <topic> <partition>``."""
+
+    name: ClassVar[str] = "REPLICA_STATUS"
+    cid: str
+    topic: str
+    partition: int
+
+
 Command: TypeAlias = (
     Ping
     | Produce
@@ -358,6 +409,9 @@ Command: TypeAlias = (
     | AdminDeleteGroup
     | AdminResetOffsets
     | AdminCommit
+    | ReplicaPull
+    | ReplicaEpoch
+    | ReplicaStatus
 )
 """Any parsed request (a runtime union: ``isinstance(x, Command)`` works)."""
 
@@ -387,7 +441,17 @@ COMMANDS: dict[str, type[Any]] = {
         AdminCommit,
     )
 }
-"""Wire command name -> command class, for every command the codec understands."""
+"""Wire command name -> command class for the commands of a single broker: the spec's
+table and the additive admin commands."""
+
+CLUSTER_COMMANDS: dict[str, type[Any]] = {
+    cls.name: cls for cls in (ReplicaPull, ReplicaEpoch, ReplicaStatus)
+}
+"""The additive commands of a multi-broker cluster (broker to broker, plus REPLICA_STATUS
+for operators), kept apart from ``COMMANDS`` so that the single-broker set stays as it is."""
+
+ALL_COMMANDS: dict[str, type[Any]] = {**COMMANDS, **CLUSTER_COMMANDS}
+"""Every command the codec understands."""
 
 _USAGE: dict[str, str] = {
     "PING": "PING",
@@ -414,6 +478,10 @@ _USAGE: dict[str, str] = {
     "ADMIN_RESET_OFFSETS": "ADMIN_RESET_OFFSETS <group> <topic> <earliest, latest or offset> "
     "[partition=<n>]",
     "ADMIN_COMMIT": "ADMIN_COMMIT <group> <topic> <partition> <offset>",
+    "REPLICA_PULL": "REPLICA_PULL <topic> <partition> <replica_id> <offset> <epoch> "
+    "[wait_ms=<ms>] [max_bytes=<n>]",
+    "REPLICA_EPOCH": "REPLICA_EPOCH <topic> <partition> <replica_id> <epoch> [last_epoch=<n>]",
+    "REPLICA_STATUS": "REPLICA_STATUS <topic> <partition>",
 }
 _POSITIONAL_COUNT: dict[str, int] = {
     "PING": 0,
@@ -436,6 +504,9 @@ _POSITIONAL_COUNT: dict[str, int] = {
     "ADMIN_DELETE_GROUP": 2,
     "ADMIN_RESET_OFFSETS": 3,
     "ADMIN_COMMIT": 4,
+    "REPLICA_PULL": 5,
+    "REPLICA_EPOCH": 4,
+    "REPLICA_STATUS": 2,
 }
 _OPTIONS: dict[str, tuple[str, ...]] = {
     "PRODUCE": ("acks", "partition", "enc"),
@@ -444,6 +515,8 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
     "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes"),
     "OFFSETS": ("ts",),
     "ADMIN_RESET_OFFSETS": ("partition",),
+    "REPLICA_PULL": ("wait_ms", "max_bytes"),
+    "REPLICA_EPOCH": ("last_epoch",),
 }
 
 ASSIGNORS = ("round_robin", "range", "sticky")
@@ -869,6 +942,37 @@ def _parse_admin_commit(cid: str, args: str) -> AdminCommit:
     )
 
 
+def _parse_replica_pull(cid: str, args: str) -> ReplicaPull:
+    tokens, options = _split("REPLICA_PULL", args)
+    return ReplicaPull(
+        cid,
+        _name(tokens[0], "topic"),
+        _uint(tokens[1], "partition"),
+        _uint(tokens[2], "replica_id"),
+        _uint(tokens[3], "offset"),
+        _uint(tokens[4], "epoch"),
+        _optional_uint(options, "wait_ms"),
+        _optional_uint(options, "max_bytes", 1),
+    )
+
+
+def _parse_replica_epoch(cid: str, args: str) -> ReplicaEpoch:
+    tokens, options = _split("REPLICA_EPOCH", args)
+    return ReplicaEpoch(
+        cid,
+        _name(tokens[0], "topic"),
+        _uint(tokens[1], "partition"),
+        _uint(tokens[2], "replica_id"),
+        _uint(tokens[3], "epoch"),
+        _optional_uint(options, "last_epoch"),
+    )
+
+
+def _parse_replica_status(cid: str, args: str) -> ReplicaStatus:
+    tokens, _ = _split("REPLICA_STATUS", args)
+    return ReplicaStatus(cid, _name(tokens[0], "topic"), _uint(tokens[1], "partition"))
+
+
 _Parser: TypeAlias = Callable[[str, str], Any]
 
 
@@ -918,8 +1022,11 @@ class Codec:
             "ADMIN_DELETE_GROUP": _parse_admin_delete_group,
             "ADMIN_RESET_OFFSETS": _parse_admin_reset_offsets,
             "ADMIN_COMMIT": _parse_admin_commit,
+            "REPLICA_PULL": _parse_replica_pull,
+            "REPLICA_EPOCH": _parse_replica_epoch,
+            "REPLICA_STATUS": _parse_replica_status,
         }
-        assert self._parsers.keys() == COMMANDS.keys()
+        assert self._parsers.keys() == ALL_COMMANDS.keys()
 
     def parse_produce_fast(self, line: bytes) -> tuple[bytes, bytes, bytes, bytes, str] | None:
         """The hot path: ``(cid, topic, key, value, acks)`` for a plain, printable-ASCII
@@ -1172,6 +1279,74 @@ def replica_fetch_payload(
 def role_payload(topic: str, partition: int, role: str, hw: int) -> str:
     """``topic=<name> partition=<n> role=<leader|follower> hw=<n>``."""
     return f"topic={topic} partition={partition} role={role} hw={hw}"
+
+
+def _epoch_list(entries: Iterable[tuple[int, int]]) -> str:
+    return format_list(f"{epoch}:{start}" for epoch, start in entries)
+
+
+def replica_pull_reply(
+    cid: str,
+    *,
+    epoch: int,
+    hw: int,
+    leo: int,
+    start: int,
+    isr: Sequence[int],
+    epochs: Iterable[tuple[int, int]],
+    count: int,
+    data: bytes,
+) -> bytes:
+    """The whole REPLICA_PULL success line: ``epoch=<n> hw=<n> leo=<n> start=<n>
+    isr=[<ids>] epochs=[<epoch>:<start_offset> ...] count=<n> data=<base64>``.
+
+    ``data`` is the exact on-disk bytes of ``count`` records, standard base64 with padding
+    (``data=`` when empty), so any value travels, commas, pipes and newlines included.
+    ``epochs`` are the leader-epoch entries labelling those records; ``leo`` the leader's
+    log end offset (exclusive) and ``start`` its first retained offset.
+    """
+    head = (
+        f"V1|{cid}|OK|epoch={epoch} hw={hw} leo={leo} start={start} isr={format_list(isr)} "
+        f"epochs={_epoch_list(epochs)} count={count} data="
+    ).encode()
+    return head + binascii.b2a_base64(data, newline=False) + b"\n"
+
+
+def replica_epoch_payload(
+    role: str, epoch: int, confirmed: bool, end_epoch: int, end_offset: int, leo: int, hw: int
+) -> str:
+    """``role=<leader|follower> epoch=<n> confirmed=<bool> end_epoch=<n> end_offset=<n>
+    leo=<n> hw=<n>`` (REPLICA_EPOCH)."""
+    return (
+        f"role={role} epoch={epoch} confirmed={format_bool(confirmed)} end_epoch={end_epoch} "
+        f"end_offset={end_offset} leo={leo} hw={hw}"
+    )
+
+
+def replica_status_payload(
+    *,
+    role: str,
+    epoch: int,
+    confirmed: bool,
+    hw: int,
+    leo: int,
+    start: int,
+    isr: Sequence[int],
+    under_replicated: bool,
+    replica: int,
+    replicas: Sequence[int],
+    leader: int,
+    epochs: Iterable[tuple[int, int]],
+) -> str:
+    """``role= epoch= confirmed= hw= leo= start= isr=[] under_replicated= replica=
+    replicas=[<broker ids>] leader=<broker id> epochs=[<epoch>:<start_offset> ...]``
+    (REPLICA_STATUS); ``leader=-1`` and ``replica=-1`` when unknown or not a replica."""
+    return (
+        f"role={role} epoch={epoch} confirmed={format_bool(confirmed)} hw={hw} leo={leo} "
+        f"start={start} isr={format_list(isr)} under_replicated={format_bool(under_replicated)} "
+        f"replica={replica} replicas={format_list(replicas)} leader={leader} "
+        f"epochs={_epoch_list(epochs)}"
+    )
 
 
 _b2a = binascii.b2a_base64

@@ -3,9 +3,11 @@
 Owns: the one description of every configuration key (type, default, bounds, help text),
 loading YAML, merging command-line overrides, and turning every mistake into a
 ``ConfigError`` that names the key. ``docs/configuration.md`` is generated from ``SCHEMA``
-(``skerry config-reference``) so the reference cannot drift from the code.
+(``skerry config-reference``) so the reference cannot drift from the code. The ``cluster``
+section (a multi-broker cluster) is parsed by ``replication.cluster`` and checked against
+the topics here.
 
-Must not import: Twisted, the store, sockets.
+Must not import: Twisted, the store, sockets. (``replication.cluster`` is pure.)
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+
+from replication.cluster import ClusterConfig
 
 __all__ = [
     "ConfigError",
@@ -54,6 +58,14 @@ SCHEMA: tuple[Key, ...] = (
     Key("auto_create_topics", "bool", True,
         "Create a topic on first PRODUCE, CONSUME or JOIN with the defaults below."),
     Key("iggy_port", "int?", None, "TCP port of the Iggy binary listener; null turns it off.", 0),
+    Key("iggy.root_username", "str?", None,
+        "Root user created on the Iggy listener's first start; null: IGGY_ROOT_USERNAME, "
+        "else iggy (loopback listeners only)."),
+    Key("iggy.root_password", "str?", None,
+        "That root user's password; null: IGGY_ROOT_PASSWORD, else iggy (loopback only)."),
+    Key("iggy.max_frame_bytes", "int", 16777216,
+        "Longest Iggy request frame; a longer one gets an error and the connection closes.",
+        1024),
     Key("metrics_port", "int?", None, "HTTP port for /metrics and /health; null turns it off.", 0),
     Key("log_level", "choice", "info", "Log verbosity.",
         choices=("debug", "info", "warning", "error")),
@@ -71,6 +83,18 @@ SCHEMA: tuple[Key, ...] = (
         "A follower not caught up for this long leaves the ISR.", 1),
     Key("replication.ack_timeout_ms", "int", 2000,
         "How long an acks=all produce waits before REPLICATION_TIMEOUT.", 1),
+    Key("replication.fetch_wait_ms", "int", 500,
+        "Cluster: how long a caught-up follower's fetch waits at the leader for new records "
+        "(long poll); must be below replica_lag_timeout_ms.", 1),
+    Key("replication.fetch_max_bytes", "int", 1048576,
+        "Cluster: most message bytes one follower fetch carries (at least one message).",
+        1024),
+    Key("replication.retry_backoff_ms", "int", 250,
+        "Cluster: wait before a follower looks for the leader again, or a leader asks "
+        "unanswered replicas again, after an error.", 1),
+    Key("replication.request_timeout_ms", "int", 5000,
+        "Cluster: a request to another broker unanswered this long (beyond a fetch's wait) "
+        "drops that connection.", 100),
     Key("storage.fsync", "choice", "always",
         "always: OK only after fsync (group commit); interval: fsync every "
         "fsync_interval_ms; never: leave it to the OS.",
@@ -119,6 +143,8 @@ class Config:
 
     values: Mapping[str, Any]
     topics: Mapping[str, TopicSettings] = field(default_factory=dict)
+    cluster: ClusterConfig | None = None
+    """The ``cluster`` section; None for a single broker."""
 
     def __getitem__(self, path: str) -> Any:
         return self.values[path]
@@ -188,6 +214,7 @@ def config_from_mapping(raw: Mapping[str, Any] | None,
     raw = dict(raw or {})
     values: dict[str, Any] = {key.path: key.default for key in SCHEMA}
     topics_raw = raw.pop("topics", None)
+    cluster_raw = raw.pop("cluster", None)
     for name, value in raw.items():
         if not isinstance(name, str):
             raise ConfigError(f"{name!r}: configuration keys are strings")
@@ -220,7 +247,36 @@ def config_from_mapping(raw: Mapping[str, Any] | None,
             raise ConfigError("topics: expected a mapping of topic name to settings")
         for name, settings in topics_raw.items():
             topics[name] = _topic(name, settings, config.topic_defaults)
-    return Config(values, topics)
+    cluster = _cluster(cluster_raw, values, topics) if cluster_raw is not None else None
+    return Config(values, topics, cluster)
+
+
+def _cluster(raw: Any, values: Mapping[str, Any],
+             topics: Mapping[str, TopicSettings]) -> ClusterConfig:
+    try:
+        cluster = ClusterConfig.from_mapping(raw)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    brokers = len(cluster.brokers)
+    if values["defaults.replication_factor"] > brokers:
+        raise ConfigError(f"defaults.replication_factor: {values['defaults.replication_factor']} "
+                          f"is larger than the cluster ({brokers} brokers)")
+    for name, settings in topics.items():
+        for partition in range(settings.partitions):
+            try:
+                cluster.replicas(name, partition, settings.replication_factor)
+            except ValueError as exc:
+                raise ConfigError(f"topics.{name}: {exc}") from None
+    for name, lists in cluster.replicas_by_topic.items():
+        declared = topics.get(name)
+        if declared is not None and len(lists) > declared.partitions:
+            raise ConfigError(f"cluster.replicas.{name}: {len(lists)} lists for "
+                              f"{declared.partitions} partitions")
+    if values["replication.fetch_wait_ms"] >= values["replication.replica_lag_timeout_ms"]:
+        raise ConfigError("replication.fetch_wait_ms: must be below "
+                          "replication.replica_lag_timeout_ms, or idle followers would leave "
+                          "the ISR while they wait")
+    return cluster
 
 
 def load_config(path: str | None, overrides: Mapping[str, Any] | None = None) -> Config:
@@ -265,6 +321,28 @@ def reference_markdown() -> str:
         "`topics: {<name>: {partitions, replication_factor, min_insync_replicas, retention_ms,",
         "retention_bytes}}` declares topics created at startup; unset settings take the",
         "`defaults` above. `min_insync_replicas` greater than `replication_factor` is an error.",
+        "",
+        "## Cluster",
+        "",
+        "Without a `cluster` section the broker runs alone. With one it is a member of a",
+        "multi-broker cluster (see `docs/replication.md`):",
+        "",
+        "```yaml",
+        "cluster:",
+        "  broker_id: 1                  # this broker; one of the ids below",
+        "  brokers:                      # every broker's V1 address, this one included",
+        "    0: 127.0.0.1:9092",
+        "    1: 127.0.0.1:9093",
+        "    2: 127.0.0.1:9094",
+        "  replicas:                     # optional: replica lists, leader of epoch 0 first",
+        "    orders: [[0, 1, 2], [1, 2, 0], [2, 0, 1]]",
+        "```",
+        "",
+        "Partition `p` of a topic without explicit lists is held by the broker ids in",
+        "ascending order rotated by `p`, the first `replication_factor` of them. Every broker",
+        "gets the same `brokers`, `replicas` and `topics`; only `broker_id` (and `port`)",
+        "differ. A replication factor larger than the cluster is an error, and so is",
+        "`replication.fetch_wait_ms` not below `replication.replica_lag_timeout_ms`.",
         "",
     ]
     return "\n".join(lines)

@@ -484,3 +484,94 @@ class BrokerCore:
     def notify_hw(self, topic: str, partition: int) -> None:
         """Tell long polls that ``hw`` of a partition may have moved (replication events)."""
         self._hw_changed(topic, partition)
+
+    # ---------------------------------------------------------------- batch produce (Iggy)
+
+    def produce_batch(self, topic_name: str, partition: int, payloads: Sequence[bytes],
+                      user_headers: Sequence[bytes] | None, ids: Sequence[int] | None,
+                      origin_timestamps: Sequence[int] | None, acks: str,
+                      callback: Callable[[Any], None]) -> None:
+        """Append a whole batch to one partition in one store append; answer once.
+
+        For transports whose requests are batches already (Iggy's SendMessages). The
+        messages get consecutive offsets in order; ``ids`` of 0 become UUIDv4s; messages
+        ``produce`` queued earlier in this turn for the same partition land first.
+        ``callback`` gets one ``ProduceResult`` (``offset`` = the first message's) once the
+        batch is as durable as ``acks`` asks (the same rules as ``produce``), or a
+        ``SkerryError``. Refusals that change nothing raise at once: unknown topic (never
+        auto-created here), partition out of range, NOT_LEADER, a failed partition, and
+        ``BadRequest`` for input the store refuses.
+        """
+        topic = self.resolve(topic_name, partition, False)
+        if self.replication is not None and not self.replication.is_leader(topic_name, partition):
+            raise NotLeader(f"partition {partition} of {topic_name} is a follower on this broker")
+        plog = topic.partitions[partition]
+        if plog.failed is not None:
+            raise StorageError(f"partition {partition} of {topic_name} refuses writes "
+                               f"after an I/O error: {plog.failed.message}")
+        if (topic_name, partition) in self._batches:
+            self.flush()
+        try:
+            first = plog.append(payloads, user_headers, ids=ids,
+                                origin_timestamps=origin_timestamps)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        except SkerryError as error:
+            log.error("append to %s/%d failed: %s", topic_name, partition, error.message)
+            callback(error)
+            return
+        count = len(payloads)
+        self.stats["produced"] += count
+        self.stats["batches"] += 1
+        if self.replication is not None:
+            self.replication.on_appended(topic_name, partition)
+
+        def answer(error: SkerryError | None) -> None:
+            callback(error if error is not None
+                     else ProduceResult(partition, first, self.hw(topic_name, partition)))
+
+        def durable(error: SkerryError | None) -> None:
+            if error is not None or acks != "all" or self.replication is None:
+                answer(error)
+                return
+            d = self.replication.wait_for_all(topic_name, partition, first + count - 1)
+            d.addCallbacks(lambda _hw: answer(None),
+                           lambda failure: answer(
+                               failure.value if isinstance(failure.value, SkerryError)
+                               else StorageError(failure.getErrorMessage())))
+
+        if acks != "0" and self._fsync == "always":
+            self.committer.wait(plog, first + count, durable)
+        else:
+            self._hw_changed(topic_name, partition)
+            durable(None)
+
+    def set_topic_retention(self, name: str, retention_ms: int | None,
+                            retention_bytes: int | None) -> None:
+        """Change a topic's retention for this process (``topic.json`` keeps the values
+        the topic was created with; a transport that changes them re-applies its own
+        record at start). The next retention pass applies them."""
+        topic = self.store.topic(name)
+        if topic is None:
+            raise BadRequest("unknown topic")
+        from dataclasses import replace  # local: keeps this additive method self-contained
+
+        topic.config = replace(topic.config, retention_ms=retention_ms,
+                               retention_bytes=retention_bytes)
+
+    def delete_oldest_segments(self, name: str, partition: int, count: int) -> int:
+        """Delete up to ``count`` of a partition's oldest sealed segments (never the active
+        one); returns how many went. Their messages are gone; offsets do not change."""
+        plog = self.resolve(name, partition, False).partitions[partition]
+        self.flush()
+        removed = 0
+        while removed < count and plog.segment_count > 1:
+            # now_us=0: no time-based roll or expiry, only the size rule, which removes
+            # exactly the oldest sealed segment when the limit is one byte under the size.
+            gone = plog.enforce_retention(0, None, plog.size_bytes() - 1)
+            if not gone:
+                break
+            removed += len(gone)
+        if removed:
+            log.info("deleted %d segment(s) of %s/%d", removed, name, partition)
+        return removed

@@ -42,6 +42,16 @@ class Connection(ProduceSink, Protocol):
 _lst = c.format_list
 _bool = c.format_bool
 
+_PULL_DEFAULT_BYTES = 1048576
+_PULL_MAX_BYTES = 16 * 1048576
+"""REPLICA_PULL ``max_bytes``: the default, and the most one answer may carry."""
+
+
+def _pull_reply(cid: str, result: Any) -> bytes:
+    return c.replica_pull_reply(cid, epoch=result.epoch, hw=result.hw, leo=result.leo,
+                                start=result.start, isr=result.isr, epochs=result.epochs,
+                                count=result.count, data=result.data)
+
 
 class Handlers:
     """The V1 handler table over one ``BrokerCore``."""
@@ -70,6 +80,9 @@ class Handlers:
             c.AdminDeleteGroup: self.admin_delete_group,
             c.AdminResetOffsets: self.admin_reset_offsets,
             c.AdminCommit: self.admin_commit,
+            c.ReplicaPull: self.replica_pull,
+            c.ReplicaEpoch: self.replica_epoch,
+            c.ReplicaStatus: self.replica_status,
         }
 
     # ------------------------------------------------------------- dispatch
@@ -256,12 +269,55 @@ class Handlers:
         self.core.notify_hw(cmd.topic, cmd.partition)
         return c.ok(cmd.cid, c.role_payload(cmd.topic, cmd.partition, cmd.role, hw))
 
+    # ------------------------------------------------------------- clusters
+
+    def replica_pull(self, cmd: c.ReplicaPull, slot: Slot, conn: Connection) -> bytes | None:
+        """A follower's fetch: records from ``offset`` on; long-polls with ``wait_ms`` when
+        the follower is caught up (so an idle cluster does not spin)."""
+        self.core.resolve(cmd.topic, cmd.partition, False)
+        replication = self.core.replication
+        max_bytes = min(cmd.max_bytes or _PULL_DEFAULT_BYTES, _PULL_MAX_BYTES)
+        result = replication.pull(cmd.topic, cmd.partition, cmd.replica_id, cmd.offset,
+                                  cmd.epoch, max_bytes=max_bytes)
+        if result.count or not cmd.wait_ms or result.epoch != cmd.epoch \
+                or cmd.offset != result.leo or result.hw_news:
+            return _pull_reply(cmd.cid, result)
+        d = replication.wait_for_records(cmd.topic, cmd.partition, cmd.offset, cmd.wait_ms,
+                                         cmd.replica_id)
+
+        def render(_: object) -> bytes:
+            again = replication.pull(cmd.topic, cmd.partition, cmd.replica_id, cmd.offset,
+                                     cmd.epoch, max_bytes=max_bytes, record=False)
+            return _pull_reply(cmd.cid, again)
+
+        self._later(cmd, d, render, slot, conn)
+        return None
+
+    def replica_epoch(self, cmd: c.ReplicaEpoch, slot: Slot, conn: Connection) -> bytes:
+        self.core.resolve(cmd.topic, cmd.partition, False)
+        answer = self.core.replication.epoch_query(cmd.topic, cmd.partition, cmd.replica_id,
+                                                   cmd.epoch, cmd.last_epoch)
+        return c.ok(cmd.cid, c.replica_epoch_payload(
+            str(answer.role), answer.epoch, answer.confirmed, answer.end_epoch,
+            answer.end_offset, answer.leo, answer.hw))
+
+    def replica_status(self, cmd: c.ReplicaStatus, slot: Slot, conn: Connection) -> bytes:
+        self.core.resolve(cmd.topic, cmd.partition, False)
+        info = self.core.replication.status(cmd.topic, cmd.partition)
+        return c.ok(cmd.cid, c.replica_status_payload(
+            role=str(info.role), epoch=info.epoch, confirmed=info.confirmed, hw=info.hw,
+            leo=info.leo, start=info.start, isr=info.isr,
+            under_replicated=info.under_replicated, replica=info.replica,
+            replicas=info.replicas, leader=info.leader, epochs=info.epochs))
+
     # ------------------------------------------------------------- topics
 
     def admin_create_topic(self, cmd: c.AdminCreateTopic, slot: Slot, conn: Connection) -> bytes:
         topic = self.core.create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
                                        cmd.min_insync_replicas, cmd.retention_ms,
                                        cmd.retention_bytes)
+        if getattr(self.core.replication, "cluster", None) is not None:
+            self.core.replication.topic_created(cmd.topic)  # followers start fetching now
         return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions} "
                              f"replication_factor={topic.config.replication_factor}")
 
@@ -293,7 +349,10 @@ class Handlers:
             f"topic={cmd.topic} partitions={cfg.partitions} "
             f"replication_factor={cfg.replication_factor} "
             f"min_insync_replicas={cfg.min_insync_replicas} roles={_lst(roles)} hw={_lst(hws)} "
-            f"earliest={_lst(earliest)} next={_lst(nexts)} under_replicated={_lst(under)}"))
+            f"earliest={_lst(earliest)} next={_lst(nexts)} under_replicated={_lst(under)}"
+            # Additive, for `skerry topics describe`: record bytes and segment files.
+            f" size={_lst(plog.size_bytes() for plog in topic.partitions)}"
+            f" segments={_lst(plog.segment_count for plog in topic.partitions)}"))
 
     def offsets(self, cmd: c.Offsets, slot: Slot, conn: Connection) -> bytes:
         topic = self.core.resolve(cmd.topic, cmd.partition, False)

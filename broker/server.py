@@ -2,8 +2,10 @@
 persistence threads and the orderly shutdown.
 
 Owns: wiring ``Store`` -> ``ReplicationService`` -> ``GroupService`` -> ``BrokerCore`` ->
-transports; raising the open-file limit; the startup summary; shutdown on SIGTERM/SIGINT
-(stop accepting, answer what is in flight, flush and fsync, mark a clean shutdown, exit 0).
+transports, and in a multi-broker cluster the ``ReplicaManager`` (fetch loops and leader
+probes over connections to the other brokers); raising the open-file limit; the startup
+summary; shutdown on SIGTERM/SIGINT (stop accepting, answer what is in flight, flush and
+fsync, mark a clean shutdown, exit 0).
 
 Everything below it takes the clock and the thread runner from here, so tests can build the
 same graph over ``task.Clock`` and a synchronous runner.
@@ -27,11 +29,13 @@ from broker.config import Config
 from broker.core import BrokerCore
 from broker.group_service import GroupService
 from broker.handlers import Handlers
+from broker.iggy.service import IggyService
 from broker.protocol import V1Factory
 from broker.replication_service import ReplicationService
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
 from groups.coordinator import GroupCoordinator
+from replication.follower import Connector, FetchSettings, ReplicaManager, tcp_connector
 
 __all__ = ["Broker", "build_broker", "run", "raise_open_file_limit"]
 
@@ -46,6 +50,10 @@ class Broker:
     core: BrokerCore
     v1_factory: V1Factory
     ports: list[Any] = field(default_factory=list)
+    replicas: ReplicaManager | None = None
+    """The fetch loops and leader probes of a cluster member (None on a single broker)."""
+    iggy: IggyService | None = None
+    """The Iggy binary transport (None unless ``iggy_port`` is set)."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
@@ -54,14 +62,33 @@ class Broker:
                                  backlog=1024)
         self.ports.append(port)
         address = port.getHost()
-        return [f"v1={address.host}:{address.port}"]
+        cluster = self.config.cluster
+        if cluster is not None:
+            own = cluster.address(cluster.broker_id)
+            if own.port != address.port:
+                log.warning("listening on port %d but cluster.brokers gives broker %d the "
+                            "address %s: the other brokers will not reach this one",
+                            address.port, cluster.broker_id, own)
+        addresses = [f"v1={address.host}:{address.port}"]
+        if self.iggy is not None:
+            iggy_port = self.iggy.listen(reactor, host, self.config["iggy_port"])
+            self.ports.append(iggy_port)
+            iggy_address = iggy_port.getHost()
+            addresses.append(f"iggy={iggy_address.host}:{iggy_address.port}")
+        return addresses
 
     def stop(self) -> Deferred[None]:
         """Stop accepting, answer what is in flight, flush and fsync, close the store."""
         self.v1_factory.refusing = "broker is shutting down"
+        if self.iggy is not None:
+            self.iggy.stop()
         stops = [maybeDeferred(p.stopListening) for p in self.ports]
         self.ports.clear()
         clock = self.core.clock
+        if self.replicas is not None:
+            self.replicas.stop()
+        if self.core.replication is not None:
+            self.core.replication.release_pulls()
 
         def wait_answered(_: object) -> Deferred[None]:
             self.core.flush()
@@ -69,7 +96,8 @@ class Broker:
             deadline = clock.seconds() + 5.0
 
             def check() -> None:
-                if (self.v1_factory.all_idle() and self.core.committer.idle()) \
+                if (self.v1_factory.all_idle() and self.core.committer.idle()
+                        and (self.iggy is None or self.iggy.all_idle())) \
                         or clock.seconds() > deadline:
                     d.callback(None)
                 else:
@@ -89,8 +117,13 @@ class Broker:
 def build_broker(config: Config, clock: IReactorTime, *,
                  run_in_thread: Callable[[Callable[[], Any]], Deferred[Any]],
                  fs: FileLayer = OS_FS,
-                 now_us: Callable[[], int] | None = None) -> Broker:
-    """Open the store in ``config['data_dir']`` and wire every layer over it."""
+                 now_us: Callable[[], int] | None = None,
+                 connect: Connector | None = None) -> Broker:
+    """Open the store in ``config['data_dir']`` and wire every layer over it.
+
+    With a ``cluster`` section the fetch loops start at once; ``connect`` opens connections
+    to the other brokers (TCP over ``clock``, which must then be the reactor, by default).
+    """
     data_dir = config["data_dir"]
     os.makedirs(data_dir, exist_ok=True)
     storage = StorageConfig(
@@ -108,8 +141,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
         replica_lag_timeout_ms=config["replication.replica_lag_timeout_ms"],
         ack_timeout_ms=config["replication.ack_timeout_ms"],
         fsync_always=config["storage.fsync"] == "always",
+        cluster=config.cluster,
     )
     core = BrokerCore(config, store, clock, replication, None, run_in_thread)
+    replication.set_log_syncer(lambda plog, upto: _when_durable(core, plog, upto))
     # Long polls wake when hw moves for any reason, timer-driven ISR changes included.
     replication.add_hw_listener(core.notify_hw)
 
@@ -142,7 +177,40 @@ def build_broker(config: Config, clock: IReactorTime, *,
         idle_timeout_ms=config["limits.idle_timeout_ms"],
         max_pending_output_bytes=config["limits.max_pending_output_bytes"],
     )
-    return Broker(config, core, factory)
+    manager = None
+    if config.cluster is not None:
+        settings = FetchSettings(
+            wait_ms=config["replication.fetch_wait_ms"],
+            max_bytes=config["replication.fetch_max_bytes"],
+            retry_backoff_ms=config["replication.retry_backoff_ms"],
+            request_timeout_ms=config["replication.request_timeout_ms"],
+        )
+        if connect is None:
+            connect = tcp_connector(clock, settings.request_timeout_ms / 1000.0)
+        manager = ReplicaManager(replication, config.cluster, clock, connect, settings)
+        manager.start()
+    iggy = None
+    if config["iggy_port"] is not None:
+        from data.store import wall_clock_us
+
+        iggy = IggyService(core, config, clock, run_in_thread=run_in_thread,
+                           now_us=now_us or wall_clock_us, fs=fs)
+    return Broker(config, core, factory, replicas=manager, iggy=iggy)
+
+
+def _when_durable(core: BrokerCore, plog: Any, upto: int) -> Deferred[None]:
+    """A Deferred for the group committer's ``wait``: fires once offsets ``< upto`` are
+    fsynced, fails with the fsync's error."""
+    d: Deferred[None] = Deferred()
+
+    def waiter(error: Any) -> None:
+        if error is None:
+            d.callback(None)
+        else:
+            d.errback(error)
+
+    core.committer.wait(plog, upto, waiter)
+    return d
 
 
 def raise_open_file_limit() -> int:

@@ -6,7 +6,10 @@ Owns: the pure rules of the spec's "Replication" section, Kafka's model
 - ``high_watermark`` and ``acks_all_offset``, pure functions over plain mappings;
 - ``PartitionReplication``, the per-partition state machine the shell drives: role and
   leader epoch, replication factor and min ISR, the leader's last and durable offsets,
-  each follower's recorded progress and last caught-up time, the ISR and ``hw``.
+  each follower's recorded progress and last caught-up time, the ISR and ``hw``; in a
+  multi-broker cluster also this broker's replica id, the leader-epoch history of the log
+  (``replication.epochs``), promotion and fencing by epoch, and a follower's ``hw``
+  learnt from its leader.
 
 Offsets here are *last* offsets (inclusive, ``-1`` when nothing is held), as on the wire;
 only the hot path keeps the leader's log end offsets (exclusive) so that it does no
@@ -23,6 +26,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from broker.errors import BadRequest, NotLeader
+from replication.epochs import EpochEntry, EpochHistory, EpochLookup, divergence_offset
 from replication.roles import ReplicationCheckpoint, Role, check_transition
 
 __all__ = [
@@ -34,7 +38,9 @@ __all__ = [
 ]
 
 LEADER_REPLICA = 0
-"""On a single broker replica 0 is the leader; 1 .. RF-1 are the followers."""
+"""On a single broker replica 0 is the leader; 1 .. RF-1 are the followers. In a cluster,
+replica ids are positions in the partition's replica list and this broker's own id is the
+``local_replica`` of its ``PartitionReplication``."""
 
 _NO_LIMIT = 1 << 62
 """An end offset no log reaches: "no follower limits this bound"."""
@@ -128,7 +134,8 @@ class _Follower:
 
 
 class PartitionReplication:
-    """One partition's replication state on this broker (replica 0).
+    """One partition's replication state on this broker (replica ``local_replica``, 0 on a
+    single broker).
 
     ISR (spec, Kafka's rule): the leader always; a follower while its last caught-up time
     is within ``replica_lag_timeout_ms`` (``now - caught_up <= lag``). A report makes the
@@ -139,29 +146,45 @@ class PartitionReplication:
     ``hw`` follows ``high_watermark`` over the ISR, capped at the leader's durable last
     offset when ``cap_hw_at_durable`` (``fsync=always``). In FOLLOWER role ``hw`` and the
     ISR are frozen; reports raise ``NotLeader``.
+
+    With ``track_epochs`` (a multi-broker cluster) the log's leader-epoch history is kept,
+    a FOLLOWER's ``hw`` follows its leader's (``follow``: ``min(leader hw, own last
+    offset)``) and its ``isr`` is the leader's as last seen; ``promote`` and ``fence``
+    replace ``change_role`` (a promotion takes an epoch chosen by the shell and restarts
+    every follower's progress from unknown).
     """
 
     __slots__ = (
         "_rf", "_min_isr", "_lag_ms", "_cap", "_role", "_epoch", "_followers", "_isr",
         "_leader_end", "_durable_end", "_hw_end", "_floor_end", "_ack_cap_end",
+        "_local", "_track", "_history", "_leader_isr",
     )
 
     def __init__(self, replication_factor: int, min_insync_replicas: int, *,
-                 replica_lag_timeout_ms: int = 10000, cap_hw_at_durable: bool = True) -> None:
+                 replica_lag_timeout_ms: int = 10000, cap_hw_at_durable: bool = True,
+                 local_replica: int = LEADER_REPLICA, track_epochs: bool = False) -> None:
         if replication_factor < 1:
             raise ValueError(f"replication_factor must be at least 1, not {replication_factor}")
         if min_insync_replicas < 1:
             raise ValueError(f"min_insync_replicas must be at least 1, not {min_insync_replicas}")
         if replica_lag_timeout_ms < 0:
             raise ValueError("replica_lag_timeout_ms must not be negative")
+        if not 0 <= local_replica < replication_factor:
+            raise ValueError(f"local_replica must be between 0 and {replication_factor - 1}, "
+                             f"not {local_replica}")
         self._rf = replication_factor
         self._min_isr = min_insync_replicas
         self._lag_ms = replica_lag_timeout_ms
         self._cap = cap_hw_at_durable
         self._role = Role.LEADER
         self._epoch = 0
-        self._followers = {r: _Follower() for r in range(1, replication_factor)}
-        self._isr: tuple[int, ...] = (LEADER_REPLICA,)
+        self._local = local_replica
+        self._track = track_epochs
+        self._history = EpochHistory()
+        self._leader_isr: tuple[int, ...] | None = None
+        self._followers = {r: _Follower() for r in range(replication_factor)
+                           if r != local_replica}
+        self._isr: tuple[int, ...] = (local_replica,)
         # Exclusive ends (offset + 1) of: the leader's log, its fsynced prefix, hw, the
         # lowest ISR follower, and the (min_isr - 1)-th highest ISR follower.
         self._leader_end = 0
@@ -175,7 +198,8 @@ class PartitionReplication:
     def restore(cls, checkpoint: ReplicationCheckpoint, *, replication_factor: int,
                 min_insync_replicas: int, replica_lag_timeout_ms: int = 10000,
                 cap_hw_at_durable: bool = True, next_offset: int, durable_offset: int,
-                now_ms: int) -> PartitionReplication:
+                now_ms: int, local_replica: int = LEADER_REPLICA,
+                track_epochs: bool = False, first_offset: int = 0) -> PartitionReplication:
         """The state after a restart, from the persisted checkpoint and the recovered log.
 
         RF=1: ``hw`` is the recovered log's last offset (its durable one with the fsync
@@ -184,10 +208,17 @@ class PartitionReplication:
         come back in sync with a fresh lag window from ``now_ms`` and their checkpointed
         progress, so that a restart does not expose messages they did not hold: the
         checkpoint only protects ``hw`` if the ISR it was computed over protects it too.
+
+        With ``track_epochs``: the epoch history loses the entries the recovered log no
+        longer reaches; a leader's history ends with its own epoch (a log without history
+        is taken as written by that epoch, from ``first_offset``); a follower's ``isr`` is
+        the checkpointed leader ISR. A follower log without history stays without: its
+        first fetch session truncates it to where the leader's history starts.
         """
         state = cls(replication_factor, min_insync_replicas,
                     replica_lag_timeout_ms=replica_lag_timeout_ms,
-                    cap_hw_at_durable=cap_hw_at_durable)
+                    cap_hw_at_durable=cap_hw_at_durable, local_replica=local_replica,
+                    track_epochs=track_epochs)
         state._role = checkpoint.role
         state._epoch = checkpoint.leader_epoch
         state._leader_end = next_offset
@@ -206,6 +237,18 @@ class PartitionReplication:
             if follower is not None:
                 follower.in_isr = True
                 follower.caught_up_ms = now_ms
+        if track_epochs:
+            history = EpochHistory(checkpoint.epochs)
+            if state._role is Role.LEADER:
+                history.truncate_from(next_offset + 1)
+                if not len(history) and next_offset > first_offset:
+                    history.assign(checkpoint.leader_epoch, first_offset)
+                if history.latest_epoch < checkpoint.leader_epoch:
+                    history.assign(checkpoint.leader_epoch, next_offset)
+            else:
+                history.truncate_from(next_offset)
+                state._leader_isr = tuple(sorted(checkpoint.isr))
+            state._history = history
         state._recompute_bounds()
         if state._role is Role.LEADER:
             state._advance_hw()
@@ -230,6 +273,22 @@ class PartitionReplication:
         return self._rf
 
     @property
+    def local_replica(self) -> int:
+        """This broker's replica id (0 on a single broker)."""
+        return self._local
+
+    @property
+    def last_epoch(self) -> int:
+        """The newest epoch in the log's history: the epoch of the last record (a leader's
+        own epoch); -1 without history."""
+        return self._history.latest_epoch
+
+    @property
+    def epoch_entries(self) -> tuple[EpochEntry, ...]:
+        """The leader-epoch history, oldest first (empty unless ``track_epochs``)."""
+        return self._history.entries
+
+    @property
     def min_insync_replicas(self) -> int:
         return self._min_isr
 
@@ -244,12 +303,15 @@ class PartitionReplication:
 
     @property
     def isr(self) -> tuple[int, ...]:
-        """In-sync replica ids, sorted, the leader (0) first."""
+        """In-sync replica ids, sorted (on a single broker the leader, 0, first). A cluster
+        follower reports its leader's ISR as last seen."""
+        if self._leader_isr is not None and self._role is Role.FOLLOWER:
+            return self._leader_isr
         return self._isr
 
     @property
     def under_replicated(self) -> bool:
-        return len(self._isr) < self._rf
+        return len(self.isr) < self._rf
 
     @property
     def leader_last_offset(self) -> int:
@@ -284,10 +346,44 @@ class PartitionReplication:
             role=target,
             leader_epoch=epoch,
             hw=self.hw,
-            isr=self._isr,
+            isr=self.isr,
             replica_offsets={r: f.last_offset for r, f in self._followers.items()
                              if f.last_offset >= 0},
+            local_replica=self._local,
+            epochs=self._history_pairs(self._history),
         )
+
+    def promotion_checkpoint(self, epoch: int) -> ReplicationCheckpoint:
+        """What to persist before ``promote(epoch)`` takes effect."""
+        history = EpochHistory(self._history.entries)
+        history.assign(epoch, self._leader_end)
+        members = self._promotion_isr()
+        return ReplicationCheckpoint(
+            role=Role.LEADER, leader_epoch=epoch, hw=self.hw, isr=members,
+            replica_offsets={}, local_replica=self._local,
+            epochs=self._history_pairs(history))
+
+    def fence_checkpoint(self, epoch: int) -> ReplicationCheckpoint:
+        """What to persist before ``fence(epoch)`` takes effect."""
+        history = EpochHistory(self._history.entries)
+        history.truncate_from(self._leader_end)
+        return ReplicationCheckpoint(
+            role=Role.FOLLOWER, leader_epoch=max(epoch, self._epoch), hw=self.hw,
+            isr=self.isr, replica_offsets={}, local_replica=self._local,
+            epochs=self._history_pairs(history))
+
+    def lookup_epoch(self, epoch: int) -> EpochLookup:
+        """Where ``epoch`` ends in this log (KIP-279, ``EpochHistory.lookup``)."""
+        return self._history.lookup(epoch, self._leader_end)
+
+    def divergence_offset(self, answer: EpochLookup) -> int:
+        """Where this log stops agreeing with a leader that answered ``answer`` for
+        ``last_epoch`` (``replication.epochs.divergence_offset``)."""
+        return divergence_offset(self._history, self._leader_end, answer)
+
+    def epochs_covering(self, start: int, end: int) -> list[EpochEntry]:
+        """The history entries labelling offsets ``[start, end)`` (sent with fetched data)."""
+        return self._history.covering(start, end)
 
     # ------------------------------------------------------------------ operations
 
@@ -311,8 +407,12 @@ class PartitionReplication:
         return False
 
     def validate_replica_id(self, replica_id: int) -> None:
-        """BAD_REQUEST unless ``replica_id`` names a follower (``1 .. RF-1``)."""
+        """BAD_REQUEST unless ``replica_id`` names a follower (``1 .. RF-1`` on a single
+        broker; any replica id but this broker's own in a cluster)."""
         if replica_id not in self._followers:
+            if self._local != LEADER_REPLICA:
+                raise BadRequest(f"replica_id {replica_id} is not a follower; expected 0 to "
+                                 f"{self._rf - 1} other than {self._local} (this broker)")
             if self._rf == 1:
                 raise BadRequest(f"replica_id {replica_id} is not a follower: replication "
                                  "factor is 1, so the partition has no followers")
@@ -325,11 +425,11 @@ class PartitionReplication:
 
         The report is capped at the leader's last offset; recorded progress never moves
         backwards unless ``allow_backwards`` (a real follower starting a new fetch session
-        after a restart or a truncation). Lagging followers are expired first, so the
-        outcome reflects the ISR at ``now_ms``.
+        after a restart or a truncation; it may then report -1, "holds nothing"). Lagging
+        followers are expired first, so the outcome reflects the ISR at ``now_ms``.
         """
         self.validate_replica_id(replica_id)
-        if offset < 0:
+        if offset < (-1 if allow_backwards else 0):
             raise BadRequest(f"offset must not be negative, not {offset}")
         if self._role is not Role.LEADER:
             raise NotLeader("partition is in follower role on this broker")
@@ -398,6 +498,115 @@ class PartitionReplication:
             self._role = Role.FOLLOWER
         return True
 
+    # ------------------------------------------------------------------ clusters
+
+    def promote(self, epoch: int, now_ms: int) -> None:
+        """Become the leader of ``epoch`` (a cluster promotion; the shell picks an epoch
+        above every one it knows). The history gains ``(epoch, log end)``.
+
+        From FOLLOWER: the leader's ISR as last seen stays the ISR, its members get a fresh
+        lag window but unknown progress, so ``hw`` waits for their first fetch (or for
+        them to leave the ISR); nobody else is in sync (Kafka's ``makeLeader``). Already
+        leader (a restarted one whose leadership was not confirmed): only the epoch moves.
+        """
+        if epoch <= self._epoch:
+            raise ValueError(f"promotion to epoch {epoch} is not above epoch {self._epoch}")
+        self._history.assign(epoch, self._leader_end)
+        self._epoch = epoch
+        if self._role is Role.FOLLOWER:
+            check_transition(self._role, Role.LEADER)
+            members = set(self._promotion_isr())
+            for replica, follower in self._followers.items():
+                follower.last_offset = -1
+                follower.leader_last_at_report = None
+                follower.in_isr = replica in members
+                follower.caught_up_ms = now_ms if follower.in_isr else None
+            self._role = Role.LEADER
+            self._leader_isr = None
+        self._recompute_bounds()
+        self._advance_hw()
+
+    def drop_silent(self, replica_id: int, now_ms: int) -> bool:
+        """A new leader could not reach ``replica_id``: if it is in the ISR only because the
+        old leader's ISR listed it (no report since the promotion), it leaves the ISR now
+        rather than after a whole lag timeout. True when the ISR changed (``hw`` may
+        advance)."""
+        follower = self._followers.get(replica_id)
+        if self._role is not Role.LEADER or follower is None or not follower.in_isr \
+                or follower.leader_last_at_report is not None:
+            return False
+        follower.in_isr = False
+        follower.caught_up_ms = None
+        self._expire(now_ms)
+        self._recompute_bounds()
+        self._advance_hw()
+        return True
+
+    def fence(self, epoch: int) -> bool:
+        """A leader learnt of ``epoch`` (newer than its own) or the operator demoted it:
+        become a follower knowing ``epoch``. ``hw`` freezes until the new leader's first
+        answer; an epoch of ours that wrote nothing leaves the history. True when the role
+        changed."""
+        if epoch > self._epoch:
+            self._epoch = epoch
+        if self._role is Role.FOLLOWER:
+            return False
+        check_transition(self._role, Role.FOLLOWER)
+        self._role = Role.FOLLOWER
+        self._leader_isr = None
+        self._history.truncate_from(self._leader_end)
+        return True
+
+    def observe_epoch(self, epoch: int) -> bool:
+        """A follower heard of ``epoch``; True when it is newer than any it knew. A leader
+        must be fenced instead (``ValueError``)."""
+        if epoch <= self._epoch:
+            return False
+        if self._role is Role.LEADER:
+            raise ValueError(f"a leader of epoch {self._epoch} must be fenced by epoch {epoch}")
+        self._epoch = epoch
+        return True
+
+    def adopt_epochs(self, entries: list[EpochEntry]) -> bool:
+        """A follower is about to append records the leader labelled with ``entries``.
+        ``ValueError`` when they contradict the local history. True when it changed."""
+        return self._history.adopt(entries)
+
+    def follow(self, leader_hw: int, leader_isr: tuple[int, ...] | None = None) -> bool:
+        """A follower learnt its leader's ``hw`` (and ISR): its own ``hw`` becomes
+        ``min(leader hw, own last offset)`` (its last fsynced one under the fsync cap),
+        never moving backwards. True when ``hw`` advanced."""
+        if leader_isr is not None:
+            self._leader_isr = tuple(sorted(leader_isr))
+        if self._role is not Role.FOLLOWER:
+            return False
+        end = self._durable_end if self._cap else self._leader_end
+        if leader_hw + 1 < end:
+            end = leader_hw + 1
+        if end > self._hw_end:
+            self._hw_end = end
+            return True
+        return False
+
+    def truncated(self, next_offset: int, durable_offset: int) -> None:
+        """The local log was cut to end at ``next_offset``: ``hw`` and the history follow
+        (``hw`` only moves back when a promotion lost committed offsets)."""
+        self._leader_end = next_offset
+        self._durable_end = durable_offset
+        if self._hw_end > next_offset:
+            self._hw_end = next_offset
+        self._history.truncate_from(next_offset)
+        self._recompute_bounds()
+
+    def _promotion_isr(self) -> tuple[int, ...]:
+        if self._role is Role.LEADER:
+            return self._isr
+        return tuple(sorted(set(self.isr) | {self._local}))
+
+    @staticmethod
+    def _history_pairs(history: EpochHistory) -> tuple[tuple[int, int], ...]:
+        return tuple((e.epoch, e.start_offset) for e in history.entries)
+
     # ------------------------------------------------------------------ internals
 
     def _follower(self, replica_id: int) -> _Follower:
@@ -417,7 +626,8 @@ class PartitionReplication:
 
     def _recompute_bounds(self) -> None:
         members = [r for r, f in self._followers.items() if f.in_isr]
-        self._isr = (LEADER_REPLICA, *members)
+        self._isr = (self._local, *members) if self._local == LEADER_REPLICA \
+            else tuple(sorted((self._local, *members)))
         ends = sorted((self._followers[r].last_offset + 1 for r in members), reverse=True)
         self._floor_end = ends[-1] if ends else _NO_LIMIT
         needed = self._min_isr - 1

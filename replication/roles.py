@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.errors import BadRequest
+from replication.epochs import EpochHistory
 
 __all__ = [
     "Role",
@@ -92,6 +93,13 @@ class ReplicationCheckpoint:
     leader (0); ``replica_offsets`` are followers' recorded progress (last offsets held),
     lower bounds of what they really hold. A missing document means a new partition:
     leader, epoch 0, ``hw`` -1, ISR ``[0]``.
+
+    In a multi-broker cluster two optional fields join (written only when they carry
+    something, so a single broker's document is unchanged): ``"replica": <n>``, this
+    broker's replica id when it is not 0 (the ISR always includes it), and
+    ``"epochs": [[epoch, start_offset], ...]``, the leader-epoch history of the log
+    (``replication.epochs``). A follower's ``leader_epoch`` is the newest epoch it knows of
+    and its ``isr`` the leader's ISR as last seen.
     """
 
     role: Role = Role.LEADER
@@ -99,9 +107,11 @@ class ReplicationCheckpoint:
     hw: int = -1
     isr: tuple[int, ...] = (0,)
     replica_offsets: Mapping[int, int] = field(default_factory=dict)
+    local_replica: int = 0
+    epochs: tuple[tuple[int, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "version": CHECKPOINT_VERSION,
             "role": str(self.role),
             "leader_epoch": self.leader_epoch,
@@ -109,6 +119,11 @@ class ReplicationCheckpoint:
             "isr": sorted(self.isr),
             "replica_offsets": {str(r): o for r, o in sorted(self.replica_offsets.items())},
         }
+        if self.local_replica:
+            document["replica"] = self.local_replica
+        if self.epochs:
+            document["epochs"] = [[epoch, start] for epoch, start in self.epochs]
+        return document
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> ReplicationCheckpoint:
@@ -142,8 +157,15 @@ class ReplicationCheckpoint:
             if not (isinstance(key, str) and key.isdigit() and _is_int(value) and value >= -1):
                 raise ValueError(f"replication state: bad replica_offsets entry {key!r}: {value!r}")
             offsets[int(key)] = value
-        isr = tuple(sorted(set(raw_isr) | {0}))
-        return cls(role=role, leader_epoch=epoch, hw=hw, isr=isr, replica_offsets=offsets)
+        local = _int_field(data, "replica", 0, minimum=0)
+        try:
+            history = EpochHistory.from_json(data.get("epochs"))
+        except ValueError as exc:
+            raise ValueError(f"replication state: {exc}") from None
+        isr = tuple(sorted(set(raw_isr) | {local}))
+        return cls(role=role, leader_epoch=epoch, hw=hw, isr=isr, replica_offsets=offsets,
+                   local_replica=local,
+                   epochs=tuple((e.epoch, e.start_offset) for e in history.entries))
 
 
 def _is_int(value: object) -> bool:

@@ -1,0 +1,191 @@
+"""The cluster description: which brokers exist, where they listen, who holds which replica.
+
+Owns: ``ClusterConfig``, parsed from the ``cluster`` section of a broker's YAML (this
+broker's ``broker_id``, the V1 address of every broker, optional explicit replica lists per
+topic), and the placement rule: the replica list of partition ``p`` is the broker ids in
+ascending order rotated by ``p``, cut to the replication factor, so leaders of epoch 0
+spread over the brokers. Replica ids on the wire are positions in that list.
+
+Must not import: Twisted, the store, sockets. Pure parsing and arithmetic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["BrokerAddress", "ClusterConfig", "default_replicas"]
+
+_HOST_PORT_RE = re.compile(r"(?P<host>[^\s:]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    """Where a broker's V1 listener is."""
+
+    broker_id: int
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def default_replicas(broker_ids: Sequence[int], partition: int,
+                     replication_factor: int) -> tuple[int, ...]:
+    """Partition ``partition``'s replica list: the sorted broker ids rotated by the partition
+    number, the first ``replication_factor`` of them. The first is the leader of epoch 0.
+
+    >>> default_replicas([0, 1, 2], 0, 3), default_replicas([0, 1, 2], 1, 3)
+    ((0, 1, 2), (1, 2, 0))
+    >>> default_replicas([0, 1, 2], 2, 2)
+    (2, 0)
+    """
+    ids = sorted(broker_ids)
+    if replication_factor > len(ids):
+        raise ValueError(f"replication factor {replication_factor} is larger than the "
+                         f"cluster ({len(ids)} brokers)")
+    count = len(ids)
+    return tuple(ids[(partition + i) % count] for i in range(replication_factor))
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """This broker's view of the cluster.
+
+    YAML::
+
+        cluster:
+          broker_id: 1
+          brokers:
+            0: 127.0.0.1:9092
+            1: 127.0.0.1:9093
+            2: 127.0.0.1:9094
+          replicas:                  # optional, per topic: one list per partition
+            orders: [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
+    """
+
+    broker_id: int
+    brokers: Mapping[int, BrokerAddress]
+    replicas_by_topic: Mapping[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
+
+    @property
+    def broker_ids(self) -> tuple[int, ...]:
+        return tuple(sorted(self.brokers))
+
+    def address(self, broker_id: int) -> BrokerAddress:
+        return self.brokers[broker_id]
+
+    def replicas(self, topic: str, partition: int,
+                 replication_factor: int) -> tuple[int, ...]:
+        """The broker ids holding ``topic``/``partition``, leader of epoch 0 first.
+
+        An explicit list from the config wins (it must have ``replication_factor``
+        entries); partitions beyond the explicit lists use ``default_replicas``.
+        ``ValueError`` when the topic's replication factor does not fit.
+        """
+        explicit = self.replicas_by_topic.get(topic)
+        if explicit is not None and partition < len(explicit):
+            chosen = explicit[partition]
+            if len(chosen) != replication_factor:
+                raise ValueError(
+                    f"cluster.replicas.{topic}[{partition}] lists {len(chosen)} brokers but "
+                    f"the topic's replication factor is {replication_factor}")
+            return chosen
+        return default_replicas(self.broker_ids, partition, replication_factor)
+
+    def position(self, topic: str, partition: int, replication_factor: int) -> int | None:
+        """This broker's replica id (position in the list) for the partition; None when it
+        holds no replica of it."""
+        replicas = self.replicas(topic, partition, replication_factor)
+        try:
+            return replicas.index(self.broker_id)
+        except ValueError:
+            return None
+
+    # ------------------------------------------------------------------ parsing
+
+    @classmethod
+    def from_mapping(cls, raw: Any) -> ClusterConfig:
+        """Validate the ``cluster`` section; ``ValueError`` names the key at fault."""
+        if not isinstance(raw, Mapping):
+            raise ValueError("cluster: expected a mapping with broker_id and brokers")
+        unknown = set(raw) - {"broker_id", "brokers", "replicas"}
+        if unknown:
+            raise ValueError(f"cluster.{sorted(map(str, unknown))[0]}: unknown key (known: "
+                             "broker_id, brokers, replicas)")
+        if "broker_id" not in raw:
+            raise ValueError("cluster.broker_id: missing")
+        broker_id = _broker_id(raw["broker_id"], "cluster.broker_id")
+        raw_brokers = raw.get("brokers")
+        if not isinstance(raw_brokers, Mapping) or not raw_brokers:
+            raise ValueError("cluster.brokers: expected a mapping of broker id to host:port")
+        brokers: dict[int, BrokerAddress] = {}
+        for key, value in raw_brokers.items():
+            where = f"cluster.brokers.{key}"
+            bid = _broker_id(key, where)
+            if bid in brokers:
+                raise ValueError(f"{where}: broker {bid} listed twice")
+            brokers[bid] = _address(bid, value, where)
+        if broker_id not in brokers:
+            raise ValueError(f"cluster.broker_id: {broker_id} is not one of cluster.brokers "
+                             f"({', '.join(map(str, sorted(brokers)))})")
+        seen: dict[tuple[str, int], int] = {}
+        for bid, address in sorted(brokers.items()):
+            key = (address.host, address.port)
+            if key in seen:
+                raise ValueError(f"cluster.brokers.{bid}: same address as broker {seen[key]}")
+            seen[key] = bid
+        replicas: dict[str, tuple[tuple[int, ...], ...]] = {}
+        raw_replicas = raw.get("replicas")
+        if raw_replicas is not None:
+            if not isinstance(raw_replicas, Mapping):
+                raise ValueError("cluster.replicas: expected a mapping of topic to lists of "
+                                 "broker ids")
+            for topic, lists in raw_replicas.items():
+                where = f"cluster.replicas.{topic}"
+                if not isinstance(topic, str) or not _NAME_RE.fullmatch(topic) \
+                        or topic in (".", ".."):
+                    raise ValueError(f"{where}: not a topic name")
+                replicas[topic] = _replica_lists(lists, brokers, where)
+        return cls(broker_id, dict(sorted(brokers.items())), replicas)
+
+
+def _broker_id(value: Any, where: str) -> int:
+    if isinstance(value, str) and value.isdigit() and value.isascii():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where}: a broker id is a whole number >= 0, got {value!r}")
+    return value
+
+
+def _address(broker_id: int, value: Any, where: str) -> BrokerAddress:
+    match = _HOST_PORT_RE.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(f"{where}: expected host:port, got {value!r}")
+    port = int(match.group("port"))
+    if not 0 < port <= 65535:
+        raise ValueError(f"{where}: port must be between 1 and 65535, got {port}")
+    return BrokerAddress(broker_id, match.group("host").strip("[]"), port)
+
+
+def _replica_lists(lists: Any, brokers: Mapping[int, BrokerAddress],
+                   where: str) -> tuple[tuple[int, ...], ...]:
+    if not isinstance(lists, list) or not lists:
+        raise ValueError(f"{where}: expected one list of broker ids per partition")
+    out: list[tuple[int, ...]] = []
+    for index, replica_list in enumerate(lists):
+        at = f"{where}[{index}]"
+        if not isinstance(replica_list, list) or not replica_list:
+            raise ValueError(f"{at}: expected a non-empty list of broker ids")
+        ids = tuple(_broker_id(b, at) for b in replica_list)
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{at}: a broker is listed twice")
+        for bid in ids:
+            if bid not in brokers:
+                raise ValueError(f"{at}: broker {bid} is not one of cluster.brokers")
+        out.append(ids)
+    return tuple(out)

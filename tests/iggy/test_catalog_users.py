@@ -1,0 +1,207 @@
+"""Unit tests of the Iggy catalog (streams and topics over store topics) and of the user
+store (password hashes, tokens, permission rules), without a broker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from broker.iggy.codec import GlobalPermissions, Permissions, StreamPermissions, TopicPermissions
+from broker.iggy.mapping import (
+    STORE_PREFIX,
+    Catalog,
+    group_name_for_consumer,
+    store_retention,
+)
+from broker.iggy.status import IggyError, Status
+from broker.iggy.users import (
+    Access,
+    Need,
+    User,
+    UserStore,
+    hash_password,
+    verify_password,
+)
+
+
+class _Store:
+    def __init__(self, *names: str) -> None:
+        self.names = set(names)
+
+    def __call__(self) -> list[str]:
+        return sorted(self.names)
+
+
+def _catalog(tmp_path: Path, store: _Store) -> Catalog:
+    return Catalog(str(tmp_path), store_topics=store, now_us=lambda: 5)
+
+
+class CatalogTests:
+    def test_first_start_adopts_v1_topics_in_name_order(self, tmp_path):
+        """The first catalog has stream 0 "default" holding the store's V1 topics (ids by
+        name order), never the reserved __iggy.* ones, and is written to iggy.json."""
+        store = _Store("zeta", "alpha", f"{STORE_PREFIX}3")
+        cat = _catalog(tmp_path, store)
+        assert [(t.id, t.name, t.store) for t in cat.default.topics.values()] == \
+            [(0, "alpha", "alpha"), (1, "zeta", "zeta")]
+        doc = json.loads((tmp_path / "iggy.json").read_text())
+        assert [s["name"] for s in doc["streams"]] == ["default"]
+        assert cat.orphans() == [f"{STORE_PREFIX}3"]
+
+    def test_default_follows_the_store_and_ids_are_not_reused(self, tmp_path):
+        """Topics appearing in the store get the next id; vanished ones are dropped; an id
+        is never given twice."""
+        store = _Store("a")
+        cat = _catalog(tmp_path, store)
+        store.names = {"b"}
+        assert cat.sync_default()
+        assert [(t.id, t.name) for t in cat.default.topics.values()] == [(1, "b")]
+        store.names = {"b", "a"}
+        cat.sync_default()
+        assert sorted((t.id, t.name) for t in cat.default.topics.values()) == [(1, "b"), (2, "a")]
+        assert not cat.sync_default()
+
+    def test_lookup_by_id_and_name_with_resync(self, tmp_path):
+        """A default-stream miss re-syncs with the store; unknown streams and topics raise
+        the id or the name flavour of "not found"."""
+        store = _Store()
+        cat = _catalog(tmp_path, store)
+        has = store.names.__contains__
+        assert cat.topic(cat.default, "late", has) is None
+        store.names.add("late")
+        assert cat.topic(cat.default, "late", has).id == 0
+        with pytest.raises(IggyError) as caught:
+            cat.require_stream(4)
+        assert caught.value.status == Status.STREAM_ID_NOT_FOUND
+        with pytest.raises(IggyError) as caught:
+            cat.require_topic(cat.default, "nope", has)
+        assert caught.value.status == Status.TOPIC_NAME_NOT_FOUND
+
+    def test_store_names_for_other_streams_skip_taken_ones(self, tmp_path):
+        """A non-default stream's topic goes to the next free __iggy.<n>; the default
+        stream's topics keep their own names."""
+        store = _Store(f"{STORE_PREFIX}0", f"{STORE_PREFIX}1")
+        cat = _catalog(tmp_path, store)
+        stream = cat.add_stream("s")
+        assert cat.store_name_for(stream, "t") == f"{STORE_PREFIX}2"
+        assert cat.store_name_for(stream, "u") == f"{STORE_PREFIX}3"
+        assert cat.store_name_for(cat.default, "orders") == "orders"
+
+    def test_names_and_persistence(self, tmp_path):
+        """Bad and duplicate names are refused; streams, topics (settings included) and
+        groups come back from iggy.json."""
+        store = _Store()
+        cat = _catalog(tmp_path, store)
+        with pytest.raises(IggyError):
+            cat.add_stream("")
+        with pytest.raises(IggyError):
+            cat.add_stream("tab\there")
+        s = cat.add_stream("shop")
+        with pytest.raises(IggyError) as caught:
+            cat.add_stream("shop")
+        assert caught.value.status == Status.STREAM_NAME_ALREADY_EXISTS
+        store.names.add(f"{STORE_PREFIX}0")
+        t = cat.add_topic(s, "orders", f"{STORE_PREFIX}0", compression=2, message_expiry=9,
+                          max_topic_size=10, replication_factor=3)
+        cat.add_group(t, "workers")
+        with pytest.raises(IggyError) as caught:
+            cat.add_group(t, "iggy.consumer.7")
+        assert caught.value.status == Status.INVALID_CONSUMER_GROUP_NAME
+        cat2 = _catalog(tmp_path, store)
+        again = cat2.stream("shop").topic("orders")
+        assert (again.id, again.store, again.compression, again.message_expiry,
+                again.max_topic_size, again.replication_factor) == (0, f"{STORE_PREFIX}0", 2, 9, 10, 3)
+        assert again.group("workers").id == 0
+
+    def test_adopting_v1_groups_skips_consumer_pseudo_groups(self, tmp_path):
+        """V1 groups get group ids in name order; iggy.consumer.* pseudo-groups do not."""
+        store = _Store("t")
+        cat = _catalog(tmp_path, store)
+        topic = cat.default.topic("t")
+        cat.adopt_groups(topic, ["b", group_name_for_consumer(4), "a"])
+        assert [(g.id, g.name) for g in topic.groups.values()] == [(0, "a"), (1, "b")]
+        assert group_name_for_consumer(4) == "iggy.consumer.4"
+        assert group_name_for_consumer("x") == "iggy.consumer.name.x"
+
+    @pytest.mark.parametrize(("expiry", "size", "partitions", "expected"), [
+        (0, 0, 3, (None, None)),
+        ((1 << 64) - 1, (1 << 64) - 1, 3, (None, None)),
+        (1_500, 3_000, 3, (2, 1_000)),
+        (5_000_000, 1, 4, (5_000, 1)),
+    ])
+    def test_retention(self, expiry, size, partitions, expected):
+        """Expiry (µs) becomes retention_ms rounded up; max size is shared between the
+        partitions; 0 and u64::MAX mean none."""
+        assert store_retention(expiry, size, partitions) == expected
+
+
+class PasswordTests:
+    def test_scrypt_hash_round_trip(self):
+        """A hash verifies its password only, carries its parameters and a random salt."""
+        one = hash_password("s3cret", n=16)
+        two = hash_password("s3cret", n=16)
+        assert one.startswith("scrypt$16$8$1$") and one != two
+        assert verify_password("s3cret", one) and verify_password("s3cret", two)
+        assert not verify_password("s3cres", one)
+        assert not verify_password("s3cret", "md5$x") and not verify_password("x", "garbage")
+
+
+class UserStoreTests:
+    def test_root_tokens_and_persistence(self, tmp_path):
+        """initialize() creates root (id 0); users and token hashes persist; a token logs
+        in until it expires or is deleted; the raw token is never written."""
+        users = UserStore(str(tmp_path), now_us=lambda: 100)
+        assert not users.initialized
+        users.initialize("iggy", hash_password("iggy", n=16))
+        bob = users.create("bob", hash_password("pw1", n=16), 1, None)
+        raw = users.create_token(bob, "ci-1", 50, now_us=100)
+        forever = users.create_token(bob, "ci-2", 0, now_us=100)
+        assert raw not in (tmp_path / "iggy-users.json").read_text()
+        again = UserStore(str(tmp_path), now_us=lambda: 100)
+        assert again.login_token(raw, now_us=149).id == 1
+        with pytest.raises(IggyError) as caught:
+            again.login_token(raw, now_us=150)
+        assert caught.value.status == Status.PERSONAL_ACCESS_TOKEN_EXPIRED
+        assert [t.name for t in again.tokens(again.get("bob"), 150)] == ["ci-2"]
+        again.delete_token(again.get(1), "ci-2")
+        with pytest.raises(IggyError) as caught:
+            again.login_token(forever, now_us=150)
+        assert caught.value.status == Status.INVALID_PERSONAL_ACCESS_TOKEN
+        with pytest.raises(IggyError) as caught:
+            again.delete(again.get(0))
+        assert caught.value.status == Status.CANNOT_DELETE_USER
+
+
+def _user(perms: Permissions | None, id: int = 5) -> User:
+    return User(id, "u", "", 1, perms, 0)
+
+
+class AccessTests:
+    def test_root_and_no_permissions(self):
+        """Root may do everything; a user without permissions nothing."""
+        for need in Need:
+            assert Access.allows(_user(None, id=0), need, 1, 1)
+            assert not Access.allows(_user(None), need, 1, 1)
+
+    def test_global_stream_and_topic_levels(self):
+        """Global flags cover every stream; a stream's flags cover its topics; a topic's
+        flags that topic only; manage includes read, read includes poll."""
+        perms = Permissions(
+            GlobalPermissions(read_servers=True),
+            ((1, StreamPermissions(read_stream=True, send_messages=True)),
+             (2, StreamPermissions(topics=((7, TopicPermissions(manage_topic=True)),)))))
+        u = _user(perms)
+        assert Access.allows(u, Need.READ_SERVERS)
+        assert not Access.allows(u, Need.READ_USERS)
+        assert Access.allows(u, Need.READ_STREAM, 1) and not Access.allows(u, Need.READ_STREAM, 2)
+        assert Access.allows(u, Need.POLL, 1, 3) and Access.allows(u, Need.SEND, 1, 3)
+        assert not Access.allows(u, Need.MANAGE_TOPIC, 1, 3)
+        assert Access.allows(u, Need.MANAGE_TOPIC, 2, 7) and Access.allows(u, Need.POLL, 2, 7)
+        assert Access.allows(u, Need.SEND, 2, 7)
+        assert not Access.allows(u, Need.POLL, 2, 8)
+        assert not Access.allows(u, Need.CREATE_TOPIC, 2)
+        g = _user(Permissions(GlobalPermissions(manage_topics=True)))
+        assert Access.allows(g, Need.CREATE_TOPIC, 9) and Access.allows(g, Need.POLL, 9, 9)
+        assert not Access.allows(g, Need.CREATE_STREAM)
