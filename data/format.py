@@ -71,6 +71,7 @@ __all__ = [
     "decode_header",
     "decode_record",
     "verify_record",
+    "check_record",
 ]
 
 # --- field offsets (bytes from the start of a record) --------------------------------------
@@ -317,26 +318,38 @@ def decode_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordHe
     return RecordHeader(ck, lo | hi << 64, off, ts, ots, uhl, pl, rsv)
 
 
+def check_record(buf: bytes | bytearray | memoryview, pos: int = 0, expect: int | None = None) -> str | None:
+    """Why the record at ``buf[pos]`` is not intact, or ``None`` when it is.
+
+    Intact: a complete header, ``reserved == 0``, lengths inside ``buf``, a matching
+    checksum, and (when ``expect`` is given) the offset ``expect``.
+    """
+    total = len(buf)
+    if pos < 0 or pos + HEADER_SIZE > total:
+        return f"partial header ({max(0, total - pos)} of {HEADER_SIZE} bytes)"
+    ck, _lo, _hi, off, _ts, _ots, uhl, pl, rsv = HEADER.unpack_from(buf, pos)
+    if rsv:
+        return f"reserved field is {rsv}, must be 0"
+    end = pos + HEADER_SIZE + pl + uhl
+    if end > total:
+        return f"bad length or partial record (needs {end - pos} bytes, {total - pos} present)"
+    if checksum_of(bytes(buf[pos + CHECKSUMMED_FROM : end])) != ck:
+        return "checksum mismatch"
+    if expect is not None and off != expect:
+        return f"offset field is {off}, expected {expect}"
+    return None
+
+
 def verify_record(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
     """Check the record starting at ``buf[pos]``; return the position just after it.
 
-    Raises ``ValueError`` with the reason: partial header, non-zero reserved, lengths
-    running past the buffer (partial record), or checksum mismatch.
+    Raises ``ValueError`` naming the byte position and the reason (``check_record``).
     """
-    if pos < 0 or pos + HEADER_SIZE > len(buf):
-        raise ValueError(f"partial header at byte {pos}: {max(0, len(buf) - pos)} of {HEADER_SIZE} bytes")
-    ck, _lo, _hi, off, _ts, _ots, uhl, pl, rsv = HEADER.unpack_from(buf, pos)
-    if rsv:
-        raise ValueError(f"record at byte {pos} (offset {off}): reserved is {rsv}, must be 0")
-    end = pos + HEADER_SIZE + pl + uhl
-    if end > len(buf):
-        raise ValueError(
-            f"partial record at byte {pos} (offset {off}): needs {end - pos} bytes, {len(buf) - pos} remain"
-        )
-    actual = checksum_of(bytes(buf[pos + CHECKSUMMED_FROM : end]))
-    if actual != ck:
-        raise ValueError(f"checksum mismatch at byte {pos} (offset {off}): stored {ck:#018x}, computed {actual:#018x}")
-    return end
+    reason = check_record(buf, pos)
+    if reason is not None:
+        raise ValueError(f"record at byte {pos}: {reason}")
+    _ck, _lo, _hi, _off, _ts, _ots, uhl, pl, _rsv = HEADER.unpack_from(buf, pos)
+    return pos + HEADER_SIZE + pl + uhl
 
 
 def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[Record, int]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from broker.errors import StorageError
 from data import paths
 from data.atomic import read_json, write_json_atomic
-from data.format import HEADER, HEADER_SIZE, MAX_U32, Record
+from data.format import HEADER, HEADER_SIZE, MAX_U32, Record, check_record
 from data.fs import FileLayer
 from data.index import (
     POSITION_SIZE,
@@ -50,7 +50,7 @@ from data.index import (
     time_entries_from_bytes,
     time_entry_bytes,
 )
-from data.reader import check_record, decode_run, first_timestamp_at_or_after, scan_log
+from data.reader import decode_run, first_timestamp_at_or_after, scan_log
 from data.segment import WRITE_FLAGS, Segment
 from data.writer import build_batch, scan_stamped, write_all
 

@@ -23,7 +23,6 @@ from data.fs import FileLayer
 __all__ = [
     "RunResult",
     "decode_run",
-    "check_record",
     "scan_records",
     "scan_log",
     "ScanResult",
@@ -102,24 +101,6 @@ def decode_run(
     except struct.error:
         failed = True
     return RunResult(expect - first_offset, start, used, over, failed)
-
-
-def check_record(data: bytes, pos: int, expect: int) -> str | None:
-    """``None`` when the record at ``data[pos]`` is intact with offset ``expect``; else why not."""
-    total = len(data)
-    if pos + HEADER_SIZE > total:
-        return f"partial header ({total - pos} of {HEADER_SIZE} bytes)"
-    ck, _lo, _hi, off, _ts, _ots, uhl, pl, rsv = HEADER.unpack_from(data, pos)
-    end = pos + HEADER_SIZE + pl + uhl
-    if end > total:
-        return f"bad length or partial record (needs {end - pos} bytes, {total - pos} present)"
-    if rsv:
-        return f"reserved field is {rsv}, must be 0"
-    if checksum_of(data[pos + CHECKSUMMED_FROM : end]) != ck:
-        return "checksum mismatch"
-    if off != expect:
-        return f"offset field is {off}, expected {expect}"
-    return None
 
 
 def scan_records(data: bytes, pos: int, expect: int) -> tuple[list[int], list[int], int, str | None, int]:

@@ -33,7 +33,7 @@ from array import array
 from dataclasses import dataclass
 
 from data import paths
-from data.format import HEADER, HEADER_SIZE, U32
+from data.format import HEADER, HEADER_SIZE, U32, check_record
 from data.fs import FileLayer
 from data.index import (
     POSITION_SIZE,
@@ -46,7 +46,7 @@ from data.index import (
     time_entries_from_bytes,
     time_entries_to_bytes,
 )
-from data.reader import check_record, count_framed, scan_log
+from data.reader import count_framed, scan_log
 from data.segment import WRITE_FLAGS, Segment
 from data.writer import write_all
 

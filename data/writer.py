@@ -22,15 +22,13 @@ from itertools import accumulate, repeat
 
 from data.format import (
     CHECKSUM,
-    CHECKSUMMED_FROM,
-    HEADER,
-    HEADER_SIZE,
     HEADER_TAIL,
     MAX_U32,
     MAX_U128,
     checksum_of,
 )
 from data.fs import FileLayer
+from data.reader import scan_records
 
 __all__ = ["random_ids", "build_batch", "scan_stamped", "write_all", "StampedBatch"]
 
@@ -40,11 +38,18 @@ _UUID_CLEAR = MAX_U128 ^ ((0xF << 76) | (0x3 << 62))
 _UUID_SET = (0x4 << 76) | (0x2 << 62)
 
 
-@lru_cache(maxsize=8)
-def _uuid_masks(n: int) -> tuple[int, int]:
+def _build_masks(n: int) -> tuple[int, int]:
     clear = int.from_bytes(_UUID_CLEAR.to_bytes(16, "little") * n, "little")
     setbits = int.from_bytes(_UUID_SET.to_bytes(16, "little") * n, "little")
     return clear, setbits
+
+
+_cached_masks = lru_cache(maxsize=8)(_build_masks)
+_CACHE_UP_TO = 4096  # batch sizes whose masks are kept (a few KiB each)
+
+
+def _uuid_masks(n: int) -> tuple[int, int]:
+    return _cached_masks(n) if n <= _CACHE_UP_TO else _build_masks(n)
 
 
 def random_ids(n: int) -> bytes:
@@ -151,39 +156,16 @@ def scan_stamped(raw: bytes, first_offset: int, start_position: int = 0) -> Stam
     problem (and the byte position); nothing partial is accepted.
     """
     data = bytes(raw)
-    total = len(data)
-    if total == 0:
+    if not data:
         raise ValueError("no records")
-    unpack = HEADER.unpack_from
-    xxh = checksum_of
-    pos = 0
-    expect = first_offset
-    ends = [start_position]
-    max_ts = 0
-    first_ts = -1
-    while pos < total:
-        if pos + HEADER_SIZE > total:
-            raise ValueError(f"partial header at byte {pos}: {total - pos} of {HEADER_SIZE} bytes")
-        ck, _lo, _hi, off, ts, _ots, uhl, pl, rsv = unpack(data, pos)
-        end = pos + HEADER_SIZE + pl + uhl
-        if end > total:
-            raise ValueError(f"partial record at byte {pos} (offset {off}): needs {end - pos} bytes, {total - pos} remain")
-        if rsv:
-            raise ValueError(f"record at byte {pos} (offset {off}): reserved is {rsv}, must be 0")
-        if xxh(data[pos + CHECKSUMMED_FROM : end]) != ck:
-            raise ValueError(f"checksum mismatch at byte {pos} (offset {off})")
-        if off != expect:
-            raise ValueError(f"record at byte {pos} has offset {off}, expected {expect} (offsets must be dense)")
-        if first_ts < 0:
-            first_ts = ts
-        if ts > max_ts:
-            max_ts = ts
-        expect += 1
-        pos = end
-        ends.append(start_position + end)
-    if ends[-1] > MAX_U32:
-        raise ValueError(f"batch of {total} bytes does not fit a segment")
-    return StampedBatch(expect - first_offset, ends, max_ts, first_ts)
+    starts, stamps, stop, reason, _needed = scan_records(data, 0, first_offset)
+    if reason is not None:
+        raise ValueError(f"record at byte {stop} (offset {first_offset + len(starts)} expected): {reason}")
+    if start_position + len(data) > MAX_U32:
+        raise ValueError(f"batch of {len(data)} bytes does not fit a segment")
+    ends = [start_position + p for p in starts]
+    ends.append(start_position + len(data))
+    return StampedBatch(len(starts), ends, max(stamps), stamps[0])
 
 
 def write_all(fs: FileLayer, fd: int, data: bytes | bytearray | memoryview) -> None:

@@ -30,7 +30,6 @@ def _p0(root: str) -> str:
 
 
 class WriteFaultTests:
-    __test__ = True
 
     @pytest.mark.parametrize("partial", [False, True])
     @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
@@ -101,7 +100,6 @@ class WriteFaultTests:
 
 
 class FsyncFaultTests:
-    __test__ = True
 
     def test_failed_fsync_is_final(self, tmp_path):
         """A failed fsync raises StorageError, durable_offset keeps its last true value, the
@@ -148,7 +146,6 @@ class FsyncFaultTests:
 
 
 class DurabilityOrderTests:
-    __test__ = True
 
     def test_durable_means_written_then_fsynced(self, tmp_path):
         """Whenever sync() reports offset D durable, every log write holding records below D
@@ -184,7 +181,6 @@ class DurabilityOrderTests:
 
 
 class TopicFaultTests:
-    __test__ = True
 
     def test_failed_topic_creation(self, tmp_path):
         """A topic whose creation hits ENOSPC is not created (StorageError); the half-built

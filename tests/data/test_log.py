@@ -33,7 +33,6 @@ def store(tmp_path, clock):
 
 
 class RoundTripTests:
-    __test__ = True
 
     def test_offsets_are_dense_from_zero_per_partition(self, store):
         """Each partition numbers its messages 0, 1, 2... on its own."""
@@ -97,7 +96,6 @@ class RoundTripTests:
 
 
 class ReadLimitTests:
-    __test__ = True
 
     @pytest.fixture
     def plog(self, store):
@@ -131,7 +129,6 @@ class ReadLimitTests:
 
 
 class TimestampTests:
-    __test__ = True
 
     def test_offset_for_timestamp_across_segments(self, store, clock):
         """offset_for_timestamp returns the first offset whose timestamp is >= the target,
@@ -167,7 +164,6 @@ class TimestampTests:
 
 
 class AppendRecordsTests:
-    __test__ = True
 
     def test_follower_copy_is_byte_identical(self, store):
         """Records copied with append_records (as a follower does) are stored unchanged:
@@ -210,7 +206,6 @@ class AppendRecordsTests:
 
 
 class TruncateTests:
-    __test__ = True
 
     def test_truncate_within_and_across_segments(self, tmp_path, store):
         """truncate_to drops every record >= offset, across segment boundaries; the next
@@ -249,7 +244,6 @@ class TruncateTests:
 
 
 class CorruptReadTests:
-    __test__ = True
 
     def test_flipped_byte_is_never_returned(self, tmp_path, store, caplog):
         """A record whose bytes changed on disk is never handed out: a read stops before it,
@@ -301,7 +295,6 @@ class CorruptReadTests:
 
 
 class StateFileTests:
-    __test__ = True
 
     def test_state_round_trip(self, tmp_path, store):
         """save_state/load_state keep a small JSON document beside the partition."""

@@ -1,6 +1,9 @@
 """Property test (hypothesis): random batches, random clean and unclean restarts, random
 damage to the tail -> reopening always succeeds, next_offset is the number of intact
-records, and every intact record reads back byte for byte."""
+records, and every intact record reads back byte for byte.
+
+The stores here skip fsync (``NoSyncFileLayer``): this is about what recovery keeps, not
+about durability (test_crash.py and test_faults.py cover that with real fsyncs)."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from tests.data.support import (
     stop_uncleanly,
     truncate_file,
 )
+from tests.fakes.fs import NoSyncFileLayer
 
 # 2 x 500 examples: >= 1000 in CI, well under a minute on two cores.
 PROPERTY = settings(
@@ -91,7 +95,8 @@ def _check(store: Store, model: list[bytes]) -> None:
 def _scenario(data: st.DataObject, segment_bytes: int) -> None:
     with tempfile.TemporaryDirectory() as root:
         config = StorageConfig(segment_bytes=segment_bytes)
-        store = Store(root, config)
+        fs = NoSyncFileLayer()
+        store = Store(root, config, fs=fs)
         store.create_topic("t", TopicConfig(partitions=1))
         model: list[bytes] = []
         for _cycle in range(data.draw(st.integers(1, 4), label="cycles")):
@@ -103,7 +108,7 @@ def _scenario(data: st.DataObject, segment_bytes: int) -> None:
                 stop_uncleanly(store)
             intact = _damage(root, model, data.draw(st.sampled_from(DAMAGES), label="damage"), data)
             del model[intact:]
-            store = Store(root, config)
+            store = Store(root, config, fs=fs)
             _check(store, model)
         _append(store, model, [(b"after", b"")])
         _check(store, model)
@@ -111,7 +116,6 @@ def _scenario(data: st.DataObject, segment_bytes: int) -> None:
 
 
 class RecoveryPropertyTests:
-    __test__ = True
 
     @PROPERTY
     @given(st.data())

@@ -18,7 +18,6 @@ def _store(tmp_path, clock, **kw) -> Store:
 
 
 class RetentionBytesTests:
-    __test__ = True
 
     def test_size_retention_removes_oldest_whole_segments(self, tmp_path):
         """With retention_bytes, the oldest sealed segments are removed until the partition
@@ -59,7 +58,6 @@ class RetentionBytesTests:
 
 
 class RetentionTimeTests:
-    __test__ = True
 
     def test_age_retention_uses_message_timestamps(self, tmp_path):
         """A sealed segment goes once its newest message is older than retention_ms; one

@@ -32,7 +32,6 @@ def _fill(store: Store, topic: str, n: int, partition: int = 0) -> bytes:
 
 
 class TopicTests:
-    __test__ = True
 
     def test_create_reopen_and_config(self, tmp_path):
         """A created topic, its config and its partitions' data are all there after reopen."""
@@ -125,7 +124,6 @@ class TopicTests:
 
 
 class InterruptedOperationTests:
-    __test__ = True
 
     def test_interrupted_delete_and_create_are_finished_on_open(self, tmp_path):
         """Folders left by a delete (~del-) or a create (~new-) that a crash interrupted are
@@ -166,7 +164,6 @@ class InterruptedOperationTests:
 
 
 class CleanMarkerTests:
-    __test__ = True
 
     def test_marker_written_by_close_and_consumed_by_open(self, tmp_path):
         """close() leaves the clean-shutdown marker; opening removes it, so a crash after
@@ -204,7 +201,6 @@ class CleanMarkerTests:
 
 
 class RecoveryTests:
-    __test__ = True
 
     def test_torn_tail_is_dropped_and_reported(self, tmp_path):
         """After an unclean stop, a partial last record is cut off; the report says which

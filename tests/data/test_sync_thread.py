@@ -4,11 +4,12 @@ only ever covers what the fsync covered, nothing lost)."""
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from data.store import StorageConfig, Store, TopicConfig
 from tests.data.support import partition_path
-from tests.fakes.fs import GatedFileLayer, RecordingFileLayer
+from tests.fakes.fs import GatedFileLayer, NoSyncFileLayer, RecordingFileLayer
 
 WAIT = 30.0  # generous bound on waiting for the other thread (not a timing assumption)
 
@@ -26,7 +27,6 @@ def _run(fn, results: list) -> threading.Thread:
 
 
 class GatedSyncTests:
-    __test__ = True
 
     def test_roll_and_retention_while_a_sync_is_inside_fsync(self, tmp_path):
         """While a sync waits inside fsync, the main thread appends, rolls to new segments
@@ -92,34 +92,51 @@ class GatedSyncTests:
 
 
 class StressTests:
-    __test__ = True
 
     def test_sync_thread_against_appends_with_rolls(self, tmp_path):
         """A worker thread syncs in a loop while the main thread appends 600 batches over
-        dozens of segments, reads, and runs retention. No error, durable_offset never goes
-        backwards nor past next_offset, no fsync on a closed fd, and every record reads
-        back in order at the end."""
+        dozens of segments, reads, and runs retention (threads switching as often as
+        CPython allows; every 20 batches the main thread also waits until a sync covers
+        what it appended, so syncs provably land between appends). No error, durable_offset never
+        goes backwards nor past next_offset, no fsync on a closed fd, and every record
+        reads back in order at the end."""
         root = str(tmp_path)
-        fs = RecordingFileLayer()
+        # Record every call (to catch an fsync on a closed fd) but skip the disk flush
+        # itself, so thousands of sync rounds interleave with the appends.
+        fs = RecordingFileLayer(NoSyncFileLayer())
         store = Store(root, StorageConfig(segment_bytes=4096), fs=fs)
         plog = store.create_topic("t", TopicConfig(partitions=1, retention_bytes=200_000)).partitions[0]
         stop = threading.Event()
+        rounds = threading.Condition()
         seen: list[int] = []
         errors: list[BaseException] = []
 
         def syncer() -> None:
             try:
                 while not stop.is_set():
-                    seen.append(plog.sync())
+                    durable = plog.sync()
+                    with rounds:
+                        seen.append(durable)
+                        rounds.notify_all()
             except BaseException as exc:  # noqa: BLE001 - handed to the test thread
                 errors.append(exc)
+                with rounds:
+                    rounds.notify_all()
+
+        def until_durable(offset: int) -> None:
+            with rounds:
+                assert rounds.wait_for(lambda: (seen and seen[-1] >= offset) or errors, WAIT)
 
         worker = threading.Thread(target=syncer)
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # switch threads as often as CPython allows
         worker.start()
         try:
             for i in range(600):
                 plog.append([b"%06d" % i * 10] * (1 + i % 5))
                 assert plog.durable_offset <= plog.next_offset
+                if i % 20 == 0:
+                    until_durable(plog.next_offset)
                 if i % 50 == 0:
                     store.enforce_retention()
                     chunk = plog.read(plog.first_offset, max_messages=50)
@@ -127,7 +144,9 @@ class StressTests:
         finally:
             stop.set()
             worker.join(WAIT)
+            sys.setswitchinterval(switch)
         assert not errors
+        assert len(set(seen)) >= 30, "a sync landed after every 20 batches"
         assert seen == sorted(seen)
         assert plog.segment_count > 3
         final = plog.sync()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from data.fs import OS_FS, FileLayer
 
-__all__ = ["FsEvent", "RecordingFileLayer", "FaultyFileLayer", "GatedFileLayer"]
+__all__ = ["FsEvent", "RecordingFileLayer", "FaultyFileLayer", "GatedFileLayer", "NoSyncFileLayer"]
 
 
 class _Wrapping:
@@ -262,3 +262,19 @@ class GatedFileLayer(RecordingFileLayer):
                 if self.fd_paths.get(fd) != path:
                     self.closed_during_fsync += 1
         super().fsync(fd)
+
+
+class NoSyncFileLayer(_Wrapping):
+    """The real file system with ``fsync``/``fsync_dir`` turned into no-ops.
+
+    For tests about *content* (what recovery keeps, what reads return) that reopen stores
+    many times in one process: the page cache holds every write either way, and skipping
+    the fsyncs keeps hundreds of examples fast. Durability itself is tested elsewhere, with
+    real fsyncs.
+    """
+
+    def fsync(self, fd: int) -> None:
+        return None
+
+    def fsync_dir(self, path: str) -> None:
+        return None
