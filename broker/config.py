@@ -118,6 +118,14 @@ SCHEMA: tuple[Key, ...] = (
     Key("limits.max_partitions_per_topic", "int", 1024, "Most partitions of one topic.", 1),
     Key("limits.max_groups", "int", 10000, "Most (group, topic) pairs.", 1),
     Key("limits.max_members_per_group", "int", 1000, "Most members of one group.", 1),
+    Key("auth.tokens_file", "str?", None,
+        "File of `<user>:<sha256 of token>` lines (`python -m broker.auth add <user> <file>`); "
+        "when set, V1 clients must send AUTH before anything but PING. Required to listen on "
+        "a non-loopback host."),
+    Key("tls.cert", "str?", None,
+        "PEM certificate (and chain): when set with tls.key, the V1 and Iggy listeners speak "
+        "TLS only."),
+    Key("tls.key", "str?", None, "PEM private key of tls.cert."),
 )
 
 _BY_PATH = {key.path: key for key in SCHEMA}
@@ -238,6 +246,8 @@ def config_from_mapping(raw: Mapping[str, Any] | None,
     if values["defaults.min_insync_replicas"] > values["defaults.replication_factor"]:
         raise ConfigError(
             "defaults.min_insync_replicas: greater than defaults.replication_factor")
+    if (values["tls.cert"] is None) != (values["tls.key"] is None):
+        raise ConfigError("tls: set both tls.cert and tls.key, or neither")
     if values["defaults.partitions"] > values["limits.max_partitions_per_topic"]:
         raise ConfigError("defaults.partitions: greater than limits.max_partitions_per_topic")
     config = Config(values)

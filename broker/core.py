@@ -27,7 +27,7 @@ from twisted.internet.task import LoopingCall
 from broker.config import Config, TopicSettings
 from broker.durability import GroupCommitter
 from broker.errors import BadRequest, NotLeader, SkerryError, StorageError
-from data.format import key_header
+from data.format import HeaderKind, decode_user_headers, encode_user_headers, key_header
 from data.log import PartitionLog, ReadResult
 from data.store import Store, TopicConfig
 
@@ -81,11 +81,99 @@ class _CallbackSink:
 _CALLBACK_SINK = _CallbackSink()
 
 
+PID_HEADER = b"pid"
+SEQ_HEADER = b"seq"
+_PID_MARK = bytes([HeaderKind.STRING]) + (3).to_bytes(4, "little") + PID_HEADER
+
+
+def producer_headers(key_headers: bytes, pid: str, seq: int) -> bytes:
+    """User headers of an idempotent message: the key header (if any), then
+    ``pid`` (string) and ``seq`` (uint64, little-endian)."""
+    return key_headers + encode_user_headers([
+        (HeaderKind.STRING, PID_HEADER, HeaderKind.STRING, pid.encode()),
+        (HeaderKind.STRING, SEQ_HEADER, HeaderKind.UINT64, seq.to_bytes(8, "little")),
+    ])
+
+
+def producer_fields(user_headers: bytes) -> tuple[str, int] | None:
+    """``(pid, seq)`` carried in a record's user headers, or None."""
+    if _PID_MARK not in user_headers:
+        return None
+    try:
+        headers = decode_user_headers(user_headers)
+    except ValueError:
+        return None
+    pid = seq = None
+    for _kk, name, vkind, value in headers:
+        if name == PID_HEADER:
+            pid = value.decode(errors="replace")
+        elif name == SEQ_HEADER and vkind == HeaderKind.UINT64 and len(value) == 8:
+            seq = int.from_bytes(value, "little")
+    return None if pid is None or seq is None else (pid, seq)
+
+
+class ProducerState:
+    """Idempotent produce (KIP-98, simplified) for one partition: per producer id, the
+    sequence numbers it wrote and their offsets, as runs ``[first_seq, first_offset, count]``
+    (a run grows while both numbers go up by one, so a producer writing alone costs one run).
+
+    ``last_seq`` also counts messages queued for this turn's append, so a pipelined producer
+    is checked against what it already sent. Rebuilt from the log (``scan``) the first time a
+    partition sees an idempotent produce after a start, so it survives restarts.
+    """
+
+    __slots__ = ("log", "runs", "last_seq", "high")
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self.log = plog
+        self.runs: dict[str, list[list[int]]] = {}
+        self.last_seq: dict[str, int] = {}
+        self.high = -1  # the newest offset recorded
+
+    @classmethod
+    def scan(cls, plog: PartitionLog) -> ProducerState:
+        """The state a partition's log implies (reads every retained record once)."""
+        state = cls(plog)
+        at = plog.first_offset
+        while at < plog.next_offset:
+            result = plog.read(at, 65536, 64 << 20)
+            if not result.records:
+                break
+            for record in result.records:
+                if record.user_headers:
+                    fields = producer_fields(record.user_headers)
+                    if fields is not None:
+                        pid, seq = fields
+                        state.record(pid, seq, record.offset)
+                        state.last_seq[pid] = max(state.last_seq.get(pid, -1), seq)
+            at = result.next_offset
+        return state
+
+    def record(self, pid: str, seq: int, offset: int) -> None:
+        """Remember that ``pid``'s message ``seq`` is at ``offset``."""
+        runs = self.runs.setdefault(pid, [])
+        if offset > self.high:
+            self.high = offset
+        if runs:
+            last = runs[-1]
+            if last[0] + last[2] == seq and last[1] + last[2] == offset:
+                last[2] += 1
+                return
+        runs.append([seq, offset, 1])
+
+    def offset_of(self, pid: str, seq: int) -> int | None:
+        """The offset ``pid``'s message ``seq`` went to (None: not appended yet, or unknown)."""
+        for first_seq, first_offset, count in reversed(self.runs.get(pid, ())):
+            if first_seq <= seq < first_seq + count:
+                return first_offset + seq - first_seq
+        return None
+
+
 class _Batch:
     """Messages for one partition collected during one reactor turn."""
 
     __slots__ = ("topic", "partition", "log", "payloads", "headers", "acks", "sinks",
-                 "tokens", "mixed")
+                 "tokens", "mixed", "idem")
 
     def __init__(self, topic: str, partition: int, plog: PartitionLog, acks: str) -> None:
         self.topic = topic
@@ -97,6 +185,7 @@ class _Batch:
         self.sinks: list[ProduceSink] = []
         self.tokens: list[Any] = []
         self.mixed = False  # True once two acks levels share the batch
+        self.idem: list[tuple[int, str, int]] = []  # (index, pid, seq) of idempotent ones
 
 
 class BrokerCore:
@@ -112,7 +201,7 @@ class BrokerCore:
         self.groups = groups
         self._run_in_thread = run_in_thread
         self._fsync = config["storage.fsync"]
-        self.committer = GroupCommitter(run_in_thread, self._after_sync)
+        self.committer = GroupCommitter(self._run_sync, self._after_sync)
         self._batches: dict[tuple[str, int], _Batch] = {}
         self._flush_call: Any = None
         self._hw_watchers: dict[tuple[str, int], list[tuple[int, Callable[[], None]]]] = {}
@@ -120,6 +209,14 @@ class BrokerCore:
         self._key_cache: dict[bytes, tuple[int, bytes]] = {}
         self.closing = False
         self.stats = {"produced": 0, "batches": 0}
+        self._producers: dict[tuple[str, int], ProducerState] = {}
+        self.metrics: Any = None
+        """``broker.metrics.BrokerMetrics`` when ``metrics_port`` is set: fed per batch."""
+
+    def _run_sync(self, sync: Callable[[], Any]) -> Deferred[Any]:
+        """The group committer's thread runner; times each fsync when metrics are on."""
+        metrics = self.metrics
+        return self._run_in_thread(sync if metrics is None else metrics.timed_fsync(sync))
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -297,12 +394,21 @@ class BrokerCore:
         self.produce_to(topic_name, partition, key, value, acks, _CALLBACK_SINK, callback)
 
     def produce_to(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
-                   acks: str, sink: ProduceSink, token: Any) -> None:
+                   acks: str, sink: ProduceSink, token: Any, pid: str | None = None,
+                   seq: int | None = None) -> None:
         """Queue one message for this turn's append; the result goes to ``sink``.
 
         Refusals that change nothing (unknown topic with auto-create off, partition out of
         range, NOT_LEADER, a failed partition) raise at once instead.
+
+        With ``pid`` and ``seq`` (idempotent produce) a sequence number the partition already
+        holds for that producer is not appended again: the sink gets the original offset, once
+        that message is as durable as ``acks`` asks. A sequence beyond the next one expected
+        (a gap) is BAD_REQUEST; an unknown producer may start at any sequence.
         """
+        if pid is not None and seq is not None:
+            self._idempotent(topic_name, partition, key, value, acks, sink, token, pid, seq)
+            return
         topic = self.store.topics.get(topic_name)
         if topic is None or partition is not None:
             topic = self.resolve(topic_name, partition, True)
@@ -328,6 +434,76 @@ class BrokerCore:
         batch.sinks.append(sink)
         batch.tokens.append(token)
 
+    def _idempotent(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
+                    acks: str, sink: ProduceSink, token: Any, pid: str, seq: int) -> None:
+        """Queue one idempotent produce, or answer it as a duplicate of what the log holds."""
+        topic = self.resolve(topic_name, partition, True)
+        if partition is None:
+            partition = self._key_info(key)[0] % topic.config.partitions
+        if self.replication is not None and not self.replication.is_leader(topic_name, partition):
+            raise NotLeader(f"partition {partition} of {topic_name} is a follower on this broker")
+        plog = topic.partitions[partition]
+        state = self._producers.get((topic_name, partition))
+        if state is None or state.log is not plog or plog.next_offset <= state.high:
+            state = self._producers[(topic_name, partition)] = ProducerState.scan(plog)
+        last = state.last_seq.get(pid)
+        if last is not None and seq > last + 1:
+            raise BadRequest(f"out of order sequence {seq} for producer {pid} on partition "
+                             f"{partition} of {topic_name}; expected {last + 1}")
+        if last is None or seq == last + 1:
+            if plog.failed is not None:
+                raise StorageError(f"partition {partition} of {topic_name} refuses writes "
+                                   f"after an I/O error: {plog.failed.message}")
+            header = producer_headers(self._key_info(key)[1], pid, seq)
+            batch = self._batches.get((topic_name, partition))
+            if batch is None:
+                batch = self._batches[(topic_name, partition)] = _Batch(topic_name, partition,
+                                                                        plog, acks)
+                if self._flush_call is None:
+                    self._flush_call = self.clock.callLater(0, self.flush)
+            elif not batch.mixed and batch.acks[0] != acks:
+                batch.mixed = True
+            state.last_seq[pid] = seq
+            batch.idem.append((len(batch.payloads), pid, seq))
+            batch.payloads.append(value)
+            batch.headers.append(header)
+            batch.acks.append(acks)
+            batch.sinks.append(sink)
+            batch.tokens.append(token)
+            return
+        offset = state.offset_of(pid, seq)
+        if offset is None:  # the original is still queued for this turn's append
+            self.flush()
+            offset = state.offset_of(pid, seq)
+        if offset is None:
+            raise BadRequest(f"sequence {seq} of producer {pid} on partition {partition} of "
+                             f"{topic_name} is no longer retained")
+        self.clock.callLater(0, self._answer_duplicate, topic_name, partition, plog, offset,
+                             acks, sink, token)
+
+    def _answer_duplicate(self, topic: str, partition: int, plog: PartitionLog, offset: int,
+                          acks: str, sink: ProduceSink, token: Any) -> None:
+        """Answer a duplicate as its original is answered: once as durable as ``acks`` asks."""
+
+        def answer(error: SkerryError | None) -> None:
+            if error is not None:
+                sink.produced(token, partition, -1, -1, error)
+            else:
+                sink.produced(token, partition, offset, self.hw(topic, partition), None)
+            sink.flush()
+
+        def failed(failure: Any) -> None:
+            value = failure.value
+            answer(value if isinstance(value, SkerryError) else StorageError(failure.getErrorMessage()))
+
+        if acks == "all" and self.replication is not None:
+            self.replication.wait_for_all(topic, partition, offset).addCallbacks(
+                lambda _hw: answer(None), failed)
+        elif acks != "0" and self._fsync == "always":
+            self.committer.wait(plog, offset + 1, answer)
+        else:
+            answer(None)
+
     def flush(self) -> None:
         """Append every partition's queued messages: one store append per partition."""
         if self._flush_call is not None:
@@ -351,7 +527,14 @@ class BrokerCore:
             return
         self.stats["produced"] += count
         self.stats["batches"] += 1
+        if self.metrics is not None:
+            self.metrics.appended(batch.topic, batch.payloads, batch.headers)
         topic, partition = batch.topic, batch.partition
+        if batch.idem:
+            state = self._producers.get((topic, partition))
+            if state is not None:
+                for index, pid, seq in batch.idem:
+                    state.record(pid, seq, first + index)
         if self.replication is not None:
             self.replication.on_appended(topic, partition)
         always = self._fsync == "always"
@@ -436,6 +619,8 @@ class BrokerCore:
         hw = self.hw(topic_name, partition)
         plog = topic.partitions[partition]
         result = plog.read(offset, limit, self.config["limits.consume_max_bytes"], hw + 1)
+        if self.metrics is not None and result.records:
+            self.metrics.consumed(topic_name, len(result.records), len(result.raw))
         return result, hw
 
     def wait_for_data(self, topic: str, partition: int, offset: int,
@@ -523,6 +708,8 @@ class BrokerCore:
         count = len(payloads)
         self.stats["produced"] += count
         self.stats["batches"] += 1
+        if self.metrics is not None:
+            self.metrics.appended(topic_name, payloads, user_headers)
         if self.replication is not None:
             self.replication.on_appended(topic_name, partition)
 

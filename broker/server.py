@@ -54,10 +54,21 @@ class Broker:
     """The fetch loops and leader probes of a cluster member (None on a single broker)."""
     iggy: IggyService | None = None
     """The Iggy binary transport (None unless ``iggy_port`` is set)."""
+    metrics: Any = None
+    """``broker.metrics.MetricsService``: /metrics and /health (None unless
+    ``metrics_port`` is set)."""
+    tls: Any = None
+    """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1 and Iggy
+    listeners then speak TLS only."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
         host = self.config["host"]
+        plain = reactor
+        if self.tls is not None:
+            from broker.tls import TLSListener
+
+            reactor = TLSListener(plain, self.tls)
         port = reactor.listenTCP(self.config["port"], self.v1_factory, interface=host,
                                  backlog=1024)
         self.ports.append(port)
@@ -75,11 +86,15 @@ class Broker:
             self.ports.append(iggy_port)
             iggy_address = iggy_port.getHost()
             addresses.append(f"iggy={iggy_address.host}:{iggy_address.port}")
+        if self.metrics is not None:  # last: it reports the broker ready
+            addresses.append(self.metrics.listen(plain, host, self.config["metrics_port"]))
         return addresses
 
     def stop(self) -> Deferred[None]:
         """Stop accepting, answer what is in flight, flush and fsync, close the store."""
         self.v1_factory.refusing = "broker is shutting down"
+        if self.metrics is not None:
+            self.metrics.stopping()  # /health: 503 stopping while in-flight work drains
         if self.iggy is not None:
             self.iggy.stop()
         stops = [maybeDeferred(p.stopListening) for p in self.ports]
@@ -110,6 +125,8 @@ class Broker:
             return self.core.stop()
 
         result = DeferredList(stops).addCallback(wait_answered).addCallback(finish)
+        if self.metrics is not None:
+            result.addCallback(self.metrics.stop)
         result.addCallback(lambda _: log.info("clean shutdown complete"))
         return result
 
@@ -169,6 +186,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
     core.groups = groups
     core.start()
     handlers = Handlers(core)
+    if config["auth.tokens_file"] is not None:
+        from broker.auth import TokenStore
+
+        handlers.auth_tokens = TokenStore.from_file(config["auth.tokens_file"])
     factory = V1Factory(
         handlers, clock,
         max_line_bytes=config["limits.max_line_bytes"],
@@ -195,7 +216,18 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
         iggy = IggyService(core, config, clock, run_in_thread=run_in_thread,
                            now_us=now_us or wall_clock_us, fs=fs)
-    return Broker(config, core, factory, replicas=manager, iggy=iggy)
+    metrics = None
+    if config["metrics_port"] is not None:
+        from broker.metrics import MetricsService
+
+        metrics = MetricsService.for_broker(core, factory, clock)
+    tls = None
+    if config["tls.cert"] is not None:
+        from broker.tls import server_options
+
+        tls = server_options(config["tls.cert"], config["tls.key"])
+    return Broker(config, core, factory, replicas=manager, iggy=iggy, metrics=metrics,
+                  tls=tls)
 
 
 def _when_durable(core: BrokerCore, plog: Any, upto: int) -> Deferred[None]:
@@ -241,6 +273,21 @@ def configure_logging(level: str) -> None:
 def run(config: Config) -> int:
     """Run a broker until SIGTERM/SIGINT; returns the process exit code."""
     configure_logging(config["log_level"])
+    from broker.auth import AuthFileError, TokenStore, bind_refusal
+    from broker.tls import TLSConfigError, server_options
+
+    refusal = bind_refusal(config["host"], config["auth.tokens_file"] is not None)
+    if refusal is not None:  # a configuration mistake: exit 2 like a bad key
+        log.error("%s", refusal)
+        return 2
+    try:  # the same checks build_broker makes, reported as configuration mistakes
+        if config["auth.tokens_file"] is not None:
+            TokenStore.from_file(config["auth.tokens_file"])
+        if config["tls.cert"] is not None:
+            server_options(config["tls.cert"], config["tls.key"])
+    except (AuthFileError, TLSConfigError) as exc:
+        log.error("%s", exc)
+        return 2
     from twisted.internet import reactor, threads
 
     # Timers (session timeouts, ack timeouts, idle connections) must not jump with the
@@ -249,11 +296,20 @@ def run(config: Config) -> int:
     nofile = raise_open_file_limit()
     reactor.suggestThreadPoolSize(4)
     started = time.monotonic()
+    from broker.metrics import open_startup_listener
+
+    try:  # /health answers 503 starting while the store recovers
+        startup = open_startup_listener(config)
+    except OSError as exc:
+        log.error("cannot listen on metrics_port %s: %s", config["metrics_port"], exc)
+        return 1
     try:
         broker = build_broker(config, reactor, run_in_thread=threads.deferToThread)
     except (OSError, ValueError) as exc:
         log.error("cannot open data dir %s: %s", config["data_dir"], exc)
         return 1
+    if broker.metrics is not None:
+        broker.metrics.startup = startup
     try:
         addresses = broker.listen(reactor)
     except Exception as exc:  # CannotListenError and friends: a clear line, no traceback

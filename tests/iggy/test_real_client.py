@@ -14,18 +14,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from apache_iggy import (
+    IggyClient,
+    PollingStrategy,
+    SendMessage,
+)
 
 from broker.iggy import codec
 from broker.iggy.codec import Consumer, ConsumerKind, Identifier
 from tests.iggy.harness import RawClient, iggy_port_of, run_isolated
 from tests.support import ROOT, BrokerProcess
-
-apache_iggy = pytest.importorskip("apache_iggy")
-from apache_iggy import (  # noqa: E402
-    IggyClient,
-    PollingStrategy,
-    SendMessage,
-)
 
 
 @pytest.fixture(scope="module")
