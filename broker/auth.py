@@ -1,0 +1,164 @@
+"""V1 authentication: the token file, token checks, the failed-attempt delay and the
+rule that a broker reachable from other machines must ask for authentication.
+
+Owns: the tokens file format (one ``<user>:<sha256 hex of the token>`` per line, ``#``
+comments), verifying ``AUTH <user> <token>`` with ``hmac.compare_digest`` against the stored
+hash (tokens are 256-bit random strings, so a plain SHA-256 is enough: there is nothing to
+brute-force that a slow hash would protect), the per-connection back-off after a failure,
+and ``bind_refusal`` (the message the server prints before exiting with code 2).
+
+Never logs or returns a token, and never keeps one in memory beyond the check.
+
+``python -m broker.auth add <user> <tokens_file>`` makes a random token, appends its hash to
+the file and prints the token once.
+
+Must not import: Twisted, sockets, the store. (The handler schedules the delay on the
+reactor clock; this module only computes it.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import os
+import re
+import secrets
+import sys
+from collections.abc import Mapping, Sequence
+
+__all__ = [
+    "AuthFileError",
+    "TokenStore",
+    "hash_token",
+    "new_token",
+    "failure_delay",
+    "is_loopback",
+    "bind_refusal",
+    "main",
+]
+
+_USER_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_HASH_RE = re.compile(r"[0-9a-f]{64}")
+_DUMMY_HASH = "0" * 64
+
+FIRST_DELAY_S = 0.25
+"""The delay before the answer to a connection's first failed AUTH."""
+MAX_DELAY_S = 8.0
+"""The delay doubles with each further failure on the same connection, up to this."""
+
+
+class AuthFileError(ValueError):
+    """The tokens file is missing or malformed; the message names the file and line."""
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token: SHA-256, lower-case hex."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    """A fresh random token (256 bits, URL-safe base64: no spaces, '|' or ',')."""
+    return secrets.token_urlsafe(32)
+
+
+def failure_delay(failures: int) -> float:
+    """Seconds to wait before answering the ``failures``-th failed AUTH of one connection:
+    0.25, 0.5, 1, 2, 4, 8, 8, ... (failures >= 1)."""
+    return min(FIRST_DELAY_S * 2 ** max(0, min(failures - 1, 16)), MAX_DELAY_S)
+
+
+class TokenStore:
+    """The users allowed in and the hash of each one's token."""
+
+    def __init__(self, hashes: Mapping[str, str]) -> None:
+        for user, digest in hashes.items():
+            if not _USER_RE.fullmatch(user):
+                raise AuthFileError(f"invalid user name {user!r}")
+            if not _HASH_RE.fullmatch(digest):
+                raise AuthFileError(f"user {user}: expected 64 hex digits of SHA-256")
+        self._hashes = dict(hashes)
+
+    @property
+    def users(self) -> list[str]:
+        return sorted(self._hashes)
+
+    def verify(self, user: str, token: str) -> bool:
+        """True when ``token`` is ``user``'s. Takes the same time for an unknown user."""
+        stored = self._hashes.get(user)
+        given = hash_token(token)
+        match = hmac.compare_digest(given, stored if stored is not None else _DUMMY_HASH)
+        return match and stored is not None
+
+    @classmethod
+    def from_file(cls, path: str) -> TokenStore:
+        """Load ``<user>:<sha256 hex>`` lines; blank lines and ``#`` comments are skipped."""
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise AuthFileError(f"{path}: cannot read ({exc.strerror})") from None
+        hashes: dict[str, str] = {}
+        for number, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            user, colon, digest = line.partition(":")
+            if not colon or not _USER_RE.fullmatch(user) or not _HASH_RE.fullmatch(digest):
+                # The line might hold a pasted token: never echo it.
+                raise AuthFileError(f"{path}:{number}: expected <user>:<64 hex digits> "
+                                    "(python -m broker.auth add <user> <file> writes one)")
+            if user in hashes:
+                raise AuthFileError(f"{path}:{number}: user {user} appears twice")
+            hashes[user] = digest
+        if not hashes:
+            raise AuthFileError(f"{path}: no users; nobody could log in")
+        return cls(hashes)
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bind_refusal(host: str, auth_configured: bool) -> str | None:
+    """The one-line refusal for listening on ``host`` without authentication, or None."""
+    if auth_configured or is_loopback(host):
+        return None
+    return (f"refusing to listen on {host} without authentication: any machine that reaches "
+            f"it could read and write every topic. Set auth.tokens_file (create one with "
+            f"`python -m broker.auth add <user> <file>`; see README.md, Security) or listen "
+            f"on 127.0.0.1")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m broker.auth add <user> <tokens_file>``: print a new token once."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 3 or args[0] != "add" or not _USER_RE.fullmatch(args[1]):
+        print("usage: python -m broker.auth add <user> <tokens_file>", file=sys.stderr)
+        return 2
+    _, user, path = args
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        try:
+            existing = TokenStore.from_file(path).users
+        except AuthFileError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        if user in existing:
+            print(f"{path}: user {user} exists already", file=sys.stderr)
+            return 2
+    token = new_token()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        handle.write(f"{user}:{hash_token(token)}\n")
+    print(token)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
