@@ -1,0 +1,552 @@
+"""Metrics and health of one broker: the registry, what feeds it, and its HTTP endpoint.
+
+Owns:
+
+- ``BrokerMetrics``: a private ``prometheus_client.CollectorRegistry`` per broker. The hot
+  paths feed plain ints and lock-free histograms on the reactor thread, once per batch or
+  per read, never per message: messages and bytes in (``BrokerCore._append``) and out
+  (``BrokerCore.read``) per topic, requests and their latency per command
+  (``broker.protocol``; pipelined PRODUCE runs are counted in bulk and timed once per read,
+  weighted by their count). fsync latency comes from the group committer's thread through a
+  ``prometheus_client.Histogram`` (thread-safe; one observation per fsync). Everything else
+  is read when Prometheus scrapes, by a custom collector: connections, per-partition
+  offsets, size, ISR size and under-replication, and per-group lag, members and rebalances.
+- ``Health``: ``starting`` until recovery finished and every listener is up, then
+  ``ready``, then ``stopping`` once shutdown begins.
+- The HTTP endpoint on the broker's ``host`` and ``metrics_port`` (twisted.web on the
+  broker's reactor): ``/metrics`` (Prometheus text format) and ``/health`` (200 ``ready``,
+  else 503 with the state). ``StartupResponder`` answers 503 ``starting`` on the same
+  socket from a plain thread while the store recovers (the reactor is not running yet);
+  the reactor then adopts that socket, so no connection is refused in between.
+
+Latency is measured on the broker's clock (monotonic in ``skerry serve``; ``task.Clock`` in
+tests): from the read that carried a request to its reply being queued, in order, for the
+socket.
+
+Must not import: the store, groups or replication modules directly, or ``broker.protocol``
+(which calls in here); it reads the objects it is given (``BrokerCore``, ``V1Factory``)
+through their public attributes, at scrape time, on the reactor thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import choose_encoder, generate_latest
+from prometheus_client.process_collector import ProcessCollector
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
+from twisted.internet.interfaces import IReactorTime
+from twisted.web.resource import Resource
+from twisted.web.server import Site
+
+from broker.errors import SkerryError
+from data.format import HEADER_SIZE
+
+__all__ = [
+    "BrokerMetrics",
+    "Health",
+    "MetricsService",
+    "StartupResponder",
+    "open_startup_listener",
+    "REQUEST_BUCKETS",
+    "FSYNC_BUCKETS",
+]
+
+log = logging.getLogger("skerry.metrics")
+
+REQUEST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                   0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+"""Request latency buckets, seconds: from 100 µs (a pipelined PING) to long polls."""
+FSYNC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                 0.25, 0.5, 1.0, 2.5)
+
+
+class _Histogram:
+    """Cumulative-at-scrape histogram for the reactor thread only: no locks, weighted."""
+
+    __slots__ = ("bounds", "counts", "total", "count")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(bounds)
+        self.counts = [0] * (len(self.bounds) + 1)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value: float, weight: int = 1) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += weight
+        self.total += value * weight
+        self.count += weight
+
+    def buckets(self) -> list[tuple[str, float]]:
+        out = []
+        running = 0
+        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            running += count
+            out.append(("+Inf" if bound == float("inf") else repr(bound), float(running)))
+        return out
+
+
+# ------------------------------------------------------------------------------ health
+
+class Health:
+    """``starting`` -> ``ready`` -> ``stopping``."""
+
+    STARTING = "starting"
+    READY = "ready"
+    STOPPING = "stopping"
+
+    def __init__(self) -> None:
+        self.state = self.STARTING
+
+    @property
+    def ready(self) -> bool:
+        return self.state == self.READY
+
+
+# ------------------------------------------------------------------------------ the registry
+
+class BrokerMetrics:
+    """What the broker counts, and the registry Prometheus reads it from.
+
+    ``clock`` times requests; ``bind`` gives the collector the objects it reads at scrape
+    time. Every method is for the reactor thread except ``timed_fsync``'s wrapper.
+    """
+
+    def __init__(self, clock: IReactorTime, health: Health | None = None) -> None:
+        self.now: Callable[[], float] = clock.seconds
+        self.health = health or Health()
+        self.messages_in: dict[str, int] = {}
+        self.bytes_in: dict[str, int] = {}
+        self.messages_out: dict[str, int] = {}
+        self.bytes_out: dict[str, int] = {}
+        self.requests: dict[str, int] = {}
+        self.latency: dict[str, _Histogram] = {}
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.fsync_seconds = Histogram(
+            "skerry_fsync_seconds", "Time of one fsync of a partition log by the group "
+            "committer (one fsync covers every append waiting at that moment).",
+            buckets=FSYNC_BUCKETS, registry=self.registry)
+        self._core: Any = None
+        self._factory: Any = None
+        self.registry.register(_Collector(self))
+        ProcessCollector(registry=self.registry)
+
+    def bind(self, core: Any, factory: Any) -> None:
+        """Read topics, partitions, groups (``core``) and connections (``factory``) at
+        scrape time."""
+        self._core = core
+        self._factory = factory
+
+    # --------------------------------------------------------------- hot paths
+
+    def produced(self, topic: str, count: int, nbytes: int) -> None:
+        """``count`` messages appended to ``topic`` (one call per batch)."""
+        self.messages_in[topic] = self.messages_in.get(topic, 0) + count
+        self.bytes_in[topic] = self.bytes_in.get(topic, 0) + nbytes
+
+    def appended(self, topic: str, payloads: Sequence[bytes],
+                 headers: Sequence[bytes] | None) -> None:
+        """One batch appended to a partition of ``topic``: its messages and stored bytes
+        (the fixed header, the user headers holding the key, and the value)."""
+        count = len(payloads)
+        nbytes = HEADER_SIZE * count + sum(map(len, payloads))
+        if headers:
+            nbytes += sum(map(len, headers))
+        self.produced(topic, count, nbytes)
+
+    def consumed(self, topic: str, count: int, nbytes: int) -> None:
+        """``count`` messages read from ``topic`` for a client (one call per read)."""
+        self.messages_out[topic] = self.messages_out.get(topic, 0) + count
+        self.bytes_out[topic] = self.bytes_out.get(topic, 0) + nbytes
+
+    def received(self, command: str, slot: list[Any]) -> None:
+        """Count a request and stamp its reply slot ``[reply, cid]`` with the arrival time,
+        a weight and the command: ``[reply, cid, t0, 1, command]``."""
+        self.requests[command] = self.requests.get(command, 0) + 1
+        slot += (self.now(), 1, command)
+
+    def fast_produced(self, count: int, last_slot: list[Any], started: float) -> None:
+        """``count`` PRODUCE lines of one read took the fast path; ``last_slot`` is the
+        last one's reply slot. Its latency stands for all of them (they are answered
+        together, in order, and it is answered last)."""
+        self.requests["PRODUCE"] = self.requests.get("PRODUCE", 0) + count
+        if last_slot[0] is None:
+            last_slot += (started, count, "PRODUCE")
+        else:
+            self._observe("PRODUCE", self.now() - started, count)
+
+    def answered(self, slot: list[Any]) -> None:
+        """The reply of a stamped slot was queued for the socket."""
+        self._observe(slot[4], self.now() - slot[2], slot[3])
+
+    def invalid(self) -> None:
+        """A line the codec refused (malformed envelope, unknown command, bad arguments)."""
+        self.requests["INVALID"] = self.requests.get("INVALID", 0) + 1
+
+    def _observe(self, command: str, seconds: float, weight: int) -> None:
+        histogram = self.latency.get(command)
+        if histogram is None:
+            histogram = self.latency[command] = _Histogram(REQUEST_BUCKETS)
+        histogram.observe(seconds, weight)
+
+    def timed_fsync(self, sync: Callable[[], Any]) -> Callable[[], Any]:
+        """Wrap a partition's ``sync`` so the thread that runs it records its duration."""
+        histogram = self.fsync_seconds
+
+        def timed() -> Any:
+            started = time.perf_counter()
+            try:
+                return sync()
+            finally:
+                histogram.observe(time.perf_counter() - started)
+
+        return timed
+
+    # --------------------------------------------------------------- exposition
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of everything above (reactor thread)."""
+        return generate_latest(self.registry)
+
+
+class _Collector:
+    """Families built from ``BrokerMetrics`` counters and, at scrape time, broker state."""
+
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self.m = metrics
+
+    def describe(self) -> list[Metric]:
+        return []  # the families vary with topics and groups; nothing to check up front
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.m
+        core = m._core
+        topics = dict(core.store.topics) if core is not None else {}
+        if core is not None:
+            for table in (m.messages_in, m.bytes_in, m.messages_out, m.bytes_out):
+                for gone in [t for t in table if t not in topics]:
+                    del table[gone]  # a deleted topic's counters go with it
+        yield from self._traffic()
+        yield from self._requests()
+        up = GaugeMetricFamily("skerry_ready", "1 once recovery finished and the listeners "
+                               "are up; 0 while starting or stopping.")
+        up.add_metric([], 1.0 if m.health.ready else 0.0)
+        yield up
+        if m._factory is not None:
+            connections = GaugeMetricFamily("skerry_connections", "Open client connections.",
+                                            labels=["transport"])
+            connections.add_metric(["v1"], float(len(m._factory.connections)))
+            yield connections
+        if core is not None:
+            yield from self._partitions(core, topics)
+            if core.groups is not None:
+                yield from self._groups(core)
+
+    def _traffic(self) -> Iterator[Metric]:
+        m = self.m
+        for name, help_text, table in (
+            ("skerry_messages_in", "Messages appended, per topic.", m.messages_in),
+            ("skerry_bytes_in", "Record bytes appended (64-byte header, key and value, as "
+                                "stored), per topic.", m.bytes_in),
+            ("skerry_messages_out", "Messages read by consumers (CONSUME, Iggy polls), per "
+                                    "topic.", m.messages_out),
+            ("skerry_bytes_out", "Record bytes read by consumers (as stored), per topic.",
+             m.bytes_out),
+        ):
+            family = CounterMetricFamily(name, help_text, labels=["topic"])
+            for topic, value in sorted(table.items()):
+                family.add_metric([topic], float(value))
+            yield family
+
+    def _requests(self) -> Iterator[Metric]:
+        m = self.m
+        counts = CounterMetricFamily("skerry_requests", "V1 requests received, per command "
+                                     "(INVALID: refused by the parser).", labels=["command"])
+        for command, value in sorted(m.requests.items()):
+            counts.add_metric([command], float(value))
+        yield counts
+        latency = HistogramMetricFamily(
+            "skerry_request_duration_seconds", "From the read that carried a V1 request to "
+            "its reply queued for the socket, per command (pipelined PRODUCE: one "
+            "observation per read, weighted by its requests).", labels=["command"])
+        for command, histogram in sorted(m.latency.items()):
+            latency.add_metric([command], histogram.buckets(), histogram.total)
+        yield latency
+
+    def _partitions(self, core: Any, topics: dict[str, Any]) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        hw = GaugeMetricFamily("skerry_partition_high_watermark",
+                               "Last committed offset (-1: none).", labels=labels)
+        leo = GaugeMetricFamily("skerry_partition_log_end_offset",
+                                "Next offset to be written.", labels=labels)
+        start = GaugeMetricFamily("skerry_partition_log_start_offset",
+                                  "Earliest retained offset.", labels=labels)
+        size = GaugeMetricFamily("skerry_partition_size_bytes",
+                                 "Bytes of record data in the partition's segments.",
+                                 labels=labels)
+        segments = GaugeMetricFamily("skerry_partition_segments", "Segment files.",
+                                     labels=labels)
+        isr = GaugeMetricFamily("skerry_partition_isr_size", "Replicas in sync.",
+                                labels=labels)
+        replicas = GaugeMetricFamily("skerry_partition_replicas",
+                                     "Replication factor.", labels=labels)
+        under = GaugeMetricFamily("skerry_partition_under_replicated",
+                                  "1 when the ISR is smaller than the replication factor.",
+                                  labels=labels)
+        total_under = 0
+        for name, topic in sorted(topics.items()):
+            rf = topic.config.replication_factor
+            for p, plog in enumerate(topic.partitions):
+                key = [name, str(p)]
+                leo.add_metric(key, float(plog.next_offset))
+                start.add_metric(key, float(plog.first_offset))
+                size.add_metric(key, float(plog.size_bytes()))
+                segments.add_metric(key, float(plog.segment_count))
+                replicas.add_metric(key, float(rf))
+                try:
+                    info = core.replication.describe(name, p) if core.replication is not None \
+                        else None
+                except SkerryError:
+                    info = None
+                if info is None:
+                    hw.add_metric(key, float(plog.next_offset - 1))
+                    continue
+                hw.add_metric(key, float(info.hw))
+                isr.add_metric(key, float(len(info.isr)))
+                under.add_metric(key, 1.0 if info.under_replicated else 0.0)
+                total_under += bool(info.under_replicated)
+        count = GaugeMetricFamily("skerry_under_replicated_partitions",
+                                  "Partitions whose ISR is smaller than their replication "
+                                  "factor.")
+        count.add_metric([], float(total_under))
+        yield from (hw, leo, start, size, segments, isr, replicas, under, count)
+
+    def _groups(self, core: Any) -> Iterator[Metric]:
+        labels = ["group", "topic"]
+        rebalances = CounterMetricFamily(
+            "skerry_group_rebalances", "Rebalances of a group on a topic (its generation: "
+            "every join, leave, eviction and partition change adds one).", labels=labels)
+        members = GaugeMetricFamily("skerry_group_members", "Live members.", labels=labels)
+        lag_total = GaugeMetricFamily("skerry_group_lag_total",
+                                      "Messages committed but not yet committed by the "
+                                      "group, summed over partitions.", labels=labels)
+        lag = GaugeMetricFamily("skerry_group_lag", "hw + 1 - committed offset.",
+                                labels=[*labels, "partition"])
+        committed = GaugeMetricFamily("skerry_group_committed_offset",
+                                      "Committed offset (the next one to read).",
+                                      labels=[*labels, "partition"])
+        for group, topic in core.groups.list_groups():
+            try:
+                info = core.groups.describe(group, topic)
+            except SkerryError:
+                continue
+            rebalances.add_metric([group, topic], float(info.generation))
+            members.add_metric([group, topic], float(len(info.members)))
+            lag_total.add_metric([group, topic], float(sum(info.lag)))
+            for p, offset, behind in zip(info.partitions, info.committed, info.lag,
+                                         strict=True):
+                lag.add_metric([group, topic, str(p)], float(behind))
+                committed.add_metric([group, topic, str(p)], float(offset))
+        yield from (rebalances, members, lag_total, lag, committed)
+
+
+# ------------------------------------------------------------------------------ HTTP
+
+class _Page(Resource):
+    isLeaf = True
+
+    def __init__(self, answer: Callable[[], tuple[int, bytes, bytes]]) -> None:
+        super().__init__()
+        self._answer = answer
+
+    def render_GET(self, request: Any) -> bytes:
+        status, content_type, body = self._answer()
+        request.setResponseCode(status)
+        request.setHeader(b"content-type", content_type)
+        request.setHeader(b"cache-control", b"no-store")
+        return body
+
+
+class _MetricsPage(Resource):
+    """``/metrics`` in the format the scraper's Accept header asks for (Prometheus text by
+    default, OpenMetrics on request), as ``prometheus_client``'s own handlers do."""
+
+    isLeaf = True
+
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        super().__init__()
+        self._metrics = metrics
+
+    def render_GET(self, request: Any) -> bytes:
+        accept = request.getHeader(b"accept")
+        encoder, content_type = choose_encoder(accept.decode("latin-1") if accept else "")
+        request.setHeader(b"content-type", content_type.encode())
+        request.setHeader(b"cache-control", b"no-store")
+        return encoder(self._metrics.registry)
+
+
+class _Root(Resource):
+    def render_GET(self, request: Any) -> bytes:
+        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+        return b"skerry: /metrics (Prometheus), /health\n"
+
+    def getChild(self, path: bytes, request: Any) -> Resource:
+        if path == b"":
+            return self
+        return super().getChild(path, request)
+
+
+def health_answer(health: Health) -> tuple[int, bytes, bytes]:
+    """``/health``: 200 ``ready``, else 503 and the state (``starting``, ``stopping``)."""
+    return (200 if health.ready else 503), b"text/plain; charset=utf-8", \
+        health.state.encode() + b"\n"
+
+
+class MetricsService:
+    """The HTTP endpoint of one broker: ``/metrics`` and ``/health`` over twisted.web."""
+
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self.metrics = metrics
+        self.health = metrics.health
+        self.startup: StartupResponder | None = None
+        """Set by the shell when a ``StartupResponder`` holds the socket during startup."""
+        root = _Root()
+        root.putChild(b"metrics", _MetricsPage(metrics))
+        root.putChild(b"health", _Page(lambda: health_answer(self.health)))
+        self.site = Site(root, timeout=30)
+        self.site.noisy = False
+        self._port: Any = None
+
+    @classmethod
+    def for_broker(cls, core: Any, factory: Any, clock: IReactorTime) -> MetricsService:
+        """Build the metrics of a broker and hook them into its core and V1 factory."""
+        metrics = BrokerMetrics(clock)
+        metrics.bind(core, factory)
+        core.metrics = metrics
+        factory.metrics = metrics
+        return cls(metrics)
+
+    def listen(self, reactor: Any, host: str, port: int) -> str:
+        """Serve on ``host:port`` (taking over the startup socket if there is one) and
+        report ready: call it after every other listener is up. Returns
+        ``metrics=<host>:<port>``."""
+        if self.startup is not None:
+            sock = self.startup.hand_over()
+            self.startup = None
+            try:
+                self._port = reactor.adoptStreamPort(sock.fileno(), sock.family, self.site)
+            finally:
+                sock.close()  # the reactor holds its own duplicate
+        else:
+            self._port = reactor.listenTCP(port, self.site, interface=host)
+        self.health.state = Health.READY
+        address = self._port.getHost()
+        return f"metrics={address.host}:{address.port}"
+
+    def stopping(self) -> None:
+        """Shutdown began: ``/health`` answers 503 ``stopping`` from now on."""
+        self.health.state = Health.STOPPING
+
+    def stop(self, passthrough: Any = None) -> Deferred[Any]:
+        """Stop listening; fires with ``passthrough`` (chain it after the shutdown)."""
+        port, self._port = self._port, None
+        if self.startup is not None:
+            self.startup.close()
+            self.startup = None
+        if port is None:
+            return succeed(passthrough)
+        return maybeDeferred(port.stopListening).addBoth(lambda _: passthrough)
+
+
+# ------------------------------------------------------------------------------ startup
+
+class StartupResponder:
+    """Answers every HTTP request with 503 ``starting`` from a daemon thread, on a socket
+    bound before the store opens (recovery blocks the reactor's thread, and the reactor is
+    not running yet). ``hand_over`` stops the thread and returns the listening socket, so
+    the reactor can adopt it without a gap."""
+
+    def __init__(self, host: str, port: int) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.create_server((host, port), family=family, backlog=128)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="skerry-startup-http",
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._sock.getsockname()[:2]
+        return host, port
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                readable, _, _ = select.select([self._sock], [], [], 0.05)
+            except (OSError, ValueError):
+                return
+            if not readable or self._stop.is_set():
+                continue
+            try:
+                conn, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionError):
+                continue
+            except OSError:
+                return
+            with conn:
+                self._answer(conn)
+
+    @staticmethod
+    def _answer(conn: socket.socket) -> None:
+        conn.settimeout(0.5)
+        head = b""
+        try:
+            while b"\r\n\r\n" not in head and b"\n\n" not in head and len(head) < 8192:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+            path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
+            known = path.split(b"?", 1)[0] in (b"/health", b"/metrics", b"/")
+            body = b"starting\n" if known else b"not found\n"
+            status = b"503 Service Unavailable" if known else b"404 Not Found"
+            conn.sendall(b"HTTP/1.1 %b\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                         b"content-length: %d\r\nconnection: close\r\n\r\n%b"
+                         % (status, len(body), body))
+        except OSError:
+            pass
+
+    def hand_over(self) -> socket.socket:
+        """Stop answering and return the listening socket (non-blocking)."""
+        self._stop.set()
+        self._thread.join()
+        self._sock.setblocking(False)
+        return self._sock
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sock.close()
+
+
+def open_startup_listener(config: Any) -> StartupResponder | None:
+    """A ``StartupResponder`` on ``host:metrics_port``, or None when metrics are off.
+    ``OSError`` when the port cannot be bound (the caller reports it and exits)."""
+    port = config["metrics_port"]
+    if port is None:
+        return None
+    return StartupResponder(config["host"], port)
