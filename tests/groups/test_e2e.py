@@ -139,7 +139,7 @@ class GroupLifecycleTests:
         # On time: no request sent later than session + 100 ms still saw c ...
         assert max(o[0] for o in listed) <= last_heartbeat + session + 0.1
         # ... and the eviction was seen soon after (slack for scheduling and the poll).
-        assert gone[0][1] - last_heartbeat <= session + 0.1 + 0.15
+        assert gone[0][1] - last_heartbeat <= session + 0.1 + 0.4
         assert gen == generation + 1
         for member in ("a", "b"):
             assert c.request(f"V1|h|HEARTBEAT|g evict {member} {generation}").startswith(
