@@ -37,6 +37,25 @@ def _config_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pipeline(args: argparse.Namespace) -> int:
+    try:
+        from data.pipelines import order_stats
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        print(f"skerry: the pipeline needs the spark extra (pip install -e '.[spark]'): {exc}",
+              file=sys.stderr)
+        return 2
+    if args.action == "seed":
+        print(f"produced {order_stats.seed(args.bootstrap, args.topic, args.count)} orders "
+              f"to {args.topic}")
+        return 0
+    queries = order_stats.run(args.bootstrap, args.topic, args.sink_topic, args.output,
+                              args.checkpoint, args.watermark, once=not args.continuous)
+    if args.continuous:
+        queries[0].sparkSession.streams.awaitAnyTermination()
+    print(f"order-stats: results in topic {args.sink_topic} and {args.output}")
+    return 0
+
+
 def _harness(args: argparse.Namespace) -> int:
     import secrets
 
@@ -126,6 +145,26 @@ def build_parser() -> argparse.ArgumentParser:
     harness.add_argument("--json", action="store_true",
                          help="print the report as JSON instead of text")
     harness.set_defaults(func=_harness)
+
+    pipeline = sub.add_parser(
+        "pipeline", help="run the example Spark pipeline (needs the spark extra; docs/spark.md)")
+    pipeline.add_argument("action", choices=["seed", "order-stats"],
+                          help="seed: produce sample orders; order-stats: run the pipeline")
+    pipeline.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker host:port")
+    pipeline.add_argument("--topic", default="orders", help="source topic")
+    pipeline.add_argument("--count", type=int, default=1000, help="seed: how many orders")
+    pipeline.add_argument("--sink-topic", default="order-stats", help="topic for the results")
+    pipeline.add_argument("--output", default="./order-stats.parquet", help="Parquet folder")
+    pipeline.add_argument("--checkpoint", default="./order-stats.checkpoint",
+                          help="checkpoint folder (keep it to resume exactly once)")
+    pipeline.add_argument("--watermark", default="1 minute", help="event-time watermark delay")
+    pipeline.add_argument("--continuous", action="store_true",
+                          help="keep running (default: process what is there, then stop)")
+    pipeline.set_defaults(func=_pipeline)
+
+    from broker.tools import add_tool_parsers  # produce, consume, topics, groups
+
+    add_tool_parsers(sub)
     return parser
 
 

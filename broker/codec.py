@@ -19,7 +19,7 @@ from __future__ import annotations
 import binascii
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
 
 from broker.errors import BadRequest, SkerryError, UnknownCommand
@@ -32,7 +32,12 @@ __all__ = [
     "AdminDeleteTopic",
     "AdminResetOffsets",
     "ALL_COMMANDS",
+    "Auth",
+    "SECURITY_COMMANDS",
     "CLUSTER_COMMANDS",
+    "DATA_COMMANDS",
+    "Fetch",
+    "fetch_reply",
     "COMMANDS",
     "Codec",
     "CodecLimits",
@@ -122,6 +127,24 @@ class Produce:
     acks: str = "1"
     partition: int | None = None
     b64: bool = False
+    pid: str | None = None
+    """Additive idempotent produce: the producer id (a name) and this message's sequence
+    number for the target partition; both or neither (``data/spark`` and docs/protocol.md)."""
+    seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """Additive: ``FETCH <topic> <partition> <offset> [max=<n>] [max_bytes=<n>]``: committed
+    records as their exact on-disk bytes (binary-safe bulk read for data tools)."""
+
+    name: ClassVar[str] = "FETCH"
+    cid: str
+    topic: str
+    partition: int
+    offset: int
+    max_messages: int | None = None
+    max_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +401,17 @@ class ReplicaEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class Auth:
+    """Additive (security): ``AUTH <user> <token>``. Reply: ``V1|<cid>|OK`` or
+    ``ERR|UNAUTHENTICATED``. ``repr`` never shows the token."""
+
+    name: ClassVar[str] = "AUTH"
+    cid: str
+    user: str
+    token: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaStatus:
     """Additive (cluster and operators): ``REPLICA_STATUS <topic> <partition>``."""
 
@@ -412,6 +446,7 @@ Command: TypeAlias = (
     | ReplicaPull
     | ReplicaEpoch
     | ReplicaStatus
+    | Fetch
 )
 """Any parsed request (a runtime union: ``isinstance(x, Command)`` works)."""
 
@@ -450,12 +485,19 @@ CLUSTER_COMMANDS: dict[str, type[Any]] = {
 """The additive commands of a multi-broker cluster (broker to broker, plus REPLICA_STATUS
 for operators), kept apart from ``COMMANDS`` so that the single-broker set stays as it is."""
 
-ALL_COMMANDS: dict[str, type[Any]] = {**COMMANDS, **CLUSTER_COMMANDS}
-"""Every command the codec understands."""
+DATA_COMMANDS: dict[str, type[Any]] = {cls.name: cls for cls in (Fetch,)}
+"""Additive commands for data tools (the Spark source): bulk binary-safe reads."""
+
+ALL_COMMANDS: dict[str, type[Any]] = {**COMMANDS, **CLUSTER_COMMANDS, **DATA_COMMANDS}
+"""Every command of the data plane (``SECURITY_COMMANDS`` are parsed too)."""
+
+SECURITY_COMMANDS: dict[str, type[Any]] = {"AUTH": Auth}
+"""The additive ``AUTH`` command (``broker/auth.py``), kept apart from the sets above."""
 
 _USAGE: dict[str, str] = {
     "PING": "PING",
-    "PRODUCE": "PRODUCE <topic> <key>:<value> [acks=0, acks=1 or acks=all] [partition=<n>] [enc=b64]",
+    "PRODUCE": "PRODUCE <topic> <key>:<value> [acks=0, acks=1 or acks=all] [partition=<n>] [enc=b64] "
+    "[pid=<producer id> seq=<n>]",
     "CONSUME": "CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=true]",
     "JOIN": "JOIN <group> <topic> <consumer_id> [assignor=round_robin, range or sticky] "
     "[session_timeout_ms=<ms>]",
@@ -482,6 +524,8 @@ _USAGE: dict[str, str] = {
     "[wait_ms=<ms>] [max_bytes=<n>]",
     "REPLICA_EPOCH": "REPLICA_EPOCH <topic> <partition> <replica_id> <epoch> [last_epoch=<n>]",
     "REPLICA_STATUS": "REPLICA_STATUS <topic> <partition>",
+    "AUTH": "AUTH <user> <token>",
+    "FETCH": "FETCH <topic> <partition> <offset> [max=<n>] [max_bytes=<n>]",
 }
 _POSITIONAL_COUNT: dict[str, int] = {
     "PING": 0,
@@ -507,9 +551,11 @@ _POSITIONAL_COUNT: dict[str, int] = {
     "REPLICA_PULL": 5,
     "REPLICA_EPOCH": 4,
     "REPLICA_STATUS": 2,
+    "AUTH": 2,
+    "FETCH": 3,
 }
 _OPTIONS: dict[str, tuple[str, ...]] = {
-    "PRODUCE": ("acks", "partition", "enc"),
+    "PRODUCE": ("acks", "partition", "enc", "pid", "seq"),
     "CONSUME": ("max", "wait_ms", "enc", "detail"),
     "JOIN": ("assignor", "session_timeout_ms"),
     "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes"),
@@ -517,6 +563,7 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
     "ADMIN_RESET_OFFSETS": ("partition",),
     "REPLICA_PULL": ("wait_ms", "max_bytes"),
     "REPLICA_EPOCH": ("last_epoch",),
+    "FETCH": ("max", "max_bytes"),
 }
 
 ASSIGNORS = ("round_robin", "range", "sticky")
@@ -861,6 +908,29 @@ def _optional_uint(options: dict[str, str], option: str, minimum: int = 0) -> in
     return _uint_min(text, option, minimum)
 
 
+def _producer_fields(options: dict[str, str]) -> tuple[str | None, int | None]:
+    """Additive idempotent produce: ``pid=<name> seq=<n>``, both or neither."""
+    pid = options.get("pid")
+    seq_text = options.get("seq")
+    if pid is None and seq_text is None:
+        return None, None
+    if pid is None or seq_text is None:
+        raise BadRequest("pid= and seq= go together (idempotent produce); give both or neither")
+    return _name(pid, "pid"), _uint(seq_text, "seq")
+
+
+def _parse_fetch(cid: str, args: str) -> Fetch:
+    tokens, options = _split("FETCH", args)
+    return Fetch(
+        cid,
+        _name(tokens[0], "topic"),
+        _uint(tokens[1], "partition"),
+        _uint(tokens[2], "offset"),
+        _optional_uint(options, "max", 1),
+        _optional_uint(options, "max_bytes", 1),
+    )
+
+
 def _parse_admin_create_topic(cid: str, args: str) -> AdminCreateTopic:
     tokens, options = _split("ADMIN_CREATE_TOPIC", args)
     return AdminCreateTopic(
@@ -968,6 +1038,15 @@ def _parse_replica_epoch(cid: str, args: str) -> ReplicaEpoch:
     )
 
 
+def _parse_auth(cid: str, args: str) -> Auth:
+    """``AUTH <user> <token>``; no error message ever repeats the token."""
+    tokens = _tokens(args)
+    if len(tokens) != 2:
+        raise BadRequest(f"AUTH expects 2 positional arguments, got {len(tokens)}; "
+                         f"usage: {_USAGE['AUTH']}")
+    return Auth(cid, _name(tokens[0], "user"), tokens[1])
+
+
 def _parse_replica_status(cid: str, args: str) -> ReplicaStatus:
     tokens, _ = _split("REPLICA_STATUS", args)
     return ReplicaStatus(cid, _name(tokens[0], "topic"), _uint(tokens[1], "partition"))
@@ -1025,8 +1104,10 @@ class Codec:
             "REPLICA_PULL": _parse_replica_pull,
             "REPLICA_EPOCH": _parse_replica_epoch,
             "REPLICA_STATUS": _parse_replica_status,
+            "AUTH": _parse_auth,
+            "FETCH": _parse_fetch,
         }
-        assert self._parsers.keys() == ALL_COMMANDS.keys()
+        assert self._parsers.keys() == ALL_COMMANDS.keys() | SECURITY_COMMANDS.keys()
 
     def parse_produce_fast(self, line: bytes) -> tuple[bytes, bytes, bytes, bytes, str] | None:
         """The hot path: ``(cid, topic, key, value, acks)`` for a plain, printable-ASCII
@@ -1145,6 +1226,9 @@ class Codec:
             encoding = options.get("enc")
             if encoding is not None:
                 b64 = _enc(encoding)
+            pid, seq = _producer_fields(options)
+        else:
+            pid = seq = None
         if b64:
             if len(value) > self._max_b64_chars:
                 raise _too_big(len(value) * 3 // 4, self._max_value)
@@ -1155,7 +1239,7 @@ class Codec:
             data = value.encode()
         if len(data) > self._max_value:
             raise _too_big(len(data), self._max_value)
-        return Produce(cid, topic, key, data, acks, partition, b64)
+        return Produce(cid, topic, key, data, acks, partition, b64, pid, seq)
 
 
 def _parse_consume(cid: str, args: str) -> Consume:
@@ -1283,6 +1367,17 @@ def role_payload(topic: str, partition: int, role: str, hw: int) -> str:
 
 def _epoch_list(entries: Iterable[tuple[int, int]]) -> str:
     return format_list(f"{epoch}:{start}" for epoch, start in entries)
+
+
+def fetch_reply(cid: str, *, hw: int, start: int, next_offset: int, count: int,
+                data: bytes) -> bytes:
+    """The whole FETCH success line: ``hw=<n> start=<n> next=<n> count=<n> data=<base64>``.
+
+    ``data`` is the exact on-disk bytes of ``count`` records (docs/storage.md), standard
+    base64 with padding (``data=`` when empty); ``next`` is the offset to ask for next.
+    """
+    return b"V1|%b|OK|hw=%d start=%d next=%d count=%d data=%b\n" % (
+        cid.encode(), hw, start, next_offset, count, binascii.b2a_base64(data, newline=False))
 
 
 def replica_pull_reply(

@@ -22,8 +22,9 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 
 from broker import codec as c
+from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
-from broker.errors import BadRequest, InternalError, SkerryError
+from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated
 
 __all__ = ["Handlers", "Slot"]
 
@@ -45,6 +46,8 @@ _bool = c.format_bool
 _PULL_DEFAULT_BYTES = 1048576
 _PULL_MAX_BYTES = 16 * 1048576
 """REPLICA_PULL ``max_bytes``: the default, and the most one answer may carry."""
+_FETCH_MAX_MESSAGES = 100_000
+"""FETCH: the most records one answer carries (``max=`` may ask for fewer)."""
 
 
 def _pull_reply(cid: str, result: Any) -> bytes:
@@ -83,6 +86,8 @@ class Handlers:
             c.ReplicaPull: self.replica_pull,
             c.ReplicaEpoch: self.replica_epoch,
             c.ReplicaStatus: self.replica_status,
+            c.Auth: self.auth,
+            c.Fetch: self.fetch,
         }
 
     # ------------------------------------------------------------- dispatch
@@ -128,13 +133,85 @@ class Handlers:
 
     # ------------------------------------------------------------- basics
 
+    auth_tokens: TokenStore | None = None
+    """Set by the shell when ``auth.tokens_file`` is configured (``broker/auth.py``)."""
+
+    def auth(self, cmd: c.Auth, slot: Slot, conn: Any) -> bytes | None:
+        """``AUTH <user> <token>``: marks the connection authenticated. A failure is answered
+        after a delay that doubles per failure on this connection (reactor clock; other
+        connections are not held up), and an AUTH sent during that delay is checked only
+        once it is over, so pipelining guesses gains nothing. No token is ever logged."""
+        tokens = self.auth_tokens
+        if tokens is None:
+            return c.ok(cmd.cid)  # authentication is not configured: nothing to check
+        clock = self.core.clock
+        user, token = cmd.user, cmd.token
+
+        def check() -> tuple[bool, bytes]:
+            if tokens.verify(user, token):
+                conn.authenticated = True
+                conn.auth_failures = 0
+                log.info("AUTH ok: user %s from %s", user, getattr(conn, "_peer", "?"))
+                return True, c.ok(cmd.cid)
+            conn.auth_failures += 1
+            conn.auth_ready_at = clock.seconds() + failure_delay(conn.auth_failures)
+            log.warning("AUTH failed: user %s from %s (failure %d on this connection)",
+                        user, getattr(conn, "_peer", "?"), conn.auth_failures)
+            return False, c.err(cmd.cid, Unauthenticated("invalid user or token"))
+
+        def answer(reply: bytes) -> None:
+            slot[0] = reply
+            conn.drain()
+
+        def run(ok: bool, reply: bytes) -> None:
+            if ok:
+                answer(reply)
+            else:
+                clock.callLater(conn.auth_ready_at - clock.seconds(), answer, reply)
+
+        def checked_later() -> None:
+            run(*check())
+            queue = conn.auth_queue
+            queue.popleft()
+            if queue:  # the next pipelined AUTH waits out this one's delay
+                clock.callLater(max(0.0, conn.auth_ready_at - clock.seconds()), queue[0])
+
+        queue = conn.auth_queue
+        wait = conn.auth_ready_at - clock.seconds()
+        if queue or wait > 0:
+            queue.append(checked_later)
+            if len(queue) == 1:
+                clock.callLater(max(0.0, wait), checked_later)
+            return None
+        ok, reply = check()
+        if ok:
+            return reply
+        run(ok, reply)
+        return None
+
     def ping(self, cmd: c.Ping, slot: Slot, conn: Connection) -> bytes:
         return c.ok(cmd.cid)
 
     def produce(self, cmd: c.Produce, slot: Slot, conn: Connection) -> None:
+        if cmd.pid is not None:
+            self.core.produce_to(cmd.topic, cmd.partition, cmd.key.encode(), cmd.value,
+                                 cmd.acks, conn, slot, cmd.pid, cmd.seq)
+            return None
         self.core.produce_to(cmd.topic, cmd.partition, cmd.key.encode(), cmd.value, cmd.acks,
                              conn, slot)
         return None
+
+    def fetch(self, cmd: c.Fetch, slot: Slot, conn: Connection) -> bytes:
+        """Additive FETCH: committed records as their on-disk bytes (binary-safe bulk read)."""
+        topic = self.core.resolve(cmd.topic, cmd.partition, False)
+        plog = topic.partitions[cmd.partition]
+        hw = self.core.hw(cmd.topic, cmd.partition)
+        max_bytes = min(cmd.max_bytes or _PULL_DEFAULT_BYTES, _PULL_MAX_BYTES)
+        max_messages = min(cmd.max_messages or _FETCH_MAX_MESSAGES, _FETCH_MAX_MESSAGES)
+        result = plog.read(cmd.offset, max_messages, max_bytes, hw + 1)
+        return c.fetch_reply(cmd.cid, hw=hw, start=plog.first_offset,
+                             next_offset=result.next_offset, count=len(result.records),
+                             data=result.raw)
 
     def consume(self, cmd: c.Consume, slot: Slot, conn: Connection) -> bytes | None:
         result, hw = self.core.read(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)

@@ -26,12 +26,15 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from broker import codec
-from broker.errors import SkerryError, Unavailable
+from broker.errors import SkerryError, Unauthenticated, Unavailable
 from broker.handlers import Handlers
 
 __all__ = ["V1Protocol", "V1Factory"]
 
 log = logging.getLogger("skerry.v1")
+
+_BEFORE_AUTH = (codec.Ping, codec.Auth)
+"""The commands served on a connection that has not authenticated (when auth is on)."""
 
 
 @implementer(IPushProducer)
@@ -56,6 +59,12 @@ class V1Protocol(Protocol):
         self.paused = False
         self._idle_call: Any = None
         self._peer = "?"
+        # broker/auth.py: with auth configured nothing but PING and AUTH is served before a
+        # successful AUTH (the PRODUCE fast path included). The handler updates these.
+        self.authenticated = factory.handlers.auth_tokens is None
+        self.auth_failures = 0
+        self.auth_ready_at = 0.0
+        self.auth_queue: deque[Any] = deque()
 
     # ---------------------------------------------------------------- connection
 
@@ -125,12 +134,16 @@ class V1Protocol(Protocol):
         pending = self._pending
         topic_names = self._topic_names
         acks_map = codec.FAST_ACKS
-        fast = not self._core.closing
+        fast = self.authenticated and not self._core.closing
+        metrics = self.factory.metrics  # broker.metrics: fast PRODUCEs counted once per read
+        fast_count = 0
+        started = metrics.now() if metrics is not None else 0.0
         while not self.paused:
             if fast:
                 m = match_produce(buf, start)
                 if m is not None and m.end() - start <= limit and fast_ok(m):
                     start = m.end()
+                    fast_count += 1
                     cid, topic, key, value, acks = m.groups()
                     slot: list[Any] = [None, cid]
                     name = topic_names.get(topic)
@@ -155,6 +168,8 @@ class V1Protocol(Protocol):
             if transport.disconnecting:
                 self._buffer = b""
                 return
+        if fast_count and metrics is not None:
+            metrics.fast_produced(fast_count, slot, started)
         self._flush_out()
         rest = buf[start:] if start else buf
         if len(rest) > limit + 1:
@@ -174,11 +189,22 @@ class V1Protocol(Protocol):
             cmd = self.codec.parse_command(line)
         except codec.CommandError as exc:
             self._emit(codec.err(exc.cid, exc.error))
+            if self.factory.metrics is not None:
+                self.factory.metrics.invalid()
             return
         if cmd is None:
             return
+        if not self.authenticated and type(cmd) not in _BEFORE_AUTH:
+            self._emit(codec.err(cmd.cid, Unauthenticated("send AUTH <user> <token> first")))
+            return
         slot = [None, cmd.cid.encode()]
+        metrics = self.factory.metrics
+        if metrics is not None:
+            metrics.received(cmd.name, slot)  # stamps the slot; timed once answered
         reply = self.handlers.dispatch(cmd, slot, self)
+        if metrics is not None and (reply is not None or slot[0] is not None
+                                    and not self._pending):
+            metrics.answered(slot)  # answered now; queued slots are timed in drain
         if reply is not None:
             self._emit(reply)
         elif slot[0] is not None and not self._pending:
@@ -227,7 +253,10 @@ class V1Protocol(Protocol):
         pending = self._pending
         out = self._out
         while pending and pending[0][0] is not None:
-            line = pending.popleft()[0]
+            entry = pending.popleft()
+            line = entry[0]
+            if len(entry) > 2:  # stamped by broker.metrics
+                self.factory.metrics.answered(entry)
             out.append(line)
             self._out_bytes += len(line)
             if self._out_bytes > self._out_limit:
@@ -267,6 +296,9 @@ class _Refuse(Protocol):
 
 class V1Factory(Factory):
     """Builds V1 connections over one set of handlers, enforcing the connection limit."""
+
+    metrics: Any = None
+    """``broker.metrics.BrokerMetrics`` when ``metrics_port`` is set (the server sets it)."""
 
     def __init__(self, handlers: Handlers, clock: IReactorTime, *, max_line_bytes: int,
                  max_message_bytes: int, max_connections: int, idle_timeout_ms: int | None,

@@ -296,13 +296,15 @@ def run(config: Config) -> int:
     nofile = raise_open_file_limit()
     reactor.suggestThreadPoolSize(4)
     started = time.monotonic()
-    from broker.metrics import open_startup_listener
+    startup = None
+    if config["metrics_port"] is not None:  # /health: 503 starting while the store recovers
+        from broker.metrics import open_startup_listener
 
-    try:  # /health answers 503 starting while the store recovers
-        startup = open_startup_listener(config)
-    except OSError as exc:
-        log.error("cannot listen on metrics_port %s: %s", config["metrics_port"], exc)
-        return 1
+        try:
+            startup = open_startup_listener(config)
+        except OSError as exc:
+            log.error("cannot listen on metrics_port %s: %s", config["metrics_port"], exc)
+            return 1
     try:
         broker = build_broker(config, reactor, run_in_thread=threads.deferToThread)
     except (OSError, ValueError) as exc:

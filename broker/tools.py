@@ -1,0 +1,225 @@
+"""The ``skerry`` client commands: ``produce``, ``consume``, ``topics`` and ``groups``.
+
+Owns: their argparse subparsers (``add_tool_parsers``, called by ``broker.cli``): every
+flag, its default and its help, and the checks of single flag values. Running a command is
+``broker.tools_run``'s, imported only then, so that building the parser (for ``skerry
+serve`` too) stays cheap.
+
+Every command speaks V1 to the broker named by ``--bootstrap host:port`` (default
+``$SKERRY_BOOTSTRAP``, else 127.0.0.1:9092), with ``AUTH`` first when ``--user`` (or
+``$SKERRY_USER``) is given (the token comes from ``$SKERRY_TOKEN`` only) and over TLS with
+``--tls``/``--cafile``.
+
+Must not import: Twisted or the broker's server side (core, handlers, store, groups,
+replication): these are clients, usable against any V1 broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["add_tool_parsers"]
+
+USER_ENV = "SKERRY_USER"
+TOKEN_ENV = "SKERRY_TOKEN"
+BOOTSTRAP_ENV = "SKERRY_BOOTSTRAP"
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def _name(text: str) -> str:
+    if not _NAME_RE.fullmatch(text) or text in (".", ".."):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a valid name (1-249 of A-Z a-z 0-9 . _ -)")
+    return text
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, "
+                                             f"not {text!r}")
+        return int(text)
+    return parse
+
+
+def _offset(text: str) -> str:
+    if text in ("earliest", "latest") or text.isdigit():
+        return text
+    raise argparse.ArgumentTypeError(f"expected earliest, latest or an offset, not {text!r}")
+
+
+def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
+    """The command ``name`` of ``broker.tools_run``, imported only when it runs."""
+
+    def run(args: argparse.Namespace) -> int:
+        from broker import tools_run
+
+        return int(getattr(tools_run, name)(args))
+
+    return run
+
+
+# ------------------------------------------------------------------------------ produce
+
+def _add_produce(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "produce", parents=[common],
+        help="send lines from stdin to a topic (key:value, or values with --key)",
+        description="Send each line of standard input as one message. A line is "
+                    "key:value (split at the first ':'), or, with --key, a value sent under "
+                    "that key. Values with spaces, commas, '|' or bytes that are not UTF-8 "
+                    "travel base64-encoded (enc=b64) on their own. Blank lines are skipped. "
+                    "A progress bar shows on stderr when stdin is a file or a pipe and "
+                    "stderr is a terminal. Exit status 1 when any message failed.")
+    p.add_argument("topic", type=_name, help="topic to write to (created with the broker's "
+                                             "defaults if it does not exist and "
+                                             "auto_create_topics is on)")
+    p.add_argument("--key", help="send every whole line as a value under this key")
+    p.add_argument("--acks", choices=("0", "1", "all"), default="1",
+                   help="0: no wait, 1: leader stored it (default), all: in-sync replicas too")
+    p.add_argument("--partition", type=_count(0),
+                   help="write to this partition instead of the key's hash")
+    p.add_argument("--window", type=_count(1), default=5000,
+                   help="requests in flight at most (default 5000)")
+    p.add_argument("--no-progress", action="store_true", help="never show the progress bar")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bar and no summary unless something failed")
+    p.set_defaults(func=_lazy("produce_command"))
+
+
+# ------------------------------------------------------------------------------ consume
+
+def _add_consume(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "consume", parents=[common],
+        help="print a topic's messages (once, or following new ones; alone or in a group)",
+        description="Print messages of a topic, one per line: the value (plain), or a JSON "
+                    "object with partition, offset, timestamp, key and value (--format json; "
+                    "values that are not UTF-8 come base64-encoded with "
+                    "\"value_encoding\": \"base64\"). Without --follow it stops at the end "
+                    "of each partition; with --follow it waits for new messages until "
+                    "Ctrl-C. Starts at the earliest offset, or at the end with --follow, "
+                    "unless --offset, --from-beginning or --from-timestamp says otherwise. "
+                    "With --group it joins that consumer group, reads the partitions the "
+                    "group assigns from their committed offsets, commits after printing "
+                    "and leaves the group on exit.")
+    p.add_argument("topic", type=_name, help="topic to read")
+    p.add_argument("--partition", type=_count(0), help="read only this partition "
+                                                       "(default: all)")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument("--offset", type=_offset,
+                       help="where to start: earliest, latest or an offset (needs "
+                            "--partition)")
+    start.add_argument("--from-beginning", action="store_true",
+                       help="start at the earliest retained offset")
+    start.add_argument("--from-timestamp", metavar="TIME",
+                       help="start at the first message at or after TIME: milliseconds "
+                            "since the epoch, or ISO-8601 such as 2024-05-01T12:00:00Z "
+                            "(local time without a zone)")
+    p.add_argument("-f", "--follow", action="store_true",
+                   help="keep waiting for new messages (Ctrl-C to stop)")
+    p.add_argument("-n", "--max-messages", type=_count(1), metavar="N",
+                   help="stop after N messages")
+    p.add_argument("--group", type=_name, help="consume as a member of this consumer group")
+    p.add_argument("--consumer-id", type=_name,
+                   help="member id in the group (default skerry-cli-<host>-<pid>)")
+    p.add_argument("--session-timeout-ms", type=_count(100), default=10_000,
+                   help="the member's session timeout (default 10000); heartbeats go every "
+                        "third of it")
+    p.add_argument("--format", choices=("plain", "json"), default="plain",
+                   help="plain values (default) or one JSON object per line")
+    p.add_argument("--wait-ms", type=_count(1), default=1000,
+                   help="long-poll time of each read while following (default 1000)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
+    p.set_defaults(func=_lazy("consume_command"))
+
+
+# ------------------------------------------------------------------------------ topics, groups
+
+def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parents = [common, output]
+
+    topics = sub.add_parser("topics", help="list, create, describe and delete topics")
+    tsub = topics.add_subparsers(dest="topics_command", metavar="ACTION")
+    tsub.required = True
+    tsub.add_parser("list", parents=parents, help="every topic: partitions, replication, "
+                                                  "messages, size")
+    describe = tsub.add_parser(
+        "describe", parents=parents,
+        help="per partition: role, hw, earliest and next offset, ISR, under-replicated, "
+             "size, segments")
+    describe.add_argument("topic", type=_name)
+    create = tsub.add_parser("create", parents=parents, help="create a topic")
+    create.add_argument("topic", type=_name)
+    create.add_argument("--partitions", type=_count(1), default=3,
+                        help="number of partitions (default 3)")
+    create.add_argument("--replication-factor", type=_count(1), default=1,
+                        help="replicas per partition (default 1)")
+    create.add_argument("--min-isr", type=_count(1),
+                        help="in-sync replicas an acks=all produce needs (default: the "
+                             "broker's)")
+    create.add_argument("--retention-ms", type=_count(1), help="delete segments older than "
+                                                               "this")
+    create.add_argument("--retention-bytes", type=_count(1),
+                        help="keep each partition below this size")
+    delete = tsub.add_parser("delete", parents=parents,
+                             help="delete a topic and all its messages")
+    delete.add_argument("topic", type=_name)
+    topics.set_defaults(func=_lazy("topics_command"))
+
+    groups = sub.add_parser("groups", help="list and describe consumer groups, reset offsets")
+    gsub = groups.add_subparsers(dest="groups_command", metavar="ACTION")
+    gsub.required = True
+    gsub.add_parser("list", parents=parents,
+                    help="every group and topic: state, generation, members, total lag")
+    gdescribe = gsub.add_parser(
+        "describe", parents=parents,
+        help="members, assignment, committed offset, hw and lag per partition, for every "
+             "topic the group consumes")
+    gdescribe.add_argument("group", type=_name)
+    gdescribe.add_argument("--topic", type=_name, help="only this topic")
+    reset = gsub.add_parser(
+        "reset-offsets", parents=parents,
+        help="move a group's committed offsets (a dry run unless --execute)",
+        description="Show, and with --execute apply, new committed offsets for a group on "
+                    "one topic. The broker refuses while the group has live members.")
+    reset.add_argument("group", type=_name)
+    reset.add_argument("--topic", type=_name, required=True)
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the earliest retained offset")
+    to.add_argument("--to-latest", action="store_true", help="hw + 1: skip everything there")
+    to.add_argument("--to-offset", type=_count(0), metavar="N",
+                    help="offset N, clamped between earliest and latest")
+    reset.add_argument("--partition", type=_count(0), help="only this partition")
+    reset.add_argument("--execute", action="store_true", help="apply the plan")
+    groups.set_defaults(func=_lazy("groups_command"))
+
+
+def add_tool_parsers(sub: Any) -> None:
+    """Add ``produce``, ``consume``, ``topics`` and ``groups`` to the ``skerry`` parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--bootstrap", default=os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                        help="the broker (default $SKERRY_BOOTSTRAP, else 127.0.0.1:9092)")
+    common.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="longest wait for any one answer (default 10)")
+    common.add_argument("--user", default=os.environ.get(USER_ENV) or None,
+                        help=f"authenticate (AUTH) as USER (default ${USER_ENV}); the token "
+                             f"is read from ${TOKEN_ENV}")
+    common.add_argument("--tls", action="store_true",
+                        default=os.environ.get("SKERRY_TLS", "") in ("1", "true", "yes"),
+                        help="connect with TLS, verifying the broker's certificate against "
+                             "the system's CAs (default $SKERRY_TLS)")
+    common.add_argument("--cafile", default=os.environ.get("SKERRY_CAFILE") or None,
+                        metavar="PEM", help="verify the broker's certificate against these CA "
+                                            "certificates instead (implies --tls; default "
+                                            "$SKERRY_CAFILE)")
+    _add_produce(sub, common)
+    _add_consume(sub, common)
+    _add_admin(sub, common)

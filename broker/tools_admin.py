@@ -1,0 +1,324 @@
+"""``skerry topics ...`` and ``skerry groups ...``: look at and change topics and consumer
+groups on a running broker, as tables for people or ``--json`` for scripts.
+
+Owns: which V1 requests each subcommand sends (METADATA, REPLICA_STATUS, ADMIN_CREATE_TOPIC,
+ADMIN_DELETE_TOPIC, LIST_GROUPS, DESCRIBE_GROUP, OFFSETS, ADMIN_RESET_OFFSETS; pipelined
+where there are many), the documents built from the answers (one builder per subcommand,
+shared by the table and the JSON form, so both always say the same), and the tables.
+
+Columns a broker does not send (``size=``/``segments=`` of METADATA on an older broker, the
+ISR when REPLICA_STATUS is refused) are shown as ``-`` and left out of the JSON.
+
+Must not import: Twisted or the broker's server side; V1 through ``broker.tools_client`` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from broker.tools_client import BrokerError, Connection, Reply, ToolError
+from broker.tools_table import human_bytes, render_table
+
+__all__ = [
+    "CreateTopic",
+    "ResetOffsets",
+    "create_topic",
+    "delete_topic",
+    "describe_groups",
+    "describe_topic",
+    "list_groups",
+    "list_topics",
+    "render_group_list",
+    "render_groups",
+    "render_reset",
+    "render_topic",
+    "render_topic_list",
+    "reset_offsets",
+]
+
+
+# ------------------------------------------------------------------------------ topics
+
+def _topic_document(name: str, meta: Reply, statuses: Sequence[Reply | None]) -> dict[str, Any]:
+    count = meta.number("partitions")
+    hws = meta.ints("hw")
+    earliest = meta.ints("earliest")
+    nexts = meta.ints("next")
+    roles = meta.items("roles")
+    under = meta.bools("under_replicated")
+    sizes = meta.ints("size") if meta.has("size") else None
+    segments = meta.ints("segments") if meta.has("segments") else None
+    partitions = []
+    for p in range(count):
+        row: dict[str, Any] = {
+            "partition": p, "role": roles[p], "hw": hws[p], "earliest": earliest[p],
+            "next": nexts[p], "messages": max(0, hws[p] + 1 - earliest[p]),
+        }
+        status = statuses[p] if p < len(statuses) else None
+        if status is not None:
+            row["isr"] = status.ints("isr")
+        row["under_replicated"] = under[p]
+        if sizes is not None:
+            row["size_bytes"] = sizes[p]
+        if segments is not None:
+            row["segments"] = segments[p]
+        partitions.append(row)
+    return {
+        "topic": name,
+        "partition_count": count,
+        "replication_factor": meta.number("replication_factor"),
+        "min_insync_replicas": meta.number("min_insync_replicas"),
+        "messages": sum(row["messages"] for row in partitions),
+        "size_bytes": sum(sizes) if sizes is not None else None,
+        "partitions": partitions,
+    }
+
+
+async def _metadata(conn: Connection, names: Sequence[str]) -> list[Reply]:
+    futures = [conn.send("METADATA", name) for name in names]
+    replies = []
+    for name, future in zip(names, futures, strict=True):
+        try:
+            replies.append(await conn.wait(future, "METADATA"))
+        except BrokerError as exc:
+            if exc.broker_message == "unknown topic":
+                raise ToolError(f"unknown topic {name}") from None
+            raise
+    return replies
+
+
+async def list_topics(conn: Connection) -> list[dict[str, Any]]:
+    """Every topic with its partition count, replication factor, messages and size."""
+    names = (await conn.request("METADATA")).items("topics")
+    metas = await _metadata(conn, names)
+    out = []
+    for name, meta in zip(names, metas, strict=True):
+        doc = _topic_document(name, meta, [])
+        out.append({k: doc[k] for k in ("topic", "partition_count", "replication_factor",
+                                        "min_insync_replicas", "messages", "size_bytes")})
+    return out
+
+
+def render_topic_list(topics: Sequence[dict[str, Any]]) -> str:
+    if not topics:
+        return "no topics\n"
+    return render_table(
+        ["topic", "partitions", "replication", "messages", "size"],
+        [[t["topic"], t["partition_count"], t["replication_factor"], t["messages"],
+          human_bytes(t["size_bytes"])] for t in topics])
+
+
+async def describe_topic(conn: Connection, name: str) -> dict[str, Any]:
+    """METADATA of the topic plus each partition's ISR (REPLICA_STATUS)."""
+    meta = (await _metadata(conn, [name]))[0]
+    futures = [conn.send("REPLICA_STATUS", f"{name} {p}")
+               for p in range(meta.number("partitions"))]
+    statuses = []
+    for future in futures:
+        reply = await conn.wait(future, "REPLICA_STATUS", check=False)
+        statuses.append(reply if reply.ok else None)
+    return _topic_document(name, meta, statuses)
+
+
+def render_topic(doc: dict[str, Any]) -> str:
+    head = (f"topic {doc['topic']}: {doc['partition_count']} partition"
+            f"{'' if doc['partition_count'] == 1 else 's'}, replication factor "
+            f"{doc['replication_factor']}, min in-sync replicas {doc['min_insync_replicas']}, "
+            f"{doc['messages']} message{'' if doc['messages'] == 1 else 's'}")
+    if doc["size_bytes"] is not None:
+        head += f", {human_bytes(doc['size_bytes'])}"
+    rows = [[p["partition"], p["role"], p["hw"], p["earliest"], p["next"], p["messages"],
+             p.get("isr"), p["under_replicated"], human_bytes(p.get("size_bytes")),
+             p.get("segments")] for p in doc["partitions"]]
+    table = render_table(["partition", "role", "hw", "earliest", "next", "messages", "isr",
+                          "under-replicated", "size", "segments"], rows)
+    return head + "\n" + table
+
+
+@dataclass(frozen=True)
+class CreateTopic:
+    name: str
+    partitions: int = 3
+    replication_factor: int = 1
+    min_isr: int | None = None
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
+
+
+async def create_topic(conn: Connection, spec: CreateTopic) -> dict[str, Any]:
+    args = f"{spec.name} {spec.partitions} {spec.replication_factor}"
+    for option, value in (("min_isr", spec.min_isr), ("retention_ms", spec.retention_ms),
+                          ("retention_bytes", spec.retention_bytes)):
+        if value is not None:
+            args += f" {option}={value}"
+    reply = await conn.request("ADMIN_CREATE_TOPIC", args)
+    return {"topic": spec.name, "partitions": reply.number("partitions"),
+            "replication_factor": reply.number("replication_factor"), "created": True}
+
+
+async def delete_topic(conn: Connection, name: str) -> dict[str, Any]:
+    try:
+        await conn.request("ADMIN_DELETE_TOPIC", name)
+    except BrokerError as exc:
+        if exc.broker_message == "unknown topic":
+            raise ToolError(f"unknown topic {name}") from None
+        raise
+    return {"topic": name, "deleted": True}
+
+
+# ------------------------------------------------------------------------------ groups
+
+def _group_document(group: str, topic: str, reply: Reply) -> dict[str, Any]:
+    members = []
+    owner: dict[int, str] = {}
+    for item in reply.items("members"):
+        member_id, _, parts = item.partition(":")
+        assigned = [int(p) for p in parts.split(",") if p]
+        members.append({"member_id": member_id, "partitions": assigned})
+        for p in assigned:
+            owner[p] = member_id
+    partitions = reply.ints("partitions")
+    committed = reply.ints("committed")
+    hws = reply.ints("hw")
+    lags = reply.ints("lag")
+    return {
+        "group": group,
+        "topic": topic,
+        "state": reply.field("state"),
+        "generation": reply.number("generation"),
+        "assignor": reply.field("assignor"),
+        "members": members,
+        "lag": sum(lags),
+        "partitions": [{"partition": p, "member_id": owner.get(p), "committed": c, "hw": h,
+                        "lag": lag}
+                       for p, c, h, lag in zip(partitions, committed, hws, lags, strict=True)],
+    }
+
+
+async def _pairs(conn: Connection) -> list[tuple[str, str]]:
+    pairs = []
+    for item in (await conn.request("LIST_GROUPS")).items("groups"):
+        group, _, topic = item.partition(":")
+        pairs.append((group, topic))
+    return pairs
+
+
+async def _describe_pairs(conn: Connection,
+                          pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    futures = [conn.send("DESCRIBE_GROUP", f"{g} {t}") for g, t in pairs]
+    docs = []
+    for (group, topic), future in zip(pairs, futures, strict=True):
+        reply = await conn.wait(future, "DESCRIBE_GROUP", check=False)
+        if reply.ok:  # a pair deleted between the two requests is simply gone
+            docs.append(_group_document(group, topic, reply))
+        elif reply.code != "GENERATION_MISMATCH":
+            raise BrokerError(reply.code or "?", reply.payload, "DESCRIBE_GROUP")
+    return docs
+
+
+async def list_groups(conn: Connection) -> list[dict[str, Any]]:
+    """Every (group, topic) pair with its state, generation, member count and total lag."""
+    docs = await _describe_pairs(conn, await _pairs(conn))
+    return [{"group": d["group"], "topic": d["topic"], "state": d["state"],
+             "generation": d["generation"], "members": len(d["members"]), "lag": d["lag"]}
+            for d in docs]
+
+
+def render_group_list(groups: Sequence[dict[str, Any]]) -> str:
+    if not groups:
+        return "no consumer groups\n"
+    return render_table(["group", "topic", "state", "generation", "members", "lag"],
+                        [[g["group"], g["topic"], g["state"], g["generation"], g["members"],
+                          g["lag"]] for g in groups])
+
+
+async def describe_groups(conn: Connection, group: str,
+                          topic: str | None = None) -> list[dict[str, Any]]:
+    """Every topic ``group`` consumes (or just ``topic``): members, assignment, committed
+    offsets, hw and lag per partition. ``ToolError`` when there is nothing to describe."""
+    pairs = [(g, t) for g, t in await _pairs(conn) if g == group and topic in (None, t)]
+    docs = await _describe_pairs(conn, pairs)
+    if not docs:
+        raise ToolError(f"no consumer group {group}" if topic is None
+                        else f"no consumer group {group} on topic {topic}")
+    return docs
+
+
+def render_groups(docs: Sequence[dict[str, Any]]) -> str:
+    summary = render_table(
+        ["topic", "state", "generation", "assignor", "members"],
+        [[d["topic"], d["state"], d["generation"], d["assignor"],
+          ", ".join(m["member_id"] for m in d["members"]) or None] for d in docs])
+    rows = [[d["topic"], p["partition"], p["member_id"], p["committed"], p["hw"], p["lag"]]
+            for d in docs for p in d["partitions"]]
+    detail = render_table(["topic", "partition", "member", "committed", "hw", "lag"], rows)
+    return f"group {docs[0]['group']}\n{summary}\n{detail}"
+
+
+@dataclass(frozen=True)
+class ResetOffsets:
+    group: str
+    topic: str
+    target: str
+    """``earliest``, ``latest`` or a number."""
+    partition: int | None = None
+    execute: bool = False
+
+
+async def reset_offsets(conn: Connection, spec: ResetOffsets) -> dict[str, Any]:
+    """The plan (committed now -> after), applied with ADMIN_RESET_OFFSETS when
+    ``execute``; otherwise nothing changes (a dry run, as kafka-consumer-groups does)."""
+    count = (await _metadata(conn, [spec.topic]))[0].number("partitions")
+    if spec.partition is not None and spec.partition >= count:
+        raise ToolError(f"partition {spec.partition} out of range; topic {spec.topic} has "
+                        f"{count} partitions", 2)
+    described = await conn.request("DESCRIBE_GROUP", f"{spec.group} {spec.topic}", check=False)
+    current: dict[int, int] = {}
+    members: list[str] = []
+    if described.ok:
+        doc = _group_document(spec.group, spec.topic, described)
+        current = {p["partition"]: p["committed"] for p in doc["partitions"]}
+        members = [m["member_id"] for m in doc["members"]]
+    partitions = [spec.partition] if spec.partition is not None else list(range(count))
+    futures = [conn.send("OFFSETS", f"{spec.topic} {p}") for p in partitions]
+    bounds = {}
+    for p, future in zip(partitions, futures, strict=True):
+        reply = await conn.wait(future, "OFFSETS")
+        bounds[p] = (reply.number("earliest"), reply.number("latest"))
+    if spec.target == "earliest":
+        planned = {p: low for p, (low, _) in bounds.items()}
+    elif spec.target == "latest":
+        planned = {p: high for p, (_, high) in bounds.items()}
+    else:
+        wanted = int(spec.target)
+        planned = {p: min(max(wanted, low), high) for p, (low, high) in bounds.items()}
+    if spec.execute:
+        args = f"{spec.group} {spec.topic} {spec.target}"
+        if spec.partition is not None:
+            args += f" partition={spec.partition}"
+        reply = await conn.request("ADMIN_RESET_OFFSETS", args)
+        planned = {}
+        for item in reply.items("offsets"):
+            p, _, offset = item.partition(":")
+            planned[int(p)] = int(offset)
+    return {
+        "group": spec.group, "topic": spec.topic, "target": spec.target,
+        "executed": spec.execute, "live_members": members,
+        "offsets": [{"partition": p, "before": current.get(p, 0), "after": o}
+                    for p, o in sorted(planned.items())],
+    }
+
+
+def render_reset(doc: dict[str, Any]) -> str:
+    table = render_table(["partition", "before", "after"],
+                         [[o["partition"], o["before"], o["after"]] for o in doc["offsets"]])
+    where = f"group {doc['group']} on topic {doc['topic']}"
+    if doc["executed"]:
+        return f"reset {where} to {doc['target']}\n{table}"
+    note = "dry run: nothing changed; add --execute to apply\n"
+    if doc["live_members"]:
+        note += (f"note: {where} has live members ({', '.join(doc['live_members'])}); the "
+                 "broker refuses a reset until they stop\n")
+    return f"plan to reset {where} to {doc['target']}\n{table}{note}"

@@ -1,0 +1,379 @@
+"""The wire side of the ``skerry`` operator tools: one pipelined V1 connection on asyncio.
+
+Owns: ``Connection`` (requests written at once and matched to replies in request order, a
+timeout on every answer, every waiter failed when the broker goes away), ``Reply`` and the
+payload readers (``key=value`` fields read to the next space, ``[a b c]`` lists,
+``messages=`` items in the ``detail=true enc=b64`` form), the broker's ``Address`` (with
+the ``AUTH`` credentials and TLS context of its connections), and ``ToolError``, the one
+exception the tools print as a single line.
+
+Must not import: Twisted, or the broker's server side (core, handlers, store, groups,
+replication). The tools are clients and judge the broker by its wire answers only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import os
+import re
+import ssl
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+__all__ = [
+    "Address",
+    "BrokerError",
+    "Connection",
+    "Message",
+    "Reply",
+    "ToolError",
+    "parse_address",
+    "parse_detail_messages",
+]
+
+T = TypeVar("T")
+_LINE_LIMIT = 64 * 1024 * 1024
+"""Longest reply line read (a CONSUME reply of 1 MiB of values in base64 is ~1.4 MB)."""
+
+
+class ToolError(Exception):
+    """A failure the tool reports as one line on stderr, then exits with ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+class BrokerError(ToolError):
+    """The broker answered ``ERR``: ``code`` is the wire code, ``message`` its text."""
+
+    def __init__(self, code: str, message: str, command: str = "") -> None:
+        super().__init__(f"{command + ': ' if command else ''}{code}: {message}")
+        self.code = code
+        self.broker_message = message
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where the broker is and how to get in: ``user``/``token`` send ``AUTH`` first on
+    every connection; ``tls`` wraps the connection (the broker's ``tls.cert``)."""
+
+    host: str
+    port: int
+    user: str | None = None
+    token: str | None = field(default=None, repr=False, compare=False)
+    tls: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_address(text: str) -> Address:
+    """``host:port`` or ``[v6 address]:port``; ``ToolError`` (exit 2) otherwise."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ToolError(f"--bootstrap must be host:port, not {text!r}", 2)
+    return Address(host, int(port))
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer: ``ok``; for an error its ``code``; the OK payload or the error message."""
+
+    ok: bool
+    code: str | None
+    payload: str
+
+    def field(self, key: str) -> str:
+        """A ``key=value`` field, read to the next space (the SDK's rule)."""
+        match = re.search(rf"(?:^| ){re.escape(key)}=(\S*)", self.payload)
+        if match is None:
+            raise ToolError(f"unexpected answer from the broker (no {key}=): "
+                            f"{self.payload[:200]!r}")
+        return match.group(1)
+
+    def has(self, key: str) -> bool:
+        return re.search(rf"(?:^| ){re.escape(key)}=", self.payload) is not None
+
+    def number(self, key: str) -> int:
+        """An integer ``key=<n>`` field."""
+        return _to_int(self.field(key), key)
+
+    def items(self, key: str) -> list[str]:
+        """A ``key=[a b c]`` list field (``[]`` is the empty list)."""
+        match = re.search(rf"(?:^| ){re.escape(key)}=\[([^\]]*)\]", self.payload)
+        if match is None:
+            raise ToolError(f"unexpected answer from the broker (no {key}=[...]): "
+                            f"{self.payload[:200]!r}")
+        return match.group(1).split()
+
+    def ints(self, key: str) -> list[int]:
+        return [_to_int(item, key) for item in self.items(key)]
+
+    def bools(self, key: str) -> list[bool]:
+        return [item == "true" for item in self.items(key)]
+
+
+def _to_int(text: str, key: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ToolError(f"unexpected answer from the broker: {key}={text!r} is not a "
+                        "number") from None
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a ``CONSUME ... enc=b64 detail=true`` answer, decoded."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes
+    value: bytes
+
+
+def parse_detail_messages(reply: Reply, partition: int) -> list[Message]:
+    """The ``messages=`` of a ``detail=true enc=b64`` CONSUME answer: items split on ``,``,
+    each ``<offset>:<timestamp_ms>:<key b64>:<value b64>``."""
+    raw = reply.field("messages")
+    if not raw:
+        return []
+    out = []
+    for item in raw.split(","):
+        parts = item.split(":", 3)
+        try:
+            offset, ts, key, value = parts
+            out.append(Message(partition, int(offset), int(ts), base64.b64decode(key),
+                               base64.b64decode(value)))
+        except (ValueError, binascii.Error):
+            raise ToolError(f"unexpected message in the broker's answer: {item[:200]!r}") \
+                from None
+    return out
+
+
+class _Batch:
+    """The replies of one ``send_batch``, in order; ``future`` fires when all arrived."""
+
+    __slots__ = ("replies", "expected", "future")
+
+    def __init__(self, expected: int, future: asyncio.Future[list[Reply]]) -> None:
+        self.replies: list[Reply] = []
+        self.expected = expected
+        self.future = future
+
+
+class Connection:
+    """One V1 connection. ``send`` writes a request at once and returns a future for its
+    reply, so many can be in flight; ``send_batch`` writes many in one write with one
+    future for all their replies; ``request`` sends one and waits for it. Replies come in
+    request order (the protocol's promise) and are matched by correlation id."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 address: Address, timeout: float) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.address = address
+        self.timeout = timeout
+        self._pending: deque[tuple[bytes, str, Any]] = deque()
+        self._next_cid = 0
+        self.closed = False
+        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
+
+    @classmethod
+    async def open(cls, address: Address, timeout: float = 10.0) -> Connection:
+        """Connect; ``ToolError`` naming the address when nothing answers there."""
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(
+                    address.host, address.port, limit=_LINE_LIMIT, ssl=address.tls,
+                    server_hostname=address.host if address.tls is not None else None)
+        except ssl.SSLError as exc:
+            raise ToolError(f"TLS with the broker at {address} failed: "
+                            f"{exc.reason or exc}") from None
+        except (TimeoutError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno:
+                why = os.strerror(exc.errno)  # asyncio's own text repeats the address
+            else:
+                why = str(exc) or "timed out"
+            raise ToolError(f"cannot connect to the broker at {address}: {why} "
+                            "(is `skerry serve` running there? see --bootstrap)") from None
+        conn = cls(reader, writer, address, timeout)
+        if address.user is not None:
+            reply = await conn.request("AUTH", f"{address.user} {address.token or ''}",
+                                       check=False)
+            if not reply.ok:
+                await conn.close()
+                raise ToolError(f"authentication as {address.user} failed: {reply.code}: "
+                                f"{reply.payload}")
+        return conn
+
+    def send(self, command: str, args: str | bytes = "") -> asyncio.Future[Reply]:
+        """Write one request now; the future gets its ``Reply`` (or ``ToolError``)."""
+        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        if self.closed:
+            future.set_exception(ToolError(f"connection to {self.address} is closed"))
+            return future
+        self._next_cid += 1
+        cid = b"%d" % self._next_cid
+        body = args if isinstance(args, bytes) else args.encode()
+        self._pending.append((cid, command, future))
+        self._writer.write(b"V1|%b|%b|%b\n" % (cid, command.encode(), body))
+        return future
+
+    def send_batch(self, command: str, args: Sequence[bytes]) -> asyncio.Future[list[Reply]]:
+        """Write many requests of one command in a single write; the future gets their
+        replies, in order, once the last one arrived."""
+        future: asyncio.Future[list[Reply]] = asyncio.get_running_loop().create_future()
+        if self.closed:
+            future.set_exception(ToolError(f"connection to {self.address} is closed"))
+            return future
+        if not args:
+            future.set_result([])
+            return future
+        batch = _Batch(len(args), future)
+        name = command.encode()
+        lines = []
+        pending = self._pending
+        cid = self._next_cid
+        for body in args:
+            cid += 1
+            token = b"%d" % cid
+            pending.append((token, command, batch))
+            lines.append(b"V1|%b|%b|%b\n" % (token, name, body))
+        self._next_cid = cid
+        self._writer.write(b"".join(lines))
+        return future
+
+    async def drain(self) -> None:
+        """Wait until the socket took what was written (flow control for big batches)."""
+        try:
+            await self._writer.drain()
+        except (ConnectionError, OSError) as exc:
+            raise ToolError(f"lost the connection to {self.address}: {exc}") from None
+
+    async def result(self, future: asyncio.Future[T], what: str = "",
+                     timeout: float | None = None) -> T:
+        """``future``'s result, or ``ToolError`` (and the connection dropped) when no answer
+        came within ``timeout`` (default: the connection's)."""
+        if future.done():
+            return future.result()
+        limit = self.timeout if timeout is None else timeout
+        try:
+            async with asyncio.timeout(limit):
+                return await future
+        except TimeoutError:
+            self.abort()
+            raise ToolError(f"no answer from {self.address} to {what or 'a request'} "
+                            f"within {limit:g} s") from None
+
+    async def wait(self, future: asyncio.Future[Reply], command: str = "",
+                   timeout: float | None = None, *, check: bool = True) -> Reply:
+        """The reply of ``future``; ``BrokerError`` for ``ERR`` when ``check``."""
+        reply = await self.result(future, command, timeout)
+        if check and not reply.ok:
+            raise BrokerError(reply.code or "?", reply.payload, command)
+        return reply
+
+    async def request(self, command: str, args: str | bytes = "", *,
+                      timeout: float | None = None, check: bool = True) -> Reply:
+        """Send one request and wait for its reply (see ``wait``)."""
+        return await self.wait(self.send(command, args), command, timeout, check=check)
+
+    def abort(self) -> None:
+        """Drop the connection at once, failing every request still waiting."""
+        if self.closed:
+            return
+        self.closed = True
+        self._writer.transport.abort()
+        self._reader_task.cancel()
+        self._fail_all(f"connection to {self.address} dropped")
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._reader_task.cancel()
+        self._writer.close()
+        try:
+            async with asyncio.timeout(1.0):
+                await self._writer.wait_closed()
+        except (TimeoutError, OSError):
+            pass
+        self._fail_all(f"connection to {self.address} closed")
+
+    def _fail_all(self, why: str) -> None:
+        while self._pending:
+            target = self._pending.popleft()[2]
+            future = target.future if type(target) is _Batch else target
+            if not future.done():
+                future.set_exception(ToolError(why))
+
+    async def _read_loop(self) -> None:
+        why = f"the broker at {self.address} closed the connection"
+        partial: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                data = await self._reader.read(1 << 16)
+                if not data:
+                    break
+                if b"\n" not in data:
+                    partial.append(data)
+                    size += len(data)
+                    if size > _LINE_LIMIT:
+                        raise ToolError(f"an answer from {self.address} is longer than "
+                                        f"{_LINE_LIMIT} bytes")
+                    continue
+                if partial:
+                    partial.append(data)
+                    data = b"".join(partial)
+                    partial, size = [], 0
+                lines = data.split(b"\n")
+                rest = lines.pop()
+                if rest:
+                    partial, size = [rest], len(rest)
+                answer = self._answer
+                for line in lines:
+                    answer(line)
+        except asyncio.CancelledError:
+            return
+        except (OSError, ValueError) as exc:
+            why = f"lost the connection to {self.address}: {exc}"
+        except ToolError as exc:
+            why = exc.message
+        if not self.closed:
+            self.closed = True
+            self._writer.transport.abort()
+            self._fail_all(why)
+
+    def _answer(self, line: bytes) -> None:
+        if not self._pending:
+            raise ToolError(f"unexpected line from the broker: {line[:200]!r}")
+        cid, command, target = self._pending.popleft()
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        parts = line.split(b"|", 4)
+        # cid 0: the broker could not read the request at all (e.g. line too long).
+        if len(parts) < 3 or parts[0] != b"V1" or (parts[1] != cid and parts[1] != b"0"):
+            raise ToolError(f"answer {line[:200]!r} does not match request {cid.decode()} "
+                            f"({command})")
+        if parts[2] == b"OK":
+            reply = Reply(True, None, parts[3].decode("utf-8", "replace")
+                          if len(parts) > 3 else "")
+        else:
+            reply = Reply(False, parts[3].decode("utf-8", "replace") if len(parts) > 3
+                          else "?", parts[4].decode("utf-8", "replace") if len(parts) > 4
+                          else "")
+        if type(target) is _Batch:
+            target.replies.append(reply)
+            if len(target.replies) == target.expected and not target.future.done():
+                target.future.set_result(target.replies)
+        elif not target.done():
+            target.set_result(reply)

@@ -1,0 +1,453 @@
+"""``skerry consume``: print a topic's messages, from an offset or a time, once or following,
+alone or as a member of a consumer group.
+
+Owns: where reading starts (``--offset``, ``--from-beginning``, ``--from-timestamp`` through
+``OFFSETS ts=``, a group's committed offsets), the read loops (one connection per partition
+when following, so one idle partition's long poll never delays another), the group member
+(JOIN and SYNC, HEARTBEAT on its own connection every third of the session timeout, re-JOIN
+after GENERATION_MISMATCH, COMMIT after each printed batch, LEAVE on the way out, Ctrl-C
+included), and the two output formats: plain values, or one JSON object per line.
+
+Every read asks for ``detail=true enc=b64``, so any stored bytes arrive intact; the JSON
+form carries a value (and a key) as UTF-8 text when it decodes, else as base64 with
+``"value_encoding": "base64"`` (``"key_encoding"``).
+
+Must not import: Twisted or the broker's server side; it speaks V1 through
+``broker.tools_client`` only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, BinaryIO
+
+from broker.tools_client import (
+    Address,
+    BrokerError,
+    Connection,
+    Message,
+    ToolError,
+    parse_detail_messages,
+)
+
+__all__ = [
+    "ConsumeOptions",
+    "ConsumeSummary",
+    "consume",
+    "format_message",
+    "parse_timestamp",
+]
+
+_BATCH = 500
+"""``max=`` of each CONSUME (the broker's own limits still apply)."""
+
+
+@dataclass(frozen=True)
+class ConsumeOptions:
+    address: Address
+    topic: str
+    partition: int | None = None
+    offset: str | None = None
+    """``earliest``, ``latest`` or a number; None: earliest, or latest with ``follow``."""
+    from_timestamp_ms: int | None = None
+    follow: bool = False
+    max_messages: int | None = None
+    group: str | None = None
+    consumer_id: str | None = None
+    session_timeout_ms: int = 10_000
+    output_format: str = "plain"
+    wait_ms: int = 1000
+    """Long-poll time of each CONSUME while following."""
+    timeout: float = 10.0
+
+
+@dataclass
+class ConsumeSummary:
+    consumed: int = 0
+    interrupted: bool = False
+    output_closed: bool = False
+    committed: dict[int, int] | None = None
+    """With a group: the offsets this run committed, by partition."""
+
+    def line(self, options: ConsumeOptions) -> str:
+        noun = "message" if self.consumed == 1 else "messages"
+        text = f"consumed {self.consumed} {noun} from {options.topic}"
+        if options.group is not None:
+            text += f" as {_member_id(options)} in group {options.group}"
+        return text
+
+
+def parse_timestamp(text: str) -> int:
+    """Milliseconds since the epoch from digits or ISO-8601 (``2024-05-01T12:00:00Z``;
+    without a zone the local time zone applies).
+
+    >>> parse_timestamp("1700000000123")
+    1700000000123
+    >>> parse_timestamp("2023-11-14T22:13:20.123Z")
+    1700000000123
+    """
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ToolError(f"--from-timestamp must be milliseconds since the epoch or an "
+                        f"ISO-8601 time such as 2024-05-01T12:00:00Z, not {text!r}", 2) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    return round(moment.timestamp() * 1000)
+
+
+def _text_or_b64(data: bytes) -> tuple[str, bool]:
+    try:
+        return data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode("ascii"), True
+
+
+def format_message(message: Message, output_format: str) -> bytes:
+    """One output line. Plain: the value's bytes as they are. JSON: an object with
+    ``partition``, ``offset``, ``timestamp`` (ms), ``key`` and ``value``.
+
+    >>> format_message(Message(2, 0, 1700000000123, b"user1", b"created"), "json")
+    b'{"partition": 2, "offset": 0, "timestamp": 1700000000123, "key": "user1", "value": "created"}\\n'
+    >>> format_message(Message(0, 5, 1, b"", b"\\xff\\x00"), "json")
+    b'{"partition": 0, "offset": 5, "timestamp": 1, "key": "", "value": "/wA=", "value_encoding": "base64"}\\n'
+    """
+    if output_format == "plain":
+        return message.value + b"\n"
+    key, key_b64 = _text_or_b64(message.key)
+    value, value_b64 = _text_or_b64(message.value)
+    document: dict[str, Any] = {"partition": message.partition, "offset": message.offset,
+                                "timestamp": message.timestamp_ms, "key": key, "value": value}
+    if key_b64:
+        document["key_encoding"] = "base64"
+    if value_b64:
+        document["value_encoding"] = "base64"
+    return (json.dumps(document, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _member_id(options: ConsumeOptions) -> str:
+    if options.consumer_id:
+        return options.consumer_id
+    host = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())
+    return f"skerry-cli-{host[:40] or 'host'}-{os.getpid()}"
+
+
+class _Printer:
+    """Writes messages to the output, stops at ``--max-messages``, notices a closed pipe."""
+
+    def __init__(self, out: BinaryIO, output_format: str, limit: int | None) -> None:
+        self._out = out
+        self._format = output_format
+        self._limit = limit
+        self.count = 0
+        self.closed = False
+        self.finished = asyncio.Event()
+        if limit == 0:
+            self.finished.set()
+
+    @property
+    def done(self) -> bool:
+        return self.finished.is_set()
+
+    def emit(self, messages: Sequence[Message]) -> int:
+        """Print what the limit allows; returns how many were printed (and flushed)."""
+        if self.done:
+            return 0
+        if self._limit is not None:
+            messages = messages[: self._limit - self.count]
+        data = b"".join(format_message(m, self._format) for m in messages)
+        try:
+            self._out.write(data)
+            self._out.flush()
+        except BrokenPipeError:
+            self.closed = True
+            self.finished.set()
+            return 0
+        self.count += len(messages)
+        if self._limit is not None and self.count >= self._limit:
+            self.finished.set()
+        return len(messages)
+
+
+Committer = Callable[[Connection, int, int], Awaitable[bool]]
+"""``commit(conn, partition, next_offset)``: False when the group moved on (rejoin)."""
+
+
+async def _read_partition(conn: Connection, options: ConsumeOptions, partition: int,
+                          offset: int, printer: _Printer, follow: bool,
+                          commit: Committer | None = None,
+                          stop: asyncio.Event | None = None) -> int:
+    """Print ``partition`` from ``offset``: until a read comes back empty (or, following,
+    forever), the printer is done, or ``stop`` is set. Returns the next offset."""
+    extra = f" wait_ms={options.wait_ms}" if follow else ""
+    timeout = options.timeout + (options.wait_ms / 1000.0 if follow else 0.0)
+    while not printer.done and not (stop is not None and stop.is_set()):
+        reply = await conn.request(
+            "CONSUME", f"{options.topic} {partition} {offset} max={_BATCH} enc=b64 "
+                       f"detail=true{extra}", timeout=timeout)
+        messages = parse_detail_messages(reply, partition)
+        if not messages:
+            if follow:
+                continue
+            break
+        printed = printer.emit(messages)
+        if not printed:
+            break
+        offset = messages[printed - 1].offset + 1
+        if commit is not None and not await commit(conn, partition, offset):
+            break
+    return offset
+
+
+async def _partitions(conn: Connection, topic: str) -> int:
+    try:
+        reply = await conn.request("METADATA", topic)
+    except BrokerError as exc:
+        if exc.broker_message == "unknown topic":
+            raise ToolError(f"unknown topic {topic}") from None
+        raise
+    return reply.number("partitions")
+
+
+async def _start_offsets(conn: Connection, options: ConsumeOptions,
+                         partitions: Sequence[int]) -> dict[int, int]:
+    topic = options.topic
+    if options.from_timestamp_ms is not None:
+        futures = [conn.send("OFFSETS", f"{topic} {p} ts={options.from_timestamp_ms}")
+                   for p in partitions]
+        starts = {}
+        for p, future in zip(partitions, futures, strict=True):
+            reply = await conn.wait(future, "OFFSETS")
+            found = reply.number("offset")
+            starts[p] = found if found >= 0 else reply.number("latest")
+        return starts
+    where = options.offset or ("latest" if options.follow else "earliest")
+    if where == "earliest":
+        return dict.fromkeys(partitions, 0)  # the broker reads from the earliest retained
+    if where == "latest":
+        futures = [conn.send("OFFSETS", f"{topic} {p}") for p in partitions]
+        return {p: (await conn.wait(f, "OFFSETS")).number("latest")
+                for p, f in zip(partitions, futures, strict=True)}
+    return dict.fromkeys(partitions, int(where))
+
+
+async def _until_finished(tasks: Sequence[asyncio.Task[Any]],
+                          *events: asyncio.Event) -> None:
+    """Wait until every task ended or any event is set; then cancel what still runs and
+    re-raise the first task failure."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        pending = set(tasks)
+        while pending:
+            done, _ = await asyncio.wait({*pending, *waiters},
+                                         return_when=asyncio.FIRST_COMPLETED)
+            pending -= done
+            for task in done:
+                if task in tasks and not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+            if any(w in done for w in waiters):
+                break
+    finally:
+        for item in [*tasks, *waiters]:
+            item.cancel()
+        await asyncio.gather(*tasks, *waiters, return_exceptions=True)
+
+
+async def _follow(options: ConsumeOptions, offsets: dict[int, int], printer: _Printer,
+                  commit: Committer | None = None,
+                  stop: asyncio.Event | None = None) -> None:
+    """Read every partition of ``offsets`` at once, each on its own connection."""
+    conns = [await Connection.open(options.address, options.timeout) for _ in offsets]
+    try:
+        tasks = [asyncio.ensure_future(_read_partition(c, options, p, o, printer, True,
+                                                       commit, stop))
+                 for c, (p, o) in zip(conns, offsets.items(), strict=True)]
+        events = [printer.finished] + ([stop] if stop is not None else [])
+        await _until_finished(tasks, *events)
+    finally:
+        for c in conns:
+            await c.close()
+
+
+class _Member:
+    """This tool as a member of a consumer group on one topic."""
+
+    def __init__(self, options: ConsumeOptions, conn: Connection) -> None:
+        assert options.group is not None
+        self.options = options
+        self.group = options.group
+        self.member_id = _member_id(options)
+        self.conn = conn
+        self.generation = -1
+        self.assigned: list[int] = []
+        self.rebalance = asyncio.Event()
+        self.committed: dict[int, int] = {}
+
+    def _ids(self) -> str:
+        return f"{self.group} {self.options.topic} {self.member_id}"
+
+    async def join(self) -> None:
+        """JOIN (a current member gets the current generation back), then SYNC."""
+        self.rebalance.clear()
+        joined = await self.conn.request(
+            "JOIN", f"{self._ids()} session_timeout_ms={self.options.session_timeout_ms}")
+        generation = joined.number("generation")
+        synced = await self.conn.request("SYNC", f"{self._ids()} {generation}", check=False)
+        if not synced.ok:
+            if synced.code == "GENERATION_MISMATCH":  # moved on between the two: again
+                self.rebalance.set()
+                self.generation, self.assigned = generation, []
+                return
+            raise BrokerError(synced.code or "?", synced.payload, "SYNC")
+        self.generation = synced.number("generation")
+        self.assigned = synced.ints("assigned")
+
+    async def committed_offsets(self) -> dict[int, int]:
+        futures = [self.conn.send("OFFSET", f"{self.group} {self.options.topic} {p}")
+                   for p in self.assigned]
+        return {p: (await self.conn.wait(f, "OFFSET")).number("offset")
+                for p, f in zip(self.assigned, futures, strict=True)}
+
+    async def heartbeats(self) -> None:
+        """HEARTBEAT every third of the session timeout on a connection of its own (long
+        polls on the others never delay it); a GENERATION_MISMATCH asks for a rejoin."""
+        interval = self.options.session_timeout_ms / 3000.0
+        conn = await Connection.open(self.options.address, self.options.timeout)
+        try:
+            while True:
+                await asyncio.sleep(interval)
+                generation = self.generation
+                reply = await conn.request("HEARTBEAT", f"{self._ids()} {generation}",
+                                           check=False)
+                if not reply.ok:
+                    if reply.code != "GENERATION_MISMATCH":
+                        raise BrokerError(reply.code or "?", reply.payload, "HEARTBEAT")
+                    if generation == self.generation:
+                        self.rebalance.set()
+        finally:
+            await conn.close()
+
+    async def commit(self, conn: Connection, partition: int, offset: int) -> bool:
+        reply = await conn.request(
+            "COMMIT", f"{self._ids()} {self.generation} {partition} {offset}", check=False)
+        if reply.ok:
+            self.committed[partition] = offset
+            return True
+        if reply.code == "GENERATION_MISMATCH":
+            self.rebalance.set()
+            return False
+        raise BrokerError(reply.code or "?", reply.payload, "COMMIT")
+
+    async def leave(self) -> None:
+        """LEAVE with the current generation (looked up again if ours is stale)."""
+        if self.generation < 0 or self.conn.closed:
+            return
+        reply = await self.conn.request("LEAVE", f"{self._ids()} {self.generation}",
+                                        check=False)
+        if reply.ok or reply.code != "GENERATION_MISMATCH":
+            return
+        described = await self.conn.request("DESCRIBE_GROUP",
+                                            f"{self.group} {self.options.topic}", check=False)
+        if described.ok and any(m.split(":", 1)[0] == self.member_id
+                                for m in described.items("members")):
+            await self.conn.request(
+                "LEAVE", f"{self._ids()} {described.number('generation')}", check=False)
+
+
+async def _consume_group(options: ConsumeOptions, conn: Connection,
+                         printer: _Printer) -> dict[int, int]:
+    """Consume as a group member until the printer is done or (without ``follow``) the
+    assigned partitions are read to their end in one generation; always LEAVE."""
+    member = _Member(options, conn)
+    heartbeats: asyncio.Task[None] | None = None
+    try:
+        await member.join()
+        heartbeats = asyncio.ensure_future(member.heartbeats())
+        while not printer.done:
+            if member.rebalance.is_set():
+                await member.join()
+                continue
+            offsets = await member.committed_offsets()
+            if options.follow:
+                await _follow_generation(options, offsets, printer, member, heartbeats)
+                continue
+            for partition, offset in offsets.items():
+                await _read_partition(conn, options, partition, offset, printer, False,
+                                      member.commit, member.rebalance)
+                if member.rebalance.is_set() or printer.done:
+                    break
+            if not member.rebalance.is_set():
+                break
+    finally:
+        if heartbeats is not None:
+            heartbeats.cancel()
+            await asyncio.gather(heartbeats, return_exceptions=True)
+        await member.leave()
+    return member.committed
+
+
+async def _follow_generation(options: ConsumeOptions, offsets: dict[int, int],
+                             printer: _Printer, member: _Member,
+                             heartbeats: asyncio.Task[None]) -> None:
+    """Follow the partitions of one generation until it ends (a rebalance), the printer is
+    done, or a reader or the heartbeats fail (their error is raised)."""
+    waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(member.rebalance.wait()),
+                                        asyncio.ensure_future(printer.finished.wait())]
+    reader = None
+    if offsets:
+        reader = asyncio.ensure_future(
+            _follow(options, offsets, printer, member.commit, member.rebalance))
+        waits.append(reader)
+    try:
+        done, _ = await asyncio.wait({*waits, heartbeats}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (reader, heartbeats):
+            if task is not None and task in done and not task.cancelled() \
+                    and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        for wait in waits:
+            wait.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
+
+
+async def consume(options: ConsumeOptions, out: BinaryIO) -> ConsumeSummary:
+    """Print messages to ``out`` as ``options`` asks; Ctrl-C (cancellation) ends it cleanly:
+    a group member commits what it printed and leaves."""
+    printer = _Printer(out, options.output_format, options.max_messages)
+    summary = ConsumeSummary()
+    conn = await Connection.open(options.address, options.timeout)
+    try:
+        count = await _partitions(conn, options.topic)
+        if options.partition is not None and options.partition >= count:
+            raise ToolError(f"partition {options.partition} out of range; topic "
+                            f"{options.topic} has {count} partitions", 2)
+        if options.group is not None:
+            summary.committed = await _consume_group(options, conn, printer)
+        else:
+            partitions = [options.partition] if options.partition is not None \
+                else list(range(count))
+            offsets = await _start_offsets(conn, options, partitions)
+            if options.follow:
+                await _follow(options, offsets, printer)
+            else:
+                for partition in partitions:
+                    await _read_partition(conn, options, partition, offsets[partition],
+                                          printer, False)
+                    if printer.done:
+                        break
+    except asyncio.CancelledError:
+        summary.interrupted = True
+    finally:
+        await conn.close()
+    summary.consumed = printer.count
+    summary.output_closed = printer.closed
+    return summary

@@ -1,0 +1,313 @@
+"""``skerry produce``: lines from stdin to a topic, pipelined, with a progress bar and a summary.
+
+Owns: turning input lines into PRODUCE requests (``key:value`` split at the first ``:``, or
+whole lines as values with ``--key``; a value that is not a plain V1 value goes with
+``enc=b64`` automatically), reading stdin on a thread so a slow pipe or a person typing is
+sent line by line while a fast file is sent in big batches, keeping at most ``window``
+requests in flight on one connection, the progress bar (tqdm on stderr: only when stdin is
+a file or a pipe and stderr is a terminal), and the summary line and exit code.
+
+Must not import: Twisted or the broker's server side. ``broker.codec`` is used only for its
+pure plain-key and plain-value rules, so the tool and the broker agree on what needs
+``enc=b64``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import stat
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any, BinaryIO, TextIO
+
+from broker.codec import is_plain_key, is_plain_value
+from broker.tools_client import Address, Connection, Reply, ToolError
+
+__all__ = ["ProduceOptions", "ProduceSummary", "produce", "request_args", "count_lines"]
+
+_CHUNK = 1 << 16
+_MAX_ERRORS_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class ProduceOptions:
+    address: Address
+    topic: str
+    key: bytes | None = None
+    """With a key, every line is a value under this key; without, lines are key:value."""
+    acks: str = "1"
+    partition: int | None = None
+    window: int = 5000
+    """Requests in flight at most (sent, not yet answered)."""
+    progress: bool | None = None
+    """None: a bar when stdin is a file or a pipe and stderr a terminal; False: never."""
+    quiet: bool = False
+    timeout: float = 30.0
+
+
+@dataclass
+class ProduceSummary:
+    produced: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    stopped: str | None = None
+    """Why the run ended early (the connection was lost, Ctrl-C), or None."""
+    interrupted: bool = False
+
+    def line(self, topic: str) -> str:
+        rate = self.produced / max(self.seconds, 1e-3)
+        noun = "message" if self.produced == 1 else "messages"
+        text = (f"produced {self.produced} {noun} to {topic} in {self.seconds:.2f} s "
+                f"({rate:,.0f} msgs/s); {self.errors} error{'' if self.errors == 1 else 's'}")
+        if self.stopped:
+            text += f"; stopped: {self.stopped}"
+        return text
+
+
+def request_args(topic: str, line: bytes, key: bytes | None, acks: str,
+                 partition: int | None) -> bytes:
+    """The PRODUCE arguments for one input line; ``ToolError`` when it cannot be sent.
+
+    >>> request_args("orders", b"user1:created", None, "1", None)
+    b'orders user1:created'
+    >>> request_args("orders", b"hello world", b"k", "all", 2)
+    b'orders k:aGVsbG8gd29ybGQ= enc=b64 acks=all partition=2'
+    """
+    if key is None:
+        key, sep, value = line.partition(b":")
+        if not sep:
+            raise ToolError("no ':' between key and value (write key:value, or give --key "
+                            "to send whole lines as values)")
+        if not is_plain_key(key):
+            raise ToolError("the key has whitespace, ',', '|' or ':' or is not UTF-8 "
+                            "(keys travel as plain text)")
+    else:
+        value = line
+    if is_plain_value(value):
+        args = b"%b %b:%b" % (topic.encode(), key, value)
+    else:
+        args = b"%b %b:%b enc=b64" % (topic.encode(), key, base64.b64encode(value))
+    if acks != "1":
+        args += b" acks=" + acks.encode()
+    if partition is not None:
+        args += b" partition=%d" % partition
+    return args
+
+
+def count_lines(stream: IO[bytes]) -> int | None:
+    """Lines left in ``stream`` when it is a regular file (read with ``pread``, so its
+    position does not move), else None."""
+    try:
+        fd = stream.fileno()
+        info = os.fstat(fd)
+        position = stream.tell()  # the stream's own position (a buffer may read ahead)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    count = 0
+    last = b"\n"
+    while True:
+        chunk = os.pread(fd, 1 << 20, position)
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+        position += len(chunk)
+    return count + (last != b"\n")
+
+
+def _show_progress(options: ProduceOptions, stdin: IO[bytes], err: TextIO) -> bool:
+    if options.progress is False or options.quiet:
+        return False
+    try:
+        return not stdin.isatty() and err.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _read_stdin(stream: BinaryIO, loop: asyncio.AbstractEventLoop,
+                queue: asyncio.Queue[list[bytes] | BaseException | None],
+                stop: threading.Event) -> None:
+    """Thread body: push lists of complete lines (``\\n`` removed) as they arrive, then
+    None at the end (or the exception that ended reading)."""
+    # os.read on the descriptor when there is one: a thread blocked in the buffered
+    # object's read would hold its lock, and the interpreter's exit (after Ctrl-C) waits
+    # for that lock.
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    read = getattr(stream, "read1", stream.read) if fd is None \
+        else (lambda size: os.read(fd, size))
+
+    def put(item: list[bytes] | BaseException | None) -> None:
+        try:
+            future = asyncio.run_coroutine_threadsafe(queue.put(item), loop)
+        except RuntimeError:  # the loop is gone
+            return
+        while True:  # the one put either happens or is cancelled: never sent twice
+            try:
+                future.result(timeout=0.5)
+                return
+            except TimeoutError:
+                if stop.is_set():
+                    future.cancel()
+                    return
+            except BaseException:  # cancelled, or the loop closed under it
+                return
+
+    tail = b""
+    try:
+        while not stop.is_set():
+            chunk = read(_CHUNK)
+            if not chunk:
+                break
+            lines = (tail + chunk).split(b"\n") if tail else chunk.split(b"\n")
+            tail = lines.pop()
+            if lines:
+                put(lines)
+        if tail:
+            put([tail])
+        put(None)
+    except (OSError, ValueError) as exc:
+        put(exc)
+
+
+class _Progress:
+    """A tqdm bar on stderr, or nothing; errors printed through it so the bar stays whole."""
+
+    def __init__(self, show: bool, total: int | None, err: TextIO, topic: str) -> None:
+        self._err = err
+        self._bar: Any = None
+        if show:
+            from tqdm import tqdm
+
+            try:
+                width = os.get_terminal_size(err.fileno()).columns
+            except (OSError, ValueError, AttributeError):
+                width = 0
+            # A terminal that reports no width (some ptys) still gets an 80-column bar.
+            self._bar = tqdm(total=total, unit="msg", unit_scale=True, file=err,
+                             desc=f"produce {topic}", mininterval=0.2, leave=False,
+                             dynamic_ncols=width > 0, ncols=None if width > 0 else 80,
+                             nrows=None if width > 0 else 24)
+
+    def update(self, count: int) -> None:
+        if self._bar is not None and count:
+            self._bar.update(count)
+
+    def write(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar.write(text, file=self._err)
+        else:
+            print(text, file=self._err, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+async def produce(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
+                  clock: Callable[[], float] = time.monotonic) -> ProduceSummary:
+    """Send every line of ``stdin``; returns the counts (errors are printed to ``err``)."""
+    conn = await Connection.open(options.address, options.timeout)
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[list[bytes] | BaseException | None] = asyncio.Queue(maxsize=8)
+    stop = threading.Event()
+    show = _show_progress(options, stdin, err)
+    progress = _Progress(show, count_lines(stdin) if show else None, err, options.topic)
+    summary = ProduceSummary()
+    shown = 0
+
+    def report(lineno: int, text: str) -> None:
+        nonlocal shown
+        summary.errors += 1
+        shown += 1
+        if shown <= _MAX_ERRORS_SHOWN:
+            progress.write(f"skerry produce: line {lineno}: {text}")
+        elif shown == _MAX_ERRORS_SHOWN + 1:
+            progress.write("skerry produce: (more errors; only the count is shown from now)")
+
+    inflight: deque[tuple[list[int], asyncio.Future[list[Reply]]]] = deque()
+    in_flight = 0
+    piece = max(1, options.window // 4)
+
+    async def settle(limit: int) -> None:
+        """Account answers until at most ``limit`` requests are in flight (and take every
+        answer already there)."""
+        nonlocal in_flight
+        while inflight and (in_flight > limit or inflight[0][1].done()):
+            numbers, future = inflight.popleft()
+            replies = await conn.result(future, "PRODUCE")
+            in_flight -= len(numbers)
+            for lineno, reply in zip(numbers, replies, strict=True):
+                if reply.ok:
+                    summary.produced += 1
+                else:
+                    report(lineno, f"{reply.code}: {reply.payload}")
+            progress.update(len(numbers))
+
+    reader = threading.Thread(target=_read_stdin, args=(stdin, loop, queue, stop),
+                              name="skerry-produce-stdin", daemon=True)
+    start = clock()
+    reader.start()
+    lineno = 0
+    try:
+        while True:
+            if queue.empty():
+                # Nothing more to send yet (a person typing, a slow pipe): take the answers
+                # now, so counts and errors show as they happen, not at the next line.
+                await settle(0)
+            chunk = await queue.get()
+            if chunk is None:
+                break
+            if isinstance(chunk, BaseException):
+                raise ToolError(f"cannot read stdin: {chunk}")
+            batch: list[bytes] = []
+            numbers: list[int] = []
+            skipped = 0
+            for raw in chunk:
+                lineno += 1
+                line = raw[:-1] if raw.endswith(b"\r") else raw
+                if not line:
+                    skipped += 1
+                    continue
+                try:
+                    batch.append(request_args(options.topic, line, options.key, options.acks,
+                                              options.partition))
+                except ToolError as exc:
+                    report(lineno, exc.message)
+                    skipped += 1
+                    continue
+                numbers.append(lineno)
+            progress.update(skipped)
+            # Windows: never more than ``window`` requests sent and not yet answered.
+            for first in range(0, len(batch), piece):
+                part = batch[first:first + piece]
+                await settle(options.window - len(part))
+                inflight.append((numbers[first:first + piece],
+                                 conn.send_batch("PRODUCE", part)))
+                in_flight += len(part)
+                await conn.drain()
+            await settle(options.window)
+        await settle(0)
+    except ToolError as exc:
+        if not conn.closed:
+            raise
+        summary.stopped = exc.message
+        summary.errors += in_flight
+    except asyncio.CancelledError:  # Ctrl-C: what was answered is counted, nothing more
+        summary.stopped = "interrupted"
+        summary.interrupted = True
+    finally:
+        stop.set()
+        summary.seconds = clock() - start
+        progress.close()
+        await conn.close()
+    return summary

@@ -1,0 +1,216 @@
+"""Running the ``skerry`` client commands once ``broker.tools`` parsed their flags.
+
+Owns: turning flags into the option objects of ``broker.tools_produce``,
+``broker.tools_consume`` and ``broker.tools_admin``, the way in (``--bootstrap``, ``AUTH``
+with ``$SKERRY_USER``/``$SKERRY_TOKEN``, TLS with ``--tls``/``--cafile``), running each
+command on its own asyncio loop (SIGTERM cancels like Ctrl-C), where output goes (data on
+stdout, progress and summaries on stderr) and the exit codes: 0 done, 1 the broker refused
+something or could not be reached, 2 a usage mistake, 130 interrupted.
+
+Kept apart from ``broker.tools`` so that building the ``skerry`` parser (``skerry serve``
+included) does not import asyncio and the clients.
+
+Must not import: Twisted or the broker's server side (core, handlers, store, groups,
+replication): these are clients, usable against any V1 broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import ssl
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from broker.tools import TOKEN_ENV, USER_ENV
+from broker.tools_client import Address, BrokerError, Connection, ToolError, parse_address
+from broker.tools_table import to_json
+
+__all__ = ["consume_command", "groups_command", "produce_command", "topics_command"]
+
+T = TypeVar("T")
+
+
+def _run(coroutine: Callable[[], Awaitable[T]]) -> T:
+    """Run on a fresh loop; SIGTERM cancels like Ctrl-C does (asyncio.run handles SIGINT)."""
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        if task is not None:
+            try:
+                loop.add_signal_handler(signal.SIGTERM, task.cancel)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread (tests calling main() in-process)
+        return await coroutine()
+
+    return asyncio.run(main())
+
+
+def _address(args: argparse.Namespace) -> Address:
+    """``--bootstrap`` plus the way in: ``AUTH`` as ``--user`` with ``$SKERRY_TOKEN`` (never
+    a flag: command lines show up in ``ps``), TLS with ``--tls``/``--cafile``."""
+    address = parse_address(args.bootstrap)
+    token = os.environ.get(TOKEN_ENV)
+    if args.user is not None and not token:
+        raise ToolError(f"--user {args.user} needs its token in ${TOKEN_ENV}", 2)
+    context = None
+    if args.tls or args.cafile:
+        try:
+            context = ssl.create_default_context(cafile=args.cafile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ToolError(f"cannot use --cafile {args.cafile}: {exc}", 2) from None
+    return replace(address, user=args.user, token=token if args.user else None, tls=context)
+
+
+def _fail(command: str, exc: ToolError) -> int:
+    message = exc.message
+    if isinstance(exc, BrokerError) and exc.code == "UNAUTHENTICATED":
+        message += (f" (the broker asks for authentication: set ${USER_ENV} and "
+                    f"${TOKEN_ENV}, see --help)")
+    print(f"skerry {command}: {message}", file=sys.stderr, flush=True)
+    return exc.exit_code
+
+
+def _quiet_stdout() -> None:
+    """After the reader of stdout went away (``| head``): no error at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def produce_command(args: argparse.Namespace) -> int:
+    """``skerry produce``: stdin to a topic; exit 1 if any line failed."""
+    from broker.codec import is_plain_key
+    from broker.tools_produce import ProduceOptions, produce
+
+    key = None
+    if args.key is not None:
+        key = args.key.encode()
+        if not is_plain_key(key):
+            print("skerry produce: --key must not contain whitespace, ',', '|' or ':' "
+                  "(at most 255 bytes)", file=sys.stderr)
+            return 2
+    try:
+        options = ProduceOptions(
+            address=_address(args), topic=args.topic, key=key, acks=args.acks,
+            partition=args.partition, window=args.window,
+            progress=False if args.no_progress else None, quiet=args.quiet,
+            timeout=args.timeout)
+        summary = _run(lambda: produce(options, sys.stdin.buffer, sys.stderr))
+    except ToolError as exc:
+        return _fail("produce", exc)
+    except KeyboardInterrupt:
+        return 130
+    if not args.quiet or summary.errors or summary.stopped:
+        print(summary.line(args.topic), file=sys.stderr, flush=True)
+    if summary.interrupted:
+        return 130
+    return 1 if summary.errors or summary.stopped else 0
+
+
+def consume_command(args: argparse.Namespace) -> int:
+    """``skerry consume``: a topic's messages to stdout."""
+    from broker.tools_consume import ConsumeOptions, consume, parse_timestamp
+
+    problems = []
+    if args.group is not None and (args.offset is not None or args.from_beginning
+                                   or args.from_timestamp is not None):
+        problems.append("--group reads from the group's committed offsets; move them with "
+                        "`skerry groups reset-offsets` instead of --offset/--from-*")
+    if args.group is not None and args.partition is not None:
+        problems.append("--group reads the partitions the group assigns; drop --partition")
+    if args.offset is not None and args.offset.isdigit() and args.partition is None:
+        problems.append("a numeric --offset needs --partition")
+    if args.consumer_id is not None and args.group is None:
+        problems.append("--consumer-id needs --group")
+    if problems:
+        for problem in problems:
+            print(f"skerry consume: {problem}", file=sys.stderr)
+        return 2
+    try:
+        options = ConsumeOptions(
+            address=_address(args), topic=args.topic, partition=args.partition,
+            offset="earliest" if args.from_beginning else args.offset,
+            from_timestamp_ms=None if args.from_timestamp is None
+            else parse_timestamp(args.from_timestamp),
+            follow=args.follow, max_messages=args.max_messages, group=args.group,
+            consumer_id=args.consumer_id, session_timeout_ms=args.session_timeout_ms,
+            output_format=args.format, wait_ms=args.wait_ms, timeout=args.timeout)
+        summary = _run(lambda: consume(options, sys.stdout.buffer))
+    except ToolError as exc:
+        return _fail("consume", exc)
+    except KeyboardInterrupt:
+        return 130
+    if summary.output_closed:
+        _quiet_stdout()
+    if not args.quiet:
+        print(summary.line(options), file=sys.stderr, flush=True)
+    return 0
+
+
+def _admin(command: str, args: argparse.Namespace,
+           action: Callable[[Connection], Awaitable[Any]],
+           render: Callable[[Any], str]) -> int:
+    async def run() -> Any:
+        conn = await Connection.open(_address(args), args.timeout)
+        try:
+            return await action(conn)
+        finally:
+            await conn.close()
+
+    try:
+        result = _run(run)
+    except ToolError as exc:
+        return _fail(command, exc)
+    except KeyboardInterrupt:
+        return 130
+    try:
+        sys.stdout.write(to_json(result) if args.json else render(result))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+    return 0
+
+
+def topics_command(args: argparse.Namespace) -> int:
+    """``skerry topics list|describe|create|delete``."""
+    from broker import tools_admin as admin
+
+    command = f"topics {args.topics_command}"
+    if args.topics_command == "list":
+        return _admin(command, args, admin.list_topics, admin.render_topic_list)
+    if args.topics_command == "describe":
+        return _admin(command, args, lambda c: admin.describe_topic(c, args.topic),
+                      admin.render_topic)
+    if args.topics_command == "create":
+        spec = admin.CreateTopic(args.topic, args.partitions, args.replication_factor,
+                                 args.min_isr, args.retention_ms, args.retention_bytes)
+        return _admin(command, args, lambda c: admin.create_topic(c, spec),
+                      lambda d: f"created topic {d['topic']}: {d['partitions']} partition"
+                                f"{'' if d['partitions'] == 1 else 's'}, replication factor "
+                                f"{d['replication_factor']}\n")
+    return _admin(command, args, lambda c: admin.delete_topic(c, args.topic),
+                  lambda d: f"deleted topic {d['topic']}\n")
+
+
+def groups_command(args: argparse.Namespace) -> int:
+    """``skerry groups list|describe|reset-offsets``."""
+    from broker import tools_admin as admin
+
+    command = f"groups {args.groups_command}"
+    if args.groups_command == "list":
+        return _admin(command, args, admin.list_groups, admin.render_group_list)
+    if args.groups_command == "describe":
+        return _admin(command, args, lambda c: admin.describe_groups(c, args.group, args.topic),
+                      admin.render_groups)
+    target = "earliest" if args.to_earliest else "latest" if args.to_latest \
+        else str(args.to_offset)
+    spec = admin.ResetOffsets(args.group, args.topic, target, args.partition, args.execute)
+    return _admin(command, args, lambda c: admin.reset_offsets(c, spec), admin.render_reset)

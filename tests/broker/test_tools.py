@@ -1,0 +1,603 @@
+"""End-to-end tests of the ``skerry`` client commands: each runs as a real process
+(``python -m broker ...``) against a real broker (``tests.support.BrokerProcess``), and its
+output, JSON included, is checked as a person or a script would read it."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.auth import hash_token
+from broker.tools_client import Message, Reply, ToolError, parse_detail_messages
+from broker.tools_consume import format_message, parse_timestamp
+from broker.tools_produce import count_lines, request_args
+from broker.tools_table import human_bytes, render_table
+from tests.support import ROOT, BrokerProcess
+
+SUMMARY_RE = re.compile(r"produced (\d+) messages? to (\S+) in [0-9.]+ s \([0-9,]+ msgs/s\); "
+                        r"(\d+) errors?")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with BrokerProcess(tmp_path_factory.mktemp("tools")) as proc:
+        yield proc
+
+
+def env_for(broker: BrokerProcess) -> dict[str, str]:
+    return dict(os.environ, SKERRY_BOOTSTRAP=f"127.0.0.1:{broker.port}", PYTHONUNBUFFERED="1")
+
+
+def skerry(broker: BrokerProcess, *args: str, stdin: bytes = b"", timeout: float = 60.0,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run one ``skerry`` command to completion, stdout and stderr captured (pipes)."""
+    return subprocess.run([sys.executable, "-m", "broker", *args], input=stdin,
+                          capture_output=True, cwd=ROOT, env={**env_for(broker), **(env or {})},
+                          timeout=timeout)
+
+
+def spawn(broker: BrokerProcess, *args: str) -> subprocess.Popen[bytes]:
+    """Start a long-running ``skerry`` command; Ctrl-C (SIGINT) reaches it as in a shell."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "broker", *args], stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env_for(broker),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_lines(proc: subprocess.Popen[bytes], count: int, timeout: float = 20.0) -> list[bytes]:
+    """``count`` lines of a running process's stdout, waiting at most ``timeout``."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while buf.count(b"\n") < count:
+        left = deadline - time.monotonic()
+        assert left > 0, f"got only {buf!r}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"stdout closed after {buf!r}"
+            buf += chunk
+    return buf.splitlines()[:count]
+
+
+def describe(broker: BrokerProcess, group: str, topic: str) -> dict[str, Any]:
+    result = skerry(broker, "groups", "describe", group, "--topic", topic, "--json")
+    assert result.returncode == 0, result.stderr
+    docs = json.loads(result.stdout)
+    assert len(docs) == 1
+    return docs[0]
+
+
+def group_state(broker: BrokerProcess, group: str, topic: str) -> dict[str, Any] | None:
+    """DESCRIBE_GROUP straight over V1 (for checks of broker state, not of the tool):
+    state, member -> partitions, committed offsets and lags; None while no such group."""
+    client = broker.client()
+    try:
+        reply = client.request(f"V1|1|DESCRIBE_GROUP|{group} {topic}")
+    finally:
+        client.close()
+    if not reply.startswith("V1|1|OK|"):
+        return None
+
+    def items(key: str) -> list[str]:
+        return re.search(rf"{key}=\[([^\]]*)\]", reply).group(1).split()
+
+    return {
+        "state": re.search(r"state=(\S+)", reply).group(1),
+        "members": {m.split(":")[0]: [int(p) for p in m.split(":")[1].split(",") if p]
+                    for m in items("members")},
+        "committed": [int(x) for x in items("committed")],
+        "lag": sum(int(x) for x in items("lag")),
+    }
+
+
+def members(broker: BrokerProcess, group: str, topic: str) -> dict[str, list[int]]:
+    state = group_state(broker, group, topic)
+    return {} if state is None else state["members"]
+
+
+def json_lines(output: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in output.decode().splitlines()]
+
+
+class HelperTests:
+    """The pure pieces of the tools, without a broker."""
+
+    def test_tables_right_align_numbers_and_sizes(self) -> None:
+        """Numbers and sizes are right-aligned, text left-aligned, missing values are '-'
+        (a column of only '-' stays left-aligned), lists are comma-joined."""
+        text = render_table(["topic", "hw", "isr", "size", "member"],
+                            [["a", -1, [0, 1], "1.5 KiB", None], ["bbbb", 12, [], "0 B", None]])
+        assert text.splitlines() == [
+            "TOPIC  HW  ISR     SIZE  MEMBER",
+            "a      -1  0,1  1.5 KiB  -",
+            "bbbb   12  -        0 B  -",
+        ]
+        assert human_bytes(812) == "812 B" and human_bytes(3 * 1024**3) == "3.0 GiB"
+
+    @pytest.mark.parametrize(("line", "key", "expected"), [
+        (b"user1:created", None, b"t user1:created"),
+        (b"k:a:b", None, b"t k:a:b"),
+        (b":", None, b"t :"),
+        (b"k:two words", None, b"t k:dHdvIHdvcmRz enc=b64"),
+        (b"whole line, raw", b"key", b"t key:d2hvbGUgbGluZSwgcmF3 enc=b64"),
+        (b"\xff", b"", b"t :/w== enc=b64"),
+    ])
+    def test_request_args(self, line: bytes, key: bytes | None, expected: bytes) -> None:
+        """Lines split at the first ':'; values that are not plain go base64 on their own."""
+        assert request_args("t", line, key, "1", None) == expected
+
+    @pytest.mark.parametrize("line", [b"nocolon", b"bad key:v", b"k,1:v", "ké y:v".encode()])
+    def test_request_args_refuses_lines_the_broker_would(self, line: bytes) -> None:
+        """A line without ':' or with a key that cannot travel plain is refused here."""
+        with pytest.raises(ToolError):
+            request_args("t", line, None, "1", None)
+
+    def test_parse_timestamp(self) -> None:
+        """Milliseconds pass through; ISO-8601 with a zone is exact; nonsense is a usage
+        error (exit 2)."""
+        assert parse_timestamp("1700000000123") == 1700000000123
+        assert parse_timestamp("2023-11-14T22:13:20.123+00:00") == 1700000000123
+        assert parse_timestamp("2023-11-15T00:13:20.123+02:00") == 1700000000123
+        with pytest.raises(ToolError) as info:
+            parse_timestamp("yesterday")
+        assert info.value.exit_code == 2
+
+    def test_detail_messages_and_json_lines(self) -> None:
+        """A detail=true enc=b64 CONSUME answer decodes to exact bytes; JSON carries text
+        as text and other bytes as base64 with a flag, for keys and values alike."""
+        reply = Reply(True, None, "messages=4:1700000000123:azE=:aGk=,5:7::/w== hw=5")
+        first, second = parse_detail_messages(reply, 3)
+        assert first == Message(3, 4, 1700000000123, b"k1", b"hi")
+        assert second == Message(3, 5, 7, b"", b"\xff")
+        assert parse_detail_messages(Reply(True, None, "messages= hw=-1"), 0) == []
+        assert json.loads(format_message(second, "json")) == {
+            "partition": 3, "offset": 5, "timestamp": 7, "key": "", "value": "/w==",
+            "value_encoding": "base64"}
+        odd_key = json.loads(format_message(Message(0, 0, 0, b"\x80", b"v"), "json"))
+        assert odd_key["key_encoding"] == "base64" and "value_encoding" not in odd_key
+        assert format_message(first, "plain") == b"hi\n"
+
+    def test_reply_fields(self) -> None:
+        """Payload fields are read to the next space, lists between brackets."""
+        reply = Reply(True, None, "topic=t partitions=3 hw=[-1 4 0] roles=[leader] isr=[]")
+        assert reply.number("partitions") == 3
+        assert reply.ints("hw") == [-1, 4, 0]
+        assert reply.items("roles") == ["leader"] and reply.items("isr") == []
+        assert reply.has("hw") and not reply.has("size")
+        with pytest.raises(ToolError):
+            reply.field("size")
+
+    def test_count_lines_of_a_file_leaves_its_position(self, tmp_path: Path) -> None:
+        """The progress bar's total: lines left in a regular file (a last line without
+        newline counts), read without moving the file position; None for a pipe."""
+        path = tmp_path / "in.txt"
+        path.write_bytes(b"a\nb\nc")
+        with open(path, "rb") as stream:
+            stream.readline()
+            assert count_lines(stream) == 2
+            assert stream.read() == b"b\nc"
+        read_end, write_end = os.pipe()
+        with os.fdopen(read_end, "rb") as pipe:
+            os.close(write_end)
+            assert count_lines(pipe) is None
+
+
+class ProduceTests:
+    def test_key_value_lines_arrive_and_a_summary_is_printed(self, broker: BrokerProcess) -> None:
+        """key:value lines are produced (a value with spaces, commas and '|' goes base64
+        on its own and comes back intact), blank lines are skipped, stderr ends with the
+        summary and, not being a terminal, shows no progress bar."""
+        data = b"user1:created\n\nuser1:paid, with a comma | and a pipe\r\nuser2:x:y\n"
+        result = skerry(broker, "produce", "t-produce", stdin=data)
+        assert result.returncode == 0, result.stderr
+        err = result.stderr.decode()
+        match = SUMMARY_RE.fullmatch(err.strip())
+        assert match and match.groups() == ("3", "t-produce", "0"), err
+        assert "\r" not in err and "msg/s" not in err and "%|" not in err
+        out = skerry(broker, "consume", "t-produce", "--format", "json")
+        assert out.returncode == 0, out.stderr
+        got = {(m["key"], m["value"]) for m in json_lines(out.stdout)}
+        assert got == {("user1", "created"), ("user1", "paid, with a comma | and a pipe"),
+                       ("user2", "x:y")}
+        assert out.stderr.decode().strip() == "consumed 3 messages from t-produce"
+
+    def test_bad_lines_are_reported_by_number_and_fail_the_run(
+            self, broker: BrokerProcess) -> None:
+        """Lines that cannot be sent are reported with their line number; the others are
+        still produced and the exit status is 1."""
+        result = skerry(broker, "produce", "t-bad", stdin=b"a:1\nnocolon\nbad key:x\nb:2\n")
+        assert result.returncode == 1
+        err = result.stderr.decode().splitlines()
+        assert err[0].startswith("skerry produce: line 2: no ':' between key and value")
+        assert err[1].startswith("skerry produce: line 3: the key has whitespace")
+        assert SUMMARY_RE.fullmatch(err[2]).groups() == ("2", "t-bad", "2")
+
+    def test_a_slow_pipe_is_sent_line_by_line(self, broker: BrokerProcess) -> None:
+        """Lines are sent as they arrive, not when a batch is full: with stdin still open,
+        a bad line's error is already printed and a good line already consumable."""
+        proc = subprocess.Popen([sys.executable, "-m", "broker", "produce", "t-slow"],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, cwd=ROOT, env=env_for(broker))
+        try:
+            assert proc.stdin is not None and proc.stderr is not None
+            proc.stdin.write(b"k:first\nbad\n")
+            proc.stdin.flush()
+            fd = proc.stderr.fileno()
+            assert select.select([fd], [], [], 20)[0], "no error printed while stdin is open"
+            assert os.read(fd, 4096).startswith(b"skerry produce: line 2: no ':'")
+            assert skerry(broker, "consume", "t-slow", "-q").stdout == b"first\n"
+            proc.stdin.close()
+            assert proc.wait(timeout=30) == 1
+        finally:
+            proc.kill()
+
+    def test_broker_refusals_count_as_errors(self, broker: BrokerProcess) -> None:
+        """An answer ERR from the broker (a partition out of range) is printed per line
+        with its code and counted; the exit status is 1."""
+        result = skerry(broker, "produce", "t-refused", "--partition", "9",
+                        stdin=b"k:1\nk:2\n")
+        assert result.returncode == 1
+        err = result.stderr.decode().splitlines()
+        assert err[0].startswith("skerry produce: line 1: BAD_REQUEST: partition 9 out of range")
+        assert SUMMARY_RE.fullmatch(err[-1]).groups() == ("0", "t-refused", "2")
+
+    def test_key_partition_acks_and_binary_values(self, broker: BrokerProcess) -> None:
+        """With --key every line is a value under that key; --partition and --acks all are
+        honoured; bytes that are not UTF-8 survive the round trip (base64 in JSON)."""
+        data = b"plain\n\xff\xfe binary\nlast\n"
+        result = skerry(broker, "produce", "t-opts", "--key", "k1", "--partition", "2",
+                        "--acks", "all", stdin=data)
+        assert result.returncode == 0, result.stderr
+        out = skerry(broker, "consume", "t-opts", "--partition", "2", "--format", "json")
+        messages = json_lines(out.stdout)
+        assert [(m["partition"], m["offset"], m["key"]) for m in messages] == \
+            [(2, 0, "k1"), (2, 1, "k1"), (2, 2, "k1")]
+        assert messages[0]["value"] == "plain" and "value_encoding" not in messages[0]
+        assert messages[1]["value_encoding"] == "base64"
+        assert messages[1]["value"] == "//4gYmluYXJ5"  # b"\xff\xfe binary"
+        plain = skerry(broker, "consume", "t-opts", "--partition", "2", "-q")
+        assert plain.stdout == data and plain.stderr == b""
+
+    def test_progress_bar_shows_on_a_terminal_only(self, broker: BrokerProcess,
+                                                   tmp_path: Path) -> None:
+        """With stdin a file, the bar (with its msg/s rate) is drawn when stderr is a
+        terminal, and never when stderr is a pipe."""
+        source = tmp_path / "lines.txt"
+        source.write_bytes(b"".join(b"k:%d\n" % i for i in range(2000)))
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+        with open(source, "rb") as stdin:
+            proc = subprocess.Popen([sys.executable, "-m", "broker", "produce", "t-bar"],
+                                    stdin=stdin, stdout=subprocess.DEVNULL, stderr=slave,
+                                    cwd=ROOT, env=env_for(broker))
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.close(master)
+        assert proc.wait(timeout=60) == 0
+        text = seen.decode(errors="replace")
+        assert "produce t-bar:" in text and "msg/s" in text and "/2.00k" in text
+        assert SUMMARY_RE.search(text).groups() == ("2000", "t-bar", "0")
+        with open(source, "rb") as stdin:
+            piped = subprocess.run([sys.executable, "-m", "broker", "produce", "t-bar"],
+                                   stdin=stdin, capture_output=True, cwd=ROOT,
+                                   env=env_for(broker), timeout=60)
+        assert piped.returncode == 0
+        assert SUMMARY_RE.fullmatch(piped.stderr.decode().strip()), piped.stderr
+
+
+class ConsumeTests:
+    def test_json_lines_have_partition_offset_timestamp_key_value(
+            self, broker: BrokerProcess) -> None:
+        """--format json prints one object per message with exactly these fields."""
+        skerry(broker, "produce", "t-json", "--partition", "0", stdin=b"a:1\nb:2\n")
+        out = skerry(broker, "consume", "t-json", "--format", "json", "-q")
+        messages = json_lines(out.stdout)
+        assert [list(m) for m in messages] == [["partition", "offset", "timestamp", "key",
+                                                "value"]] * 2
+        assert [(m["offset"], m["key"], m["value"]) for m in messages] == \
+            [(0, "a", "1"), (1, "b", "2")]
+        now_ms = time.time() * 1000
+        assert all(now_ms - 600_000 < m["timestamp"] <= now_ms + 1000 for m in messages)
+
+    def test_offset_partition_and_max_messages(self, broker: BrokerProcess) -> None:
+        """--partition with --offset starts there; --max-messages stops after N."""
+        skerry(broker, "produce", "t-offset", "--key", "k", "--partition", "1",
+               stdin=b"m0\nm1\nm2\nm3\n")
+        out = skerry(broker, "consume", "t-offset", "--partition", "1", "--offset", "1",
+                     "--max-messages", "2")
+        assert out.returncode == 0
+        assert out.stdout == b"m1\nm2\n"
+        assert out.stderr.decode().strip() == "consumed 2 messages from t-offset"
+        latest = skerry(broker, "consume", "t-offset", "--offset", "latest", "-q")
+        assert latest.stdout == b""
+
+    def test_from_timestamp_in_milliseconds_and_iso_8601(self, broker: BrokerProcess) -> None:
+        """--from-timestamp starts at the first message at or after the time, given as
+        epoch milliseconds or as an ISO-8601 time."""
+        skerry(broker, "produce", "t-time", "--partition", "0", stdin=b"k:early\n")
+        skerry(broker, "produce", "t-time", "--partition", "0", stdin=b"k:late1\nk:late2\n")
+        messages = json_lines(skerry(broker, "consume", "t-time", "--format", "json").stdout)
+        assert [m["value"] for m in messages] == ["early", "late1", "late2"]
+        boundary = messages[1]["timestamp"]
+        assert boundary > messages[0]["timestamp"]
+        by_ms = skerry(broker, "consume", "t-time", "--from-timestamp", str(boundary), "-q")
+        assert by_ms.stdout == b"late1\nlate2\n"
+        iso = datetime.fromtimestamp(boundary / 1000, UTC).isoformat(timespec="milliseconds")
+        by_iso = skerry(broker, "consume", "t-time", "--from-timestamp", iso, "-q")
+        assert by_iso.stdout == b"late1\nlate2\n"
+        after = skerry(broker, "consume", "t-time", "--from-timestamp",
+                       str(messages[-1]["timestamp"] + 1), "-q")
+        assert after.stdout == b""
+
+    def test_follow_prints_new_messages_as_they_come(self, broker: BrokerProcess) -> None:
+        """--follow waits for messages produced after it started (on every partition)
+        and, with --max-messages, exits by itself once it printed them."""
+        assert skerry(broker, "topics", "create", "t-follow").returncode == 0
+        proc = spawn(broker, "consume", "t-follow", "--follow", "--from-beginning",
+                     "--max-messages", "3", "--wait-ms", "200")
+        try:
+            produced = skerry(broker, "produce", "t-follow", stdin=b"a:1\nb:2\nc:3\n")
+            assert produced.returncode == 0
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0
+        assert sorted(out.splitlines()) == [b"1", b"2", b"3"]
+        assert err.decode().strip() == "consumed 3 messages from t-follow"
+
+    def test_group_member_commits_what_it_printed_and_leaves(
+            self, broker: BrokerProcess) -> None:
+        """With --group, a run prints the group's unread messages, commits them and leaves;
+        the next run prints only what arrived since."""
+        skerry(broker, "produce", "t-group", stdin=b"a:1\nb:2\nc:3\nd:4\ne:5\n")
+        first = skerry(broker, "consume", "t-group", "--group", "g1", "--consumer-id", "c1")
+        assert first.returncode == 0, first.stderr
+        assert sorted(first.stdout.splitlines()) == [b"1", b"2", b"3", b"4", b"5"]
+        assert first.stderr.decode().strip() == \
+            "consumed 5 messages from t-group as c1 in group g1"
+        doc = describe(broker, "g1", "t-group")
+        assert doc["state"] == "empty" and doc["members"] == []
+        assert [p["committed"] for p in doc["partitions"]] == \
+            [p["hw"] + 1 for p in doc["partitions"]]
+        assert doc["lag"] == 0
+        again = skerry(broker, "consume", "t-group", "--group", "g1", "-q")
+        assert again.stdout == b""
+        skerry(broker, "produce", "t-group", stdin=b"f:6\ng:7\n")
+        third = skerry(broker, "consume", "t-group", "--group", "g1", "-q")
+        assert sorted(third.stdout.splitlines()) == [b"6", b"7"]
+
+    def test_ctrl_c_commits_and_leaves_the_group(self, broker: BrokerProcess) -> None:
+        """A following group member stopped with Ctrl-C has committed what it printed and
+        LEAVEs at once (not after its 60 s session timeout), exiting with status 0."""
+        assert skerry(broker, "topics", "create", "t-int").returncode == 0
+        proc = spawn(broker, "consume", "t-int", "--group", "g-int", "--consumer-id", "c-int",
+                     "--follow", "--session-timeout-ms", "60000", "--wait-ms", "200")
+        try:
+            wait_for(lambda: list(members(broker, "g-int", "t-int")) == ["c-int"],
+                     "the member to join")
+            skerry(broker, "produce", "t-int", stdin=b"k:hello\n")
+            assert read_lines(proc, 1) == [b"hello"]
+            wait_for(lambda: group_state(broker, "g-int", "t-int")["lag"] == 0, "the commit")
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, err
+        assert err.decode().strip() == "consumed 1 message from t-int as c-int in group g-int"
+        state = group_state(broker, "g-int", "t-int")
+        assert state["members"] == {} and state["state"] == "empty"
+        assert sum(state["committed"]) == 1
+
+    def test_two_members_share_the_partitions(self, broker: BrokerProcess) -> None:
+        """Two following members of one group split the partitions (after the second
+        joins, the first rejoins) and between them print every message; the group ends
+        with nothing left to read."""
+        assert skerry(broker, "topics", "create", "t-share", "--partitions", "4").returncode == 0
+        common = ("consume", "t-share", "--group", "g-share", "--follow",
+                  "--session-timeout-ms", "1500", "--wait-ms", "200")
+        first = spawn(broker, *common, "--consumer-id", "m1")
+        second = None
+        try:
+            wait_for(lambda: len(members(broker, "g-share", "t-share")) == 1,
+                     "the first member")
+            second = spawn(broker, *common, "--consumer-id", "m2")
+            wait_for(lambda: [bool(p) for p in members(broker, "g-share", "t-share").values()]
+                     == [True, True], "both members with partitions")
+            values = [f"v{i}" for i in range(40)]
+            data = "".join(f"key{i}:{v}\n" for i, v in enumerate(values)).encode()
+            assert skerry(broker, "produce", "t-share", stdin=data).returncode == 0
+            wait_for(lambda: group_state(broker, "g-share", "t-share")["lag"] == 0,
+                     "everything committed")
+            outputs = []
+            for proc in (first, second):
+                proc.send_signal(signal.SIGTERM)
+                out, _ = proc.communicate(timeout=30)
+                assert proc.returncode == 0
+                outputs.append(out.decode().split())
+        finally:
+            first.kill()
+            if second is not None:
+                second.kill()
+        assert set(outputs[0]) | set(outputs[1]) == set(values)
+        assert outputs[0] and outputs[1]
+        assert members(broker, "g-share", "t-share") == {}
+
+    def test_mistakes_are_reported_with_exit_codes(self, broker: BrokerProcess) -> None:
+        """An unknown topic exits 1 with one clear line (and creates nothing); contradictory
+        flags exit 2; a broker that is not there exits 1 naming the address."""
+        unknown = skerry(broker, "consume", "t-nowhere")
+        assert (unknown.returncode, unknown.stderr) == \
+            (1, b"skerry consume: unknown topic t-nowhere\n")
+        assert "t-nowhere" not in skerry(broker, "topics", "list").stdout.decode()
+        both = skerry(broker, "consume", "t-json", "--group", "g", "--from-beginning")
+        assert both.returncode == 2 and b"--group reads from the group's committed" in both.stderr
+        numeric = skerry(broker, "consume", "t-json", "--offset", "3")
+        assert numeric.returncode == 2 and b"needs --partition" in numeric.stderr
+        away = subprocess.run([sys.executable, "-m", "broker", "topics", "list",
+                               "--bootstrap", "127.0.0.1:1"], capture_output=True, cwd=ROOT,
+                              timeout=60)
+        assert away.returncode == 1
+        assert away.stderr.startswith(b"skerry topics list: cannot connect to the broker at "
+                                      b"127.0.0.1:1")
+
+
+class TopicsTests:
+    def test_create_list_describe_delete(self, broker: BrokerProcess) -> None:
+        """topics create/list/describe/delete read well as tables and say the same in
+        --json: per partition role, hw, earliest and next offset, ISR, under-replication,
+        size and segments."""
+        created = skerry(broker, "topics", "create", "t-admin", "--partitions", "2")
+        assert created.stdout == b"created topic t-admin: 2 partitions, replication factor 1\n"
+        again = skerry(broker, "topics", "create", "t-admin")
+        assert again.returncode == 1
+        assert again.stderr == (b"skerry topics create: ADMIN_CREATE_TOPIC: BAD_REQUEST: "
+                                b"topic already exists\n")
+        skerry(broker, "produce", "t-admin", "--partition", "1", stdin=b"k:abc\nk:def\n")
+        listed = json.loads(skerry(broker, "topics", "list", "--json").stdout)
+        row = next(t for t in listed if t["topic"] == "t-admin")
+        assert row["partition_count"] == 2 and row["messages"] == 2
+        table = skerry(broker, "topics", "list").stdout.decode().splitlines()
+        assert table[0].split() == ["TOPIC", "PARTITIONS", "REPLICATION", "MESSAGES", "SIZE"]
+        assert any(line.split()[:4] == ["t-admin", "2", "1", "2"] for line in table)
+        doc = json.loads(skerry(broker, "topics", "describe", "t-admin", "--json").stdout)
+        p0, p1 = doc["partitions"]
+        assert (p0["hw"], p0["next"], p0["messages"], p0["size_bytes"]) == (-1, 0, 0, 0)
+        assert (p1["role"], p1["hw"], p1["earliest"], p1["next"], p1["messages"]) == \
+            ("leader", 1, 0, 2, 2)
+        assert p1["isr"] == [0] and p1["under_replicated"] is False and p1["segments"] == 1
+        assert p1["size_bytes"] > 2 * 64 and doc["size_bytes"] == p1["size_bytes"]
+        text = skerry(broker, "topics", "describe", "t-admin").stdout.decode().splitlines()
+        assert text[0].startswith("topic t-admin: 2 partitions, replication factor 1, "
+                                  "min in-sync replicas 1, 2 messages, ")
+        assert text[1].split() == ["PARTITION", "ROLE", "HW", "EARLIEST", "NEXT", "MESSAGES",
+                                   "ISR", "UNDER-REPLICATED", "SIZE", "SEGMENTS"]
+        assert text[3].split()[:8] == ["1", "leader", "1", "0", "2", "2", "0", "no"]
+        deleted = skerry(broker, "topics", "delete", "t-admin", "--json")
+        assert json.loads(deleted.stdout) == {"topic": "t-admin", "deleted": True}
+        gone = skerry(broker, "topics", "describe", "t-admin")
+        assert (gone.returncode, gone.stderr) == \
+            (1, b"skerry topics describe: unknown topic t-admin\n")
+
+
+class GroupsTests:
+    def test_list_describe_and_reset_offsets(self, broker: BrokerProcess) -> None:
+        """groups describe covers every topic a group consumes (--topic narrows it) with
+        members, committed offset, hw and lag; reset-offsets is a dry run unless
+        --execute, and then moves the committed offsets."""
+        client = broker.client()
+        for topic, offset in (("t-ga", 2), ("t-gb", 3)):  # 3 messages, `offset` read
+            assert client.request(f"V1|1|ADMIN_CREATE_TOPIC|{topic} 1 1").startswith("V1|1|OK")
+            client.send(b"".join(b"V1|2|PRODUCE|%b k:%d\n" % (topic.encode(), i)
+                                 for i in range(3)))
+            assert client.readlines(3)[-1] == b"V1|2|OK|partition=0 offset=2 hw=2"
+            assert client.request(f"V1|3|ADMIN_COMMIT|g-ops {topic} 0 {offset}") == \
+                "V1|3|OK|committed=true"
+        client.close()
+        listed = json.loads(skerry(broker, "groups", "list", "--json").stdout)
+        mine = [g for g in listed if g["group"] == "g-ops"]
+        assert [(g["topic"], g["state"], g["members"], g["lag"]) for g in mine] == \
+            [("t-ga", "empty", 0, 1), ("t-gb", "empty", 0, 0)]
+        docs = json.loads(skerry(broker, "groups", "describe", "g-ops", "--json").stdout)
+        assert [(d["topic"], d["partitions"]) for d in docs] == [
+            ("t-ga", [{"partition": 0, "member_id": None, "committed": 2, "hw": 2, "lag": 1}]),
+            ("t-gb", [{"partition": 0, "member_id": None, "committed": 3, "hw": 2, "lag": 0}]),
+        ]
+        text = skerry(broker, "groups", "describe", "g-ops", "--topic", "t-ga").stdout.decode()
+        assert text.splitlines() == [
+            "group g-ops",
+            "TOPIC  STATE  GENERATION  ASSIGNOR     MEMBERS",
+            "t-ga   empty           0  round_robin  -",
+            "",
+            "TOPIC  PARTITION  MEMBER  COMMITTED  HW  LAG",
+            "t-ga           0  -               2   2    1",
+        ]
+        plan = skerry(broker, "groups", "reset-offsets", "g-ops", "--topic", "t-ga",
+                      "--to-earliest")
+        assert plan.stdout.decode().splitlines() == [
+            "plan to reset group g-ops on topic t-ga to earliest",
+            "PARTITION  BEFORE  AFTER",
+            "        0       2      0",
+            "dry run: nothing changed; add --execute to apply",
+        ]
+        assert group_state(broker, "g-ops", "t-ga")["committed"] == [2]
+        done = json.loads(skerry(broker, "groups", "reset-offsets", "g-ops", "--topic", "t-ga",
+                                 "--to-offset", "1", "--execute", "--json").stdout)
+        assert done["executed"] is True
+        assert done["offsets"] == [{"partition": 0, "before": 2, "after": 1}]
+        assert group_state(broker, "g-ops", "t-ga")["committed"] == [1]
+        missing = skerry(broker, "groups", "describe", "g-none")
+        assert (missing.returncode, missing.stderr) == \
+            (1, b"skerry groups describe: no consumer group g-none\n")
+
+
+class SecurityTests:
+    def test_auth_and_tls(self, tmp_path: Path) -> None:
+        """Against a broker that wants AUTH over TLS, the tools authenticate as
+        $SKERRY_USER with $SKERRY_TOKEN and check the certificate with --cafile (or
+        $SKERRY_CAFILE); each missing piece is reported in one line with exit status 1."""
+        cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
+                        "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+        token = "s3cret-token"
+        tokens = tmp_path / "tokens"
+        tokens.write_text(f"alice:{hash_token(token)}\n")
+        config = {"auth": {"tokens_file": str(tokens)},
+                  "tls": {"cert": str(cert), "key": str(key)}}
+        with BrokerProcess(tmp_path / "b", config) as secured:
+            good = {"SKERRY_USER": "alice", "SKERRY_TOKEN": token, "SKERRY_CAFILE": str(cert)}
+            produced = skerry(secured, "produce", "t-sec", stdin=b"k:v1\nk:v2\n", env=good)
+            assert produced.returncode == 0, produced.stderr
+            consumed = skerry(secured, "consume", "t-sec", "-q", env=good)
+            assert consumed.stdout == b"v1\nv2\n"
+            anonymous = skerry(secured, "topics", "list", "--cafile", str(cert))
+            assert anonymous.returncode == 1
+            assert b"UNAUTHENTICATED" in anonymous.stderr
+            assert b"set $SKERRY_USER and $SKERRY_TOKEN" in anonymous.stderr
+            wrong = skerry(secured, "topics", "list", env={**good, "SKERRY_TOKEN": "nope"})
+            assert wrong.returncode == 1
+            assert wrong.stderr.startswith(b"skerry topics list: authentication as alice "
+                                           b"failed: UNAUTHENTICATED")
+            untrusted = skerry(secured, "topics", "list", "--tls",
+                               env={"SKERRY_USER": "alice", "SKERRY_TOKEN": token})
+            assert untrusted.returncode == 1
+            assert b"TLS with the broker at 127.0.0.1:" in untrusted.stderr
+            no_token = skerry(secured, "topics", "list", "--user", "alice",
+                              env={"SKERRY_TOKEN": ""})
+            assert (no_token.returncode, no_token.stderr) == \
+                (2, b"skerry topics list: --user alice needs its token in $SKERRY_TOKEN\n")
+        assert token not in secured.log_text()

@@ -1,0 +1,159 @@
+"""docs/getting-started.md, followed command by command as a newcomer would, on an empty
+data directory: every ``$`` command of its ``console`` blocks runs and its output must be
+what the page shows.
+
+How the page's commands are run:
+
+- the install-and-serve command (the README's first command) starts a ``BrokerProcess`` on
+  a free port instead (the venv is the one running this test); the log lines the page
+  shows must appear in the broker's log;
+- the install-and-test command (the README's second command) is only checked to be the
+  README's, since it is this very test suite;
+- ``nc 127.0.0.1 9092`` is replayed over a socket: the block's lines alternate request and
+  reply, and every reply must match exactly;
+- any other command runs in bash from the repository root with ``.venv/bin/skerry``
+  meaning ``python -m broker`` and ``SKERRY_BOOTSTRAP`` pointing at the broker; stdout and
+  stderr together must be the lines shown.
+
+Before comparing, what differs from machine to machine is blanked out on both sides: log
+times, paths to the data directory, durations, rates, epoch-millisecond timestamps, the
+open-file limit and the port.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support import ROOT, BrokerProcess
+
+DOC = ROOT / "docs" / "getting-started.md"
+README = ROOT / "README.md"
+
+_BLOCK_RE = re.compile(r"^```console\n(.*?)^```", re.S | re.M)
+_VARIABLE = [
+    (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"), "<time>"),
+    (re.compile(r"[^\s;]*skerry-data"), "<data>"),
+    (re.compile(r"open-file limit \d+"), "open-file limit <n>"),
+    (re.compile(r"\b\d+\.\d+ ?s\b"), "<seconds>"),
+    (re.compile(r"\([0-9,.]+k? msgs/s\)"), "(<rate>)"),
+    (re.compile(r"\b1\d{12}\b"), "<epoch-ms>"),
+    (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
+]
+
+
+@dataclass(frozen=True)
+class Step:
+    command: str
+    output: list[str]
+
+
+def steps(markdown: str) -> list[Step]:
+    """The ``$`` commands of every ``console`` block, each with the lines shown under it."""
+    found: list[Step] = []
+    for block in _BLOCK_RE.findall(markdown):
+        current: Step | None = None
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                current = Step(line[2:], [])
+                found.append(current)
+            else:
+                assert current is not None, f"output before any command: {line!r}"
+                current.output.append(line)
+    return found
+
+
+def normalize(line: str) -> str:
+    for pattern, replacement in _VARIABLE:
+        line = pattern.sub(replacement, line)
+    return line.rstrip()
+
+
+def readme_commands() -> list[str]:
+    """Command lines inside the README's code blocks."""
+    blocks = re.findall(r"^```[^\n]*\n(.*?)^```", README.read_text(), re.S | re.M)
+    return [line for block in blocks for line in block.splitlines()]
+
+
+def replay_nc(broker: BrokerProcess, lines: list[str]) -> None:
+    assert len(lines) % 2 == 0, "an nc session alternates request and reply lines"
+    client = broker.client()
+    try:
+        for request, reply in zip(lines[::2], lines[1::2], strict=True):
+            assert client.request(request) == reply, request
+    finally:
+        client.close()
+
+
+def run_shell(command: str, broker: BrokerProcess) -> list[str]:
+    command = command.replace(".venv/bin/skerry", f"{shlex.quote(sys.executable)} -m broker")
+    env = dict(os.environ, SKERRY_BOOTSTRAP=f"127.0.0.1:{broker.port}")
+    result = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, timeout=120)
+    assert result.returncode == 0, result.stdout.decode(errors="replace")
+    return result.stdout.decode(errors="replace").splitlines()
+
+
+class GettingStartedTests:
+    def test_page_commands_give_the_output_shown(self, tmp_path: Path) -> None:
+        """Following the page from an empty data directory, each command prints what the
+        page says it prints."""
+        page = steps(DOC.read_text())
+        assert page, "no console blocks found"
+        serve = page[0]
+        assert "skerry serve" in serve.command, "the page starts by starting the broker"
+        with BrokerProcess(tmp_path) as broker:
+            log = {normalize(line) for line in broker.log_text().splitlines()}
+            for shown in serve.output:
+                assert normalize(shown) in log, (shown, sorted(log))
+            ran = 1
+            for step in page[1:]:
+                if "pytest" in step.command:
+                    assert not step.output
+                elif step.command.startswith("nc "):
+                    assert step.command == "nc 127.0.0.1 9092"
+                    replay_nc(broker, step.output)
+                else:
+                    got = [normalize(line) for line in run_shell(step.command, broker)]
+                    assert got == [normalize(line) for line in step.output], step.command
+                ran += 1
+            assert ran == len(page)
+
+    def test_install_and_test_commands_are_the_readmes(self) -> None:
+        """The page's install-and-serve and install-and-test commands are exactly the two
+        README commands, so the two never drift apart."""
+        page = [s.command for s in steps(DOC.read_text())]
+        readme = readme_commands()
+        serve = [c for c in page if "skerry serve" in c]
+        tests = [c for c in page if "pytest" in c]
+        assert len(serve) == 1 and serve[0] in readme
+        assert len(tests) == 1 and tests[0] in readme
+
+    def test_links_point_at_existing_pages(self) -> None:
+        """Every relative link of the page leads to a file of the repository."""
+        links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", DOC.read_text())
+        assert links
+        for link in links:
+            assert (DOC.parent / link).resolve().exists(), link
+
+    def test_normalize_blanks_only_what_varies(self) -> None:
+        """The comparison ignores times, paths, durations, rates, timestamps and the port,
+        and nothing else."""
+        shown = ("2026-05-01 12:00:00,002 INFO skerry.server: skerry listening on "
+                 "v1=127.0.0.1:9092; data in /home/you/skerry-data; open-file limit 1024; "
+                 "started in 0.00s")
+        real = ("2031-12-24 23:59:59,999 INFO skerry.server: skerry listening on "
+                "v1=127.0.0.1:40123; data in /tmp/x/skerry-data; open-file limit 524288; "
+                "started in 1.25s")
+        assert normalize(shown) == normalize(real)
+        assert normalize("produced 2 messages in 0.01 s (180 msgs/s); 0 errors") == \
+            normalize("produced 2 messages in 1.50 s (1,234 msgs/s); 0 errors")
+        assert normalize('{"timestamp": 1777636800123}') == normalize('{"timestamp": 1700000000000}')
+        assert normalize("produced 2 messages") != normalize("produced 3 messages")
+        assert normalize("partition=2 offset=0") != normalize("partition=1 offset=0")
