@@ -1,0 +1,1 @@
+"""Example Spark pipelines over Skerry topics (run with ``skerry pipeline ...``)."""
