@@ -1,0 +1,1 @@
+"""Reliability and security suites (fast CI versions; bench/reliability.py runs the long ones)."""
