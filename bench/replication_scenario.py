@@ -253,7 +253,7 @@ class Producer:
     values: dict[int, bytes] = field(default_factory=dict)
     timeouts: int = 0
     not_leader: int = 0
-    lost: int = 0
+    unanswered: int = 0
     sent: int = 0
 
     def __post_init__(self) -> None:
@@ -289,7 +289,7 @@ class Producer:
         try:
             client.send(("\n".join(lines) + "\n").encode())
         except OSError:
-            self.lost += count
+            self.unanswered += count
             self.close()
             return
         if before_replies is not None:
@@ -298,7 +298,7 @@ class Producer:
             try:
                 reply = client.readline().decode()
             except (OSError, ConnectionError):
-                self.lost += first + count - seq
+                self.unanswered += first + count - seq
                 self.close()
                 return
             if "|OK|" in reply:
@@ -318,7 +318,7 @@ class ScenarioResult:
     acked: int
     timeouts: int
     not_leader: int
-    lost: int
+    unanswered: int
     seconds: float
     log_end: int
     notes: list[str] = field(default_factory=list)
@@ -329,7 +329,7 @@ class ScenarioResult:
         rate = self.acked / self.seconds if self.seconds else 0.0
         return (f"{self.name:15} sent={self.messages:7d} acked={self.acked:7d} "
                 f"timeouts={self.timeouts:5d} not_leader={self.not_leader:5d} "
-                f"lost={self.lost:5d} log_end={self.log_end:7d} {self.seconds:6.1f}s "
+                f"unanswered={self.unanswered:5d} log_end={self.log_end:7d} {self.seconds:6.1f}s "
                 f"({rate:,.0f} acked/s)  " + "; ".join(self.notes))
 
 
@@ -398,7 +398,7 @@ def run_steady(workdir: Path, messages: int, spec: ClusterSpec | None = None,
         if len(producer.acked) != messages:
             raise AssertionError(f"only {len(producer.acked)} of {messages} acknowledged")
         return ScenarioResult("steady", messages, len(producer.acked), producer.timeouts,
-                              producer.not_leader, producer.lost, seconds, log_end, notes)
+                              producer.not_leader, producer.unanswered, seconds, log_end, notes)
     finally:
         cluster.close()
 
@@ -440,7 +440,7 @@ def run_follower_crash(workdir: Path, messages: int, spec: ClusterSpec | None = 
         notes += _check_identical(cluster, leader)
         _check_acked(producer, cluster.read_log(leader)[1])
         return ScenarioResult("follower-crash", messages, len(producer.acked),
-                              producer.timeouts, producer.not_leader, producer.lost, seconds,
+                              producer.timeouts, producer.not_leader, producer.unanswered, seconds,
                               log_end, notes)
     finally:
         cluster.close()
@@ -522,7 +522,7 @@ def run_leader_crash(workdir: Path, messages: int, spec: ClusterSpec | None = No
         _check_acked(producer, cluster.read_log(leader)[1])
         notes.append(f"epochs {epochs}")
         return ScenarioResult("leader-crash", messages, len(producer.acked),
-                              producer.timeouts, producer.not_leader, producer.lost, seconds,
+                              producer.timeouts, producer.not_leader, producer.unanswered, seconds,
                               log_end, notes, facts)
     finally:
         cluster.close()

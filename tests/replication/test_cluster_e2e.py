@@ -15,7 +15,7 @@ def test_steady_load_replicates_byte_for_byte(tmp_path: Path) -> None:
     and both followers' logs are byte-identical to the leader's up to hw."""
     result = run_steady(tmp_path, 100_000)
     assert result.acked == 100_000 and result.log_end == 100_000
-    assert result.timeouts == result.lost == result.not_leader == 0
+    assert result.timeouts == result.unanswered == result.not_leader == 0
     assert sum("identical" in note for note in result.notes) == 2
 
 
@@ -24,7 +24,7 @@ def test_follower_killed_and_restarted(tmp_path: Path) -> None:
     after the lag timeout), the follower restarts, catches up, rejoins the ISR and ends
     byte-identical; every acknowledged message is on the leader once, in order."""
     result = run_follower_crash(tmp_path, 10_000)
-    assert result.acked + result.timeouts == 10_000 and result.lost == 0
+    assert result.acked + result.timeouts == 10_000 and result.unanswered == 0
     assert result.acked >= 9_000
     assert any(re.search(r"ISR while it was down \[0, 1\], then \[0, 1, 2\]", n)
                for n in result.notes), result.notes
@@ -38,7 +38,7 @@ def test_leader_killed_follower_promoted(tmp_path: Path) -> None:
     byte-identical."""
     result = run_leader_crash(tmp_path, 10_000)
     # The window in flight when the leader died was never acknowledged.
-    assert result.lost + result.timeouts == 500 and result.acked == 9_500
+    assert result.unanswered + result.timeouts == 500 and result.acked == 9_500
     facts = result.facts
     # The old leader held the window (offsets up to 5500); the promoted follower's log
     # ended before it (at 5001: the acks=1 message sent just before carried by the frozen
