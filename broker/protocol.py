@@ -48,6 +48,8 @@ class V1Protocol(Protocol):
         self.max_line = factory.max_line_bytes
         self._buffer = b""
         self._pending: deque[list[Any]] = deque()
+        self._cmd_slots: set[int] = set()  # ids of pending slots of commands other than PRODUCE
+        self._held: Any = None  # a command waiting for the replies before it (see _must_wait)
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._direct = False
@@ -84,6 +86,8 @@ class V1Protocol(Protocol):
             self._idle_call.cancel()
         self._idle_call = None
         self._pending.clear()
+        self._cmd_slots.clear()
+        self._held = None
         self.factory.connection_closed(self)
         log.debug("connection from %s closed", self._peer)
 
@@ -138,8 +142,8 @@ class V1Protocol(Protocol):
         metrics = self.factory.metrics  # broker.metrics: fast PRODUCEs counted once per read
         fast_count = 0
         started = metrics.now() if metrics is not None else 0.0
-        while not self.paused:
-            if fast:
+        while not self.paused and self._held is None:
+            if fast and not self._cmd_slots:
                 m = match_produce(buf, start)
                 if m is not None and m.end() - start <= limit and fast_ok(m):
                     start = m.end()
@@ -164,7 +168,7 @@ class V1Protocol(Protocol):
             if len(line) > limit and not (len(line) == limit + 1 and line[-1] == 13):
                 self._too_long()
                 return
-            line_received(line)
+            line_received(line)  # may hold the command back: the loop then stops
             if transport.disconnecting:
                 self._buffer = b""
                 return
@@ -197,6 +201,20 @@ class V1Protocol(Protocol):
         if not self.authenticated and type(cmd) not in _BEFORE_AUTH:
             self._emit(codec.err(cmd.cid, Unauthenticated("send AUTH <user> <token> first")))
             return
+        if self._must_wait(cmd):
+            # Effects happen in request order: a command other than PRODUCE runs only once
+            # everything before it on this connection was answered (a CONSUME pipelined
+            # behind a PRODUCE sees it), and nothing runs past a command still waiting.
+            self._held = cmd
+            return
+        self._execute(cmd)
+
+    def _must_wait(self, cmd: Any) -> bool:
+        if self._cmd_slots:
+            return True
+        return bool(self._pending) and type(cmd) is not codec.Produce
+
+    def _execute(self, cmd: Any) -> None:
         slot = [None, cmd.cid.encode()]
         metrics = self.factory.metrics
         if metrics is not None:
@@ -211,6 +229,8 @@ class V1Protocol(Protocol):
             self._emit(slot[0])  # answered synchronously after all
         else:
             self._pending.append(slot)
+            if type(cmd) is not codec.Produce:
+                self._cmd_slots.add(id(slot))
 
     # ---------------------------------------------------------------- replies in order
 
@@ -249,12 +269,16 @@ class V1Protocol(Protocol):
         transport.write(data)
 
     def drain(self) -> None:
-        """Move every reply whose turn has come to the transport."""
+        """Move every reply whose turn has come to the transport; then run a command that
+        was held back until those replies were out, and the lines read after it."""
         pending = self._pending
         out = self._out
+        cmd_slots = self._cmd_slots
         while pending and pending[0][0] is not None:
             entry = pending.popleft()
             line = entry[0]
+            if cmd_slots:
+                cmd_slots.discard(id(entry))
             if len(entry) > 2:  # stamped by broker.metrics
                 self.factory.metrics.answered(entry)
             out.append(line)
@@ -262,6 +286,13 @@ class V1Protocol(Protocol):
             if self._out_bytes > self._out_limit:
                 self._flush_out()
         self._flush_out()
+        held = self._held
+        if held is not None and not self._must_wait(held) and not self.transport.disconnecting:
+            self._held = None
+            self._execute(held)
+            self._flush_out()
+            if self._buffer and not self.paused and self._held is None:
+                self.dataReceived(b"")
 
     _drain = drain
 
@@ -280,7 +311,7 @@ class V1Protocol(Protocol):
 
     def idle(self) -> bool:
         """True when every request read so far has been answered."""
-        return not self._pending
+        return not self._pending and self._held is None
 
 
 class _Refuse(Protocol):

@@ -113,6 +113,28 @@ def test_replies_stay_in_request_order_while_a_produce_waits(tmp_path: Path) -> 
     assert got[1] == b"V1|2|OK"
 
 
+def test_a_pipelined_consume_sees_the_produce_before_it(tmp_path: Path) -> None:
+    """Effects happen in request order: a CONSUME pipelined behind PRODUCEs that wait for
+    their fsync runs only after they were answered, so it reads what they wrote; lines
+    after it wait too, and the PRODUCEs themselves still share one append."""
+    h = Harness(tmp_path, storage={"fsync": "always"}, topics={"t": {"partitions": 1}})
+    proto, tr = h.connect()
+    proto.dataReceived(b"V1|1|PRODUCE|t a:x\nV1|2|PRODUCE|t a:y\nV1|3|CONSUME|t 0 0\n"
+                       b"V1|4|PRODUCE|t a:z\nV1|5|CONSUME|t 0 0\n")
+    h.turn()
+    assert tr.value() == b""
+    for _ in range(5):  # each fsync lets the next held command run
+        h.thread.run_all()
+        h.turn()
+    assert lines(tr) == [
+        b"V1|1|OK|partition=0 offset=0 hw=1",
+        b"V1|2|OK|partition=0 offset=1 hw=1",
+        b"V1|3|OK|messages=0:x,1:y hw=1",
+        b"V1|4|OK|partition=0 offset=2 hw=2",
+        b"V1|5|OK|messages=0:x,1:y,2:z hw=2",
+    ]
+
+
 def test_acks_zero_does_not_wait_for_the_fsync(tmp_path: Path) -> None:
     """acks=0 is answered without waiting for durability."""
     h = Harness(tmp_path, storage={"fsync": "always"}, topics={"t": {"partitions": 1}})
