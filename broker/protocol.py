@@ -79,7 +79,7 @@ class V1Protocol(Protocol):
             hasattr(self.transport, "_tempDataBuffer")
         self.transport.registerProducer(self, True)
         self._arm_idle()
-        log.debug("connection from %s", self._peer)
+        log.info("connection from %s", self._peer)
 
     def connectionLost(self, reason: Failure | None = None) -> None:
         if self._idle_call is not None and self._idle_call.active():
@@ -89,7 +89,7 @@ class V1Protocol(Protocol):
         self._cmd_slots.clear()
         self._held = None
         self.factory.connection_closed(self)
-        log.debug("connection from %s closed", self._peer)
+        log.info("connection from %s closed", self._peer)
 
     def _arm_idle(self) -> None:
         timeout = self.factory.idle_timeout
