@@ -6,6 +6,7 @@ inputs per parser."""
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,10 @@ def test_split_reads_give_the_same_replies(tmp_path_factory: pytest.TempPathFact
             proto.dataReceived(piece)
             h.settle(1)
         h.settle()
-        outputs.append(tr.value())
+        # A PRODUCE reply's hw is the hw when its batch was answered, and how many
+        # PRODUCEs share a batch depends on how the bytes arrived: everything else is equal.
+        outputs.append(re.sub(rb"(\|OK\|partition=\d+ offset=\d+) hw=-?\d+", rb"\1 hw=*",
+                              tr.value()))
         assert not tr.disconnecting
         h.close()
     assert outputs[0] == outputs[1]
