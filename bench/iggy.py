@@ -11,8 +11,10 @@ message, so the broker is what is measured):
 * poll: each connection then polls its partition from offset 0 with ``count = --batch``
   (Offset strategy, no auto-commit) until it has read everything it sent, or time is up.
 
-Prints one line per phase (messages/s, MB/s of payload, batch latency p50/p99) and, with
-``--json``, the figures as JSON. Run ``python -m bench.iggy --help`` for the options.
+Prints one line per phase (messages/s, MB/s of payload, batch latency p50/p99, and the
+broker process's CPU time per message, read from ``/proc`` where there is one: on a small
+shared machine that figure is steadier than the rate) and, with ``--json``, the figures as
+JSON. Run ``python -m bench.iggy --help`` for the options.
 
 Must not import: broker internals beyond the codec (frames are built with it).
 """
@@ -56,6 +58,7 @@ class Phase:
     payload_bytes: int
     p50_ms: float
     p99_ms: float
+    server_cpu_us_per_msg: float | None = None
 
     @property
     def rate(self) -> float:
@@ -91,6 +94,22 @@ class _Conn:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (``None`` without ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cpu_per_msg(before: float | None, after: float | None, messages: int) -> float | None:
+    if before is None or after is None or not messages:
+        return None
+    return (after - before) / messages * 1e6
 
 
 def _percentile(samples: list[float], q: float) -> float:
@@ -183,6 +202,7 @@ def run_bench(*, seconds: float, connections: int, batch: int, size: int, fsync:
             Identifier("bench"), Identifier("t"), PartitioningKind.PARTITION_ID,
             struct.pack("<I", p), batch, messages)) for p in range(connections)]
         sent: dict[int, tuple[int, list[float]]] = {}
+        cpu_began = _cpu_seconds(proc.pid)
         began = time.monotonic()
         threads = [threading.Thread(target=_send_worker,
                                     args=(port, p, frames[p], batch, began + seconds, sent))
@@ -192,11 +212,14 @@ def run_bench(*, seconds: float, connections: int, batch: int, size: int, fsync:
         for t in threads:
             t.join()
         send_elapsed = time.monotonic() - began
+        cpu_sent = _cpu_seconds(proc.pid)
         send_latencies = [x for _, lat in sent.values() for x in lat]
         total_sent = sum(n for n, _ in sent.values())
         phases = [Phase("send", connections, total_sent, send_elapsed, total_sent * size,
-                        _percentile(send_latencies, 0.5), _percentile(send_latencies, 0.99))]
+                        _percentile(send_latencies, 0.5), _percentile(send_latencies, 0.99),
+                        _cpu_per_msg(cpu_began, cpu_sent, total_sent))]
         polled: dict[int, tuple[int, int, list[float]]] = {}
+        cpu_began = _cpu_seconds(proc.pid)
         began = time.monotonic()
         threads = [threading.Thread(target=_poll_worker,
                                     args=(port, p, sent[p][0], batch, began + 4 * seconds, polled))
@@ -206,11 +229,13 @@ def run_bench(*, seconds: float, connections: int, batch: int, size: int, fsync:
         for t in threads:
             t.join()
         poll_elapsed = time.monotonic() - began
+        cpu_polled = _cpu_seconds(proc.pid)
         poll_latencies = [x for _, _, lat in polled.values() for x in lat]
         total_read = sum(n for n, _, _ in polled.values())
         phases.append(Phase("poll", connections, total_read, poll_elapsed,
                             sum(b for _, b, _ in polled.values()),
-                            _percentile(poll_latencies, 0.5), _percentile(poll_latencies, 0.99)))
+                            _percentile(poll_latencies, 0.5), _percentile(poll_latencies, 0.99),
+                            _cpu_per_msg(cpu_began, cpu_polled, total_read)))
         if total_read != total_sent:
             raise RuntimeError(f"polled {total_read} messages of {total_sent} sent")
         return phases
@@ -254,9 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"# {machine()}; storage.fsync={args.fsync}; batches of {args.batch} x {args.size} B")
     for p in phases:
+        cpu = "" if p.server_cpu_us_per_msg is None else f"  broker CPU {p.server_cpu_us_per_msg:.2f} us/msg"
         print(f"{p.name:5} {p.connections} conn  {p.rate:>11,.0f} msgs/s  "
               f"{p.payload_bytes / p.seconds / 1e6:7.1f} MB/s  batch p50 {p.p50_ms:6.2f} ms  "
-              f"p99 {p.p99_ms:6.2f} ms  ({p.messages:,} msgs in {p.seconds:.2f} s)")
+              f"p99 {p.p99_ms:6.2f} ms  ({p.messages:,} msgs in {p.seconds:.2f} s){cpu}")
     return 0
 
 

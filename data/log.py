@@ -3,8 +3,9 @@
 Owns: ``PartitionLog`` (a list of segments, the last one active), the ``ReadResult`` it
 returns, and the concurrency contract with the broker's group committer:
 
-* ``append``/``append_records``/``read``/``truncate_to``/``enforce_retention`` run on one
-  thread (the reactor). ``sync()`` may run in a worker thread at the same time.
+* ``append``/``append_framed``/``append_records``/``read``/``read_raw``/``truncate_to``/
+  ``enforce_retention`` run on one thread (the reactor). ``sync()`` may run in a worker
+  thread at the same time.
 * ``_lock`` guards what both sides touch: the offsets, the list of sealed segments still
   waiting for an fsync (``_pending``), the fds in flight, ``failed``. ``sync()`` captures
   its target offset and fds under the lock, releases it for the fsyncs themselves, and
@@ -50,11 +51,11 @@ from data.index import (
     time_entries_from_bytes,
     time_entry_bytes,
 )
-from data.reader import decode_run, first_timestamp_at_or_after, scan_log
+from data.reader import decode_run, first_timestamp_at_or_after, scan_log, verify_run
 from data.segment import WRITE_FLAGS, Segment
-from data.writer import build_batch, scan_stamped, write_all
+from data.writer import build_batch, scan_stamped, stamp_framed, write_all
 
-__all__ = ["Record", "ReadResult", "RemovedSegment", "PartitionLog"]
+__all__ = ["Record", "ReadResult", "RawReadResult", "RemovedSegment", "PartitionLog"]
 
 _READ_FLAGS = os.O_RDONLY
 _MAX_READ_FDS = 16
@@ -74,6 +75,17 @@ class ReadResult:
 
     records: list[Record]
     raw: bytes
+    next_offset: int
+
+
+@dataclass
+class RawReadResult:
+    """What ``PartitionLog.read_raw`` returns: the same read as ``read`` without the
+    ``Record`` tuples. ``raw`` is the exact on-disk bytes of ``count`` records with dense
+    offsets from ``next_offset - count``; ``next_offset`` as for ``ReadResult``."""
+
+    raw: bytes
+    count: int
     next_offset: int
 
 
@@ -197,6 +209,29 @@ class PartitionLog:
             if roll:
                 active = self._roll()
             self._write_batch(active, data, ends, now, now)
+            return first
+
+    def append_framed(self, messages: bytes | bytearray, ends: Sequence[int] | None = None) -> int:
+        """Append messages that arrive already framed as records; return the first offset.
+
+        ``messages`` is records back to back (64-byte header, payload, user headers: Iggy's
+        SendMessages area), ``ends`` the end of each in ``messages`` (walked from the headers
+        when ``None``). The store stamps offset, timestamp (one ``now_us()`` per batch), a
+        random UUIDv4 where the id is 0, and the checksum; payload, user headers and
+        ``origin_timestamp`` are kept. The result on disk is what ``append`` writes for the
+        same messages split apart. ``ValueError`` for bad framing (nothing written);
+        ``StorageError`` on an I/O error, as for ``append``.
+        """
+        with self._lock:
+            self._check_writable()
+            first = self.next_offset
+            now = self._now_us()
+            active = self._active
+            roll = bool(active.count) and self._should_roll(active, len(messages), now)
+            data, positions = stamp_framed(messages, ends, first, now, 0 if roll else active.size)
+            if roll:
+                active = self._roll()
+            self._write_batch(active, data, positions, now, now)
             return first
 
     def append_records(self, raw: bytes) -> int:
@@ -393,15 +428,37 @@ class PartitionLog:
         if self._closed:
             raise StorageError(f"partition {self.topic}/{self.partition} is closed")
         try:
-            return self._read(offset, max_messages, max_bytes, upto)
+            records: list[Record] = []
+            raw, _count, at = self._read(offset, max_messages, max_bytes, upto, records)
+            return ReadResult(records, raw, at)
         except OSError as exc:
             self._log.error("%s/%d: read at offset %d failed: %s", self.topic, self.partition, offset, exc)
             raise StorageError(f"partition {self.topic}/{self.partition}: read at offset {offset} failed: {exc}") from exc
 
-    def _read(self, offset: int, max_messages: int, max_bytes: int, upto: int | None) -> ReadResult:
+    def read_raw(self, offset: int, max_messages: int = 1000, max_bytes: int = 1 << 20,
+                 upto: int | None = None) -> RawReadResult:
+        """``read`` for callers that send the stored bytes as they are (Iggy polls).
+
+        The same records as ``read`` with the same arguments, checked the same way (a
+        record whose checksum fails is never returned; when it is the first one,
+        ``StorageError`` names its offset), but no ``Record`` tuple is built.
+        """
+        if self._closed:
+            raise StorageError(f"partition {self.topic}/{self.partition} is closed")
+        try:
+            raw, count, at = self._read(offset, max_messages, max_bytes, upto, None)
+        except OSError as exc:
+            self._log.error("%s/%d: read at offset %d failed: %s", self.topic, self.partition, offset, exc)
+            raise StorageError(f"partition {self.topic}/{self.partition}: read at offset {offset} failed: {exc}") from exc
+        return RawReadResult(raw, count, at)
+
+    def _read(
+        self, offset: int, max_messages: int, max_bytes: int, upto: int | None, records: list[Record] | None
+    ) -> tuple[bytes, int, int]:
+        """The read loop of ``read`` (``records`` gets the decoded records) and ``read_raw``
+        (``records`` is None: checked, not decoded). Returns ``(raw, count, next offset)``."""
         start = offset if offset > self.first_offset else self.first_offset
         stop = self.next_offset if upto is None or upto > self.next_offset else upto
-        records: list[Record] = []
         raws: list[bytes] = []
         at = start
         left = max_messages
@@ -426,7 +483,10 @@ class PartitionLog:
             log_fd = self._read_fds(seg)[0]
             data = fs.pread(log_fd, ends[k] - p0, p0)
             rel_ends = ends[: k + 1] if p0 == 0 else [e - p0 for e in ends[: k + 1]]
-            run = decode_run(data, rel_ends, at, records, budget, not records)
+            if records is None:
+                run = verify_run(data, rel_ends, at, budget, at == start)
+            else:
+                run = decode_run(data, rel_ends, at, records, budget, at == start)
             if run.count:
                 raws.append(data if run.consumed == len(data) else data[: run.consumed])
             at += run.count
@@ -441,7 +501,7 @@ class PartitionLog:
                     "%s/%d: corrupt record at offset %d in %s (%s); reads stop before it",
                     self.topic, self.partition, at, seg.name, reason,
                 )
-                if not records:
+                if at == start:
                     raise StorageError(
                         f"partition {self.topic}/{self.partition}: record at offset {at} is corrupt ({reason})"
                     )
@@ -449,7 +509,7 @@ class PartitionLog:
             if run.over_budget:
                 break
         raw = raws[0] if len(raws) == 1 else b"".join(raws)
-        return ReadResult(records, raw, at)
+        return raw, at - start, at
 
     def _why_bad(self, seg: Segment, rel: int) -> str:
         """Describe what is wrong with record ``rel`` of ``seg`` (for the log and the error)."""

@@ -1,7 +1,9 @@
 """Decoding and validating records that are already on disk.
 
 Owns: the read hot path (``decode_run``: records between known index positions, checksum
-verified, straight into ``Record`` tuples), the recovery scan (``scan_records``/``scan_log``:
+verified, straight into ``Record`` tuples; ``verify_run``: the same checks for a read that
+needs only the raw bytes and a count, as C-level ``map`` passes with no Python bytecode per
+record), the recovery scan (``scan_records``/``scan_log``:
 the longest run of intact records from a position, and why it stopped), and the header-only
 walks used to size a dropped tail and to find a timestamp. Field positions come from
 ``data.format``; nothing here spells a byte offset of its own.
@@ -15,14 +17,31 @@ Must not import: Twisted, anything of the broker.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import accumulate, repeat
+from operator import add, itemgetter, sub
 
-from data.format import CHECKSUMMED_FROM, HEADER, HEADER_SIZE, Record, checksum_of
+from data.format import (
+    CHECKSUM_OFFSET,
+    CHECKSUMMED_FROM,
+    HEADER,
+    HEADER_SIZE,
+    ID_OFFSET,
+    OFFSET_OFFSET,
+    PAYLOAD_LENGTH_OFFSET,
+    RESERVED_OFFSET,
+    TIMESTAMP_OFFSET,
+    USER_HEADERS_LENGTH_OFFSET,
+    Record,
+    checksum_of,
+)
 from data.fs import FileLayer
 
 __all__ = [
     "RunResult",
     "decode_run",
+    "verify_run",
     "scan_records",
     "scan_log",
     "ScanResult",
@@ -31,6 +50,14 @@ __all__ = [
 ]
 
 _new_tuple = tuple.__new__
+
+_CHECKED = struct.Struct(
+    f"<Q{OFFSET_OFFSET - ID_OFFSET}xQ{USER_HEADERS_LENGTH_OFFSET - TIMESTAMP_OFFSET}xII"
+)
+"""``(checksum, offset, user_headers_length, payload_length)`` of a header, the fields
+``verify_run`` checks (skipping the id and timestamps: no large ints built per record)."""
+assert CHECKSUM_OFFSET == 0 and PAYLOAD_LENGTH_OFFSET == USER_HEADERS_LENGTH_OFFSET + 4
+assert _CHECKED.size == RESERVED_OFFSET
 
 
 class RunResult:
@@ -101,6 +128,79 @@ def decode_run(
     except struct.error:
         failed = True
     return RunResult(expect - first_offset, start, used, over, failed)
+
+
+def verify_run(
+    data: bytes,
+    ends: Sequence[int],
+    first_offset: int,
+    budget: int,
+    take_first: bool,
+) -> RunResult:
+    """``decode_run`` without the ``Record`` tuples: the same checks, the same stopping
+    rules, the same ``RunResult``; the caller keeps ``data[:result.consumed]``.
+
+    The records at ``ends[:-1]`` are checked in whole-run passes (headers unpacked, lengths
+    against the index, offsets dense from ``first_offset``, XXH3 over every record); only
+    when a pass finds a mismatch is the run walked record by record to find the first bad
+    one. A record that fails its checks is never counted: the run stops before it.
+    """
+    short = len(data) < ends[-1]
+    if short:
+        ends = [e for e in ends if e <= len(data)]
+    k = len(ends) - 1
+    if k <= 0:
+        return RunResult(0, 0, 0, False, short)
+    starts = ends[:-1]
+    stops = ends[1:]
+    try:
+        heads = list(map(_CHECKED.unpack_from, repeat(data, k), starts))
+    except struct.error:
+        return _verify_slow(data, ends, first_offset, budget, take_first, short)
+    pls = list(map(itemgetter(3), heads))
+    sizes = map(add, map(add, pls, map(itemgetter(2), heads)), repeat(HEADER_SIZE, k))
+    good = (
+        list(sizes) == list(map(sub, stops, starts))
+        and list(map(itemgetter(1), heads)) == list(range(first_offset, first_offset + k))
+        and list(map(checksum_of, map(data.__getitem__, map(slice, map(add, starts, repeat(CHECKSUMMED_FROM, k)), stops))))
+        == list(map(itemgetter(0), heads))
+    )
+    if not good:
+        return _verify_slow(data, ends, first_offset, budget, take_first, short)
+    sums = list(accumulate(pls))
+    if sums[-1] <= budget:
+        return RunResult(k, ends[k], sums[-1], False, short)
+    count = bisect_right(sums, budget)
+    if count == 0 and take_first:
+        count = 1
+    if count >= k:  # a single record taken over budget: decode_run ends the run normally
+        return RunResult(k, ends[k], sums[-1], False, short)
+    return RunResult(count, ends[count], sums[count - 1] if count else 0, True, False)
+
+
+def _verify_slow(
+    data: bytes, ends: Sequence[int], first_offset: int, budget: int, take_first: bool, short: bool
+) -> RunResult:
+    """``verify_run`` record by record (only for a run that holds a bad record)."""
+    unpack = HEADER.unpack_from
+    start = 0
+    expect = first_offset
+    used = 0
+    it = iter(ends)
+    next(it)
+    for end in it:
+        try:
+            ck, _lo, _hi, off, _ts, _ots, uhl, pl, _rsv = unpack(data, start)
+        except struct.error:
+            return RunResult(expect - first_offset, start, used, False, True)
+        if start + HEADER_SIZE + pl + uhl != end or off != expect or checksum_of(data[start + CHECKSUMMED_FROM : end]) != ck:
+            return RunResult(expect - first_offset, start, used, False, True)
+        if used + pl > budget and (expect != first_offset or not take_first):
+            return RunResult(expect - first_offset, start, used, True, False)
+        used += pl
+        start = end
+        expect += 1
+    return RunResult(expect - first_offset, start, used, False, short)
 
 
 def scan_records(data: bytes, pos: int, expect: int) -> tuple[list[int], list[int], int, str | None, int]:

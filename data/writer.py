@@ -3,11 +3,16 @@
 Owns: the append hot path's byte building (``build_batch``: one ``bytes`` for a whole batch,
 checksums included), UUIDv4 id generation for a batch from one ``os.urandom`` call, the
 validation of already-stamped records (``scan_stamped``, for followers and restores), and
-``write_all``. Everything byte-level comes from ``data.format``.
+``write_all``, and ``stamp_framed`` (the single-pass append of messages that arrive already
+framed as records, Iggy's SendMessages area). Everything byte-level comes from ``data.format``.
 
 Performance notes (CPython is the budget): one precompiled ``Struct.pack`` per record, the
 checksum over the bytes object just built, one ``b"".join`` per batch, no per-message
-objects besides the bytes themselves.
+objects besides the bytes themselves. ``stamp_framed`` copies the whole area into one
+``bytearray`` and stamps each record in place with two ``pack_into`` calls and one XXH3 over a
+``bytearray`` slice (measured on 100-byte messages: about half the cost of ``build_batch``;
+hashing a ``memoryview`` slice was slower than the copying slice, and a ``map``-based
+variant was slower than this plain loop).
 
 Must not import: Twisted, anything of the broker.
 """
@@ -17,52 +22,53 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Sequence
-from functools import lru_cache
 from itertools import accumulate, repeat
+from operator import add, itemgetter
 
 from data.format import (
     CHECKSUM,
+    CHECKSUMMED_FROM,
+    HEADER,
+    HEADER_SIZE,
     HEADER_TAIL,
+    ID_OFFSET,
     MAX_U32,
+    MAX_U64,
     MAX_U128,
+    OFFSET_OFFSET,
+    ORIGIN_TIMESTAMP_OFFSET,
+    PAYLOAD_LENGTH_OFFSET,
+    RESERVED_OFFSET,
+    USER_HEADERS_LENGTH_OFFSET,
     checksum_of,
 )
 from data.fs import FileLayer
 from data.reader import scan_records
 
-__all__ = ["random_ids", "build_batch", "scan_stamped", "write_all", "StampedBatch"]
+__all__ = ["random_ids", "build_batch", "stamp_framed", "scan_stamped", "write_all", "StampedBatch"]
 
 # UUIDv4 as a u128 (uuid.UUID(int=...) layout): version nibble in bits 76..79 = 4,
-# variant bits 62..63 = 0b10.
-_UUID_CLEAR = MAX_U128 ^ ((0xF << 76) | (0x3 << 62))
-_UUID_SET = (0x4 << 76) | (0x2 << 62)
-
-
-def _build_masks(n: int) -> tuple[int, int]:
-    clear = int.from_bytes(_UUID_CLEAR.to_bytes(16, "little") * n, "little")
-    setbits = int.from_bytes(_UUID_SET.to_bytes(16, "little") * n, "little")
-    return clear, setbits
-
-
-_cached_masks = lru_cache(maxsize=8)(_build_masks)
-_CACHE_UP_TO = 4096  # batch sizes whose masks are kept (a few KiB each)
-
-
-def _uuid_masks(n: int) -> tuple[int, int]:
-    return _cached_masks(n) if n <= _CACHE_UP_TO else _build_masks(n)
+# variant bits 62..63 = 0b10. In the 16 little-endian bytes of an id those are the high
+# nibble of byte 9 and the top two bits of byte 7.
+_VERSION_BYTE = 76 // 8
+_VARIANT_BYTE = 62 // 8
+_SET_VERSION = bytes((b & 0x0F) | 0x40 for b in range(256))
+_SET_VARIANT = bytes((b & 0x3F) | 0x80 for b in range(256))
 
 
 def random_ids(n: int) -> bytes:
     """``n`` random UUIDv4 ids as consecutive 16-byte little-endian u128s.
 
     One ``os.urandom`` call for the batch; version and variant bits are set on the whole
-    batch at once with big-integer masks (no ``uuid.uuid4()`` per message).
+    batch at once, one ``bytes.translate`` over every id's version byte and one over every
+    variant byte (strided slices; no ``uuid.uuid4()`` and no Python code per message).
     """
     if n <= 0:
         return b""
-    clear, setbits = _uuid_masks(n)
-    value = int.from_bytes(os.urandom(16 * n), "little")
-    return ((value & clear) | setbits).to_bytes(16 * n, "little")
+    raw = bytearray(os.urandom(16 * n))
+    raw[_VERSION_BYTE::16] = raw[_VERSION_BYTE::16].translate(_SET_VERSION)
+    raw[_VARIANT_BYTE::16] = raw[_VARIANT_BYTE::16].translate(_SET_VARIANT)
+    return bytes(raw)
 
 
 def _id_bytes(ids: Sequence[int], n: int) -> bytes:
@@ -134,6 +140,100 @@ def build_batch(
     if ends[-1] > MAX_U32:
         raise ValueError(f"batch of {ends[-1] - start_position} bytes does not fit a segment")
     return b"".join(parts), ends
+
+
+_FRAMING = struct.Struct(f"<{ID_OFFSET}xQQ{USER_HEADERS_LENGTH_OFFSET - OFFSET_OFFSET}xIIQ")
+"""``(id_low, id_high, user_headers_length, payload_length, reserved)``: what
+``stamp_framed`` checks in a framed message (no checksum or timestamps unpacked)."""
+assert PAYLOAD_LENGTH_OFFSET == USER_HEADERS_LENGTH_OFFSET + 4 and RESERVED_OFFSET == PAYLOAD_LENGTH_OFFSET + 4
+assert _FRAMING.size == HEADER_SIZE
+
+_ID_OFFSET_TIMESTAMP = struct.Struct("<16sQQ")
+"""``id u128 | offset u64 | timestamp u64``: the fields the store stamps, contiguous from
+``ID_OFFSET`` in ``data.format``'s layout."""
+assert ID_OFFSET + _ID_OFFSET_TIMESTAMP.size == ORIGIN_TIMESTAMP_OFFSET
+
+
+def stamp_framed(
+    messages: bytes | bytearray,
+    ends: Sequence[int] | None,
+    first_offset: int,
+    timestamp: int,
+    start_position: int,
+) -> tuple[bytes, list[int]]:
+    """Stamp messages that arrive already framed as records: ``(record bytes, ends)``.
+
+    ``messages`` is ``n`` records back to back (64-byte header, payload, user headers);
+    ``ends`` the end position of each in ``messages`` (walked from the headers when
+    ``None``). Each record keeps its payload, user headers and ``origin_timestamp``; it gets
+    offset ``first_offset + i``, ``timestamp``, its id kept when non-zero and a random
+    UUIDv4 otherwise, and its checksum. The result is what ``build_batch`` makes from the
+    same messages split apart. ``ends`` in the result has ``n + 1`` entries, as for
+    ``build_batch``. Raises ``ValueError`` when the framing is wrong (a record's lengths do
+    not end it at its ``ends`` entry, a partial header, a non-zero ``reserved``, nothing
+    at all) or a field does not fit; nothing is stamped then.
+    """
+    total = len(messages)
+    if ends is None:
+        ends = _walk_ends(messages)
+    n = len(ends)
+    if n == 0 or total == 0:
+        raise ValueError("no messages")
+    if ends[-1] != total:
+        raise ValueError(f"the messages end at byte {ends[-1]}; the area has {total} bytes")
+    starts = (0, *ends[:-1])
+    try:
+        heads = list(map(_FRAMING.unpack_from, repeat(messages, n), starts))
+    except struct.error as exc:
+        raise ValueError(f"a message header is cut short: {exc}") from exc
+    sizes = map(add, map(itemgetter(2), heads), map(itemgetter(3), heads))
+    if list(map(add, sizes, map(add, starts, repeat(HEADER_SIZE, n)))) != list(ends):
+        raise ValueError("a message's payload and user header lengths disagree with its end position")
+    if any(map(itemgetter(4), heads)):
+        raise ValueError("a message's reserved field is not 0")
+    if first_offset < 0 or first_offset + n - 1 > MAX_U64:
+        raise ValueError(f"offset {first_offset + n - 1} does not fit in u64")
+    idb = random_ids(n)
+    if any(map(itemgetter(0), heads)) or any(map(itemgetter(1), heads)):
+        mixed = bytearray(idb)
+        for i, (lo, hi, *_rest) in enumerate(heads):
+            if lo or hi:
+                at = starts[i] + ID_OFFSET
+                mixed[16 * i : 16 * i + 16] = messages[at : at + 16]
+        idb = bytes(mixed)
+    out = bytearray(messages)
+    stamp = _ID_OFFSET_TIMESTAMP.pack_into
+    put_ck = CHECKSUM.pack_into
+    xxh = checksum_of
+    offset = first_offset
+    j = 0
+    try:
+        for start, end in zip(starts, ends, strict=True):
+            stamp(out, start + ID_OFFSET, idb[j : j + 16], offset, timestamp)
+            put_ck(out, start, xxh(out[start + CHECKSUMMED_FROM : end]))
+            offset += 1
+            j += 16
+    except struct.error as exc:
+        raise ValueError(f"a message field does not fit its type: {exc}") from exc
+    positions = list(map(add, (0, *ends), repeat(start_position, n + 1)))
+    if positions[-1] > MAX_U32:
+        raise ValueError(f"batch of {total} bytes does not fit a segment")
+    return bytes(out), positions
+
+
+def _walk_ends(messages: bytes | bytearray) -> list[int]:
+    """End positions of the records in ``messages`` by their header lengths alone."""
+    ends: list[int] = []
+    pos = 0
+    total = len(messages)
+    unpack = HEADER.unpack_from
+    while pos < total:
+        if pos + HEADER_SIZE > total:
+            raise ValueError(f"partial header at byte {pos} ({total - pos} of {HEADER_SIZE} bytes)")
+        *_fields, uhl, pl, _rsv = unpack(messages, pos)
+        pos += HEADER_SIZE + pl + uhl
+        ends.append(pos)
+    return ends
 
 
 class StampedBatch:

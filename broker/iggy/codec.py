@@ -99,6 +99,7 @@ __all__ = [
     "frame_ok",
     "frame_error",
     "split_messages",
+    "check_messages",
     "encode_messages",
     "StreamInfo",
     "TopicInfo",
@@ -146,6 +147,10 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _F32 = struct.Struct("<f")
 _POLLED = struct.Struct("<IQI")
+_LENGTHS = struct.Struct(f"<{USER_HEADERS_LENGTH_OFFSET}xIIQ")
+"""``(user_headers_length, payload_length, reserved)``: the header fields
+``check_messages`` needs (nothing else unpacked per message)."""
+assert _LENGTHS.size == HEADER_SIZE
 _INDEX = struct.Struct("<IIQ")
 INDEX_SIZE = _INDEX.size
 """SendMessages index entry: ``0 u32, cumulative end position u32, 0 u64``."""
@@ -1378,6 +1383,76 @@ def _walk_ends(messages: bytes) -> tuple[int, ...]:
     return tuple(ends)
 
 
+def check_messages(messages: bytes, count: int, max_payload: int,
+                   max_user_headers: int = 100 * 1024, ends: Sequence[int] = (),
+                   ) -> tuple[int, ...]:
+    """Check the SendMessages message area exactly as ``split_messages`` does, without
+    splitting it; return the end positions of the messages (for ``produce_framed``, which
+    stamps the area in place). Raises the same ``IggyError`` for the same input."""
+    checked, _heads, _stops, _headers = _check_area(messages, count, max_payload,
+                                                    max_user_headers, ends, False)
+    return tuple(checked)
+
+
+_FULL = (HEADER, 6, 7, 8)
+_SLIM = (_LENGTHS, 0, 1, 2)
+
+
+def _check_area(messages: bytes, count: int, max_payload: int, max_user_headers: int,
+                ends: Sequence[int], keep_headers: bool,
+                ) -> tuple[Sequence[int], list[tuple[Any, ...]], list[int], list[bytes] | None]:
+    """The checks of ``split_messages``: ``(ends, headers unpacked, payload stops, user
+    header blobs or None)``; the blobs are only kept when ``keep_headers``, and only then
+    are the headers unpacked whole (``HEADER``; else just their lengths, ``_LENGTHS``)."""
+    layout, uhl_at, pl_at, reserved_at = _FULL if keep_headers else _SLIM
+    if not ends:
+        ends = _walk_ends(messages)
+    n = len(ends)
+    if not n or ends[-1] != len(messages):
+        raise IggyError(Status.INVALID_MESSAGES_SIZE,
+                        f"the messages end at {ends[-1] if n else 0}; the area has "
+                        f"{len(messages)} bytes")
+    if n != count:
+        raise IggyError(Status.INVALID_MESSAGES_COUNT,
+                        f"messages_count says {count}; the area holds {n}")
+    starts = (0, *ends[:-1])
+    try:
+        heads = list(map(layout.unpack_from, repeat(messages, n), starts))
+    except struct.error as exc:
+        raise IggyError(Status.TOO_SMALL_MESSAGE, f"a message header is cut short ({exc})") from exc
+    pls = list(map(itemgetter(pl_at), heads))
+    uhls = list(map(itemgetter(uhl_at), heads))
+    bodies = list(map(add, starts, repeat(HEADER_SIZE, n)))
+    stops = list(map(add, bodies, pls))
+    if list(map(add, stops, uhls)) != list(ends):
+        raise IggyError(Status.INVALID_MESSAGES_SIZE,
+                        "a message's payload and header lengths disagree with the index")
+    if any(map(itemgetter(reserved_at), heads)):
+        raise IggyError(Status.INVALID_RESERVED_FIELD, "a message's reserved field is not 0")
+    if min(pls) == 0:
+        raise IggyError(Status.EMPTY_MESSAGE_PAYLOAD, f"message {pls.index(0)} has no payload")
+    if max(pls) > max_payload:
+        raise IggyError(Status.TOO_BIG_MESSAGE_PAYLOAD,
+                        f"a {max(pls)}-byte payload; at most {max_payload}")
+    cut = messages.__getitem__
+    headers: list[bytes] | None = None
+    if any(uhls):
+        if max(uhls) > max_user_headers:
+            raise IggyError(Status.TOO_BIG_USER_HEADERS,
+                            f"{max(uhls)} bytes of user headers; at most {max_user_headers}")
+        headers = list(map(cut, map(slice, stops, ends)))
+        for index, raw in enumerate(headers):
+            if raw:
+                try:
+                    decode_user_headers(raw)
+                except ValueError as exc:
+                    raise IggyError(Status.CANNOT_READ_HEADERS_PAYLOAD,
+                                    f"message {index}: {exc}") from exc
+        if not keep_headers:
+            headers = None
+    return ends, heads, stops, headers
+
+
 def split_messages(messages: bytes, count: int, max_payload: int,
                    max_user_headers: int = 100 * 1024, ends: Sequence[int] = (),
                    ) -> tuple[list[bytes], list[bytes] | None, list[int], list[int]]:
@@ -1392,50 +1467,12 @@ def split_messages(messages: bytes, count: int, max_payload: int,
     to stamp and are ignored. Every step is a C-level ``map`` over the batch: no Python
     bytecode runs per message unless it has user headers.
     """
-    if not ends:
-        ends = _walk_ends(messages)
+    ends, heads, stops, headers = _check_area(messages, count, max_payload, max_user_headers,
+                                              ends, True)
     n = len(ends)
-    if not n or ends[-1] != len(messages):
-        raise IggyError(Status.INVALID_MESSAGES_SIZE,
-                        f"the messages end at {ends[-1] if n else 0}; the area has "
-                        f"{len(messages)} bytes")
-    if n != count:
-        raise IggyError(Status.INVALID_MESSAGES_COUNT,
-                        f"messages_count says {count}; the area holds {n}")
     starts = (0, *ends[:-1])
-    try:
-        heads = list(map(HEADER.unpack_from, repeat(messages, n), starts))
-    except struct.error as exc:
-        raise IggyError(Status.TOO_SMALL_MESSAGE, f"a message header is cut short ({exc})") from exc
-    pls = list(map(itemgetter(7), heads))
-    uhls = list(map(itemgetter(6), heads))
     bodies = list(map(add, starts, repeat(HEADER_SIZE, n)))
-    stops = list(map(add, bodies, pls))
-    if list(map(add, stops, uhls)) != list(ends):
-        raise IggyError(Status.INVALID_MESSAGES_SIZE,
-                        "a message's payload and header lengths disagree with the index")
-    if any(map(itemgetter(8), heads)):
-        raise IggyError(Status.INVALID_RESERVED_FIELD, "a message's reserved field is not 0")
-    if min(pls) == 0:
-        raise IggyError(Status.EMPTY_MESSAGE_PAYLOAD, f"message {pls.index(0)} has no payload")
-    if max(pls) > max_payload:
-        raise IggyError(Status.TOO_BIG_MESSAGE_PAYLOAD,
-                        f"a {max(pls)}-byte payload; at most {max_payload}")
-    cut = messages.__getitem__
-    payloads = list(map(cut, map(slice, bodies, stops)))
-    headers: list[bytes] | None = None
-    if any(uhls):
-        if max(uhls) > max_user_headers:
-            raise IggyError(Status.TOO_BIG_USER_HEADERS,
-                            f"{max(uhls)} bytes of user headers; at most {max_user_headers}")
-        headers = list(map(cut, map(slice, stops, ends)))
-        for index, raw in enumerate(headers):
-            if raw:
-                try:
-                    decode_user_headers(raw)
-                except ValueError as exc:
-                    raise IggyError(Status.CANNOT_READ_HEADERS_PAYLOAD,
-                                    f"message {index}: {exc}") from exc
+    payloads = list(map(messages.__getitem__, map(slice, bodies, stops)))
     los = list(map(itemgetter(1), heads))
     if any(map(itemgetter(2), heads)):
         ids = [lo | hi << 64 for lo, hi in zip(los, map(itemgetter(2), heads), strict=True)]

@@ -714,13 +714,12 @@ class IggyHandlers:
         else:
             found = plog.offset_for_timestamp(cmd.value)
             start = hw + 1 if found is None or found > hw else found
-        result, hw = self.core.read(store, partition, start, cmd.count, create=False)
-        records = result.records
-        reply = c.encode_polled_prefix(partition, max(hw, 0), len(records)) + result.raw
+        result, hw = self.core.read_raw(store, partition, start, cmd.count, create=False)
+        reply = c.encode_polled_prefix(partition, max(hw, 0), result.count) + result.raw
         self.read_bytes += len(result.raw)
-        if not (cmd.auto_commit and records):
+        if not (cmd.auto_commit and result.count):
             return reply
-        d = self._commit(session, group, store, partition, records[-1].offset + 1)
+        d = self._commit(session, group, store, partition, result.next_offset)
         return d.addCallback(lambda _: reply)
 
     def send_messages(self, session: Session, user: User,
@@ -738,8 +737,7 @@ class IggyHandlers:
             at = self._balanced.get(topic.store, 0)
             partition = at % count
             self._balanced[topic.store] = at + 1
-        payloads, headers, ids, origins = c.split_messages(cmd.messages, cmd.count,
-                                                           self.max_payload, ends=cmd.ends)
+        ends = c.check_messages(cmd.messages, cmd.count, self.max_payload, ends=cmd.ends)
         d: Deferred[bytes] = Deferred()
 
         def done(result: Any) -> None:
@@ -748,8 +746,7 @@ class IggyHandlers:
             else:
                 d.errback(result)
 
-        self.core.produce_batch(topic.store, partition, payloads, headers,
-                                ids if any(ids) else None, origins, "1", done)
+        self.core.produce_framed(topic.store, partition, cmd.messages, ends, "1", done)
         self.written_bytes += len(cmd.messages)
         return d
 
