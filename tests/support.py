@@ -10,13 +10,41 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
+from twisted.internet.defer import Deferred
 
 ROOT = Path(__file__).resolve().parent.parent
 _LISTEN_RE = re.compile(rb"skerry listening on v1=([0-9.]+):([0-9]+)")
+
+
+class ManualThread:
+    """A ``run_in_thread`` whose jobs (fsyncs, state-file writes) run only when the test
+    calls ``run_all``: "the fsync returned" becomes an explicit step of an in-memory test."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Callable[[], Any], Deferred[Any]]] = []
+
+    def __call__(self, function: Callable[[], Any]) -> Deferred[Any]:
+        d: Deferred[Any] = Deferred()
+        self.jobs.append((function, d))
+        return d
+
+    def run_all(self) -> int:
+        count = 0
+        while self.jobs:
+            function, d = self.jobs.pop(0)
+            count += 1
+            try:
+                result = function()
+            except Exception as exc:  # noqa: BLE001 - a worker thread hands errors over too
+                d.errback(exc)
+            else:
+                d.callback(result)
+        return count
 
 
 class V1Client:

@@ -6,42 +6,16 @@ covers it; one fsync for many appends), reply ordering, idle timeouts and storag
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 from broker.config import config_from_mapping
 from broker.server import Broker, build_broker
 from tests.fakes.fs import FaultyFileLayer, RecordingFileLayer
-
-
-class ManualThread:
-    """run_in_thread whose jobs run when the test calls ``run_all`` (an fsync returning)."""
-
-    def __init__(self) -> None:
-        self.jobs: list[tuple[Callable[[], Any], Deferred[Any]]] = []
-
-    def __call__(self, function: Callable[[], Any]) -> Deferred[Any]:
-        d: Deferred[Any] = Deferred()
-        self.jobs.append((function, d))
-        return d
-
-    def run_all(self) -> int:
-        count = 0
-        while self.jobs:
-            function, d = self.jobs.pop(0)
-            count += 1
-            try:
-                result = function()
-            except Exception as exc:  # noqa: BLE001 - a worker thread hands errors over too
-                d.errback(exc)
-            else:
-                d.callback(result)
-        return count
+from tests.support import ManualThread
 
 
 class Harness:

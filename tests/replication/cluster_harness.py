@@ -11,7 +11,6 @@ Clients speak V1 to a broker through a ``StringTransport`` (``Network.client``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,29 +29,6 @@ from replication.follower import PeerProtocol
 TOPIC = "t"
 
 
-class ManualThread:
-    """A ``run_in_thread`` whose jobs (fsyncs) run only when the test calls ``run_all``."""
-
-    def __init__(self) -> None:
-        self.jobs: list[tuple[Callable[[], Any], Deferred[Any]]] = []
-
-    def __call__(self, function: Callable[[], Any]) -> Deferred[Any]:
-        d: Deferred[Any] = Deferred()
-        self.jobs.append((function, d))
-        return d
-
-    def run_all(self) -> int:
-        count = 0
-        while self.jobs:
-            function, d = self.jobs.pop(0)
-            count += 1
-            try:
-                result = function()
-            except Exception as exc:  # noqa: BLE001 - a worker thread hands errors over too
-                d.errback(exc)
-            else:
-                d.callback(result)
-        return count
 
 
 class Client:

@@ -18,12 +18,8 @@ from replication.follower import (
     PartitionFetcher,
 )
 from replication.roles import Role
-from tests.replication.cluster_harness import (
-    TOPIC,
-    ManualThread,
-    Network,
-    produce_reply_offsets,
-)
+from tests.replication.cluster_harness import TOPIC, Network, produce_reply_offsets
+from tests.support import ManualThread
 
 
 @pytest.fixture
