@@ -354,6 +354,8 @@ class BrokerCore:
         self.store.delete_topic(name)
         if self.replication is not None:
             self.replication.forget_topic(name)
+        if self.groups is not None:
+            self.groups.topic_deleted(name)
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, count: int) -> Any:

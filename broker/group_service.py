@@ -258,6 +258,16 @@ class GroupService:
                      group, topic)
         self._perform(result.effects, now)
 
+    def topic_deleted(self, topic: str) -> None:
+        """The topic was deleted: forget its groups, members and offsets (written to
+        groups.json and offsets.json in the next batch)."""
+        if self._closed:
+            return
+        result = self.coordinator.topic_deleted(topic)
+        for group, _ in result.reply:
+            log.info("group %s on deleted topic %s forgotten", group, topic)
+        self._perform(result.effects, self._now_ms())
+
     def close(self) -> Deferred[None]:
         """Stop the session timers and flush pending writes. Requests after this are
         refused with UNAVAILABLE."""

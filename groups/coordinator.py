@@ -373,6 +373,27 @@ class GroupCoordinator:
             effects.append(PersistOffsets())
         return Result(None, tuple(effects))
 
+    def topic_deleted(self, topic: str) -> Result[list[GroupKey]]:
+        """The topic was deleted: every group on it is forgotten with its members and
+        committed offsets (as Kafka drops a deleted topic's offsets), so a topic created
+        again under the same name starts clean. Replies with the forgotten pairs."""
+        keys = sorted({k for k in self._groups if k[1] == topic}
+                      | {k for k in self._offsets if k[1] == topic})
+        effects: list[Effect] = []
+        for group, _ in keys:
+            grp = self._groups.pop((group, topic), None)
+            if grp is not None:
+                effects.extend(CancelExpiry(expiry_key(group, topic, member_id))
+                               for member_id in sorted(grp.members))
+                if grp.state is GroupState.STABLE:  # its members go with the topic
+                    grp.members.clear()
+                    grp.transition_to(GroupState.EMPTY)
+                grp.transition_to(GroupState.DEAD)
+            self._offsets.pop((group, topic), None)
+        if keys:
+            effects += [PersistGroups(), PersistOffsets()]
+        return Result(keys, tuple(effects))
+
     # ------------------------------------------------------------------ helpers
 
     def _require(self, group: str, topic: str) -> Group:

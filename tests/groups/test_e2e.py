@@ -333,3 +333,23 @@ class ThroughputTests:
             assert setup.request(f"V1|o|OFFSET|g busy {p}") == f"V1|o|OK|offset={per_connection}"
         for client in clients.values():
             client.close()
+
+
+class TopicDeletionTests:
+
+    def test_deleting_a_topic_forgets_its_groups_and_offsets(self, broker: BrokerProcess) -> None:
+        """ADMIN_DELETE_TOPIC drops the topic's groups, members and committed offsets (as
+        Kafka drops a deleted topic's offsets): a topic created again under the same name
+        starts at generation 1 with no committed offsets, and the old member is unknown."""
+        c = broker.client()
+        assert c.request("V1|0|ADMIN_CREATE_TOPIC|gone 2 1").startswith("V1|0|OK|")
+        assert c.request("V1|1|PRODUCE|gone k:v partition=0").startswith("V1|1|OK|")
+        assert c.request("V1|2|JOIN|g gone m1") == "V1|2|OK|generation=1 assigned=[0 1]"
+        assert c.request("V1|3|COMMIT|g gone m1 1 0 1") == "V1|3|OK|committed=true"
+        assert c.request("V1|4|LIST_GROUPS|") == "V1|4|OK|groups=[g:gone]"
+        assert c.request("V1|5|ADMIN_DELETE_TOPIC|gone") == "V1|5|OK|topic=gone deleted=true"
+        assert c.request("V1|6|LIST_GROUPS|") == "V1|6|OK|groups=[]"
+        assert c.request("V1|7|ADMIN_CREATE_TOPIC|gone 2 1").startswith("V1|7|OK|")
+        assert c.request("V1|8|OFFSET|g gone 0") == "V1|8|OK|offset=0"
+        assert c.request("V1|9|HEARTBEAT|g gone m1 1").startswith("V1|9|ERR|GENERATION_MISMATCH|")
+        assert c.request("V1|10|JOIN|g gone m2") == "V1|10|OK|generation=1 assigned=[0 1]"
