@@ -31,6 +31,7 @@ Must not import: broker internals (``broker``, ``groups``, ``replication``, ``da
 
 from __future__ import annotations
 
+import abc
 import argparse
 import asyncio
 import concurrent.futures
@@ -549,8 +550,9 @@ class _Client(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
+    @abc.abstractmethod
     def start(self) -> None:
-        raise NotImplementedError
+        """Send the first requests (each load shape keeps its own number outstanding)."""
 
 
 class _ProduceClient(_Client):

@@ -611,16 +611,22 @@ class BrokerCore:
             return self.replication.hw(topic, partition)
         return self.store.partition(topic, partition).next_offset - 1
 
-    def read(self, topic_name: str, partition: int, offset: int,
-             max_messages: int | None, create: bool = True) -> tuple[ReadResult, int]:
-        """Committed messages from ``offset`` (``<= hw``), bounded by the configured limits."""
+    def _read_bounds(self, topic_name: str, partition: int, max_messages: int | None,
+                     create: bool) -> tuple[PartitionLog, int, int, int]:
+        """(log, message limit, byte limit, hw) of a consume-style read: the topic checked
+        (or auto-created), ``max_messages`` capped by the configured limit."""
         topic = self.resolve(topic_name, partition, create)
         limit = self.config["limits.consume_max_messages"]
         if max_messages is not None:
             limit = min(limit, max_messages)
-        hw = self.hw(topic_name, partition)
-        plog = topic.partitions[partition]
-        result = plog.read(offset, limit, self.config["limits.consume_max_bytes"], hw + 1)
+        return (topic.partitions[partition], limit, self.config["limits.consume_max_bytes"],
+                self.hw(topic_name, partition))
+
+    def read(self, topic_name: str, partition: int, offset: int,
+             max_messages: int | None, create: bool = True) -> tuple[ReadResult, int]:
+        """Committed messages from ``offset`` (``<= hw``), bounded by the configured limits."""
+        plog, limit, max_bytes, hw = self._read_bounds(topic_name, partition, max_messages, create)
+        result = plog.read(offset, limit, max_bytes, hw + 1)
         if self.metrics is not None and result.records:
             self.metrics.consumed(topic_name, len(result.records), len(result.raw))
         return result, hw
@@ -628,13 +634,8 @@ class BrokerCore:
     def read_raw(self, topic_name: str, partition: int, offset: int,
                  max_messages: int | None, create: bool = True) -> tuple[RawReadResult, int]:
         """``read`` without decoding: the stored bytes and a count (``PartitionLog.read_raw``)."""
-        topic = self.resolve(topic_name, partition, create)
-        limit = self.config["limits.consume_max_messages"]
-        if max_messages is not None:
-            limit = min(limit, max_messages)
-        hw = self.hw(topic_name, partition)
-        plog = topic.partitions[partition]
-        result = plog.read_raw(offset, limit, self.config["limits.consume_max_bytes"], hw + 1)
+        plog, limit, max_bytes, hw = self._read_bounds(topic_name, partition, max_messages, create)
+        result = plog.read_raw(offset, limit, max_bytes, hw + 1)
         if self.metrics is not None and result.count:
             self.metrics.consumed(topic_name, result.count, len(result.raw))
         return result, hw
