@@ -35,6 +35,8 @@ __all__ = [
     "describe",
     "comparison_rows",
     "ceiling_rows",
+    "reference_rows",
+    "reference_headroom",
     "render_terminal",
     "render_section",
     "draw_charts",
@@ -192,6 +194,50 @@ def ceiling_rows(result: SuiteResult) -> list[list[str]]:
     return rows
 
 
+_REFERENCE_TARGETS = (
+    ("responder v1", "canned-reply responder, V1 replies"),
+    ("responder resp", "canned-reply responder, RESP replies"),
+    ("skerry", "Skerry, workload (a)"),
+    ("redis", "Redis, workload (a)"),
+)
+
+
+def _reference_python(result: SuiteResult, key: str) -> Measurement | None:
+    """The Python generator's figure on the same server and load as reference ``key``."""
+    from bench.suite import REFERENCE_WORKLOAD, WORKLOADS, shape_name
+
+    if key.startswith("responder "):
+        wl = next(w for w in WORKLOADS if w.key == REFERENCE_WORKLOAD)
+        return result.ceilings.get(shape_name(wl.shape), {}).get(key.split()[1])
+    return result.measurements.get(REFERENCE_WORKLOAD, {}).get(key)
+
+
+def reference_rows(result: SuiteResult) -> list[list[str]]:
+    """Header plus one row per server the C reference client ran against."""
+    rows = [["server", "C client msg/s", "Python generator msg/s", "Python / C"]]
+    for key, label in _REFERENCE_TARGETS:
+        ref = result.reference.get(key)
+        if ref is None:
+            continue
+        py = _reference_python(result, key)
+        c_rate, py_rate = _rate(ref), _rate(py)
+        rows.append([label, _cell(ref), _cell(py),
+                     f"{py_rate / c_rate:.2f}" if c_rate and py_rate else "n/a"])
+    return rows
+
+
+def reference_headroom(result: SuiteResult) -> list[str]:
+    """For each server: the C client's rate on the responder divided by its rate on that
+    server -- the most headroom any client can show on this machine for this load."""
+    out = []
+    for system, proto, name in (("skerry", "v1", "Skerry"), ("redis", "resp", "Redis")):
+        on_server = _rate(result.reference.get(system))
+        on_responder = _rate(result.reference.get(f"responder {proto}"))
+        if on_server and on_responder:
+            out.append(f"{name} {on_responder / on_server:.1f}x")
+    return out
+
+
 def _markdown(rows: Sequence[Sequence[str]]) -> str:
     out = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     out += ["| " + " | ".join(row) + " |" for row in rows[1:]]
@@ -215,6 +261,13 @@ def render_terminal(result: SuiteResult) -> str:
     if result.ceilings:
         parts += ["", "Load generator ceiling (canned-reply responder):",
                   _aligned(ceiling_rows(result))]
+    if len(reference_rows(result)) > 1:
+        parts += ["", "C reference client, request/response load:",
+                  _aligned(reference_rows(result))]
+        headroom = reference_headroom(result)
+        if headroom:
+            parts += ["most headroom any client shows here (C client: responder / server): "
+                      + ", ".join(headroom)]
     failures = _failures(result)
     if failures:
         parts += ["", "Failures:"] + [f"  {f}" for f in failures]
@@ -296,6 +349,29 @@ def render_section(result: SuiteResult, doc_dir: Path, charts: Sequence[Path]) -
         if below:
             lines += ["", "Below the 3x target in this run: " + "; ".join(below) + ". Those "
                       "figures are lower bounds of what the server can do."]
+    if len(reference_rows(result)) > 1:
+        headroom = reference_headroom(result)
+        lines += [
+            "",
+            "### A C client on the request/response load",
+            "",
+            "`bench/refclient.c` runs workload (a)'s load (the same request bytes, "
+            "connections and window, one request in flight per connection) with no Python on "
+            "the client side, against the canned-reply responder and against both servers. "
+            "Against the responder it shows what any client can get from this machine for "
+            "this load shape (the kernel's per-request cost on both ends bounds it); against "
+            "the servers it shows how much of each server's figure the Python generator "
+            "leaves on the table.",
+            "",
+            _markdown(reference_rows(result)),
+        ]
+        if headroom:
+            lines += ["", "The most headroom any client can show on this machine for this "
+                      "load (C client on the responder / C client on the server): "
+                      + ", ".join(headroom) + "."]
+        failed = [f"{key}: {m.error}" for key, m in result.reference.items() if m.error]
+        if failed:
+            lines += ["", "C reference client not measured: " + "; ".join(failed) + "."]
     lines += [
         "",
         "### How it is measured",

@@ -40,6 +40,8 @@ __all__ = [
     "start_redis",
     "start_responder",
     "build_c_responder",
+    "build_c_tool",
+    "run_refclient",
     "machine_info",
     "filesystem_of",
     "skerry_config",
@@ -224,21 +226,52 @@ def start_redis(workdir: Path, persistence: RedisPersistence, *,
     raise last
 
 
-def build_c_responder(workdir: Path) -> Path | None:
-    """Compile ``bench/responder.c`` into ``workdir`` (once); None without a C compiler."""
-    binary = workdir / "responder"
+def build_c_tool(workdir: Path, name: str) -> Path | None:
+    """Compile ``bench/<name>.c`` into ``workdir`` (once); None without a C compiler."""
+    binary = workdir / name
     if binary.exists():
         return binary
     compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if compiler is None:
         return None
     built = subprocess.run([compiler, "-O2", "-o", str(binary),
-                            str(REPO_ROOT / "bench" / "responder.c")],
+                            str(REPO_ROOT / "bench" / f"{name}.c")],
                            capture_output=True, text=True)
     if built.returncode != 0:
-        print(f"bench: could not build the C responder:\n{built.stderr}", file=sys.stderr)
+        print(f"bench: could not build bench/{name}.c:\n{built.stderr}", file=sys.stderr)
         return None
     return binary
+
+
+def build_c_responder(workdir: Path) -> Path | None:
+    """Compile ``bench/responder.c`` into ``workdir`` (once); None without a C compiler."""
+    return build_c_tool(workdir, "responder")
+
+
+def run_refclient(workdir: Path, port: int, protocol: str, request: bytes, *,
+                  connections: int, warmup_s: float, duration_s: float,
+                  cpus: Sequence[int] | None = None) -> dict[str, float]:
+    """Run the C request/response client (``bench/refclient.c``) against ``port`` and
+    return its JSON result (``requests``, ``window_s``, ``messages_per_s``).
+
+    Raises ServerError when there is no C compiler, or when the client fails (an error
+    reply, a lost connection) or outlives its own time bound by 30 s.
+    """
+    binary = build_c_tool(workdir, "refclient")
+    if binary is None:
+        raise ServerError("no C compiler for bench/refclient.c")
+    request_path = workdir / f"refclient-{protocol}.req"
+    request_path.write_bytes(request)
+    args = [str(binary), str(port), str(connections), f"{warmup_s:g}", f"{duration_s:g}",
+            str(request_path), protocol]
+    try:
+        done = subprocess.run(args, capture_output=True, text=True,
+                              timeout=warmup_s + duration_s + 30, preexec_fn=_child_setup(cpus))
+    except subprocess.TimeoutExpired as exc:
+        raise ServerError("the C reference client did not finish") from exc
+    if done.returncode != 0:
+        raise ServerError(f"the C reference client failed: {done.stderr.strip()[:200]}")
+    return json.loads(done.stdout)
 
 
 def start_responder(workdir: Path, protocol: str, mode: str, *, batch: int, value_size: int,

@@ -4,7 +4,9 @@ Owns: the workload table (a-e), which server configuration each workload needs (
 ``storage.fsync`` against Redis persistence), running every workload on both systems one
 after the other with the same load generator, filling the partition / stream the consume
 workload reads, measuring the generator's own ceiling against the canned-reply responder
-for every load shape, and the command line behind ``bench/run_all``.
+for every load shape, the C reference client (``bench/refclient.c``) on the
+request/response load (against the responder and both servers: what any client could get
+on this machine), and the command line behind ``bench/run_all``.
 
 Must not import: broker internals; both servers are driven over the wire only.
 """
@@ -26,13 +28,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bench import report
-from bench.loadgen import LoadResult, LoadSpec, run
+from bench.loadgen import (
+    LoadResult,
+    LoadSpec,
+    make_value,
+    resp_xadd_request,
+    run,
+    v1_produce_request,
+)
 from bench.servers import (
     RedisPersistence,
     ServerError,
     ServerProcess,
     SkerryFsync,
     machine_info,
+    run_refclient,
     start_redis,
     start_responder,
     start_skerry,
@@ -94,6 +104,7 @@ class SuiteOptions:
     workloads: tuple[str, ...] = tuple(w.key for w in WORKLOADS)
     systems: tuple[System, ...] = ("skerry", "redis")
     ceiling: bool = True
+    reference: bool = True
     load_processes: int = 2
     repeat: int = 1
     loop: Literal["auto", "uvloop", "asyncio"] = "auto"
@@ -149,6 +160,10 @@ class SuiteResult:
     ceilings: dict[str, dict[str, Measurement]] = field(default_factory=dict)
     ceiling_runs: dict[str, dict[str, list[Measurement]]] = field(default_factory=dict)
     fill: dict[str, int] = field(default_factory=dict)
+    reference: dict[str, Measurement] = field(default_factory=dict)
+    """The C reference client on the request/response load: keyed ``skerry``, ``redis``
+    (workload (a)'s servers) and ``responder v1`` / ``responder resp``."""
+    reference_runs: dict[str, list[Measurement]] = field(default_factory=dict)
     loadavg_after: str = ""
     responder: str = ""
 
@@ -176,6 +191,7 @@ class SuiteResult:
                      for k, v in self.runs.items()},
             "ceilings": {k: {p: m.to_dict() for p, m in v.items()}
                          for k, v in self.ceilings.items()},
+            "reference": {k: m.to_dict() for k, m in self.reference.items()},
         }
 
 
@@ -228,6 +244,33 @@ def _fill(opts: SuiteOptions, protocol: str, port: int) -> tuple[int, str | None
     return result.requests, None
 
 
+REFERENCE_WORKLOAD = "a"
+"""The workload the C reference client repeats (request/response, no persistence)."""
+
+
+def _reference(opts: SuiteOptions, workdir: Path, protocol: str, port: int,
+               connections: int) -> Measurement:
+    """The C reference client's request/response produce load on ``port``: the same
+    request bytes, connections and window as the Python generator's."""
+    value = make_value(opts.value_size)
+    request = (v1_produce_request("1", PRODUCE_TOPIC, "k1", value) if protocol == "v1"
+               else resp_xadd_request(PRODUCE_TOPIC, value))
+    try:
+        got = run_refclient(workdir, port, protocol, request, connections=connections,
+                            warmup_s=opts.warmup_s, duration_s=opts.duration_s,
+                            cpus=opts.load_cpus())
+    except ServerError as exc:
+        return Measurement(error=str(exc))
+    requests = int(got["requests"])
+    result = LoadResult(protocol=protocol, mode="produce", connections=connections, inflight=1,
+                        processes=1, loop="C", window_s=got["window_s"], requests=requests,
+                        messages=requests, requests_per_s=got["messages_per_s"],
+                        messages_per_s=got["messages_per_s"])
+    if requests == 0:
+        return Measurement(result=result, error="no reply inside the measurement window")
+    return Measurement(result=result)
+
+
 def _start(system: System, workdir: Path, wl: Workload, opts: SuiteOptions) -> ServerProcess:
     if system == "skerry":
         return start_skerry(workdir, wl.skerry_fsync, [PRODUCE_TOPIC, CONSUME_TOPIC],
@@ -272,6 +315,11 @@ def _run_group(system: System, group: Sequence[Workload], opts: SuiteOptions, wo
                 m = Measurement(result=m.result, error="server died during the load")
             out.runs[wl.key][system].append(m)
             _log(f"[{system}] ({wl.key}) {report.describe(m.result, m.error)}")
+            if opts.reference and wl.key == REFERENCE_WORKLOAD:
+                ref = _reference(opts, workdir, protocol, server.port, wl.connections)
+                out.reference_runs.setdefault(system, []).append(ref)
+                _log(f"[{system}] ({wl.key}) C reference client: "
+                     f"{report.describe(ref.result, ref.error)}")
     finally:
         code = server.stop()
         if code not in (0, None, -15):
@@ -298,13 +346,21 @@ def _run_ceilings(workloads: Sequence[Workload], opts: SuiteOptions, workdir: Pa
                 continue
             out.responder = "the C responder `bench/responder.c`" \
                 if server.name.startswith("C ") else "the Python responder `bench/echo.py`"
+            ref: Measurement | None = None
             try:
                 topic = CONSUME_TOPIC if mode == "consume" else PRODUCE_TOPIC
                 m = _measure(_spec(opts, protocol, server.port, mode, conns, inflight, topic))
+                if opts.reference and mode == "produce" and inflight == 1 and any(
+                        w.key == REFERENCE_WORKLOAD and w.shape == shape for w in workloads):
+                    ref = _reference(opts, workdir, protocol, server.port, conns)
             finally:
                 server.stop()
             out.ceiling_runs[name][protocol].append(m)
             _log(f"[ceiling] {name} / {protocol}: {report.describe(m.result, m.error)}")
+            if ref is not None:
+                out.reference_runs.setdefault(f"responder {protocol}", []).append(ref)
+                _log(f"[ceiling] {name} / {protocol} C reference client: "
+                     f"{report.describe(ref.result, ref.error)}")
 
 
 def run_suite(opts: SuiteOptions, command: str) -> SuiteResult:
@@ -333,6 +389,8 @@ def run_suite(opts: SuiteOptions, command: str) -> SuiteResult:
     for name, by_proto in out.ceiling_runs.items():
         out.ceilings[name] = {proto: median_measurement(runs)
                               for proto, runs in by_proto.items() if runs}
+    for name, runs in out.reference_runs.items():
+        out.reference[name] = median_measurement(runs)
     load1, load5, _ = os.getloadavg()
     out.loadavg_after = f"{load1:.2f} (1 min), {load5:.2f} (5 min)"
     return out
@@ -358,6 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--systems", default="skerry,redis", help="skerry,redis or one of them")
     p.add_argument("--no-ceiling", action="store_true",
                    help="skip measuring the load generator against the canned responder")
+    p.add_argument("--no-reference", action="store_true",
+                   help="skip the C reference client on the request/response load")
     p.add_argument("--load-processes", type=int, default=2,
                    help="load generator processes for loads with several connections "
                         "(connections are split between them; default 2)")
@@ -389,6 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "value_size": args.value_size, "max_requests": args.max_requests, "workloads": keys,
         "repeat": max(args.repeat, 1),
         "systems": systems, "ceiling": not args.no_ceiling,
+        "reference": not args.no_reference,
         "load_processes": args.load_processes, "loop": args.loop, "pin": args.pin}
     for name, value in (("duration_s", args.duration), ("warmup_s", args.warmup),
                         ("fill", args.fill)):

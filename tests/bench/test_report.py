@@ -6,7 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from bench.report import BEGIN, END, MarkerError, format_rate, replace_section, update_doc
+from bench.loadgen import LoadResult
+from bench.report import (
+    BEGIN,
+    END,
+    MarkerError,
+    format_rate,
+    reference_headroom,
+    reference_rows,
+    replace_section,
+    update_doc,
+)
+from bench.suite import Measurement, SuiteOptions, SuiteResult, shape_name
 
 STORE = "# Performance\n\n## Store\n\nappend: 1.2M msg/s\n"
 
@@ -57,3 +68,29 @@ def test_rates_are_short_and_readable() -> None:
     """Rates print with three significant digits and a k / M suffix."""
     assert [format_rate(x) for x in (None, 12.0, 8360.0, 85_700.0, 1_234_567.0)] == [
         "n/a", "12", "8.36k", "85.7k", "1.23M"]
+
+
+def _result(rate: float) -> LoadResult:
+    return LoadResult(protocol="v1", mode="produce", connections=50, inflight=1, processes=1,
+                      loop="C", window_s=1.0, requests=int(rate), messages=int(rate),
+                      requests_per_s=rate, messages_per_s=rate)
+
+
+def test_reference_table_compares_python_with_c_on_the_same_server() -> None:
+    """The C reference client's table puts the Python generator's figure on the same server
+    beside the C client's, and the headroom line divides the C client's responder rate by its
+    rate on each server (what any client could show on this machine)."""
+    suite = SuiteResult(options=SuiteOptions(), machine={}, command="x", started="now")
+    suite.measurements["a"] = {"skerry": Measurement(result=_result(30_000.0)),
+                               "redis": Measurement(result=_result(45_000.0))}
+    suite.ceilings[shape_name(("produce", 50, 1))] = {
+        "v1": Measurement(result=_result(60_000.0)), "resp": Measurement(result=_result(80_000.0))}
+    suite.reference = {"responder v1": Measurement(result=_result(120_000.0)),
+                       "responder resp": Measurement(result=_result(100_000.0)),
+                       "skerry": Measurement(result=_result(40_000.0)),
+                       "redis": Measurement(result=_result(50_000.0))}
+    rows = reference_rows(suite)
+    assert rows[1] == ["canned-reply responder, V1 replies", "120k", "60k", "0.50"]
+    assert rows[3] == ["Skerry, workload (a)", "40k", "30k", "0.75"]
+    assert rows[4] == ["Redis, workload (a)", "50k", "45k", "0.90"]
+    assert reference_headroom(suite) == ["Skerry 3.0x", "Redis 2.0x"]
