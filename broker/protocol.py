@@ -77,6 +77,9 @@ class V1Protocol(Protocol):
         self.transport.bufferSize = self.factory.max_pending_output_bytes
         self._direct = isinstance(self.transport, tcp.Connection) and \
             hasattr(self.transport, "_tempDataBuffer")
+        no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if no_delay is not None:  # a reply's last segment must not wait for a delayed ACK
+            no_delay(True)
         self.transport.registerProducer(self, True)
         self._arm_idle()
         log.info("connection from %s", self._peer)

@@ -28,9 +28,11 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+import numpy as np
 import xxhash
 
 __all__ = [
+    "header_rows",
     "HEADER_SIZE",
     "CHECKSUM_OFFSET",
     "ID_OFFSET",
@@ -361,3 +363,13 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[Re
     user_headers = bytes(buf[body + pl : end])
     return Record(off, ts, lo | hi << 64, ots, payload, user_headers), end
 
+
+def header_rows(area: np.ndarray) -> np.ndarray:
+    """Every ``HEADER_SIZE``-byte window of the byte array ``area`` (row ``i`` is bytes
+    ``i .. i + 63``) as a view sharing its memory, writeable when ``area`` is: indexing the
+    rows with record start positions reads (or writes) those records' headers with one row
+    copy each, however long the records are. Callers index only rows that start a whole
+    header inside ``area``."""
+    return np.lib.stride_tricks.as_strided(
+        area, shape=(max(len(area) - HEADER_SIZE + 1, 0), HEADER_SIZE), strides=(1, 1),
+        writeable=area.flags.writeable)

@@ -31,8 +31,16 @@ from itertools import repeat
 from operator import add, itemgetter
 from typing import Any, ClassVar
 
+import numpy as np
+
 from broker.iggy.status import IggyError, Status
-from data.format import HEADER, HEADER_SIZE, USER_HEADERS_LENGTH_OFFSET, decode_user_headers
+from data.format import (
+    HEADER,
+    HEADER_SIZE,
+    USER_HEADERS_LENGTH_OFFSET,
+    decode_user_headers,
+    header_rows,
+)
 
 __all__ = [
     "Code",
@@ -147,10 +155,6 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _F32 = struct.Struct("<f")
 _POLLED = struct.Struct("<IQI")
-_LENGTHS = struct.Struct(f"<{USER_HEADERS_LENGTH_OFFSET}xIIQ")
-"""``(user_headers_length, payload_length, reserved)``: the header fields
-``check_messages`` needs (nothing else unpacked per message)."""
-assert _LENGTHS.size == HEADER_SIZE
 _INDEX = struct.Struct("<IIQ")
 INDEX_SIZE = _INDEX.size
 """SendMessages index entry: ``0 u32, cumulative end position u32, 0 u64``."""
@@ -1388,69 +1392,56 @@ def check_messages(messages: bytes, count: int, max_payload: int,
                    ) -> tuple[int, ...]:
     """Check the SendMessages message area exactly as ``split_messages`` does, without
     splitting it; return the end positions of the messages (for ``produce_framed``, which
-    stamps the area in place). Raises the same ``IggyError`` for the same input."""
-    checked, _heads, _stops, _headers = _check_area(messages, count, max_payload,
-                                                    max_user_headers, ends, False)
-    return tuple(checked)
+    stamps the area in place). Raises the same ``IggyError`` for the same input.
 
-
-_FULL = (HEADER, 6, 7, 8)
-_SLIM = (_LENGTHS, 0, 1, 2)
-
-
-def _check_area(messages: bytes, count: int, max_payload: int, max_user_headers: int,
-                ends: Sequence[int], keep_headers: bool,
-                ) -> tuple[Sequence[int], list[tuple[Any, ...]], list[int], list[bytes] | None]:
-    """The checks of ``split_messages``: ``(ends, headers unpacked, payload stops, user
-    header blobs or None)``; the blobs are only kept when ``keep_headers``, and only then
-    are the headers unpacked whole (``HEADER``; else just their lengths, ``_LENGTHS``)."""
-    layout, uhl_at, pl_at, reserved_at = _FULL if keep_headers else _SLIM
+    The header fields are read as columns (``data.format.header_rows``), so a batch costs
+    a few array operations, not Python work per message (user headers, when a message has
+    any, are still decoded one by one)."""
     if not ends:
         ends = _walk_ends(messages)
     n = len(ends)
-    if not n or ends[-1] != len(messages):
+    total = len(messages)
+    if not n or ends[-1] != total:
         raise IggyError(Status.INVALID_MESSAGES_SIZE,
                         f"the messages end at {ends[-1] if n else 0}; the area has "
-                        f"{len(messages)} bytes")
+                        f"{total} bytes")
     if n != count:
         raise IggyError(Status.INVALID_MESSAGES_COUNT,
                         f"messages_count says {count}; the area holds {n}")
-    starts = (0, *ends[:-1])
-    try:
-        heads = list(map(layout.unpack_from, repeat(messages, n), starts))
-    except struct.error as exc:
-        raise IggyError(Status.TOO_SMALL_MESSAGE, f"a message header is cut short ({exc})") from exc
-    pls = list(map(itemgetter(pl_at), heads))
-    uhls = list(map(itemgetter(uhl_at), heads))
-    bodies = list(map(add, starts, repeat(HEADER_SIZE, n)))
-    stops = list(map(add, bodies, pls))
-    if list(map(add, stops, uhls)) != list(ends):
+    end_at = np.fromiter(ends, dtype=np.int64, count=n)
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = end_at[:-1]
+    if int(starts.max()) + HEADER_SIZE > total:
+        raise IggyError(Status.TOO_SMALL_MESSAGE, "a message header is cut short")
+    fields = np.ascontiguousarray(
+        header_rows(np.frombuffer(messages, dtype=np.uint8))[starts, USER_HEADERS_LENGTH_OFFSET:])
+    words = fields.view("<u4")  # user_headers_length, payload_length, reserved (2 words)
+    uhls = words[:, 0].astype(np.int64)
+    pls = words[:, 1].astype(np.int64)
+    stops = starts + HEADER_SIZE + pls
+    if not np.array_equal(stops + uhls, end_at):
         raise IggyError(Status.INVALID_MESSAGES_SIZE,
                         "a message's payload and header lengths disagree with the index")
-    if any(map(itemgetter(reserved_at), heads)):
+    if words[:, 2:].any():
         raise IggyError(Status.INVALID_RESERVED_FIELD, "a message's reserved field is not 0")
-    if min(pls) == 0:
-        raise IggyError(Status.EMPTY_MESSAGE_PAYLOAD, f"message {pls.index(0)} has no payload")
-    if max(pls) > max_payload:
+    if int(pls.min()) == 0:
+        raise IggyError(Status.EMPTY_MESSAGE_PAYLOAD,
+                        f"message {int(np.argmin(pls))} has no payload")
+    if int(pls.max()) > max_payload:
         raise IggyError(Status.TOO_BIG_MESSAGE_PAYLOAD,
-                        f"a {max(pls)}-byte payload; at most {max_payload}")
-    cut = messages.__getitem__
-    headers: list[bytes] | None = None
-    if any(uhls):
-        if max(uhls) > max_user_headers:
+                        f"a {int(pls.max())}-byte payload; at most {max_payload}")
+    if uhls.any():
+        if int(uhls.max()) > max_user_headers:
             raise IggyError(Status.TOO_BIG_USER_HEADERS,
-                            f"{max(uhls)} bytes of user headers; at most {max_user_headers}")
-        headers = list(map(cut, map(slice, stops, ends)))
-        for index, raw in enumerate(headers):
-            if raw:
-                try:
-                    decode_user_headers(raw)
-                except ValueError as exc:
-                    raise IggyError(Status.CANNOT_READ_HEADERS_PAYLOAD,
-                                    f"message {index}: {exc}") from exc
-        if not keep_headers:
-            headers = None
-    return ends, heads, stops, headers
+                            f"{int(uhls.max())} bytes of user headers; at most {max_user_headers}")
+        for index in np.nonzero(uhls)[0].tolist():
+            try:
+                decode_user_headers(messages[int(stops[index]):ends[index]])
+            except ValueError as exc:
+                raise IggyError(Status.CANNOT_READ_HEADERS_PAYLOAD,
+                                f"message {index}: {exc}") from exc
+    return tuple(ends)
 
 
 def split_messages(messages: bytes, count: int, max_payload: int,
@@ -1464,15 +1455,18 @@ def split_messages(messages: bytes, count: int, max_payload: int,
     whose lengths end it exactly at its index entry, ``reserved`` 0, a payload of
     1..``max_payload`` bytes and well-formed user headers of at most ``max_user_headers``
     bytes; there must be ``count`` of them. Checksum, offset and timestamp are the server's
-    to stamp and are ignored. Every step is a C-level ``map`` over the batch: no Python
-    bytecode runs per message unless it has user headers.
+    to stamp and are ignored. The checks are ``check_messages``'; the split is C-level
+    ``map`` over the batch: no Python bytecode runs per message unless it has user headers.
     """
-    ends, heads, stops, headers = _check_area(messages, count, max_payload, max_user_headers,
-                                              ends, True)
+    ends = check_messages(messages, count, max_payload, max_user_headers, ends)
     n = len(ends)
     starts = (0, *ends[:-1])
+    heads = list(map(HEADER.unpack_from, repeat(messages, n), starts))
     bodies = list(map(add, starts, repeat(HEADER_SIZE, n)))
-    payloads = list(map(messages.__getitem__, map(slice, bodies, stops)))
+    stops = list(map(add, bodies, map(itemgetter(7), heads)))
+    cut = messages.__getitem__
+    payloads = list(map(cut, map(slice, bodies, stops)))
+    headers = list(map(cut, map(slice, stops, ends))) if any(map(itemgetter(6), heads)) else None
     los = list(map(itemgetter(1), heads))
     if any(map(itemgetter(2), heads)):
         ids = [lo | hi << 64 for lo, hi in zip(los, map(itemgetter(2), heads), strict=True)]

@@ -63,6 +63,9 @@ class IggyProtocol(Protocol):
         address = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
         self.session = self.handlers.open_session(address)
         self.transport.bufferSize = self.factory.max_pending_output_bytes
+        no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if no_delay is not None:  # a reply's last segment must not wait for a delayed ACK
+            no_delay(True)
         self.transport.registerProducer(self, True)
         self._arm_idle()
         log.debug("iggy: client %d connected from %s", self.session.client_id, address)
