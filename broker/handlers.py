@@ -214,6 +214,13 @@ class Handlers:
                              data=result.raw)
 
     def consume(self, cmd: c.Consume, slot: Slot, conn: Connection) -> bytes | None:
+        if not cmd.detail:  # the common form: straight from the stored bytes, no records
+            raw, hw = self.core.read_raw(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
+            if raw.count or not cmd.wait_ms:
+                line = c.consume_reply_raw(cmd.cid, raw.raw, raw.ends,
+                                           raw.next_offset - raw.count, hw, b64=cmd.b64)
+                if line is not None:
+                    return line
         result, hw = self.core.read(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
         if result.records or not cmd.wait_ms:
             return c.consume_reply(cmd.cid, result.records, hw, b64=cmd.b64, detail=cmd.detail)[0]

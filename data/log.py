@@ -32,7 +32,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.errors import StorageError
 from data import paths
@@ -82,11 +82,13 @@ class ReadResult:
 class RawReadResult:
     """What ``PartitionLog.read_raw`` returns: the same read as ``read`` without the
     ``Record`` tuples. ``raw`` is the exact on-disk bytes of ``count`` records with dense
-    offsets from ``next_offset - count``; ``next_offset`` as for ``ReadResult``."""
+    offsets from ``next_offset - count``; ``next_offset`` as for ``ReadResult``; ``ends``
+    the end position of each record in ``raw`` (``count`` entries, the last is ``len(raw)``)."""
 
     raw: bytes
     count: int
     next_offset: int
+    ends: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -446,17 +448,20 @@ class PartitionLog:
         if self._closed:
             raise StorageError(f"partition {self.topic}/{self.partition} is closed")
         try:
-            raw, count, at = self._read(offset, max_messages, max_bytes, upto, None)
+            ends: list[int] = []
+            raw, count, at = self._read(offset, max_messages, max_bytes, upto, None, ends)
         except OSError as exc:
             self._log.error("%s/%d: read at offset %d failed: %s", self.topic, self.partition, offset, exc)
             raise StorageError(f"partition {self.topic}/{self.partition}: read at offset {offset} failed: {exc}") from exc
-        return RawReadResult(raw, count, at)
+        return RawReadResult(raw, count, at, ends)
 
     def _read(
-        self, offset: int, max_messages: int, max_bytes: int, upto: int | None, records: list[Record] | None
+        self, offset: int, max_messages: int, max_bytes: int, upto: int | None,
+        records: list[Record] | None, ends_out: list[int] | None = None,
     ) -> tuple[bytes, int, int]:
         """The read loop of ``read`` (``records`` gets the decoded records) and ``read_raw``
-        (``records`` is None: checked, not decoded). Returns ``(raw, count, next offset)``."""
+        (``records`` is None: checked, not decoded; ``ends_out`` gets each record's end in
+        ``raw``). Returns ``(raw, count, next offset)``."""
         start = offset if offset > self.first_offset else self.first_offset
         stop = self.next_offset if upto is None or upto > self.next_offset else upto
         raws: list[bytes] = []
@@ -488,6 +493,10 @@ class PartitionLog:
             else:
                 run = decode_run(data, rel_ends, at, records, budget, at == start)
             if run.count:
+                if ends_out is not None:
+                    shift = (ends_out[-1] if ends_out else 0) - rel_ends[0]
+                    ends_out.extend(rel_ends[1 : run.count + 1] if shift == 0
+                                    else [e + shift for e in rel_ends[1 : run.count + 1]])
                 raws.append(data if run.consumed == len(data) else data[: run.consumed])
             at += run.count
             left -= run.count

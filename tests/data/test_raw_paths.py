@@ -121,7 +121,8 @@ class ReadRawTests:
         return plog
 
     def test_same_bytes_count_and_next_offset_as_read(self, tmp_path, store, clock):
-        """read_raw returns exactly read's bytes, its record count and its next offset for
+        """read_raw returns exactly read's bytes, its record count, its next offset and each
+        record's end position in the bytes, for
         starts, message limits, payload budgets and upper bounds across segment rolls, before
         and after a reopen (sealed segments read through their index files)."""
         plog = self._fill(store, clock)
@@ -137,6 +138,12 @@ class ReadRawTests:
                             assert raw.raw == full.raw
                             assert raw.count == len(full.records)
                             assert raw.next_offset == full.next_offset
+                            # ends: where each record stops in raw, across segment joins
+                            assert len(raw.ends) == raw.count
+                            starts = [0, *raw.ends[:-1]] if raw.ends else []
+                            assert [fmt.decode_record(raw.raw[a:b])[0].payload
+                                    for a, b in zip(starts, raw.ends, strict=True)] == \
+                                [r.payload for r in full.records]
 
         check(plog)
         store.close()
