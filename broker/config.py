@@ -120,11 +120,11 @@ SCHEMA: tuple[Key, ...] = (
     Key("limits.max_members_per_group", "int", 1000, "Most members of one group.", 1),
     Key("auth.tokens_file", "str?", None,
         "File of `<user>:<sha256 of token>` lines (`python -m broker.auth add <user> <file>`); "
-        "when set, V1 clients must send AUTH before anything but PING. Required to listen on "
-        "a non-loopback host."),
+        "when set, V1 clients must send AUTH before anything but PING, and /metrics wants a "
+        "user's token (HTTP Basic or Bearer). Required to listen on a non-loopback host."),
     Key("tls.cert", "str?", None,
-        "PEM certificate (and chain): when set with tls.key, the V1 and Iggy listeners speak "
-        "TLS only."),
+        "PEM certificate (and chain): when set with tls.key, the V1, Iggy and metrics "
+        "listeners speak TLS only."),
     Key("tls.key", "str?", None, "PEM private key of tls.cert."),
 )
 

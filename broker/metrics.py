@@ -18,6 +18,13 @@ Owns:
   else 503 with the state). ``StartupResponder`` answers 503 ``starting`` on the same
   socket from a plain thread while the store recovers (the reactor is not running yet);
   the reactor then adopts that socket, so no connection is refused in between.
+- Securing it like the V1 listener: with ``tls.cert``/``tls.key`` both the endpoint and the
+  startup responder speak HTTPS only; with ``auth.tokens_file`` (``HttpAuth``) ``/metrics``
+  wants the V1 users' credentials, as HTTP Basic (user and token) or ``Bearer <token>``,
+  checked in constant time by ``broker.auth.TokenStore``, and a refusal (401) is answered
+  after ``broker.auth.FIRST_DELAY_S`` on the reactor clock. ``/health`` stays open for
+  load balancers' and orchestrators' probes (it tells the state and nothing else). Like
+  the V1 listener, the endpoint refuses a non-loopback address without authentication.
 
 Latency is measured on the broker's clock (monotonic in ``skerry serve``; ``task.Clock`` in
 tests): from the read that carried a request to its reply being queued, in order, for the
@@ -30,10 +37,13 @@ through their public attributes, at scrape time, on the reactor thread.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import logging
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -51,17 +61,20 @@ from prometheus_client.process_collector import ProcessCollector
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.web.resource import Resource
-from twisted.web.server import Site
+from twisted.web.server import NOT_DONE_YET, Site
 
+from broker.auth import FIRST_DELAY_S, TokenStore, bind_refusal, is_loopback
 from broker.errors import SkerryError
 from data.format import HEADER_SIZE
 
 __all__ = [
     "BrokerMetrics",
     "Health",
+    "HttpAuth",
     "MetricsService",
     "StartupResponder",
     "open_startup_listener",
+    "startup_tls_context",
     "REQUEST_BUCKETS",
     "FSYNC_BUCKETS",
 ]
@@ -381,17 +394,76 @@ class _Page(Resource):
         return body
 
 
+class HttpAuth:
+    """Who may read ``/metrics`` when authentication is configured: the V1 users, with the
+    same tokens. ``Authorization: Basic base64(<user>:<token>)`` (what Prometheus'
+    ``basic_auth`` sends) or ``Authorization: Bearer <token>`` (Prometheus'
+    ``authorization``; the token of any user). Never logs a token."""
+
+    REALM = b'Basic realm="skerry metrics", charset="UTF-8"'
+
+    def __init__(self, tokens: TokenStore, clock: IReactorTime) -> None:
+        self._tokens = tokens
+        self._clock = clock
+
+    def user_for(self, header: bytes | None) -> str | None:
+        """The user the ``Authorization`` header proves to be, or None."""
+        if not header:
+            return None
+        scheme, _, credentials = header.strip().partition(b" ")
+        scheme = scheme.lower()
+        try:
+            if scheme == b"basic":
+                decoded = base64.b64decode(credentials.strip(), validate=True).decode("utf-8")
+                user, colon, token = decoded.partition(":")
+                return user if colon and self._tokens.verify(user, token) else None
+            if scheme == b"bearer":
+                token = credentials.strip().decode("ascii")
+                found = None
+                for user in self._tokens.users:  # every user, so the time tells nothing
+                    if self._tokens.verify(user, token) and found is None:
+                        found = user
+                return found
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            return None
+        return None
+
+    def refuse(self, request: Any) -> Any:
+        """Answer 401 after the failed-attempt delay (on the reactor clock)."""
+        peer = request.getClientAddress()
+        log.warning("metrics: refused a request for /metrics from %s: %s",
+                    getattr(peer, "host", "?"),
+                    "bad credentials" if request.getHeader(b"authorization")
+                    else "no credentials")
+        request.setResponseCode(401)
+        request.setHeader(b"www-authenticate", self.REALM)
+        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+        request.setHeader(b"cache-control", b"no-store")
+
+        def answer() -> None:
+            request.write(b"authentication required\n")
+            request.finish()
+
+        call = self._clock.callLater(FIRST_DELAY_S, answer)
+        request.notifyFinish().addErrback(lambda _: call.cancel() if call.active() else None)
+        return NOT_DONE_YET
+
+
 class _MetricsPage(Resource):
     """``/metrics`` in the format the scraper's Accept header asks for (Prometheus text by
     default, OpenMetrics on request), as ``prometheus_client``'s own handlers do."""
 
     isLeaf = True
 
-    def __init__(self, metrics: BrokerMetrics) -> None:
+    def __init__(self, metrics: BrokerMetrics, auth: HttpAuth | None = None) -> None:
         super().__init__()
         self._metrics = metrics
+        self._auth = auth
 
-    def render_GET(self, request: Any) -> bytes:
+    def render_GET(self, request: Any) -> Any:
+        if self._auth is not None and \
+                self._auth.user_for(request.getHeader(b"authorization")) is None:
+            return self._auth.refuse(request)
         accept = request.getHeader(b"accept")
         encoder, content_type = choose_encoder(accept.decode("latin-1") if accept else "")
         request.setHeader(b"content-type", content_type.encode())
@@ -417,42 +489,54 @@ def health_answer(health: Health) -> tuple[int, bytes, bytes]:
 
 
 class MetricsService:
-    """The HTTP endpoint of one broker: ``/metrics`` and ``/health`` over twisted.web."""
+    """The HTTP endpoint of one broker: ``/metrics`` and ``/health`` over twisted.web;
+    ``auth`` guards ``/metrics`` (None: open, loopback only)."""
 
-    def __init__(self, metrics: BrokerMetrics) -> None:
+    def __init__(self, metrics: BrokerMetrics, auth: HttpAuth | None = None) -> None:
         self.metrics = metrics
         self.health = metrics.health
+        self.auth = auth
         self.startup: StartupResponder | None = None
         """Set by the shell when a ``StartupResponder`` holds the socket during startup."""
         root = _Root()
-        root.putChild(b"metrics", _MetricsPage(metrics))
+        root.putChild(b"metrics", _MetricsPage(metrics, auth))
         root.putChild(b"health", _Page(lambda: health_answer(self.health)))
         self.site = Site(root, timeout=30)
         self.site.noisy = False
         self._port: Any = None
 
     @classmethod
-    def for_broker(cls, core: Any, factory: Any, clock: IReactorTime) -> MetricsService:
-        """Build the metrics of a broker and hook them into its core and V1 factory."""
+    def for_broker(cls, core: Any, factory: Any, clock: IReactorTime,
+                   tokens: TokenStore | None = None) -> MetricsService:
+        """Build the metrics of a broker and hook them into its core and V1 factory;
+        with ``tokens`` (the V1 users), ``/metrics`` needs their credentials."""
         metrics = BrokerMetrics(clock)
         metrics.bind(core, factory)
         core.metrics = metrics
         factory.metrics = metrics
-        return cls(metrics)
+        return cls(metrics, None if tokens is None else HttpAuth(tokens, clock))
 
-    def listen(self, reactor: Any, host: str, port: int) -> str:
-        """Serve on ``host:port`` (taking over the startup socket if there is one) and
-        report ready: call it after every other listener is up. Returns
-        ``metrics=<host>:<port>``."""
+    def listen(self, reactor: Any, host: str, port: int, tls: Any = None) -> str:
+        """Serve on ``host:port`` (taking over the startup socket if there is one), over
+        TLS when ``tls`` (``broker.tls.server_options``) is given, and report ready: call it
+        after every other listener is up. Returns ``metrics=<host>:<port>``. Refuses a
+        non-loopback ``host`` without authentication (``RuntimeError``)."""
+        if self.auth is None and not is_loopback(host):
+            raise RuntimeError(f"metrics: {bind_refusal(host, False)}")
+        factory: Any = self.site
+        if tls is not None:
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+
+            factory = TLSMemoryBIOFactory(tls, False, self.site)
         if self.startup is not None:
             sock = self.startup.hand_over()
             self.startup = None
             try:
-                self._port = reactor.adoptStreamPort(sock.fileno(), sock.family, self.site)
+                self._port = reactor.adoptStreamPort(sock.fileno(), sock.family, factory)
             finally:
                 sock.close()  # the reactor holds its own duplicate
         else:
-            self._port = reactor.listenTCP(port, self.site, interface=host)
+            self._port = reactor.listenTCP(port, factory, interface=host)
         self.health.state = Health.READY
         address = self._port.getHost()
         return f"metrics={address.host}:{address.port}"
@@ -478,10 +562,12 @@ class StartupResponder:
     """Answers every HTTP request with 503 ``starting`` from a daemon thread, on a socket
     bound before the store opens (recovery blocks the reactor's thread, and the reactor is
     not running yet). ``hand_over`` stops the thread and returns the listening socket, so
-    the reactor can adopt it without a gap."""
+    the reactor can adopt it without a gap. With ``tls`` every connection must complete a
+    TLS handshake first (a plain-text client is dropped)."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._tls = tls
         self._sock = socket.create_server((host, port), family=family, backlog=128)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="skerry-startup-http",
@@ -510,11 +596,12 @@ class StartupResponder:
             with conn:
                 self._answer(conn)
 
-    @staticmethod
-    def _answer(conn: socket.socket) -> None:
+    def _answer(self, conn: socket.socket) -> None:
         conn.settimeout(0.5)
         head = b""
         try:
+            if self._tls is not None:
+                conn = self._tls.wrap_socket(conn, server_side=True)
             while b"\r\n\r\n" not in head and b"\n\n" not in head and len(head) < 8192:
                 chunk = conn.recv(4096)
                 if not chunk:
@@ -527,8 +614,10 @@ class StartupResponder:
             conn.sendall(b"HTTP/1.1 %b\r\ncontent-type: text/plain; charset=utf-8\r\n"
                          b"content-length: %d\r\nconnection: close\r\n\r\n%b"
                          % (status, len(body), body))
-        except OSError:
+        except OSError:  # ssl.SSLError too: a plain-text client on an HTTPS port
             pass
+        finally:
+            conn.close()  # the TLS wrapper, when there is one (the caller closes the rest)
 
     def hand_over(self) -> socket.socket:
         """Stop answering and return the listening socket (non-blocking)."""
@@ -543,10 +632,22 @@ class StartupResponder:
         self._sock.close()
 
 
+def startup_tls_context(cert_path: str, key_path: str) -> ssl.SSLContext:
+    """The startup responder's TLS settings: the broker's certificate, TLS 1.2 at least."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_path, key_path)
+    return context
+
+
 def open_startup_listener(config: Any) -> StartupResponder | None:
-    """A ``StartupResponder`` on ``host:metrics_port``, or None when metrics are off.
-    ``OSError`` when the port cannot be bound (the caller reports it and exits)."""
+    """A ``StartupResponder`` on ``host:metrics_port`` (HTTPS when ``tls.cert`` is set), or
+    None when metrics are off. ``OSError`` when the port cannot be bound or the certificate
+    not used (the caller reports it and exits)."""
     port = config["metrics_port"]
     if port is None:
         return None
-    return StartupResponder(config["host"], port)
+    tls = None
+    if config["tls.cert"] is not None:
+        tls = startup_tls_context(config["tls.cert"], config["tls.key"])
+    return StartupResponder(config["host"], port, tls)

@@ -16,6 +16,7 @@ handlers and the core.
 from __future__ import annotations
 
 import logging
+import socket
 from collections import deque
 from typing import Any
 
@@ -32,6 +33,11 @@ from broker.handlers import Handlers
 __all__ = ["V1Protocol", "V1Factory"]
 
 log = logging.getLogger("skerry.v1")
+
+KERNEL_SEND_BUFFER_BYTES = 262144
+"""SO_SNDBUF of each V1 connection (at most ``limits.max_pending_output_bytes``; Linux
+doubles it for its bookkeeping): enough for a loopback or LAN consumer at full speed, and a
+bound on what a client that never reads makes the broker produce beyond the pending limit."""
 
 _BEFORE_AUTH = (codec.Ping, codec.Auth)
 """The commands served on a connection that has not authenticated (when auth is on)."""
@@ -80,6 +86,14 @@ class V1Protocol(Protocol):
         no_delay = getattr(self.transport, "setTcpNoDelay", None)
         if no_delay is not None:  # a reply's last segment must not wait for a delayed ACK
             no_delay(True)
+        handle = getattr(self.transport, "getHandle", lambda: None)()
+        if isinstance(handle, socket.socket):
+            # Replies in the kernel's send buffer are unsent too. Left alone, Linux grows it
+            # to tcp_wmem's 4 MiB, so a client that never reads made the broker build ~5 MiB
+            # of replies (seconds of CPU for CONSUMEs) before it was paused. Kafka caps it
+            # the same way (socket.send.buffer.bytes).
+            handle.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, min(
+                self.factory.max_pending_output_bytes, KERNEL_SEND_BUFFER_BYTES))
         self.transport.registerProducer(self, True)
         self._arm_idle()
         log.info("connection from %s", self._peer)

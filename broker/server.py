@@ -37,7 +37,7 @@ from data.store import StorageConfig, Store
 from groups.coordinator import GroupCoordinator
 from replication.follower import Connector, FetchSettings, ReplicaManager, tcp_connector
 
-__all__ = ["Broker", "build_broker", "run", "raise_open_file_limit"]
+__all__ = ["Broker", "build_broker", "run", "raise_open_file_limit", "cluster_security_refusal"]
 
 log = logging.getLogger("skerry.server")
 
@@ -58,8 +58,8 @@ class Broker:
     """``broker.metrics.MetricsService``: /metrics and /health (None unless
     ``metrics_port`` is set)."""
     tls: Any = None
-    """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1 and Iggy
-    listeners then speak TLS only."""
+    """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1, Iggy and
+    metrics listeners then speak TLS only."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
@@ -87,7 +87,8 @@ class Broker:
             iggy_address = iggy_port.getHost()
             addresses.append(f"iggy={iggy_address.host}:{iggy_address.port}")
         if self.metrics is not None:  # last: it reports the broker ready
-            addresses.append(self.metrics.listen(plain, host, self.config["metrics_port"]))
+            addresses.append(self.metrics.listen(plain, host, self.config["metrics_port"],
+                                                 tls=self.tls))
         return addresses
 
     def stop(self) -> Deferred[None]:
@@ -220,7 +221,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
     if config["metrics_port"] is not None:
         from broker.metrics import MetricsService
 
-        metrics = MetricsService.for_broker(core, factory, clock)
+        metrics = MetricsService.for_broker(core, factory, clock, tokens=handlers.auth_tokens)
     tls = None
     if config["tls.cert"] is not None:
         from broker.tls import server_options
@@ -257,6 +258,23 @@ def raise_open_file_limit() -> int:
     return soft
 
 
+def cluster_security_refusal(config: Config) -> str | None:
+    """Why a cluster member cannot start with this configuration, or None.
+
+    The fetch loops and leader probes reach the other brokers over plain TCP and send no
+    AUTH: with ``tls.cert`` or ``auth.tokens_file`` set, every other broker would refuse
+    them and the partitions would silently run without their followers."""
+    if config.cluster is None:
+        return None
+    secured = [key for key in ("tls.cert", "auth.tokens_file") if config[key] is not None]
+    if not secured:
+        return None
+    return (f"refusing to start a cluster member with {' and '.join(secured)} set: "
+            f"replication between brokers speaks neither TLS nor AUTH yet, so the other "
+            f"brokers would refuse this one's fetches; for now a cluster runs on loopback "
+            f"addresses only, without them (docs/reliability.md, Security)")
+
+
 def configure_logging(level: str) -> None:
     from twisted.logger import STDLibLogObserver, globalLogBeginner
 
@@ -277,6 +295,8 @@ def run(config: Config) -> int:
     from broker.tls import TLSConfigError, server_options
 
     refusal = bind_refusal(config["host"], config["auth.tokens_file"] is not None)
+    if refusal is None:
+        refusal = cluster_security_refusal(config)
     if refusal is not None:  # a configuration mistake: exit 2 like a bad key
         log.error("%s", refusal)
         return 2

@@ -170,7 +170,8 @@ class RecordingFileLayer(_Wrapping):
 
 
 class FaultyFileLayer(_Wrapping):
-    """Fails the ``nth`` call of ``op`` whose path contains ``path_contains``.
+    """Fails the ``nth`` call of ``op`` whose path contains ``path_contains`` (and ends with
+    ``path_endswith``, when given: ``".log"`` picks the log files of a partition directory).
 
     ``error`` is the errno (ENOSPC by default). ``partial=True`` makes a failing write put
     half of its data on disk first, as a filling disk does. ``sticky=True`` keeps failing
@@ -189,11 +190,13 @@ class FaultyFileLayer(_Wrapping):
         partial: bool = False,
         sticky: bool = False,
         armed: bool = True,
+        path_endswith: str = "",
     ) -> None:
         super().__init__(inner)
         self.op = op
         self.nth = nth
         self.path_contains = path_contains
+        self.path_endswith = path_endswith
         self.error = error
         self.partial = partial
         self.sticky = sticky
@@ -201,16 +204,18 @@ class FaultyFileLayer(_Wrapping):
         self.calls = 0
         self.failures = 0
 
-    def arm(self, op: str, nth: int = 1, path_contains: str = "", error: int = errno_codes.ENOSPC, *, partial: bool = False, sticky: bool = False) -> None:
+    def arm(self, op: str, nth: int = 1, path_contains: str = "", error: int = errno_codes.ENOSPC, *, partial: bool = False, sticky: bool = False, path_endswith: str = "") -> None:
         """(Re)arm: count matching calls from zero again."""
         with self._mutex:
             self.op, self.nth, self.path_contains, self.error = op, nth, path_contains, error
+            self.path_endswith = path_endswith
             self.partial, self.sticky, self.armed = partial, sticky, True
             self.calls = 0
 
     def _before(self, op: str, fd: int | None, path: str, data: bytes | bytearray | memoryview | None = None) -> None:
         with self._mutex:
-            if not self.armed or op != self.op or self.path_contains not in path:
+            if not self.armed or op != self.op or self.path_contains not in path \
+                    or not path.endswith(self.path_endswith):
                 return
             self.calls += 1
             fail = self.calls == self.nth or (self.sticky and self.calls > self.nth)

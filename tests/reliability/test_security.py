@@ -1,19 +1,38 @@
 """Security: AUTH before anything but PING, the failed-attempt delay on the reactor clock,
 no secret in any log line, the refusal to listen on a non-loopback address without
-authentication, and TLS on the V1 listener."""
+authentication, TLS on every listener (V1, Iggy, metrics, and the metrics port's startup
+responder) with a plain-text client refused on each, credentials on /metrics, and the
+refusal to run a cluster member whose replication could not pass TLS or AUTH."""
 
 from __future__ import annotations
 
+import base64
+import http.client
 import logging
+import re
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from twisted.internet.task import Clock
+from twisted.internet.testing import MemoryReactor
+from twisted.web.server import NOT_DONE_YET
+from twisted.web.test.requesthelper import DummyRequest
 
 from broker.auth import TokenStore, bind_refusal, failure_delay, hash_token, new_token
+from broker.config import config_from_mapping
+from broker.metrics import (
+    BrokerMetrics,
+    HttpAuth,
+    MetricsService,
+    StartupResponder,
+    startup_tls_context,
+)
+from broker.server import cluster_security_refusal
 from tests.reliability.inmemory import InMemoryBroker
 from tests.support import ROOT, BrokerProcess
 
@@ -219,3 +238,190 @@ class ProcessSecurityTests:
             assert replies[2] == b"V1|3|OK" and replies[3].startswith(b"V1|4|OK|")
             assert broker.stop() == 0
         assert TOKEN not in broker.log_text()
+
+
+def _basic(user: str, token: str) -> bytes:
+    return b"Basic " + base64.b64encode(f"{user}:{token}".encode())
+
+
+class MetricsAuthTests:
+    def _auth(self, tmp_path: Path) -> tuple[HttpAuth, Clock]:
+        clock = Clock()
+        tokens = TokenStore.from_file(str(_tokens_file(tmp_path, {"alice": TOKEN,
+                                                                  "bob": "bobs-token"})))
+        return HttpAuth(tokens, clock), clock
+
+    def test_basic_and_bearer_credentials(self, tmp_path: Path) -> None:
+        """/metrics accepts HTTP Basic with a V1 user and that user's token, and Bearer with
+        any user's token; a wrong token, another user's token, a missing colon, bad
+        base64, an unknown scheme or no header at all are refused."""
+        auth, _ = self._auth(tmp_path)
+        assert auth.user_for(_basic("alice", TOKEN)) == "alice"
+        assert auth.user_for(b"basic " + base64.b64encode(b"bob:bobs-token")) == "bob"
+        assert auth.user_for(b"Bearer " + TOKEN.encode()) == "alice"
+        assert auth.user_for(b"Bearer bobs-token") == "bob"
+        for header in (_basic("alice", "wrong"), _basic("bob", TOKEN), _basic("carol", TOKEN),
+                       b"Basic " + base64.b64encode(TOKEN.encode()), b"Basic !!notbase64",
+                       b"Bearer wrong", b"Bearer", b"Digest " + TOKEN.encode(), b"", None):
+            assert auth.user_for(header) is None, header
+
+    def test_refusal_is_a_delayed_401_and_health_stays_open(self, tmp_path: Path,
+                                                            caplog: pytest.LogCaptureFixture
+                                                            ) -> None:
+        """Without credentials /metrics answers 401 with a Basic challenge, only after
+        0.25 s of reactor time; with them it answers the exposition at once; /health
+        answers without credentials; the log names the refusal but never a token."""
+        caplog.set_level(logging.DEBUG)
+        auth, clock = self._auth(tmp_path)
+        service = MetricsService(BrokerMetrics(clock), auth)
+        service.health.state = "ready"
+        request = DummyRequest([b"metrics"])
+        request.requestHeaders.setRawHeaders(b"authorization", [_basic("alice", "Wr0ng")])
+        resource = service.site.getResourceFor(request)
+        assert resource.render(request) is NOT_DONE_YET
+        clock.advance(0.24)
+        assert request.finished == 0
+        clock.advance(0.02)
+        assert request.finished == 1 and request.responseCode == 401
+        assert b"".join(request.written) == b"authentication required\n"
+        assert request.responseHeaders.getRawHeaders(b"www-authenticate") == [HttpAuth.REALM]
+        good = DummyRequest([b"metrics"])
+        good.requestHeaders.setRawHeaders(b"authorization", [_basic("alice", TOKEN)])
+        body = service.site.getResourceFor(good).render(good)
+        assert b"skerry_ready 1.0" in body
+        health = DummyRequest([b"health"])
+        assert service.site.getResourceFor(health).render(health) == b"ready\n"
+        text = "\n".join(r.getMessage() for r in caplog.records)
+        assert "refused a request for /metrics" in text and TOKEN not in text
+
+    def test_refusal_of_a_client_that_went_away_is_dropped(self, tmp_path: Path) -> None:
+        """A refused client that disconnects before its delayed 401 leaves no timer."""
+        auth, clock = self._auth(tmp_path)
+        service = MetricsService(BrokerMetrics(clock), auth)
+        request = DummyRequest([b"metrics"])
+        assert service.site.getResourceFor(request).render(request) is NOT_DONE_YET
+        request.processingFailed(ConnectionError("gone"))
+        assert clock.getDelayedCalls() == []
+
+    def test_metrics_listener_refuses_a_non_loopback_host_without_auth(self,
+                                                                       tmp_path: Path) -> None:
+        """Like the V1 listener, the metrics endpoint does not listen on 0.0.0.0 without
+        authentication; with it, it does; on loopback it needs none."""
+        clock = Clock()
+        with pytest.raises(RuntimeError, match="refusing to listen on 0.0.0.0"):
+            MetricsService(BrokerMetrics(clock)).listen(MemoryReactor(), "0.0.0.0", 0)
+        MetricsService(BrokerMetrics(clock)).listen(MemoryReactor(), "127.0.0.1", 0)
+        auth, _ = self._auth(tmp_path)
+        MetricsService(BrokerMetrics(clock), auth).listen(MemoryReactor(), "0.0.0.0", 0)
+
+
+class ClusterSecurityTests:
+    BROKERS = {0: "127.0.0.1:9092", 1: "127.0.0.1:9093"}
+
+    def test_cluster_member_with_tls_or_auth_is_refused(self, tmp_path: Path) -> None:
+        """Replication reaches the other brokers over plain TCP without AUTH, so a cluster
+        member configured with TLS or authentication is refused at start (the others would
+        refuse its fetches); a single broker with both, or a plain cluster, is fine."""
+        tokens = str(_tokens_file(tmp_path, {"alice": TOKEN}))
+        cluster = {"cluster": {"broker_id": 0, "brokers": self.BROKERS}}
+        tls = {"tls": {"cert": "c.pem", "key": "k.pem"}}
+        auth = {"auth": {"tokens_file": tokens}}
+        for extra, named in ((tls, "tls.cert"), (auth, "auth.tokens_file")):
+            message = cluster_security_refusal(config_from_mapping({**cluster, **extra}))
+            assert message is not None and named in message and TOKEN not in message
+        assert cluster_security_refusal(config_from_mapping(cluster)) is None
+        assert cluster_security_refusal(config_from_mapping({**tls, **auth})) is None
+
+    def test_skerry_serve_exits_2(self, tmp_path: Path) -> None:
+        """`skerry serve` with a cluster section and TLS exits 2 with one clear line."""
+        cert, key = _self_signed(tmp_path)
+        broker = BrokerProcess(tmp_path, {"cluster": {"broker_id": 0, "brokers": self.BROKERS},
+                                          "tls": {"cert": str(cert), "key": str(key)}})
+        with pytest.raises(RuntimeError, match="broker exited with 2"):
+            broker.start(timeout=20)
+        assert "replication between brokers speaks neither TLS nor AUTH" in broker.log_text()
+
+
+def _plain_answer(port: int, data: bytes) -> bytes:
+    """What a plain-text client gets back for ``data`` before the connection ends."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    received = b""
+    try:
+        sock.sendall(data)
+        while chunk := sock.recv(4096):
+            received += chunk
+    except (ConnectionResetError, TimeoutError):
+        pass
+    finally:
+        sock.close()
+    return received
+
+
+def _is_refusal(received: bytes) -> bool:
+    """Nothing, or only a TLS record (an alert: content type 21; a handshake: 22)."""
+    return received == b"" or received[:1] in (b"\x15", b"\x16")
+
+
+def _https(port: int, cert: Path, path: str, authorization: bytes | None = None
+           ) -> tuple[int, bytes, str | None]:
+    context = ssl.create_default_context(cafile=str(cert))
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    headers = {} if authorization is None else {"Authorization": authorization.decode()}
+    conn.request("GET", path, headers=headers)
+    answer = conn.getresponse()
+    result = answer.status, answer.read(), answer.getheader("www-authenticate")
+    conn.close()
+    return result
+
+
+class TlsEveryListenerTests:
+    def test_v1_iggy_and_metrics_refuse_plain_clients(self, tmp_path: Path) -> None:
+        """With tls.cert/tls.key, auth and every listener on: a plain-text V1 PING, a plain
+        Iggy PING frame and a plain HTTP GET each get no answer of their protocol (nothing,
+        or a TLS alert); over TLS, /health answers without credentials, /metrics answers
+        401 without them or with a wrong token and 200 with HTTP Basic or Bearer, and V1
+        is served. No token reaches the log."""
+        cert, key = _self_signed(tmp_path)
+        tokens = _tokens_file(tmp_path, {"alice": TOKEN})
+        config = {"auth": {"tokens_file": str(tokens)}, "iggy_port": 0, "metrics_port": 0,
+                  "tls": {"cert": str(cert), "key": str(key)}}
+        with BrokerProcess(tmp_path, config) as broker:
+            line = re.findall(r"skerry listening on (.*?);", broker.log_text())[-1]
+            ports = dict((name, int(port)) for name, port in
+                         re.findall(r"(\w+)=[0-9.]+:(\d+)", line))
+            iggy_ping = struct.pack("<II", 4, 1)  # length 4, command 1 (PING)
+            for name, data in (("v1", b"V1|1|PING|\n"), ("iggy", iggy_ping),
+                               ("metrics", b"GET /health HTTP/1.0\r\n\r\n")):
+                received = _plain_answer(ports[name], data)
+                assert _is_refusal(received), (name, received[:40])
+            assert _https(ports["metrics"], cert, "/health")[:2] == (200, b"ready\n")
+            status, _, challenge = _https(ports["metrics"], cert, "/metrics")
+            assert status == 401 and challenge is not None and "Basic" in challenge
+            assert _https(ports["metrics"], cert, "/metrics", _basic("alice", "nope"))[0] == 401
+            status, body, _ = _https(ports["metrics"], cert, "/metrics", _basic("alice", TOKEN))
+            assert status == 200 and b"skerry_ready 1.0" in body
+            status, body, _ = _https(ports["metrics"], cert, "/metrics",
+                                     b"Bearer " + TOKEN.encode())
+            assert status == 200 and b"skerry_connections" in body
+            context = ssl.create_default_context(cafile=str(cert))
+            raw = socket.create_connection(("127.0.0.1", ports["v1"]), timeout=10)
+            with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.sendall(f"V1|1|AUTH|alice {TOKEN}\nV1|2|PING|\n".encode())
+                data = b""
+                while data.count(b"\n") < 2:
+                    data += tls.recv(4096)
+            assert data.splitlines() == [b"V1|1|OK", b"V1|2|OK"]
+            assert broker.stop() == 0
+        assert TOKEN not in broker.log_text()
+
+    def test_startup_responder_speaks_tls_only(self, tmp_path: Path) -> None:
+        """While the store recovers, the metrics port's startup responder answers 503
+        starting over TLS, and gives a plain-text client no HTTP answer."""
+        cert, key = _self_signed(tmp_path)
+        responder = StartupResponder("127.0.0.1", 0, startup_tls_context(str(cert), str(key)))
+        try:
+            port = responder.address[1]
+            assert _is_refusal(_plain_answer(port, b"GET /health HTTP/1.0\r\n\r\n"))
+            assert _https(port, cert, "/health")[:2] == (503, b"starting\n")
+        finally:
+            responder.close()
