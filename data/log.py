@@ -268,7 +268,7 @@ class PartitionLog:
         if self._closed:
             raise StorageError(f"partition {self.topic}/{self.partition} is closed")
 
-    def _write_batch(self, active: Segment, data: bytes, ends: list[int], max_ts: int, first_ts: int) -> None:
+    def _write_batch(self, active: Segment, data: bytes | bytearray, ends: list[int], max_ts: int, first_ts: int) -> None:
         """Write a built batch to the active segment and its indexes (lock held)."""
         fs = self._fs
         n = len(ends) - 1

@@ -165,7 +165,7 @@ def stamp_framed(
     first_offset: int,
     timestamp: int,
     start_position: int,
-) -> tuple[bytes, list[int]]:
+) -> tuple[bytearray, list[int]]:
     """Stamp messages that arrive already framed as records: ``(record bytes, ends)``.
 
     ``messages`` is ``n`` records back to back (64-byte header, payload, user headers);
@@ -219,7 +219,8 @@ def stamp_framed(
         longs[unset, 0:2] = fresh[unset]
     longs[:, (OFFSET_OFFSET - ID_OFFSET) // 8] = np.arange(n, dtype=np.uint64) + np.uint64(first_offset)
     longs[:, (TIMESTAMP_OFFSET - ID_OFFSET) // 8] = timestamp
-    out = area.copy()
+    stamped = bytearray(messages)  # the one copy: stamped in place through a numpy view
+    out = np.frombuffer(stamped, dtype=np.uint8)
     rows = header_rows(out)
     rows[starts, ID_OFFSET:ORIGIN_TIMESTAMP_OFFSET] = heads[:, :ORIGIN_TIMESTAMP_OFFSET - ID_OFFSET]
     view = memoryview(out)
@@ -227,10 +228,11 @@ def stamp_framed(
         slice, (starts + CHECKSUMMED_FROM).tolist(), ends))), dtype=np.uint64, count=n)
     view.release()
     rows[starts, CHECKSUM_OFFSET:CHECKSUM_OFFSET + 8] = sums.astype("<u8").view(np.uint8).reshape(n, 8)
+    del rows, out
     positions = list(map(add, (0, *ends), repeat(start_position, n + 1)))
     if positions[-1] > MAX_U32:
         raise ValueError(f"batch of {total} bytes does not fit a segment")
-    return out.tobytes(), positions
+    return stamped, positions
 
 
 

@@ -153,7 +153,8 @@ class IggyProtocol(Protocol):
             end = pos + 4 + length
             if len(buf) < end:
                 break
-            payload = bytes(buf[pos + _HEAD:end])
+            with memoryview(buf) as view:  # one copy of the frame, not two
+                payload = bytes(view[pos + _HEAD:end])
             self._pos = end
             reply = dispatch(session, code, payload)
             if isinstance(reply, Deferred):
