@@ -19,8 +19,12 @@ from __future__ import annotations
 import binascii
 import functools
 import re
+import struct
+import sys
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
@@ -42,6 +46,10 @@ __all__ = [
     "DATA_COMMANDS",
     "Fetch",
     "fetch_reply",
+    "fetch_raw_reply",
+    "decode_batch",
+    "ProduceBatch",
+    "produce_batch_payload",
     "COMMANDS",
     "Codec",
     "CodecLimits",
@@ -149,6 +157,28 @@ class Fetch:
     offset: int
     max_messages: int | None = None
     max_bytes: int | None = None
+    raw: bool = False
+    """Additive ``enc=raw``: the records follow the reply line as raw bytes (``size=<n>``)
+    instead of base64 in it (``fetch_raw_reply``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceBatch:
+    """Additive: ``PRODUCE_BATCH <topic> <partition> [acks=..] [pid=<id> seq=<n>]
+    data=<base64>``: messages for one partition in one binary-safe request (docs/protocol.md,
+    the batch layout in ``decode_batch``). ``keys`` and ``values`` are the messages in order
+    (an empty key is no key); with ``pid``, ``seq`` numbers the first message and the others
+    follow it."""
+
+    name: ClassVar[str] = "PRODUCE_BATCH"
+    cid: str
+    topic: str
+    partition: int
+    keys: tuple[bytes, ...]
+    values: tuple[bytes, ...]
+    acks: str = "1"
+    pid: str | None = None
+    seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,6 +481,7 @@ Command: TypeAlias = (
     | ReplicaEpoch
     | ReplicaStatus
     | Fetch
+    | ProduceBatch
 )
 """Any parsed request (a runtime union: ``isinstance(x, Command)`` works)."""
 
@@ -489,8 +520,9 @@ CLUSTER_COMMANDS: dict[str, type[Any]] = {
 """The additive commands of a multi-broker cluster (broker to broker, plus REPLICA_STATUS
 for operators), kept apart from ``COMMANDS`` so that the single-broker set stays as it is."""
 
-DATA_COMMANDS: dict[str, type[Any]] = {cls.name: cls for cls in (Fetch,)}
-"""Additive commands for data tools (the Spark source): bulk binary-safe reads."""
+DATA_COMMANDS: dict[str, type[Any]] = {cls.name: cls for cls in (Fetch, ProduceBatch)}
+"""Additive commands for data tools (the Spark source and sink): bulk binary-safe reads and
+writes."""
 
 ALL_COMMANDS: dict[str, type[Any]] = {**COMMANDS, **CLUSTER_COMMANDS, **DATA_COMMANDS}
 """Every command of the data plane (``SECURITY_COMMANDS`` are parsed too)."""
@@ -529,7 +561,9 @@ _USAGE: dict[str, str] = {
     "REPLICA_EPOCH": "REPLICA_EPOCH <topic> <partition> <replica_id> <epoch> [last_epoch=<n>]",
     "REPLICA_STATUS": "REPLICA_STATUS <topic> <partition>",
     "AUTH": "AUTH <user> <token>",
-    "FETCH": "FETCH <topic> <partition> <offset> [max=<n>] [max_bytes=<n>]",
+    "FETCH": "FETCH <topic> <partition> <offset> [max=<n>] [max_bytes=<n>] [enc=b64 or enc=raw]",
+    "PRODUCE_BATCH": "PRODUCE_BATCH <topic> <partition> [acks=0, acks=1 or acks=all] "
+    "[pid=<producer id> seq=<n>] data=<base64 batch>",
 }
 _POSITIONAL_COUNT: dict[str, int] = {
     "PING": 0,
@@ -557,6 +591,7 @@ _POSITIONAL_COUNT: dict[str, int] = {
     "REPLICA_STATUS": 2,
     "AUTH": 2,
     "FETCH": 3,
+    "PRODUCE_BATCH": 2,
 }
 _OPTIONS: dict[str, tuple[str, ...]] = {
     "PRODUCE": ("acks", "partition", "enc", "pid", "seq"),
@@ -567,7 +602,8 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
     "ADMIN_RESET_OFFSETS": ("partition",),
     "REPLICA_PULL": ("wait_ms", "max_bytes"),
     "REPLICA_EPOCH": ("last_epoch",),
-    "FETCH": ("max", "max_bytes"),
+    "FETCH": ("max", "max_bytes", "enc"),
+    "PRODUCE_BATCH": ("acks", "pid", "seq", "data"),
 }
 
 ASSIGNORS = ("round_robin", "range", "sticky")
@@ -932,7 +968,73 @@ def _parse_fetch(cid: str, args: str) -> Fetch:
         _uint(tokens[2], "offset"),
         _optional_uint(options, "max", 1),
         _optional_uint(options, "max_bytes", 1),
+        _fetch_raw(options.get("enc")),
     )
+
+
+def _fetch_raw(encoding: str | None) -> bool:
+    if encoding is None or encoding == "b64":
+        return False
+    if encoding == "raw":
+        return True
+    raise BadRequest(f"invalid encoding {_show(encoding)}; expected enc=b64 or enc=raw")
+
+
+_BATCH_COUNT = struct.Struct("<I")
+_BATCH_MAX_KEY = 255
+
+
+def decode_batch(data: bytes, max_value_bytes: int) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """``(keys, values)`` of a PRODUCE_BATCH batch (after base64), little-endian::
+
+        count u32 | key lengths (count x u8) | value lengths (count x u32) |
+        keys back to back | values back to back
+
+    Columnar, so a client builds it from Arrow-style buffers without a loop per message and
+    the broker splits it with C-level slicing. An empty key is no key. ``BadRequest`` when
+    the lengths do not add up to exactly the batch, for no messages, or for a value over
+    ``max_value_bytes``.
+    """
+    size = len(data)
+    if size < 4:
+        raise BadRequest(f"batch of {size} bytes is shorter than its 4-byte message count")
+    (count,) = _BATCH_COUNT.unpack_from(data)
+    if count == 0:
+        raise BadRequest("a batch holds at least one message")
+    head = 4 + 5 * count
+    if head > size:
+        raise BadRequest(f"batch of {size} bytes is too short for the lengths of {count} messages")
+    value_lengths = array("I", data[4 + count:head])
+    if value_lengths.itemsize != 4:  # pragma: no cover - every platform Skerry runs on
+        value_lengths = array("L", data[4 + count:head])
+    if sys.byteorder == "big":  # pragma: no cover
+        value_lengths.byteswap()
+    key_ends = list(accumulate(data[4:4 + count], initial=head))
+    value_ends = list(accumulate(value_lengths, initial=key_ends[-1]))
+    if value_ends[-1] != size:
+        raise BadRequest(f"the lengths of the batch's {count} messages add up to {value_ends[-1]} "
+                         f"bytes; the batch has {size}")
+    largest = max(value_lengths)
+    if largest > max_value_bytes:
+        raise _too_big(largest, max_value_bytes)
+    cut = data.__getitem__
+    keys = tuple(map(cut, map(slice, key_ends, key_ends[1:])))
+    values = tuple(map(cut, map(slice, value_ends, value_ends[1:])))
+    return keys, values
+
+
+def _batch_b64(text: str) -> bytes:
+    """``data=`` of PRODUCE_BATCH: strict standard base64 with padding, canonical. Only the
+    last quantum can carry non-zero padding bits, so only it is re-encoded to check."""
+    try:
+        data = binascii.a2b_base64(text, strict_mode=True)
+    except ValueError as exc:
+        raise BadRequest(f"data is not valid base64 ({exc}); PRODUCE_BATCH expects standard "
+                         "base64 with padding") from None
+    tail = len(data) % 3
+    if tail and binascii.b2a_base64(data[-tail:], newline=False) != text[-4:].encode():
+        raise BadRequest("data is not canonical base64 (non-zero padding bits)")
+    return data
 
 
 def _parse_admin_create_topic(cid: str, args: str) -> AdminCreateTopic:
@@ -1110,6 +1212,7 @@ class Codec:
             "REPLICA_STATUS": _parse_replica_status,
             "AUTH": _parse_auth,
             "FETCH": _parse_fetch,
+            "PRODUCE_BATCH": self._parse_produce_batch,
         }
         assert self._parsers.keys() == ALL_COMMANDS.keys() | SECURITY_COMMANDS.keys()
 
@@ -1198,6 +1301,20 @@ class Codec:
                 cid, _utf8_error("arguments", exc, hint="; send binary values with enc=b64")
             )
         raise AssertionError("undecodable line whose fields all decode")  # pragma: no cover
+
+    def _parse_produce_batch(self, cid: str, args: str) -> ProduceBatch:
+        tokens, options = _split("PRODUCE_BATCH", args)
+        topic = _name(tokens[0], "topic")
+        partition = _uint(tokens[1], "partition")
+        acks = options.get("acks", "1")
+        if acks not in ACK_MODES:
+            raise BadRequest(ACKS_MESSAGE)
+        pid, seq = _producer_fields(options)
+        text = options.get("data")
+        if text is None:
+            raise BadRequest(f"PRODUCE_BATCH needs data=<base64 batch>; usage: {_USAGE['PRODUCE_BATCH']}")
+        keys, values = decode_batch(_batch_b64(text), self._max_value)
+        return ProduceBatch(cid, topic, partition, keys, values, acks, pid, seq)
 
     def _parse_produce(self, cid: str, args: str) -> Produce:
         tokens = args.split(" ")
@@ -1382,6 +1499,23 @@ def fetch_reply(cid: str, *, hw: int, start: int, next_offset: int, count: int,
     """
     return b"V1|%b|OK|hw=%d start=%d next=%d count=%d data=%b\n" % (
         cid.encode(), hw, start, next_offset, count, binascii.b2a_base64(data, newline=False))
+
+
+def fetch_raw_reply(cid: str, *, hw: int, start: int, next_offset: int, count: int,
+                    data: bytes) -> bytes:
+    """The FETCH ``enc=raw`` success: the line ``hw=<n> start=<n> next=<n> count=<n>
+    size=<n>``, then exactly ``size`` bytes, the records as stored (no base64, no line
+    terminator after them; the next reply starts right after)."""
+    return b"V1|%b|OK|hw=%d start=%d next=%d count=%d size=%d\n%b" % (
+        cid.encode(), hw, start, next_offset, count, len(data), data)
+
+
+def produce_batch_payload(partition: int, offset: int, count: int, hw: int,
+                          duplicates: int | None = None) -> str:
+    """``partition=<n> offset=<n> count=<n> hw=<n>`` (PRODUCE_BATCH), then
+    ``duplicates=<n>`` when the batch was idempotent (pid/seq)."""
+    text = f"partition={partition} offset={offset} count={count} hw={hw}"
+    return text if duplicates is None else f"{text} duplicates={duplicates}"
 
 
 def replica_pull_reply(

@@ -31,7 +31,7 @@ from data.format import HeaderKind, decode_user_headers, encode_user_headers, ke
 from data.log import PartitionLog, RawReadResult, ReadResult
 from data.store import Store, TopicConfig
 
-__all__ = ["BrokerCore", "ProduceResult", "ProduceSink", "fnv1a_32"]
+__all__ = ["BatchProduceResult", "BrokerCore", "ProduceResult", "ProduceSink", "fnv1a_32"]
 
 log = logging.getLogger("skerry.core")
 
@@ -50,6 +50,20 @@ def fnv1a_32(data: bytes) -> int:
 class ProduceResult:
     partition: int
     offset: int
+    hw: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchProduceResult:
+    """What ``produce_keyed_batch`` answers: the batch's first ``duplicates`` messages were
+    already held (an idempotent resend: not appended again); the other ``count`` went to
+    offsets ``offset .. offset + count - 1``. With ``count == 0``, ``offset`` is where the
+    batch's first message went originally."""
+
+    partition: int
+    offset: int
+    count: int
+    duplicates: int
     hw: int
 
 
@@ -160,6 +174,19 @@ class ProducerState:
                 last[2] += 1
                 return
         runs.append([seq, offset, 1])
+
+    def record_run(self, pid: str, first_seq: int, first_offset: int, count: int) -> None:
+        """``record`` for ``count`` consecutive messages (a batch) at once."""
+        if count <= 0:
+            return
+        runs = self.runs.setdefault(pid, [])
+        self.high = max(self.high, first_offset + count - 1)
+        if runs:
+            last = runs[-1]
+            if last[0] + last[2] == first_seq and last[1] + last[2] == first_offset:
+                last[2] += count
+                return
+        runs.append([first_seq, first_offset, count])
 
     def offset_of(self, pid: str, seq: int) -> int | None:
         """The offset ``pid``'s message ``seq`` went to (None: not appended yet, or unknown)."""
@@ -445,9 +472,7 @@ class BrokerCore:
         if self.replication is not None and not self.replication.is_leader(topic_name, partition):
             raise NotLeader(f"partition {partition} of {topic_name} is a follower on this broker")
         plog = topic.partitions[partition]
-        state = self._producers.get((topic_name, partition))
-        if state is None or state.log is not plog or plog.next_offset <= state.high:
-            state = self._producers[(topic_name, partition)] = ProducerState.scan(plog)
+        state = self._producer_state(topic_name, partition, plog)
         last = state.last_seq.get(pid)
         if last is not None and seq > last + 1:
             raise BadRequest(f"out of order sequence {seq} for producer {pid} on partition "
@@ -482,6 +507,14 @@ class BrokerCore:
                              f"{topic_name} is no longer retained")
         self.clock.callLater(0, self._answer_duplicate, topic_name, partition, plog, offset,
                              acks, sink, token)
+
+    def _producer_state(self, topic_name: str, partition: int, plog: PartitionLog) -> ProducerState:
+        """The partition's idempotent-produce state (scanned from the log when it has none
+        yet, when the log was replaced, or when the log was truncated below it)."""
+        state = self._producers.get((topic_name, partition))
+        if state is None or state.log is not plog or plog.next_offset <= state.high:
+            state = self._producers[(topic_name, partition)] = ProducerState.scan(plog)
+        return state
 
     def _answer_duplicate(self, topic: str, partition: int, plog: PartitionLog, offset: int,
                           acks: str, sink: ProduceSink, token: Any) -> None:
@@ -741,6 +774,84 @@ class BrokerCore:
         if self.metrics is not None:
             self.metrics.produced(topic_name, count, len(messages))
         self._batch_appended(topic_name, partition, plog, first, count, acks, callback)
+
+    def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
+                            payloads: Sequence[bytes], acks: str, callback: Callable[[Any], None],
+                            pid: str | None = None, seq: int | None = None) -> None:
+        """``produce_batch`` for V1 messages (the additive PRODUCE_BATCH): each non-empty key
+        is stored as the key header, as ``produce`` stores it, and ``callback`` gets one
+        ``BatchProduceResult`` (or a ``SkerryError``) once the batch is as durable as
+        ``acks`` asks. The batch is appended with one store append, after every message was
+        built (nothing is written when one is refused). Never creates a topic.
+
+        With ``pid`` and ``seq`` the messages carry sequence numbers ``seq, seq + 1, ...``
+        (as ``produce_to`` with pid/seq would give them one by one): messages whose number
+        the partition already holds for that producer form a prefix of the batch that is not
+        appended again (a resend after a failure, also one that was cut short), the rest is
+        appended; a first number beyond the next one expected is ``BadRequest``.
+        """
+        plog = self._batch_target(topic_name, partition)  # refusals; queued produces land first
+        count = len(payloads)
+        if len(keys) != count:
+            raise BadRequest(f"{len(keys)} keys for {count} messages")
+        # Keys repeat: one key header per distinct key, then C-level lookups per message.
+        by_key = {key: self._key_info(key)[1] if key else b"" for key in dict.fromkeys(keys)}
+        skip = 0
+        state: ProducerState | None = None
+        if pid is not None and seq is not None:
+            state = self._producer_state(topic_name, partition, plog)
+            last = state.last_seq.get(pid)
+            if last is not None and seq > last + 1:
+                raise BadRequest(f"out of order sequence {seq} for producer {pid} on partition "
+                                 f"{partition} of {topic_name}; expected {last + 1}")
+            if last is not None and seq <= last:
+                skip = min(count, last + 1 - seq)
+            if skip == count:
+                self._answer_held_batch(topic_name, partition, plog, state, pid, seq, count, acks,
+                                        callback)
+                return
+            tail = producer_headers(b"", pid, 0)[:-8]  # the pid and seq headers but seq's value
+            left = count - skip
+            by_key = {key: header + tail for key, header in by_key.items()}
+            seqs = map(int.to_bytes, range(seq + skip, seq + count), [8] * left, ["little"] * left)
+            headers = list(map(bytes.__add__, map(by_key.__getitem__, keys[skip:]), seqs))
+            payloads = payloads[skip:]
+        else:
+            headers = list(map(by_key.__getitem__, keys))
+        first = plog.next_offset
+        appended = count - skip
+
+        def done(result: Any) -> None:
+            if isinstance(result, SkerryError):
+                callback(result)
+            else:
+                callback(BatchProduceResult(partition, result.offset, appended, skip, result.hw))
+
+        self.produce_batch(topic_name, partition, payloads, headers, None, None, acks, done)
+        if (state is not None and pid is not None and seq is not None
+                and plog.next_offset == first + appended):
+            state.record_run(pid, seq + skip, first, appended)
+            state.last_seq[pid] = seq + count - 1
+
+    def _answer_held_batch(self, topic_name: str, partition: int, plog: PartitionLog,
+                           state: ProducerState, pid: str, seq: int, count: int, acks: str,
+                           callback: Callable[[Any], None]) -> None:
+        """A batch the partition holds entirely: answered with its original first offset once
+        its last message is as durable as ``acks`` asks (as ``_answer_duplicate`` does)."""
+        first = state.offset_of(pid, seq)
+        last = state.offset_of(pid, seq + count - 1)
+        if first is None or last is None:
+            raise BadRequest(f"sequence {seq} of producer {pid} on partition {partition} of "
+                             f"{topic_name} is no longer retained")
+
+        def held(result: Any) -> None:
+            if isinstance(result, SkerryError):
+                callback(result)
+            else:
+                callback(BatchProduceResult(partition, first, 0, count, result.hw))
+
+        self.clock.callLater(0, self._answer_duplicate, topic_name, partition, plog, last, acks,
+                             _CALLBACK_SINK, held)
 
     def _batch_target(self, topic_name: str, partition: int) -> PartitionLog:
         """The partition a batch goes to, after the refusals that change nothing."""

@@ -88,6 +88,7 @@ class Handlers:
             c.ReplicaStatus: self.replica_status,
             c.Auth: self.auth,
             c.Fetch: self.fetch,
+            c.ProduceBatch: self.produce_batch,
         }
 
     # ------------------------------------------------------------- dispatch
@@ -208,10 +209,28 @@ class Handlers:
         hw = self.core.hw(cmd.topic, cmd.partition)
         max_bytes = min(cmd.max_bytes or _PULL_DEFAULT_BYTES, _PULL_MAX_BYTES)
         max_messages = min(cmd.max_messages or _FETCH_MAX_MESSAGES, _FETCH_MAX_MESSAGES)
-        result = plog.read(cmd.offset, max_messages, max_bytes, hw + 1)
-        return c.fetch_reply(cmd.cid, hw=hw, start=plog.first_offset,
-                             next_offset=result.next_offset, count=len(result.records),
-                             data=result.raw)
+        result = plog.read_raw(cmd.offset, max_messages, max_bytes, hw + 1)
+        reply = c.fetch_raw_reply if cmd.raw else c.fetch_reply
+        return reply(cmd.cid, hw=hw, start=plog.first_offset, next_offset=result.next_offset,
+                     count=result.count, data=result.raw)
+
+    def produce_batch(self, cmd: c.ProduceBatch, slot: Slot, conn: Connection) -> None:
+        """Additive PRODUCE_BATCH: one partition's messages appended together, answered once
+        as durable as ``acks`` asks (``BrokerCore.produce_keyed_batch``)."""
+        idempotent = cmd.pid is not None
+
+        def done(result: Any) -> None:
+            if isinstance(result, SkerryError):
+                slot[0] = c.err(cmd.cid, result)
+            else:
+                slot[0] = c.ok(cmd.cid, c.produce_batch_payload(
+                    result.partition, result.offset, result.count, result.hw,
+                    result.duplicates if idempotent else None))
+            conn.drain()
+
+        self.core.produce_keyed_batch(cmd.topic, cmd.partition, cmd.keys, cmd.values, cmd.acks,
+                                      done, cmd.pid, cmd.seq)
+        return None
 
     def consume(self, cmd: c.Consume, slot: Slot, conn: Connection) -> bytes | None:
         if not cmd.detail:  # the common form: straight from the stored bytes, no records

@@ -1,8 +1,10 @@
 """A small blocking V1 client for data tools (the Spark source and sink run it in executors).
 
-Owns: one TCP connection to a broker, request/reply framing, pipelined idempotent produce,
-FETCH (raw record bytes), OFFSETS, METADATA and ADMIN_COMMIT, and turning ``ERR`` replies
-into ``BrokerError``. Speaks only the documented wire protocol (docs/protocol.md).
+Owns: one TCP connection to a broker, request/reply framing (also the raw bytes that follow
+a FETCH ``enc=raw`` reply line), pipelined produce (PRODUCE per message, or PRODUCE_BATCH
+with the batch layout ``encode_batch`` writes; both idempotent with a producer id), pipelined
+FETCH, OFFSETS, METADATA and ADMIN_COMMIT, and turning ``ERR`` replies into
+``BrokerError``. Speaks only the documented wire protocol (docs/protocol.md).
 
 Must not import: Twisted, the broker, pyspark (it runs inside Spark's Python workers).
 """
@@ -11,10 +13,18 @@ from __future__ import annotations
 
 import binascii
 import socket
+import sys
+from array import array
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["BrokerError", "Fetched", "SkerryClient", "fnv1a_32", "parse_bootstrap", "payload_fields"]
+__all__ = ["BatchAck", "BrokerError", "Fetched", "SkerryClient", "encode_batch", "fnv1a_32",
+           "parse_bootstrap", "payload_fields"]
+
+MAX_BATCH_BYTES = 512 * 1024
+"""The default size limit of one PRODUCE_BATCH's batch before base64: its line (a third
+longer) stays under the broker's default ``limits.max_line_bytes`` of 1 MiB."""
 
 
 class BrokerError(RuntimeError):
@@ -34,7 +44,33 @@ class Fetched:
     start: int
     next_offset: int
     count: int
-    data: bytes
+    data: bytes | bytearray
+
+
+@dataclass(frozen=True)
+class BatchAck:
+    """One PRODUCE_BATCH answer: ``count`` messages appended at ``offset`` onwards after
+    ``duplicates`` the partition already held (idempotent resend)."""
+
+    partition: int
+    offset: int
+    count: int
+    duplicates: int
+
+
+def encode_batch(keys: Sequence[bytes], values: Sequence[bytes]) -> bytes:
+    """The PRODUCE_BATCH batch of ``(keys[i], values[i])`` (docs/protocol.md): count u32,
+    key lengths (u8 each), value lengths (u32 each), the keys, the values; little-endian.
+    An empty key is no key; a key has at most 255 bytes."""
+    count = len(values)
+    if len(keys) != count or count == 0:
+        raise ValueError(f"a batch needs one key per value and at least one message ({len(keys)} keys, "
+                         f"{count} values)")
+    key_lengths = bytes(map(len, keys))  # ValueError for a key over 255 bytes
+    value_lengths = array("I", map(len, values))
+    if sys.byteorder == "big":  # pragma: no cover
+        value_lengths.byteswap()
+    return b"".join((count.to_bytes(4, "little"), key_lengths, value_lengths.tobytes(), *keys, *values))
 
 
 def fnv1a_32(data: bytes) -> int:
@@ -87,6 +123,7 @@ class SkerryClient:
         self._buf = bytearray()
         self._at = 0  # where the unread part of _buf starts
         self._cid = 0
+        self._sent: deque[tuple[str, bool]] = deque()  # FETCHes sent, not yet answered
 
     def close(self) -> None:
         self.sock.close()
@@ -117,6 +154,26 @@ class SkerryClient:
             if not chunk:
                 raise ConnectionError("broker closed the connection")
             buf += chunk
+
+    def _read_exact(self, size: int) -> bytearray:
+        """The next ``size`` bytes of the stream (after a reply line announcing them)."""
+        buf = self._buf
+        have = len(buf) - self._at
+        out = bytearray(size)
+        take = min(have, size)
+        out[:take] = buf[self._at:self._at + take]
+        self._at += take
+        if self._at == len(buf):
+            del buf[:]
+            self._at = 0
+        view = memoryview(out)
+        got = take
+        while got < size:
+            n = self.sock.recv_into(view[got:], min(size - got, 1 << 22))
+            if not n:
+                raise ConnectionError("broker closed the connection")
+            got += n
+        return out
 
     def _payload(self, line: bytes, request: str = "") -> bytes:
         parts = line.split(b"|", 4)
@@ -156,17 +213,31 @@ class SkerryClient:
         return int(fields["earliest"]), int(fields["latest"]), found
 
     def fetch(self, topic: str, partition: int, offset: int, max_messages: int = 100_000,
-              max_bytes: int = 16 << 20) -> Fetched:
-        """Committed records from ``offset`` on, as on-disk bytes (the FETCH command)."""
-        payload = self._fetch_payload(topic, partition, offset, max_messages, max_bytes)
-        return _fetched(payload)
+              max_bytes: int = 16 << 20, raw: bool = True) -> Fetched:
+        """Committed records from ``offset`` on, as on-disk bytes (the FETCH command; ``raw``:
+        ``enc=raw``, the bytes follow the reply line as they are, else base64 in it)."""
+        self.send_fetch(topic, partition, offset, max_messages, max_bytes, raw)
+        return self.receive_fetch()
 
-    def _fetch_payload(self, topic: str, partition: int, offset: int, max_messages: int,
-                       max_bytes: int) -> bytes:
+    def send_fetch(self, topic: str, partition: int, offset: int, max_messages: int = 100_000,
+                   max_bytes: int = 16 << 20, raw: bool = True) -> None:
+        """Send a FETCH without waiting: ``receive_fetch`` reads the answers in order, so a
+        reader can keep the next FETCH in flight while it decodes the last one."""
         self._cid += 1
-        line = f"V1|{self._cid}|FETCH|{topic} {partition} {offset} max={max_messages} max_bytes={max_bytes}\n"
+        line = (f"V1|{self._cid}|FETCH|{topic} {partition} {offset} max={max_messages} "
+                f"max_bytes={max_bytes}{' enc=raw' if raw else ''}\n")
         self.sock.sendall(line.encode())
-        return self._payload(self._readline(), line)
+        self._sent.append((line, raw))
+
+    def receive_fetch(self) -> Fetched:
+        """The answer to the oldest FETCH sent with ``send_fetch``."""
+        line, raw = self._sent.popleft()
+        payload = self._payload(self._readline(), line)
+        if not raw:
+            return _fetched(payload)
+        fields = payload_fields(payload.decode())
+        return Fetched(int(fields["hw"]), int(fields["start"]), int(fields["next"]), int(fields["count"]),
+                       self._read_exact(int(fields["size"])))
 
     def admin_commit(self, group: str, topic: str, partition: int, offset: int) -> None:
         self.request("ADMIN_COMMIT", f"{group} {topic} {partition} {offset}")
@@ -200,6 +271,52 @@ class SkerryClient:
         if pending:
             self._send_and_collect(pending, results)
         return results
+
+    def produce_batches(self, topic: str, batches: Iterable[tuple[int, bytes, int]], acks: str = "1",
+                        pid: str | None = None, first_seq: dict[int, int] | None = None,
+                        window: int = 4) -> list[BatchAck]:
+        """PRODUCE_BATCH for each ``(partition, batch, count)`` (``batch`` from
+        ``encode_batch``), up to ``window`` requests in flight; the answers in order.
+
+        With ``pid`` each batch carries ``pid=<pid> seq=<n>``, ``n`` counting messages per
+        partition from ``first_seq`` (default 0), so a resend of the same messages is not
+        appended twice. An ``ERR`` answer raises ``BrokerError`` once the requests in flight
+        are answered.
+        """
+        seqs = dict(first_seq or {})
+        acks_out: list[BatchAck] = []
+        in_flight: deque[str] = deque()
+        error: BrokerError | None = None
+        b2a = binascii.b2a_base64
+
+        def collect() -> None:
+            nonlocal error
+            line = in_flight.popleft()
+            try:
+                fields = payload_fields(self._payload(self._readline(), line).decode())
+            except BrokerError as exc:
+                error = error or exc
+                return
+            acks_out.append(BatchAck(int(fields["partition"]), int(fields["offset"]),
+                                     int(fields["count"]), int(fields.get("duplicates", "0"))))
+
+        for partition, batch, count in batches:
+            self._cid += 1
+            extra = ""
+            if pid is not None:
+                seq = seqs.get(partition, 0)
+                seqs[partition] = seq + count
+                extra = f" pid={pid} seq={seq}"
+            head = f"V1|{self._cid}|PRODUCE_BATCH|{topic} {partition} acks={acks}{extra} data="
+            self.sock.sendall(b"%b%b\n" % (head.encode(), b2a(batch, newline=False)))
+            in_flight.append(head + "...")
+            if len(in_flight) >= window:
+                collect()
+        while in_flight:
+            collect()
+        if error is not None:
+            raise error
+        return acks_out
 
     def _send_and_collect(self, lines: Sequence[bytes], results: list[tuple[int, int]]) -> None:
         self.sock.sendall(b"".join(lines))
