@@ -2,8 +2,9 @@
 the ``skerry-log`` data source (read a data directory's segment files, no broker).
 
 Owns: registering both sources with a SparkSession (``register(spark)``). The modules:
-``client`` (a blocking V1 client), ``records`` (stored records -> Arrow), ``offsets`` (offset
-specs, ranges, admission control), ``source`` (``skerry``), ``logsource`` (``skerry-log``).
+``client`` (a blocking V1 client), ``records`` (stored records -> Arrow), ``batches`` (Arrow
+-> PRODUCE_BATCH requests), ``offsets`` (offset specs, ranges, admission control), ``source``
+(``skerry``), ``logsource`` (``skerry-log``).
 
 Must not import: Twisted or the broker (executors only speak the wire protocol or read files).
 pyspark is imported lazily so that ``data`` stays importable without the ``spark`` extra.

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = ["EARLIEST", "LATEST", "OffsetRange", "DataLoss", "parse_spec", "resolve", "split_ranges",
+           "split_min_partitions",
            "rate_limit", "to_json_offsets", "from_json_offsets"]
 
 EARLIEST = -2
@@ -94,6 +95,26 @@ def split_ranges(ranges: list[OffsetRange], max_records: int | None) -> list[Off
         step = max_records if max_records and max_records > 0 else r.end - r.start
         for start in range(r.start, r.end, step):
             out.append(OffsetRange(r.topic, r.partition, start, min(r.end, start + step)))
+    return out
+
+
+def split_min_partitions(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+    """Kafka's ``minPartitions``: when there are fewer ranges than asked for, cut each range
+    into ``round(size / total * min_partitions)`` (at least one) nearly equal pieces."""
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.end - r.start for r in ranges)
+    out: list[OffsetRange] = []
+    for r in ranges:
+        size = r.end - r.start
+        parts = max(round(size / total * min_partitions), 1) if total else 1
+        start, remaining = r.start, size
+        for part in range(parts):
+            take = remaining // (parts - part)
+            remaining -= take
+            if take:
+                out.append(OffsetRange(r.topic, r.partition, start, start + take))
+            start += take
     return out
 
 

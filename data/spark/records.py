@@ -10,7 +10,12 @@ Must not import: Twisted, the broker, pyspark (it runs in Spark's Python workers
 
 from __future__ import annotations
 
+import mmap
+import struct
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -31,14 +36,22 @@ from data.format import (
     extract_key,
 )
 
-__all__ = ["SCHEMA_DDL", "HEADERS_DDL", "Corruption", "arrow_schema", "record_starts", "to_batch",
-           "check_records"]
+__all__ = ["SCHEMA_DDL", "HEADERS_DDL", "Corruption", "Heads", "arrow_schema", "check_records",
+           "read_heads", "record_starts", "to_batch"]
 
-SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset bigint, "
-              "timestamp timestamp")
-HEADERS_DDL = ", headers array<struct<key: string, value: binary>>"
+SCHEMA_DDL = ("key binary, value binary not null, topic string not null, partition int not null, "
+              "offset bigint not null, timestamp timestamp not null")
+"""Only ``key`` can be null (a message without one): declaring the rest ``not null`` is exact,
+and Spark then skips a null check per field and row when it copies the rows it gets."""
+HEADERS_DDL = ", headers array<struct<key: string, value: binary>> not null"
 
 _KEY_PREFIX = bytes([KIND_STRING]) + U32.pack(len(KEY_HEADER_NAME)) + KEY_HEADER_NAME + bytes([KIND_STRING])
+Buffer: TypeAlias = "bytes | bytearray | memoryview | mmap.mmap"
+"""What records can be decoded from: anything with the buffer protocol and byte slicing."""
+_KEY_AT = len(_KEY_PREFIX) + 4
+"""Where a key's bytes start in user headers that begin with the key header."""
+_KEY_PREFIX_U64 = int.from_bytes(_KEY_PREFIX[:8], "little")
+_KEY_PREFIX_TAIL = int.from_bytes(_KEY_PREFIX[5:9], "little")
 _HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
@@ -52,42 +65,98 @@ class Corruption:
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
+    """The Arrow form of ``SCHEMA_DDL`` (+ ``HEADERS_DDL``), nullability included."""
     fields = [
-        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-        ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("key", pa.binary()), pa.field("value", pa.binary(), nullable=False),
+        pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32(), nullable=False),
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False),
     ]
     if include_headers:
-        fields.append(("headers", _HEADER_TYPE))
+        fields.append(pa.field("headers", _HEADER_TYPE, nullable=False))
     return pa.schema(fields)
 
 
-def record_starts(buf: bytes | memoryview, start: int = 0, end: int | None = None) -> np.ndarray:
+_LENGTHS = struct.Struct("<II")
+"""``user_headers_length`` and ``payload_length``, adjacent in the header (one unpack)."""
+assert PAYLOAD_LENGTH_OFFSET == USER_HEADERS_LENGTH_OFFSET + 4
+
+
+def record_starts(buf: Buffer, start: int = 0, end: int | None = None) -> np.ndarray:
     """Byte positions of the records in ``buf[start:end]``, walking the length fields; stops
-    at a record that would run past ``end`` (a partial tail)."""
+    at a record that would run past ``end`` (a partial tail).
+
+    The one per-record Python loop of a read (each start depends on the previous record's
+    lengths); kept to one ``unpack_from`` and one append per record. Callers that have the
+    positions already (the segment index) skip it.
+    """
     end = len(buf) if end is None else end
-    out = []
+    out = array("q")
+    add = out.append
+    unpack = _LENGTHS.unpack_from
+    at = USER_HEADERS_LENGTH_OFFSET
     pos = start
-    unpack = U32.unpack_from
-    while pos + HEADER_SIZE <= end:
-        size = HEADER_SIZE + unpack(buf, pos + USER_HEADERS_LENGTH_OFFSET)[0] + unpack(buf, pos + PAYLOAD_LENGTH_OFFSET)[0]
-        if pos + size > end:
+    last = end - HEADER_SIZE
+    while pos <= last:
+        uhl, pl = unpack(buf, pos + at)
+        nxt = pos + HEADER_SIZE + uhl + pl
+        if nxt > end:
             break
-        out.append(pos)
-        pos += size
-    return np.asarray(out, dtype=np.int64)
+        add(pos)
+        pos = nxt
+    return np.frombuffer(out, dtype=np.int64) if len(out) else np.zeros(0, dtype=np.int64)
 
 
-def _gather(u8: np.ndarray, pos: np.ndarray, at: int, width: int, dtype: str) -> np.ndarray:
-    idx = pos[:, None] + (at + np.arange(width, dtype=np.int64))
-    return np.ascontiguousarray(u8[idx]).view(dtype).reshape(-1)
+def _field(buf: Buffer, dtype: str) -> np.ndarray:
+    """``buf`` read as ``dtype`` at every byte position: an unaligned view with a stride of
+    one byte, so ``_field(buf, "<u8")[pos + OFFSET_OFFSET]`` gathers one field of every
+    record in a single numpy indexing call (no per-record Python, no 2-D byte gather)."""
+    size = np.dtype(dtype).itemsize
+    count = len(buf) - size + 1
+    if count <= 0:
+        return np.zeros(0, dtype=dtype)
+    return np.ndarray((count,), dtype=dtype, buffer=buf, strides=(1,))
+
+
+@dataclass(frozen=True)
+class Heads:
+    """Header fields of the records at some positions, gathered as columns (one numpy
+    indexing call per field), shared by the checksum check and the row building."""
+
+    checksums: np.ndarray  # uint64
+    offsets: np.ndarray  # int64
+    timestamps: np.ndarray  # int64, microseconds
+    user_headers_lengths: np.ndarray  # int64
+    payload_lengths: np.ndarray  # int64
+    reserved: np.ndarray  # uint64
+
+
+def read_heads(buf: Buffer, pos: np.ndarray) -> Heads:
+    """The header fields of the records at ``pos`` (each ``pos + HEADER_SIZE <= len(buf)``)."""
+    u64 = _field(buf, "<u8")
+    u32 = _field(buf, "<u4")
+    return Heads(u64[pos], u64[pos + OFFSET_OFFSET].view(np.int64), u64[pos + TIMESTAMP_OFFSET].view(np.int64),
+                 u32[pos + USER_HEADERS_LENGTH_OFFSET].astype(np.int64),
+                 u32[pos + PAYLOAD_LENGTH_OFFSET].astype(np.int64), u64[pos + RESERVED_OFFSET])
+
+
+def _int32s(values: np.ndarray) -> pa.Array:
+    """An int32 Arrow array over a numpy array's memory. (Arrow arrays are built from buffers
+    here: ``pa.array`` imports pandas on first use, seconds in a fresh Spark worker.)"""
+    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
+
+
+def _binary_of(offsets: np.ndarray, data: bytes) -> pa.Array:
+    return pa.Array.from_buffers(pa.binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _slices(buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
     """A binary array of ``buf[starts[i]:starts[i]+lengths[i]]`` without a Python loop:
-    interleave (start, end) as offsets over the whole buffer and take every other value."""
+    interleave (start, end) as offsets over the whole buffer and take every other value
+    (Arrow's ``take`` copies each value once, in C++)."""
     n = len(starts)
     if n == 0:
-        return pa.array([], pa.binary())
+        return _binary_of(np.zeros(1, dtype=np.int32), b"")
     offsets = np.empty(2 * n, dtype=np.int64)
     offsets[0::2] = starts
     offsets[1::2] = starts + lengths
@@ -95,54 +164,89 @@ def _slices(buf: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Array
         arr = pa.BinaryArray.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(offsets.astype(np.int32)), buf])
     else:
         arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(offsets), buf])
-    out = arr.take(pa.array(np.arange(0, 2 * n - 1, 2, dtype=np.int64)))
+    out = arr.take(_int32s(np.arange(0, 2 * n - 1, 2, dtype=np.int32)))
     return out.cast(pa.binary()) if out.type != pa.binary() else out
 
 
-def check_records(buf: bytes | memoryview, pos: np.ndarray, end_limit: int) -> list[Corruption]:
-    """Checksum (and framing) check of every record at ``pos``; the failures."""
+def check_records(buf: Buffer, pos: np.ndarray, end_limit: int,
+                  heads: Heads | None = None) -> list[Corruption]:
+    """Checksum (and framing) check of every record at ``pos``; the failures.
+
+    The header fields are gathered as columns (``heads`` when the caller has them); the XXH3
+    of each record is the one call per record (``checksum_of`` over a slice, driven by
+    ``map`` so no Python bytecode runs per record).
+    """
     if len(pos) == 0:
         return []
-    u8 = np.frombuffer(buf, dtype=np.uint8)
-    n = len(buf)
-    safe = pos[pos + HEADER_SIZE <= n]
-    bad: list[Corruption] = [Corruption(int(p), -1, "partial header") for p in pos[pos + HEADER_SIZE > n]]
-    ck = _gather(u8, safe, 0, 8, "<u8")
-    off = _gather(u8, safe, OFFSET_OFFSET, 8, "<u8")
-    rsv = _gather(u8, safe, RESERVED_OFFSET, 8, "<u8")
-    ends = (safe + HEADER_SIZE + _gather(u8, safe, PAYLOAD_LENGTH_OFFSET, 4, "<u4").astype(np.int64)
-            + _gather(u8, safe, USER_HEADERS_LENGTH_OFFSET, 4, "<u4").astype(np.int64))
-    framed = (rsv == 0) & (ends <= end_limit)
-    for i in np.nonzero(~framed)[0].tolist():
-        bad.append(Corruption(int(safe[i]), int(off[i]), "bad length or reserved field"))
-    mv = memoryview(buf)
-    idx = np.nonzero(framed)[0]
-    starts = (safe[idx] + CHECKSUMMED_FROM).tolist()
-    sums = np.fromiter((checksum_of(mv[s:e]) for s, e in zip(starts, ends[idx].tolist(), strict=True)),
-                       dtype=np.uint64, count=len(idx))
-    for i in idx[sums != ck[idx]].tolist():
-        bad.append(Corruption(int(safe[i]), int(off[i]), "checksum mismatch"))
+    fits = pos + HEADER_SIZE <= len(buf)
+    bad: list[Corruption] = []
+    if fits.all():
+        safe = pos
+    else:
+        safe = pos[fits]
+        bad = [Corruption(int(p), -1, "partial header") for p in pos[~fits]]
+        heads = None
+    if heads is None:
+        heads = read_heads(buf, safe)
+    ck, off = heads.checksums, heads.offsets
+    ends = safe + HEADER_SIZE + heads.payload_lengths + heads.user_headers_lengths
+    framed = (heads.reserved == 0) & (ends <= end_limit)
+    if not framed.all():
+        for i in np.nonzero(~framed)[0].tolist():
+            bad.append(Corruption(int(safe[i]), int(off[i]), "bad length or reserved field"))
+        idx = np.nonzero(framed)[0]
+        starts, stops, expected = safe[idx], ends[idx], ck[idx]
+    else:
+        idx, starts, stops, expected = None, safe, ends, ck
+    sums = np.fromiter(map(checksum_of, _checksummed(buf, starts, stops)), dtype=np.uint64, count=len(starts))
+    wrong = np.nonzero(sums != expected)[0]
+    if len(wrong):
+        at = wrong if idx is None else idx[wrong]
+        for i in at.tolist():
+            bad.append(Corruption(int(safe[i]), int(off[i]), "checksum mismatch"))
     return sorted(bad, key=lambda c: c.position)
 
 
-def _keys(buf: bytes, u8: np.ndarray, pabuf: pa.Buffer, pos: np.ndarray, pl: np.ndarray,
+def _checksummed(buf: Buffer, starts: np.ndarray, stops: np.ndarray) -> Iterable[bytes]:
+    """The checksummed bytes (all but the checksum field) of the records ``starts[i] ..
+    stops[i]``, one bytes-like object each, made in C: records back to back (the usual
+    case) are split by one ``struct`` unpack of ``8x<n>s`` per record; others are sliced."""
+    if len(starts) > 1 and np.array_equal(starts[1:], stops[:-1]):
+        sizes = (stops - starts).tolist()
+        fields = {size: f"{CHECKSUMMED_FROM}x{size - CHECKSUMMED_FROM}s" for size in set(sizes)}
+        # A Struct of its own (not struct.unpack_from: its cache would keep each big format).
+        return struct.Struct("<" + "".join(map(fields.__getitem__, sizes))).unpack_from(buf, int(starts[0]))
+    cut = buf.__getitem__  # bytes and mmap slices are copies, memoryview slices views: all hash
+    return map(cut, map(slice, (starts + CHECKSUMMED_FROM).tolist(), stops.tolist()))
+
+
+def _keys(buf: Buffer, pabuf: pa.Buffer, pos: np.ndarray, pl: np.ndarray,
           uhl: np.ndarray) -> pa.Array:
-    """V1 keys: vectorised when the user headers start with the key header; else decoded."""
+    """V1 keys: vectorised when the user headers start with the key header; else decoded.
+
+    Two gathers decide it: the key header's first 8 bytes, and the 8 bytes from its 6th on
+    (the rest of the name and the value kind in the low half, the key's length in the high).
+    """
     n = len(pos)
     hstart = pos + HEADER_SIZE + pl
-    has = uhl >= len(_KEY_PREFIX) + 5
+    fast = uhl >= _KEY_AT + 1
     klen = np.zeros(n, dtype=np.int64)
-    fast = np.zeros(n, dtype=bool)
-    if has.any():
-        idx = np.nonzero(has)[0]
-        prefix = u8[hstart[idx, None] + np.arange(len(_KEY_PREFIX))]
-        ok = (prefix == np.frombuffer(_KEY_PREFIX, dtype=np.uint8)).all(axis=1)
-        good = idx[ok]
-        lens = _gather(u8, hstart[good], len(_KEY_PREFIX), 4, "<u4").astype(np.int64)
-        klen[good] = lens
-        fast[good] = True
+    if fast.any():
+        idx = None if fast.all() else np.nonzero(fast)[0]
+        at = hstart if idx is None else hstart[idx]
+        u64 = _field(buf, "<u8")
+        tail = u64[at + 5]
+        lens = (tail >> np.uint64(32)).astype(np.int64)
+        ok = ((u64[at] == _KEY_PREFIX_U64) & ((tail & np.uint64(0xFFFFFFFF)) == _KEY_PREFIX_TAIL)
+              & (lens >= 1) & (_KEY_AT + lens <= (uhl if idx is None else uhl[idx])))
+        if idx is None:
+            fast = ok
+            klen = np.where(ok, lens, 0)
+        else:
+            fast[idx] = ok
+            klen[idx] = np.where(ok, lens, 0)
     # A record without a fast key gets an empty slice at its own end (keeps offsets in order).
-    keys = _slices(pabuf, np.where(fast, hstart + len(_KEY_PREFIX) + 4, hstart), klen)
+    keys = _slices(pabuf, np.where(fast, hstart + _KEY_AT, hstart), klen)
     if fast.all():
         return keys
     slow = np.nonzero(~fast & (uhl > 0))[0]
@@ -152,14 +256,14 @@ def _keys(buf: bytes, u8: np.ndarray, pabuf: pa.Buffer, pos: np.ndarray, pl: np.
             values[i] = None
         for i in slow.tolist():
             s = int(hstart[i])
-            values[i] = extract_key(buf[s:s + int(uhl[i])])
+            values[i] = extract_key(bytes(buf[s:s + int(uhl[i])]))
         return pa.array(values, pa.binary())
     buffers = keys.buffers()
     validity = pa.py_buffer(np.packbits(fast, bitorder="little"))
     return pa.Array.from_buffers(pa.binary(), n, [validity, buffers[1], buffers[2]])
 
 
-def _headers(buf: bytes, pos: np.ndarray, pl: np.ndarray, uhl: np.ndarray) -> pa.Array:
+def _headers(buf: Buffer, pos: np.ndarray, pl: np.ndarray, uhl: np.ndarray) -> pa.Array:
     out: list[list[dict[str, object]]] = []
     for p, plen, hlen in zip(pos.tolist(), pl.tolist(), uhl.tolist(), strict=True):
         if not hlen:
@@ -167,33 +271,38 @@ def _headers(buf: bytes, pos: np.ndarray, pl: np.ndarray, uhl: np.ndarray) -> pa
             continue
         s = p + HEADER_SIZE + plen
         try:
-            items = decode_user_headers(buf[s:s + hlen])
+            items = decode_user_headers(bytes(buf[s:s + hlen]))
         except ValueError:
             items = []
         out.append([{"key": k.decode(errors="replace"), "value": v} for _kk, k, _vk, v in items])
     return pa.array(out, _HEADER_TYPE)
 
 
-def to_batch(buf: bytes, pos: np.ndarray, topic: str, partition: int,
-             include_headers: bool) -> pa.RecordBatch:
-    """The rows of the records at ``pos`` in ``buf`` (already checked), as one batch."""
+def to_batch(buf: Buffer, pos: np.ndarray, topic: str, partition: int,
+             include_headers: bool, heads: Heads | None = None) -> pa.RecordBatch:
+    """The rows of the records at ``pos`` in ``buf`` (already checked), as one batch.
+
+    Every column is built from numpy gathers and Arrow buffers; the only per-record Python
+    is for keys that are not the first user header and for ``headers`` when asked for.
+    """
     schema = arrow_schema(include_headers)
     n = len(pos)
     if n == 0:
-        return pa.RecordBatch.from_pylist([], schema)
-    u8 = np.frombuffer(buf, dtype=np.uint8)
+        return pa.RecordBatch.from_arrays([pa.nulls(0, field.type) for field in schema], schema=schema)
     pabuf = pa.py_buffer(buf)
-    offsets = _gather(u8, pos, OFFSET_OFFSET, 8, "<u8").astype(np.int64)
-    ts = _gather(u8, pos, TIMESTAMP_OFFSET, 8, "<u8").astype(np.int64)
-    uhl = _gather(u8, pos, USER_HEADERS_LENGTH_OFFSET, 4, "<u4").astype(np.int64)
-    pl = _gather(u8, pos, PAYLOAD_LENGTH_OFFSET, 4, "<u4").astype(np.int64)
+    if heads is None:
+        heads = read_heads(buf, pos)
+    pl, uhl = heads.payload_lengths, heads.user_headers_lengths
+    name = topic.encode()
     columns = [
-        _keys(buf, u8, pabuf, pos, pl, uhl),
+        _keys(buf, pabuf, pos, pl, uhl),
         _slices(pabuf, pos + HEADER_SIZE, pl),
-        pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([topic])).cast(pa.string()),
-        pa.array(np.full(n, partition, dtype=np.int32)),
-        pa.array(offsets),
-        pa.array(ts.view("datetime64[us]"), pa.timestamp("us")).cast(pa.timestamp("us", tz="UTC")),
+        pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * len(name)),
+                                               pa.py_buffer(name * n)]),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.full(n, partition, dtype=np.int32))]),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(np.ascontiguousarray(heads.offsets))]),
+        pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n,
+                              [None, pa.py_buffer(np.ascontiguousarray(heads.timestamps))]),
     ]
     if include_headers:
         columns.append(_headers(buf, pos, pl, uhl))

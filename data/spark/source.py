@@ -2,9 +2,10 @@
 batch and streaming writes into a topic (modelled on Spark's Kafka connector).
 
 Owns: the options, the driver-side planning (which topic partitions, which offset ranges,
-micro-batch end offsets, checkpointed offsets), the executor-side reads (FETCH: raw record
-bytes, decoded to Arrow by ``data.spark.records``) and writes (pipelined idempotent PRODUCE,
-so a replayed micro-batch or a retried task is not written twice).
+micro-batch end offsets, checkpointed offsets), the executor-side reads (pipelined FETCH
+``enc=raw``: the stored record bytes, decoded to Arrow by ``data.spark.records``) and writes
+(Arrow batches cut into idempotent PRODUCE_BATCH requests by ``data.spark.batches``, so a
+replayed micro-batch or a retried task is not written twice).
 
 Must not import: Twisted, the broker (only the wire protocol, via ``data.spark.client``).
 """
@@ -13,13 +14,16 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
@@ -34,7 +38,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from data.spark.client import BrokerError, SkerryClient, fnv1a_32
+from data.spark.batches import requests
+from data.spark.client import MAX_BATCH_BYTES, BrokerError, Fetched, SkerryClient
 from data.spark.offsets import (
     DataLoss,
     OffsetRange,
@@ -42,6 +47,7 @@ from data.spark.offsets import (
     parse_spec,
     rate_limit,
     resolve,
+    split_min_partitions,
     split_ranges,
     to_json_offsets,
 )
@@ -52,6 +58,11 @@ __all__ = ["SkerryDataSource", "SkerryOptions", "read_range"]
 log = logging.getLogger("skerry.spark")
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+FETCH_MAX_RECORDS = 100_000
+"""Records asked for per FETCH (the broker's limit)."""
+FETCHES_IN_FLIGHT = 2
+"""FETCHes a reader keeps sent ahead: the broker reads the next chunk while this one is
+decoded."""
 _TRUE = ("true", "1", "yes")
 
 
@@ -73,6 +84,9 @@ class SkerryOptions:
         self.fail_on_data_loss = str(get("failOnDataLoss", "true")).lower() in _TRUE
         mrp = get("maxRecordsPerPartition")
         self.max_records: int | None = int(mrp) if mrp else None
+        mp = get("minPartitions")
+        self.min_partitions: int | None = int(mp) if mp else None
+        self.batch_bytes = int(get("batchBytes", str(MAX_BATCH_BYTES)))
         self.include_headers = str(get("includeHeaders", "false")).lower() in _TRUE
         mot = get("maxOffsetsPerTrigger")
         self.max_per_trigger: int | None = int(mot) if mot else None
@@ -153,31 +167,56 @@ def _ends(opts: SkerryOptions, bounds: dict[str, dict[int, tuple[int, int]]]) ->
 
 
 def read_range(opts: SkerryOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """The rows of offsets ``[r.start, r.end)`` (executor side): FETCH until done."""
+    """The rows of offsets ``[r.start, r.end)`` (executor side), one batch per FETCH."""
     if r.end <= r.start:
         return
     with SkerryClient(opts.bootstrap) as client:
-        at = r.start
-        while at < r.end:
-            got = client.fetch(r.topic, r.partition, at, min(100_000, r.end - at), opts.fetch_max_bytes)
-            if got.count == 0:
-                if got.hw + 1 < r.end:
-                    if at < got.start:
-                        _lost(opts, r, at, got.start)
-                        at = got.start
-                        continue
-                    raise DataLoss(f"{r.topic}/{r.partition}: offsets {at}..{r.end - 1} are not "
-                                   f"committed on the broker (hw {got.hw})")
-                break
-            data = got.data
-            pos = record_starts(data)
-            first = int.from_bytes(data[24:32], "little")
-            if first > at:
-                _lost(opts, r, at, first)
-            at = got.next_offset
-            if at > r.end:  # never: max= bounds it; kept as a guard
-                pos = pos[:len(pos) - (at - r.end)]
-            yield to_batch(data, pos, r.topic, r.partition, opts.include_headers)
+        for got in _fetches(client, opts, r):
+            pos = record_starts(got.data)
+            if got.next_offset > r.end:  # never: max= bounds it; kept as a guard
+                pos = pos[:len(pos) - (got.next_offset - r.end)]
+            yield to_batch(got.data, pos, r.topic, r.partition, opts.include_headers)
+
+
+def _fetches(client: SkerryClient, opts: SkerryOptions, r: OffsetRange) -> Iterator[Fetched]:
+    """The FETCH answers covering ``[r.start, r.end)`` in offset order, with up to
+    ``FETCHES_IN_FLIGHT`` requests sent ahead for the next windows of ``FETCH_MAX_RECORDS``.
+
+    An answer that ends short of its window (its byte budget) or skips offsets (retention)
+    moves the read position; answers to windows sent before that are then dropped and the
+    windows are asked for again from the new position.
+    """
+    at = r.start  # everything before is read
+    planned = r.start  # everything before is asked for
+    windows: deque[int] = deque()  # the start of each FETCH in flight, in order
+    while at < r.end:
+        while planned < r.end and len(windows) < FETCHES_IN_FLIGHT:
+            size = min(FETCH_MAX_RECORDS, r.end - planned)
+            client.send_fetch(r.topic, r.partition, planned, size, opts.fetch_max_bytes)
+            windows.append(planned)
+            planned += size
+        start = windows.popleft()
+        got = client.receive_fetch()
+        if start != at:
+            continue  # asked for before the position moved
+        if got.count == 0:
+            if got.hw + 1 < r.end and at < got.start:
+                _lost(opts, r, at, got.start)
+                at = planned = got.start
+                continue
+            if got.hw + 1 < r.end:
+                raise DataLoss(f"{r.topic}/{r.partition}: offsets {at}..{r.end - 1} are not "
+                               f"committed on the broker (hw {got.hw})")
+            return
+        first = int.from_bytes(got.data[24:32], "little")
+        if first > at:
+            _lost(opts, r, at, first)
+        yield got
+        at = got.next_offset
+        if at != min(start + FETCH_MAX_RECORDS, r.end):
+            planned = at  # short of its window: ask again from here
+        else:
+            planned = max(planned, at)
 
 
 def _lost(opts: SkerryOptions, r: OffsetRange, at: int, first: int) -> None:
@@ -198,7 +237,7 @@ class SkerryBatchReader(DataSourceReader):
             starts = _starts(client, self.opts, bounds, "earliest")
         ends = _ends(self.opts, bounds)
         ranges = [OffsetRange(t, p, starts[t][p], ends[t][p]) for t in bounds for p in sorted(bounds[t])]
-        pieces = split_ranges(ranges, self.opts.max_records)
+        pieces = split_min_partitions(split_ranges(ranges, self.opts.max_records), self.opts.min_partitions)
         return [RangePartition(r) for r in pieces] or [RangePartition(OffsetRange(self.opts.topics[0], 0, 0, 0))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -250,7 +289,8 @@ class SkerryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, stop = from_json_offsets(start), from_json_offsets(end)
         ranges = [OffsetRange(t, p, begin.get(t, {}).get(p, 0), o) for t, parts in sorted(stop.items())
                   for p, o in sorted(parts.items())]
-        return [RangePartition(r) for r in split_ranges(ranges, self.opts.max_records)]
+        pieces = split_ranges(ranges, self.opts.max_records)
+        return [RangePartition(r) for r in split_min_partitions(pieces, self.opts.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
@@ -277,27 +317,19 @@ class SkerryCommit(WriterCommitMessage):
         self.count = count
 
 
-def _rows_to_messages(opts: SkerryOptions, schema: StructType, rows: Iterator[Any],
-                      partitions: int) -> Iterator[tuple[bytes, bytes, int]]:
-    names = set(schema.fieldNames())
-    if "value" not in names:
-        raise ValueError("the DataFrame to write needs a value column (and optionally key, partition)")
-    for row in rows:
-        value = row["value"]
-        if value is None:
-            raise ValueError("value must not be null")
-        value = value.encode() if isinstance(value, str) else bytes(value)
-        key = row["key"] if "key" in names else None
-        key = b"" if key is None else (key.encode() if isinstance(key, str) else bytes(key))
-        part = row["partition"] if "partition" in names else None
-        if part is None:
-            part = fnv1a_32(key) % partitions
-        yield key, value, int(part)
+def _limit(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """The first ``rows`` rows of a stream of batches."""
+    for batch in batches:
+        if rows <= 0:
+            return
+        yield batch.slice(0, rows)
+        rows -= batch.num_rows
 
 
-def write_rows(opts: SkerryOptions, schema: StructType, rows: Iterator[Any], pid: str) -> int:
+def write_batches(opts: SkerryOptions, batches: Iterator[pa.RecordBatch], pid: str) -> int:
     """Executor side: produce every row with ``pid`` and per-partition sequence numbers 0, 1, ...
-    (a retried task or a replayed micro-batch resends the same numbers; the broker drops them)."""
+    (a retried task or a replayed micro-batch resends the same numbers; the broker drops them),
+    in PRODUCE_BATCH requests of at most ``batchBytes``."""
     if len(opts.topics) != 1:
         raise ValueError("writing needs exactly one topic option")
     topic = opts.topics[0]
@@ -307,12 +339,14 @@ def write_rows(opts: SkerryOptions, schema: StructType, rows: Iterator[Any], pid
         except BrokerError:  # unknown topic: CONSUME auto-creates it (when the broker allows)
             client.request("CONSUME", f"{topic} 0 0 max=1")
             partitions = int(client.metadata(topic)["partitions"])  # type: ignore[arg-type]
-        messages = _rows_to_messages(opts, schema, rows, partitions)
         if opts.fail_after is not None:
-            head = [m for _, m in zip(range(opts.fail_after), messages, strict=False)]
-            client.produce_many(topic, head, opts.acks, pid)
-            raise RuntimeError(f"failAfterRecords: task stopped after {len(head)} records (test hook)")
-        return len(client.produce_many(topic, messages, opts.acks, pid))
+            batches = _limit(batches, opts.fail_after)
+        sent = (request for batch in batches for request in requests(batch, partitions, opts.batch_bytes))
+        acks = client.produce_batches(topic, sent, opts.acks, pid)
+        written = sum(a.count + a.duplicates for a in acks)
+        if opts.fail_after is not None:
+            raise RuntimeError(f"failAfterRecords: task stopped after {written} records (test hook)")
+        return written
 
 
 def _task_ids() -> tuple[int, str | None, str | None]:
@@ -325,30 +359,32 @@ def _task_ids() -> tuple[int, str | None, str | None]:
             ctx.getLocalProperty("sql.streaming.queryId"))
 
 
-class SkerryBatchWriter(DataSourceWriter):
+class SkerryBatchWriter(DataSourceArrowWriter):
+    """Spark hands each task its rows as Arrow batches (no Row object per message)."""
+
     def __init__(self, opts: SkerryOptions, schema: StructType, job: str) -> None:
         self.opts, self.schema, self.job = opts, schema, job
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         partition_id, _batch, _query = _task_ids()
         pid = f"{self.opts.producer_id or 'spark-' + self.job}.{partition_id}"
-        return SkerryCommit(write_rows(self.opts, self.schema, iterator, pid))
+        return SkerryCommit(write_batches(self.opts, iterator, pid))
 
 
-class SkerryStreamWriter(DataSourceStreamWriter):
+class SkerryStreamWriter(DataSourceStreamArrowWriter):
     """Exactly once per micro-batch: producer id ``<query id>.<batch id>.<task partition>``,
     so a batch Spark replays after a failure resends the same ids and sequence numbers."""
 
     def __init__(self, opts: SkerryOptions, schema: StructType) -> None:
         self.opts, self.schema = opts, schema
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         partition_id, batch_id, query_id = _task_ids()
         if batch_id is None:
             raise RuntimeError("streaming write outside a micro-batch (no streaming.sql.batchId)")
         base = self.opts.producer_id or (query_id or "spark").replace("-", "")
         pid = f"{base}.{batch_id}.{partition_id}"
-        return SkerryCommit(write_rows(self.opts, self.schema, iterator, pid))
+        return SkerryCommit(write_batches(self.opts, iterator, pid))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         return None

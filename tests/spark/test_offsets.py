@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from data.spark.offsets import DataLoss, OffsetRange, parse_spec, rate_limit, resolve, split_ranges
+from data.spark.offsets import (
+    DataLoss,
+    OffsetRange,
+    parse_spec,
+    rate_limit,
+    resolve,
+    split_min_partitions,
+    split_ranges,
+)
 
 
 class OffsetSpecTests:
@@ -41,3 +49,13 @@ class OffsetSpecTests:
         end = rate_limit({"t": {0: 10, 1: 0}}, {"t": {0: 13, 1: 4}}, 5)
         assert sum(end["t"][p] - s for p, s in {0: 10, 1: 0}.items()) == 5
         assert rate_limit({"t": {0: 0}}, {"t": {0: 3}}, 10) == {"t": {0: 3}}
+
+    def test_min_partitions_splits_in_proportion(self) -> None:
+        """minPartitions (Kafka's rule) cuts ranges in proportion to their size into nearly
+        equal pieces that cover each range exactly; with enough ranges nothing changes."""
+        ranges = [OffsetRange("t", 0, 0, 300), OffsetRange("t", 1, 10, 110)]
+        got = split_min_partitions(ranges, 4)
+        assert [(r.partition, r.start, r.end) for r in got] == [
+            (0, 0, 100), (0, 100, 200), (0, 200, 300), (1, 10, 110)]
+        assert split_min_partitions(ranges, 2) == ranges
+        assert split_min_partitions(ranges, None) == ranges
