@@ -59,6 +59,7 @@ __all__ = [
     "MAX_U64",
     "MAX_U128",
     "checksum_of",
+    "record_checksums",
     "HeaderKind",
     "KIND_RAW",
     "KIND_STRING",
@@ -125,6 +126,47 @@ MAX_U128 = (1 << 128) - 1
 
 checksum_of = xxhash.xxh3_64_intdigest
 """``checksum_of(record[CHECKSUMMED_FROM:])`` is a record's checksum (XXH3-64, seed 0)."""
+
+
+class _SplitFields(dict[int, str]):
+    """``struct`` field of a record of ``size`` bytes: skip the checksum, take the rest."""
+
+    def __missing__(self, size: int) -> str:
+        if len(self) > 4096:
+            self.clear()
+        field = self[size] = f"{CHECKSUMMED_FROM}x{size - CHECKSUMMED_FROM}s"
+        return field
+
+
+_SPLIT_FIELDS = _SplitFields()
+_SPLITTERS: dict[tuple[int, ...], struct.Struct] = {}
+_SPLIT_CHUNK = 4096
+"""Records per ``struct`` splitter (bounds a splitter's size; longer runs take several)."""
+
+
+def record_checksums(buf: bytes | bytearray | memoryview, first: int, sizes: list[int]) -> list[int]:
+    """The checksums (``checksum_of`` of all but the checksum field) of records that lie
+    back to back in ``buf`` from byte ``first``, ``sizes[i]`` bytes each (every size at
+    least ``CHECKSUMMED_FROM``; ``struct.error`` when they run past ``buf``).
+
+    The checksummed bytes are cut out by one ``struct`` unpack of ``8x<n>s`` fields per run
+    (the splitter is compiled once per shape of batch and kept: batches of one shape repeat),
+    then hashed by ``map``: no Python bytecode and no slice object per record, about a
+    quarter of the cost of slicing record by record.
+    """
+    out: list[int] = []
+    for i in range(0, len(sizes), _SPLIT_CHUNK):
+        part = sizes[i:i + _SPLIT_CHUNK] if len(sizes) > _SPLIT_CHUNK else sizes
+        key = tuple(part)
+        splitter = _SPLITTERS.get(key)
+        if splitter is None:
+            if len(_SPLITTERS) >= 32:
+                _SPLITTERS.clear()
+            splitter = _SPLITTERS[key] = struct.Struct(
+                "<" + "".join(map(_SPLIT_FIELDS.__getitem__, part)))
+        out += map(checksum_of, splitter.unpack_from(buf, first))
+        first += splitter.size
+    return out
 
 
 # --- user headers ------------------------------------------------------------------------------

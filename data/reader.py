@@ -35,6 +35,7 @@ from data.format import (
     USER_HEADERS_LENGTH_OFFSET,
     Record,
     checksum_of,
+    record_checksums,
 )
 from data.fs import FileLayer
 
@@ -158,12 +159,11 @@ def verify_run(
     except struct.error:
         return _verify_slow(data, ends, first_offset, budget, take_first, short)
     pls = list(map(itemgetter(3), heads))
-    sizes = map(add, map(add, pls, map(itemgetter(2), heads)), repeat(HEADER_SIZE, k))
+    sizes = list(map(sub, stops, starts))
     good = (
-        list(sizes) == list(map(sub, stops, starts))
+        list(map(add, map(add, pls, map(itemgetter(2), heads)), repeat(HEADER_SIZE, k))) == sizes
         and list(map(itemgetter(1), heads)) == list(range(first_offset, first_offset + k))
-        and list(map(checksum_of, map(data.__getitem__, map(slice, map(add, starts, repeat(CHECKSUMMED_FROM, k)), stops))))
-        == list(map(itemgetter(0), heads))
+        and record_checksums(data, starts[0], sizes) == list(map(itemgetter(0), heads))
     )
     if not good:
         return _verify_slow(data, ends, first_offset, budget, take_first, short)

@@ -30,7 +30,6 @@ import numpy as np
 from data.format import (
     CHECKSUM,
     CHECKSUM_OFFSET,
-    CHECKSUMMED_FROM,
     HEADER,
     HEADER_SIZE,
     HEADER_TAIL,
@@ -46,6 +45,7 @@ from data.format import (
     USER_HEADERS_LENGTH_OFFSET,
     checksum_of,
     header_rows,
+    record_checksums,
 )
 from data.fs import FileLayer
 from data.reader import scan_records
@@ -223,11 +223,8 @@ def stamp_framed(
     out = np.frombuffer(stamped, dtype=np.uint8)
     rows = header_rows(out)
     rows[starts, ID_OFFSET:ORIGIN_TIMESTAMP_OFFSET] = heads[:, :ORIGIN_TIMESTAMP_OFFSET - ID_OFFSET]
-    view = memoryview(out)
-    sums = np.fromiter(map(checksum_of, map(view.__getitem__, map(
-        slice, (starts + CHECKSUMMED_FROM).tolist(), ends))), dtype=np.uint64, count=n)
-    view.release()
-    rows[starts, CHECKSUM_OFFSET:CHECKSUM_OFFSET + 8] = sums.astype("<u8").view(np.uint8).reshape(n, 8)
+    sums = np.fromiter(record_checksums(stamped, 0, (end_at - starts).tolist()), dtype="<u8", count=n)
+    rows[starts, CHECKSUM_OFFSET:CHECKSUM_OFFSET + 8] = sums.view(np.uint8).reshape(n, 8)
     del rows, out
     positions = list(map(add, (0, *ends), repeat(start_position, n + 1)))
     if positions[-1] > MAX_U32:

@@ -34,6 +34,7 @@ from data.format import (
     checksum_of,
     decode_user_headers,
     extract_key,
+    record_checksums,
 )
 
 __all__ = ["SCHEMA_DDL", "HEADERS_DDL", "Corruption", "Heads", "arrow_schema", "check_records",
@@ -198,7 +199,7 @@ def check_records(buf: Buffer, pos: np.ndarray, end_limit: int,
         starts, stops, expected = safe[idx], ends[idx], ck[idx]
     else:
         idx, starts, stops, expected = None, safe, ends, ck
-    sums = np.fromiter(map(checksum_of, _checksummed(buf, starts, stops)), dtype=np.uint64, count=len(starts))
+    sums = np.fromiter(_checksums(buf, starts, stops), dtype=np.uint64, count=len(starts))
     wrong = np.nonzero(sums != expected)[0]
     if len(wrong):
         at = wrong if idx is None else idx[wrong]
@@ -207,17 +208,13 @@ def check_records(buf: Buffer, pos: np.ndarray, end_limit: int,
     return sorted(bad, key=lambda c: c.position)
 
 
-def _checksummed(buf: Buffer, starts: np.ndarray, stops: np.ndarray) -> Iterable[bytes]:
-    """The checksummed bytes (all but the checksum field) of the records ``starts[i] ..
-    stops[i]``, one bytes-like object each, made in C: records back to back (the usual
-    case) are split by one ``struct`` unpack of ``8x<n>s`` per record; others are sliced."""
+def _checksums(buf: Buffer, starts: np.ndarray, stops: np.ndarray) -> Iterable[int]:
+    """The checksums of the records ``starts[i] .. stops[i]``: ``record_checksums`` when they
+    lie back to back (the usual case), else each sliced and hashed."""
     if len(starts) > 1 and np.array_equal(starts[1:], stops[:-1]):
-        sizes = (stops - starts).tolist()
-        fields = {size: f"{CHECKSUMMED_FROM}x{size - CHECKSUMMED_FROM}s" for size in set(sizes)}
-        # A Struct of its own (not struct.unpack_from: its cache would keep each big format).
-        return struct.Struct("<" + "".join(map(fields.__getitem__, sizes))).unpack_from(buf, int(starts[0]))
+        return record_checksums(buf, int(starts[0]), (stops - starts).tolist())
     cut = buf.__getitem__  # bytes and mmap slices are copies, memoryview slices views: all hash
-    return map(cut, map(slice, (starts + CHECKSUMMED_FROM).tolist(), stops.tolist()))
+    return map(checksum_of, map(cut, map(slice, (starts + CHECKSUMMED_FROM).tolist(), stops.tolist())))
 
 
 def _keys(buf: Buffer, pabuf: pa.Buffer, pos: np.ndarray, pl: np.ndarray,
