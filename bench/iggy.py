@@ -29,6 +29,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -261,6 +262,17 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
+TARGET_MSGS_PER_S = 500_000
+"""The issue's target for send and for poll, with batches of 1,000 x 100 bytes."""
+
+
+def _line(p: Phase) -> str:
+    cpu = "" if p.server_cpu_us_per_msg is None else f"  broker CPU {p.server_cpu_us_per_msg:.2f} us/msg"
+    return (f"{p.name:5} {p.connections} conn  {p.rate:>11,.0f} msgs/s  "
+            f"{p.payload_bytes / p.seconds / 1e6:7.1f} MB/s  batch p50 {p.p50_ms:6.2f} ms  "
+            f"p99 {p.p99_ms:6.2f} ms  ({p.messages:,} msgs in {p.seconds:.2f} s){cpu}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="send phase length")
@@ -268,21 +280,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=1000, help="messages per send / poll")
     parser.add_argument("--size", type=int, default=100, help="payload bytes per message")
     parser.add_argument("--fsync", choices=("always", "interval", "never"), default="never")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs, each on a fresh broker; the median of each phase is reported")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    phases = run_bench(seconds=args.seconds, connections=args.connections, batch=args.batch,
-                       size=args.size, fsync=args.fsync)
+    runs = [run_bench(seconds=args.seconds, connections=args.connections, batch=args.batch,
+                      size=args.size, fsync=args.fsync) for _ in range(max(1, args.repeat))]
+    names = [p.name for p in runs[0]]
+    medians = {name: statistics.median(run[i].rate for run in runs) for i, name in enumerate(names)}
     if args.json:
         print(json.dumps({"machine": machine(), "fsync": args.fsync, "batch": args.batch,
-                          "size": args.size, "phases": [asdict(p) | {"rate": p.rate}
-                                                        for p in phases]}, indent=2))
+                          "size": args.size, "median_rate": medians,
+                          "runs": [[asdict(p) | {"rate": p.rate} for p in run] for run in runs]},
+                         indent=2))
         return 0
     print(f"# {machine()}; storage.fsync={args.fsync}; batches of {args.batch} x {args.size} B")
-    for p in phases:
-        cpu = "" if p.server_cpu_us_per_msg is None else f"  broker CPU {p.server_cpu_us_per_msg:.2f} us/msg"
-        print(f"{p.name:5} {p.connections} conn  {p.rate:>11,.0f} msgs/s  "
-              f"{p.payload_bytes / p.seconds / 1e6:7.1f} MB/s  batch p50 {p.p50_ms:6.2f} ms  "
-              f"p99 {p.p99_ms:6.2f} ms  ({p.messages:,} msgs in {p.seconds:.2f} s){cpu}")
+    for i, run in enumerate(runs):
+        if len(runs) > 1:
+            print(f"run {i + 1}:")
+        for p in run:
+            print(_line(p))
+    if len(runs) > 1 or (args.batch, args.size) == (1000, 100):
+        print(f"median of {len(runs)} run(s):")
+        for name, rate in medians.items():
+            verdict = "met" if rate >= TARGET_MSGS_PER_S else "missed"
+            print(f"  {name:5} {rate:>11,.0f} msgs/s  target {TARGET_MSGS_PER_S:,}: {verdict}")
     return 0
 
 

@@ -73,7 +73,8 @@ def main() -> int:
         bs = f"127.0.0.1:{broker.port}"
         builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
                    .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-                   .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g"))
+                   .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g")
+                   .config("spark.ui.showConsoleProgress", "false"))
         if args.arrow_unchecked:  # local mode: the executors are the driver's JVM
             builder = builder.config("spark.driver.extraJavaOptions", "-Darrow.enable_unsafe_memory_access=true")
         spark = builder.getOrCreate()
