@@ -33,10 +33,18 @@ from broker.iggy.service import IggyService
 from broker.server import Broker, build_broker
 
 __all__ = ["Harness", "Conn", "RawClient", "iggy_port_of", "run_isolated", "frame", "ok", "err",
-           "u32", "u64", "ident", "name8"]
+           "u32", "u64", "ident", "name8", "SEED_CODES"]
 
 _LISTEN_RE = re.compile(r"skerry listening on v1=\S+ iggy=([0-9.]+):([0-9]+)")
 WALL_START_US = 1_700_000_000_000_000
+
+# The request codes of seeds/iggy-binary-protocol.txt ("Request codes"), copied by hand so
+# that the coverage checks do not trust broker.iggy.codec.Code.
+SEED_CODES = frozenset({
+    1, 10, 11, 12, 20, 21, 22, 31, 32, 33, 34, 35, 36, 37, 38, 39, 41, 42, 43, 44,
+    100, 101, 102, 120, 121, 122, 200, 201, 202, 203, 204, 205, 300, 301, 302, 303, 304, 305,
+    402, 403, 503, 600, 601, 602, 603, 604, 605,
+})
 
 
 def frame(code: int, payload: bytes = b"") -> bytes:

@@ -101,16 +101,18 @@ def mutate(rng: random.Random, base: list[bytes]) -> bytes:
     return frame(code, bytes(body))
 
 
-def attack(rng: random.Random) -> bytes:
-    """A frame that breaks the framing itself (sent last on its connection)."""
+def attack(rng: random.Random) -> tuple[bytes, int | None]:
+    """A frame that breaks the framing itself (sent last on its connection), and the
+    error status that answers it before the broker closes the connection (None: the
+    frame is incomplete, so the broker waits for the rest)."""
     kind = rng.randrange(4)
     if kind == 0:
-        return struct.pack("<II", rng.randrange(0, 4), 1)
+        return struct.pack("<II", rng.randrange(0, 4), 1), 4  # no room for the code
     if kind == 1:
-        return struct.pack("<II", 0xFFFFFFF0, 1) + b"\x00" * 16
+        return struct.pack("<II", 0xFFFFFFF0, 1) + b"\x00" * 16, 3  # over max_frame_bytes
     if kind == 2:
-        return struct.pack("<II", 5000, 200) + b"\x01" * 100  # promises more than it sends
-    return b"\x10\x00\x00"
+        return struct.pack("<II", 5000, 200) + b"\x01" * 100, None  # promises more
+    return b"\x10\x00\x00", None
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +134,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPro
         yield proc, port
 
 
-def _fuzz_connection(port: int, frames: list[bytes], final: bytes | None,
+def _fuzz_connection(port: int, frames: list[bytes], final: tuple[bytes, int | None],
                      counts: list[int], errors: list[str]) -> None:
     try:
         client = RawClient(port, timeout=30)
@@ -143,8 +145,11 @@ def _fuzz_connection(port: int, frames: list[bytes], final: bytes | None,
             for _ in chunk:
                 client.read_reply()
                 counts.append(1)
-        if final is not None:
-            client.send(final)
+        data, status = final
+        client.send(data)
+        if status is not None:
+            assert client.read_reply() == struct.pack("<II", status, 0)
+            assert client.closed_by_peer()
         client.close()
     except Exception as exc:  # reported by the test
         errors.append(f"{type(exc).__name__}: {exc}")
@@ -211,7 +216,7 @@ class FuzzTests:
         last = after.call(codec.PollMessages(ME, S, T, 1, PollingKind.LAST, 0, 1, False))
         assert last.endswith(b"still-alive")
         print(f"fuzz: {total} frames on {CONNECTIONS} connections in {elapsed:.1f}s; "
-              f"bystander max latency {max(latencies) * 1000:.0f} ms")
+              f"bystander {len(latencies)} round trips, max latency {max(latencies) * 1000:.0f} ms")
 
     def test_random_bytes_streams(self, broker):
         """Connections that send pure random bytes (no framing at all) are answered or

@@ -1,11 +1,14 @@
 """What the apache-iggy 0.8.0 Python client cannot send, over a real socket to a real
 broker process, with a raw-frame client built from the seed and the notes: user headers,
-MessagesKey and Balanced partitioning, users, personal access tokens and stats; each
+MessagesKey and Balanced partitioning, users (every user command), personal access tokens
+and stats; each
 reply is checked byte for byte (or field by field where the broker decides a value: time,
 random ids, process facts)."""
 
 from __future__ import annotations
 
+import platform
+import socket
 import struct
 from collections.abc import Iterator
 
@@ -118,10 +121,49 @@ class RawSocketTests:
         assert stats[:8] == struct.pack("<II", 0, len(body))
         fields = struct.unpack_from("<IffQQQQQQQQIIIIQII", body)
         assert fields[0] == _proc.proc.pid and fields[11] >= 2 and fields[16] >= 3
-        pos = 108
-        for _ in range(5):
-            pos += 4 + struct.unpack_from("<I", body, pos)[0]
+        uname = platform.uname()
+        strings = b"".join(u32(len(v)) + v for v in (
+            socket.gethostname().encode(), uname.system.encode(), uname.version.encode(),
+            uname.release.encode(), b"skerry 0.1.0 (iggy binary protocol 0.8)"))
+        assert body[108:108 + len(strings)] == strings
+        pos = 108 + len(strings)
         assert struct.unpack_from("<II", body, pos) == (1000, 0) and len(body) == pos + 28
+
+    def test_user_management_and_logout(self, broker):
+        """GetUsers, UpdateUser (name, status), UpdatePermissions, ChangePassword,
+        DeleteUser and LogoutUser, each reply byte for byte."""
+        _proc, port = broker
+        root = login(port)
+        reply = root.request(33, name8("mgmt-user") + name8("first-pw") + b"\x01\x00" + u32(0))
+        user_id, created = struct.unpack_from("<IQ", reply, 8)
+        record = struct.pack("<IQB", user_id, created, 1) + name8("mgmt-user")
+        assert user_id > 0 and reply == ok(record + b"\x00")
+        root_record = root.request(31, ident(0))[8:8 + 18]
+        assert root_record[:4] == u32(0) and root_record[12:] == b"\x01" + name8("iggy")
+        users = root.request(32)
+        assert users[:8] == struct.pack("<II", 0, len(users) - 8)
+        assert users[8:8 + 18] == root_record and record in users
+        assert root.request(35, ident(user_id) + b"\x01" + name8("mgmt-renamed") + b"\x01\x02") \
+            == ok()
+        assert root.request(31, ident("mgmt-renamed")) == ok(
+            struct.pack("<IQB", user_id, created, 2) + name8("mgmt-renamed") + b"\x00")
+        payload = name8("mgmt-renamed") + name8("first-pw") + u32(0) + u32(0)
+        assert RawClient(port).request(38, payload) == err(47)
+        assert root.request(35, ident(user_id) + b"\x00" + b"\x01\x01") == ok()
+        perms = bytes([0, 0, 0, 0, 0, 1, 0, 0, 0, 0]) + b"\x00"  # read_streams
+        assert root.request(36, ident(user_id) + b"\x01" + u32(len(perms)) + perms) == ok()
+        assert root.request(31, ident(user_id)) == ok(
+            struct.pack("<IQB", user_id, created, 1) + name8("mgmt-renamed") + b"\x01"
+            + u32(len(perms)) + perms)
+        user = login(port, "mgmt-renamed", "first-pw")
+        assert user.request(37, ident(user_id) + name8("first-pw") + name8("second-pw")) == ok()
+        assert RawClient(port).request(38, payload) == err(42)
+        assert user.request(201)[:4] == u32(0)
+        assert user.request(39) == ok()
+        assert user.request(201) == err(40)
+        assert login(port, "mgmt-renamed", "second-pw").request(34, ident(0)) == err(41)
+        assert root.request(34, ident(user_id)) == ok()
+        assert root.request(31, ident(user_id)) == ok()
 
     def test_unauthenticated_and_malformed_over_the_socket(self, broker):
         """Before login: 40 for known codes, 3 for unknown ones; after login a malformed

@@ -1,6 +1,7 @@
-"""The real apache-iggy 0.8.0 Python client against a real broker process: connect, login
-(and a wrong password), ping, streams and topics, send to a partition, polls by every
-strategy with and without auto-commit, the consumer-group consumer storing and resuming
+"""The real apache-iggy 0.8.0 Python client against a real broker process: connect (also
+by connection string), login (and a wrong password), ping, streams and topics, send to a
+partition, polls by every strategy with and without auto-commit, the consumer-group
+consumer (callback and iterator, automatic and manual offsets) storing and resuming
 offsets, and calls made without logging in."""
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 import pytest
 from apache_iggy import (
+    AutoCommit,
+    AutoCommitWhen,
     IggyClient,
     PollingStrategy,
     SendMessage,
@@ -58,6 +61,21 @@ class ConnectionTests:
                 await client.login_user("iggy", "not-the-password")
             await client.login_user("iggy", "iggy")
             await client.ping()
+
+        run(scenario)
+
+    def test_connection_string_logs_in(self, broker):
+        """from_connection_string() logs in while connecting; a wrong password in it makes
+        connect() raise InvalidCredentials."""
+        _proc, port = broker
+
+        async def scenario() -> None:
+            client = IggyClient.from_connection_string(f"iggy://iggy:iggy@127.0.0.1:{port}")
+            await client.connect()
+            assert (await client.get_stream("default")).id == 0
+            bad = IggyClient.from_connection_string(f"iggy://iggy:wrong@127.0.0.1:{port}")
+            with pytest.raises(RuntimeError, match="InvalidCredentials"):
+                await bad.connect()
 
         run(scenario)
 
@@ -147,6 +165,47 @@ class SendPollTests:
 
         run(scenario)
 
+    def test_auto_commit_with_every_strategy(self, broker):
+        """With auto_commit every strategy stores the offset of the last message it
+        returned for the client's consumer (numeric id 0): GetConsumerOffset answers it
+        byte for byte and Next continues after it; polls without auto_commit move nothing."""
+        _proc, port = broker
+
+        async def scenario() -> list[tuple[list[int], list[int], bytes]]:
+            client = await connected(port)
+            await client.create_stream("st-d")
+            await client.create_topic("st-d", "t", 1)
+            await client.send_messages("st-d", "t", 0, [SendMessage(f"d{i}") for i in range(6)])
+            raw = RawClient(port)
+            raw.login()
+            stored = codec.GetConsumerOffset(Consumer(ConsumerKind.CONSUMER, Identifier(0)),
+                                             Identifier("st-d"), Identifier("t"), 0)
+
+            async def offsets(strategy: Any, count: int, auto: bool) -> list[int]:
+                got = await client.poll_messages("st-d", "t", 0, strategy, count, auto)
+                return [m.offset() for m in got]
+
+            ts = (await client.poll_messages("st-d", "t", 0, PollingStrategy.First(), 1,
+                                             False))[0].timestamp()
+            out = []
+            for strategy, count in ((PollingStrategy.Offset(2), 2), (PollingStrategy.Timestamp(ts), 1),
+                                    (PollingStrategy.Last(), 1), (PollingStrategy.First(), 3),
+                                    (PollingStrategy.Next(), 2)):
+                polled = await offsets(strategy, count, True)
+                await offsets(PollingStrategy.Offset(0), 6, False)
+                await offsets(PollingStrategy.Last(), 1, False)
+                out.append((polled, await offsets(PollingStrategy.Next(), 1, False),
+                            raw.call(stored)))
+            raw.close()
+            return out
+
+        def offset_reply(value: int) -> bytes:
+            return struct.pack("<IIIQQ", 0, 20, 0, 5, value)
+
+        assert run(scenario) == [([2, 3], [4], offset_reply(3)), ([0], [1], offset_reply(0)),
+                                 ([5], [], offset_reply(5)), ([0, 1, 2], [3], offset_reply(2)),
+                                 ([3, 4], [5], offset_reply(4))]
+
     def test_topic_counts_follow_the_messages(self, broker):
         """get_topic and get_stream report the messages sent."""
         _proc, port = broker
@@ -205,3 +264,48 @@ class ConsumerGroupTests:
             assert reply == struct.pack("<IIIQQ", 0, 20, p, 4, 4)
         raw.close()
         assert proc.proc.poll() is None
+
+    def test_iterator_consumer_with_manual_offsets_resumes(self, broker):
+        """A consumer bound to one partition, read with iter_messages(): without
+        auto-commit it stores an offset itself (store_offset), which the broker answers to
+        GetConsumerOffset; a new consumer in a new client resumes after it with auto-commit
+        on polling, and delete_offset() forgets the stored offset."""
+        _proc, port = broker
+        target = codec.GetConsumerOffset(Consumer(ConsumerKind.CONSUMER_GROUP,
+                                                  Identifier("manual")),
+                                         Identifier("st-h"), Identifier("t"), 1)
+
+        async def consume(auto: Any, take: int, setup: bool) -> tuple[Any, ...]:
+            client = await connected(port)
+            if setup:
+                await client.create_stream("st-h")
+                await client.create_topic("st-h", "t", 2)
+                await client.send_messages("st-h", "t", 1, [SendMessage(f"h{i}")
+                                                            for i in range(5)])
+            consumer = await client.consumer_group(
+                "manual", "st-h", "t", partition_id=1, polling_strategy=PollingStrategy.Next(),
+                batch_length=2, auto_commit=auto, poll_interval=timedelta(milliseconds=20))
+            got = []
+            async for message in consumer.iter_messages():
+                got.append((message.partition_id(), message.offset(), message.payload()))
+                if len(got) == take:
+                    break
+            raw = RawClient(port)
+            raw.login()
+            if setup:
+                await consumer.store_offset(1, 1)
+                return (got, consumer.get_last_stored_offset(1), raw.call(target),
+                        (consumer.name(), consumer.stream(), consumer.topic()))
+            before = raw.call(target)
+            await consumer.delete_offset(1)
+            return got, before, raw.call(target)
+
+        got, last_stored, stored, names = run(lambda: consume(AutoCommit.Disabled(), 2, True))
+        assert got == [(1, 0, b"h0"), (1, 1, b"h1")] and last_stored == 1
+        assert stored == struct.pack("<IIIQQ", 0, 20, 1, 4, 1)
+        assert names == ("manual", "st-h", "t")
+        got, before, after = run(lambda: consume(AutoCommit.When(AutoCommitWhen.PollingMessages()),
+                                                 3, False))
+        assert got == [(1, 2, b"h2"), (1, 3, b"h3"), (1, 4, b"h4")]
+        assert before == struct.pack("<IIIQQ", 0, 20, 1, 4, 4)
+        assert after == struct.pack("<II", 0, 0)
