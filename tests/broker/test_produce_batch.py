@@ -15,46 +15,18 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
-from broker.config import config_from_mapping
-from broker.server import Broker, build_broker
 from data.spark.client import SkerryClient, encode_batch
 from data.spark.records import record_starts, to_batch
 from tests.fakes.fs import RecordingFileLayer
-from tests.support import BrokerProcess, ManualThread
+from tests.reliability.inmemory import InMemoryBroker
+from tests.support import BrokerProcess
 
 
-class Harness:
+def Harness(tmp_path: Path, fs: Any = None, **config: Any) -> InMemoryBroker:
     """One in-memory broker over ``tmp_path / "data"``."""
-
-    def __init__(self, tmp_path: Path, fs: Any = None, **config: Any) -> None:
-        self.clock = Clock()
-        self.thread = ManualThread()
-        raw = {"data_dir": str(tmp_path / "data"), **config}
-        kwargs = {} if fs is None else {"fs": fs}
-        self.broker: Broker = build_broker(config_from_mapping(raw), self.clock,
-                                           run_in_thread=self.thread, **kwargs)
-        self.thread.run_all()
-
-    def connect(self) -> tuple[Any, StringTransport]:
-        proto = self.broker.v1_factory.buildProtocol(None)
-        transport = StringTransport()
-        proto.makeConnection(transport)
-        return proto, transport
-
-    def settle(self) -> None:
-        for _ in range(3):
-            self.clock.advance(0)
-            self.thread.run_all()
-
-    def stop(self) -> None:
-        d = self.broker.stop()
-        for _ in range(20):
-            self.settle()
-            if d.called:
-                return
+    return InMemoryBroker(tmp_path / "data", fs, **config)
 
 
 def produce_batch(cid: str, topic: str, partition: int, keys: list[bytes], values: list[bytes],
@@ -94,7 +66,7 @@ def test_a_batch_is_one_append_answered_after_its_fsync(tmp_path: Path) -> None:
     proto.dataReceived(b"V1|2|CONSUME|t 1 0 detail=true enc=b64\n")
     keys = [item.split(":")[2] for item in tr.value().decode().split("messages=")[1].split(" hw=")[0].split(",")]
     assert [base64.b64decode(k) for k in keys] == [b"k1", b"", b"k3", b"k4"]
-    h.stop()
+    h.close()
 
 
 def test_a_refused_batch_writes_nothing(tmp_path: Path) -> None:
@@ -115,7 +87,7 @@ def test_a_refused_batch_writes_nothing(tmp_path: Path) -> None:
     proto.dataReceived(b"V1|4|METADATA|\n")
     assert b"topics=[t]" in tr.value()
     assert consume_all(proto, tr, "t", 0) == []
-    h.stop()
+    h.close()
 
 
 def test_idempotent_batches_are_not_appended_twice(tmp_path: Path) -> None:
@@ -144,13 +116,13 @@ def test_idempotent_batches_are_not_appended_twice(tmp_path: Path) -> None:
     assert send(b"V1|5|PRODUCE|t k:m8 partition=0 pid=p seq=8\n") == b"V1|5|OK|partition=0 offset=8 hw=8"
     assert send(b"V1|6|PRODUCE|t k:m7 partition=0 pid=p seq=7\n") == b"V1|6|OK|partition=0 offset=7 hw=8"
     assert consume_all(proto, tr, "t", 0) == values + [b"m8"]
-    h.stop()
+    h.close()
     h = Harness(tmp_path, storage={"fsync": "interval"})
     proto, tr = h.connect()
     assert send(produce_batch("7", "t", 0, [b""] * 3, values[6:8] + [b"m8"], " pid=p seq=6")) == (
         b"V1|7|OK|partition=0 offset=6 count=0 hw=8 duplicates=3")
     assert consume_all(proto, tr, "t", 0) == values + [b"m8"]
-    h.stop()
+    h.close()
 
 
 def test_a_held_batch_waits_for_the_originals_durability(tmp_path: Path) -> None:
@@ -169,7 +141,7 @@ def test_a_held_batch_waits_for_the_originals_durability(tmp_path: Path) -> None
     h.clock.advance(0)
     assert t1.value() == b"V1|1|OK|partition=0 offset=0 count=2 hw=1 duplicates=0\n"
     assert t2.value() == b"V1|1|OK|partition=0 offset=0 count=0 hw=1 duplicates=2\n"
-    h.stop()
+    h.close()
 
 
 def test_fetch_raw_returns_the_stored_records(tmp_path: Path) -> None:
@@ -189,7 +161,7 @@ def test_fetch_raw_returns_the_stored_records(tmp_path: Path) -> None:
     rows = to_batch(raw, record_starts(raw), "t", 0, False)
     assert rows.column("value").to_pylist() == VALUES[1:3]
     assert rows.column("offset").to_pylist() == [1, 2]
-    h.stop()
+    h.close()
 
 
 def test_end_to_end_pipelined_batches_and_raw_fetches(tmp_path: Path) -> None:
