@@ -136,13 +136,33 @@ class ProducerState:
     partition sees an idempotent produce after a start, so it survives restarts.
     """
 
-    __slots__ = ("log", "runs", "last_seq", "high")
+    __slots__ = ("log", "runs", "last_seq", "high", "start")
 
     def __init__(self, plog: PartitionLog) -> None:
         self.log = plog
         self.runs: dict[str, list[list[int]]] = {}
         self.last_seq: dict[str, int] = {}
         self.high = -1  # the newest offset recorded
+        self.start = plog.first_offset  # the log start offset when producers were last pruned
+
+    def forget_removed(self) -> None:
+        """Forget the producers whose every recorded message retention has removed (Kafka's
+        rule: a producer's state goes once the log start passes its last batch), so that a
+        long-running writer with a new producer id per task and micro-batch (the Spark sink)
+        does not grow this state without bound. A producer with messages queued this turn is
+        kept. A later resend from a forgotten producer is appended as new: its originals are
+        gone from the log anyway."""
+        start = self.log.first_offset
+        if start <= self.start:
+            return
+        self.start = start
+        last_seq = self.last_seq
+        gone = [pid for pid, runs in self.runs.items()
+                if runs[-1][1] + runs[-1][2] <= start
+                and last_seq.get(pid) == runs[-1][0] + runs[-1][2] - 1]
+        for pid in gone:
+            del self.runs[pid]
+            last_seq.pop(pid, None)
 
     @classmethod
     def scan(cls, plog: PartitionLog) -> ProducerState:
@@ -514,6 +534,7 @@ class BrokerCore:
         state = self._producers.get((topic_name, partition))
         if state is None or state.log is not plog or plog.next_offset <= state.high:
             state = self._producers[(topic_name, partition)] = ProducerState.scan(plog)
+        state.forget_removed()
         return state
 
     def _answer_duplicate(self, topic: str, partition: int, plog: PartitionLog, offset: int,

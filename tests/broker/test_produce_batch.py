@@ -184,3 +184,37 @@ def test_end_to_end_pipelined_batches_and_raw_fetches(tmp_path: Path) -> None:
                 rows = to_batch(fetched.data, record_starts(fetched.data), "e", 1, False)
                 got.extend(rows.column("value").to_pylist())
             assert got == [v for i in range(6) if i % 2 == 1 for v in values[i * 500:(i + 1) * 500]][:1400]
+
+
+def test_producers_whose_messages_retention_removed_are_forgotten(tmp_path: Path) -> None:
+    """Producer state does not outlive the messages: once retention has removed every message
+    of a producer id, the broker forgets it (a resend of its numbers is appended as new, its
+    originals being gone), while a producer with retained messages still gets duplicates
+    dropped. A writer with a new producer id per task (the Spark sink) so keeps a bounded
+    state."""
+    h = Harness(tmp_path, storage={"fsync": "interval", "segment_bytes": 4096},
+                topics={"t": {"partitions": 1, "retention_bytes": 8192}})
+    proto, tr = h.connect()
+    big = [b"x" * 900] * 3
+
+    def send(line: bytes) -> bytes:
+        tr.clear()
+        proto.dataReceived(line)
+        h.settle()
+        return tr.value().strip()
+
+    assert send(produce_batch("1", "t", 0, [b""] * 3, big, " pid=old seq=0")).endswith(b"duplicates=0")
+    for i in range(8):  # about 22 KiB more: old's segment is no longer among the newest 8 KiB
+        assert b"|OK|" in send(produce_batch(str(10 + i), "t", 0, [b""] * 3, big))
+    assert send(produce_batch("2", "t", 0, [b""] * 3, big, " pid=new seq=0")).endswith(b"duplicates=0")
+    h.clock.advance(60)  # the retention pass
+    h.settle()
+    tr.clear()
+    proto.dataReceived(b"V1|3|OFFSETS|t 0\n")
+    h.settle()
+    assert b"earliest=0 " not in tr.value()  # retention did remove old's segment
+    assert send(produce_batch("4", "t", 0, [b""] * 3, big, " pid=new seq=0")).endswith(
+        b"count=0 hw=29 duplicates=3")
+    assert send(produce_batch("5", "t", 0, [b""] * 3, big, " pid=old seq=0")).endswith(
+        b"offset=30 count=3 hw=32 duplicates=0")
+    h.close()
