@@ -13,6 +13,7 @@ Must not import: Twisted, the broker (only the wire protocol, via ``data.spark.c
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -64,6 +65,8 @@ FETCHES_IN_FLIGHT = 2
 """FETCHes a reader keeps sent ahead: the broker reads the next chunk while this one is
 decoded."""
 _TRUE = ("true", "1", "yes")
+TEST_KILL_EXIT_CODE = 86
+"""The exit status of a Python worker that ``testKillAfterRecords`` kills."""
 
 
 class SkerryOptions:
@@ -94,8 +97,8 @@ class SkerryOptions:
         self.fetch_max_bytes = int(get("fetchMaxBytes", str(16 << 20)))
         self.acks: str = get("acks", "1")
         self.producer_id: str | None = get("producerId") or None
-        fail = get("failAfterRecords")  # fault injection for tests: the task dies after n sent
-        self.fail_after: int | None = int(fail) if fail else None
+        kill = get("testKillAfterRecords")  # fault injection for tests: see SkerryStreamWriter
+        self.test_kill_after: int | None = int(kill) if kill else None
 
     def schema(self) -> str:
         return SCHEMA_DDL + (HEADERS_DDL if self.include_headers else "")
@@ -329,7 +332,8 @@ def _limit(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBa
 def write_batches(opts: SkerryOptions, batches: Iterator[pa.RecordBatch], pid: str) -> int:
     """Executor side: produce every row with ``pid`` and per-partition sequence numbers 0, 1, ...
     (a retried task or a replayed micro-batch resends the same numbers; the broker drops them),
-    in PRODUCE_BATCH requests of at most ``batchBytes``."""
+    in PRODUCE_BATCH requests of at most ``batchBytes``. With ``testKillAfterRecords=n`` the
+    process dies once the first ``n`` rows are acknowledged (see ``SkerryStreamWriter``)."""
     if len(opts.topics) != 1:
         raise ValueError("writing needs exactly one topic option")
     topic = opts.topics[0]
@@ -339,14 +343,15 @@ def write_batches(opts: SkerryOptions, batches: Iterator[pa.RecordBatch], pid: s
         except BrokerError:  # unknown topic: CONSUME auto-creates it (when the broker allows)
             client.request("CONSUME", f"{topic} 0 0 max=1")
             partitions = int(client.metadata(topic)["partitions"])  # type: ignore[arg-type]
-        if opts.fail_after is not None:
-            batches = _limit(batches, opts.fail_after)
+        if opts.test_kill_after is not None:
+            batches = _limit(batches, opts.test_kill_after)
         sent = (request for batch in batches for request in requests(batch, partitions, opts.batch_bytes))
         acks = client.produce_batches(topic, sent, opts.acks, pid)
-        written = sum(a.count + a.duplicates for a in acks)
-        if opts.fail_after is not None:
-            raise RuntimeError(f"failAfterRecords: task stopped after {written} records (test hook)")
-        return written
+        if opts.test_kill_after is not None:
+            # Fault injection: the worker process dies here, as if killed. No exception, no
+            # cleanup (the connection is not closed, Spark gets no answer from the task).
+            os._exit(TEST_KILL_EXIT_CODE)
+        return sum(a.count + a.duplicates for a in acks)
 
 
 def _task_ids() -> tuple[int, str | None, str | None]:
@@ -373,7 +378,17 @@ class SkerryBatchWriter(DataSourceArrowWriter):
 
 class SkerryStreamWriter(DataSourceStreamArrowWriter):
     """Exactly once per micro-batch: producer id ``<query id>.<batch id>.<task partition>``,
-    so a batch Spark replays after a failure resends the same ids and sequence numbers."""
+    so a batch Spark replays after a failure resends the same ids and sequence numbers.
+
+    Fault injection, for tests only (not a user option): ``testKillAfterRecords=n`` makes
+    every writing task send its first ``n`` rows as usual (the same PRODUCE_BATCH requests
+    as without the option, the last one cut at row ``n``), wait until the broker has
+    acknowledged all of them, and then end its Python worker process at once with
+    ``os._exit(TEST_KILL_EXIT_CODE)``: no exception, no cleanup, the connection left open
+    for the kernel to close. Spark sees a crashed worker ("Python worker exited
+    unexpectedly") and fails the task; restarted from its checkpoint, the query replays the
+    micro-batch. The batch sink (``SkerryBatchWriter``) honours the option too.
+    """
 
     def __init__(self, opts: SkerryOptions, schema: StructType) -> None:
         self.opts, self.schema = opts, schema

@@ -156,11 +156,26 @@ class StreamingTests:
 
     def test_sink_killed_mid_batch_leaves_each_row_once(self, spark: Any, broker: Any,
                                                         tmp_path: Path) -> None:
-        """A streaming sink whose task dies after writing part of a micro-batch fails the
-        query; restarted from its checkpoint, Spark replays the batch and the topic holds every
-        row exactly once (the broker drops the resent sequence numbers)."""
+        """A streaming sink whose Python worker process dies (os._exit, testKillAfterRecords)
+        between two PRODUCE_BATCH requests of a micro-batch, after the broker acknowledged
+        the ones before, fails the query and leaves exactly that prefix in the topic;
+        restarted from its checkpoint, Spark replays the batch and the topic holds every row
+        exactly once (the broker drops the resent sequence numbers)."""
+        import pyarrow as pa
+
+        from data.spark.batches import requests
+        from data.spark.client import MAX_BATCH_BYTES
+
         _create(broker, "k_in", 1)
-        _produce(broker, "k_in", [(b"", b"r%d" % i, 0) for i in range(500)])
+        values = [b"r%05d:" % i + b"x" * 993 for i in range(3000)]  # 1000 bytes each
+        _produce(broker, "k_in", [(b"", v, 0) for v in values])
+        # The micro-batch (one partition, one Arrow batch) goes out as PRODUCE_BATCH requests
+        # of at most batchBytes (default 512 KiB), cut as here: the worker dies right after
+        # the third is acknowledged, before the fourth is sent.
+        cuts = [n for _p, _b, n in requests(pa.RecordBatch.from_pydict({"value": values}), 1,
+                                            MAX_BATCH_BYTES)]
+        assert len(cuts) >= 5
+        kill_after = sum(cuts[:3])
 
         def start(**extra: str) -> Any:
             w = (spark.readStream.format("skerry").option("bootstrap", _bs(broker))
@@ -171,14 +186,13 @@ class StreamingTests:
                 w = w.option(k, v)
             return w.trigger(availableNow=True).start()
 
-        q = start(failAfterRecords="200")
-        with pytest.raises(Exception, match="failAfterRecords"):
+        q = start(testKillAfterRecords=str(kill_after))
+        with pytest.raises(Exception, match="Python worker exited unexpectedly"):
             q.awaitTermination()
-        assert _read(spark, broker, "k_out").count() == 200
+        assert [v for _p, _o, _k, v in _rows(_read(spark, broker, "k_out"))] == values[:kill_after]
         q = start()
         q.awaitTermination()
-        out = sorted(bytes(r["value"]) for r in _read(spark, broker, "k_out").collect())
-        assert out == sorted(b"r%d" % i for i in range(500))
+        assert [v for _p, _o, _k, v in _rows(_read(spark, broker, "k_out"))] == values
 
 
 class OfflineReaderTests:
