@@ -7,10 +7,12 @@ and dispatching to the subcommands. Must not contain broker logic.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from broker.config import ConfigError, load_config, reference_markdown
+from broker.tools import BOOTSTRAP_ENV
 
 __all__ = ["main"]
 
@@ -48,10 +50,9 @@ def _pipeline(args: argparse.Namespace) -> int:
         print(f"produced {order_stats.seed(args.bootstrap, args.topic, args.count)} orders "
               f"to {args.topic}")
         return 0
-    queries = order_stats.run(args.bootstrap, args.topic, args.sink_topic, args.output,
-                              args.checkpoint, args.watermark, once=not args.continuous)
-    if args.continuous:
-        queries[0].sparkSession.streams.awaitAnyTermination()
+    # Returns when both queries are done (continuous: when one stops; a failure raises).
+    order_stats.run(args.bootstrap, args.topic, args.sink_topic, args.output, args.checkpoint,
+                    args.watermark, once=not args.continuous)
     print(f"order-stats: results in topic {args.sink_topic} and {args.output}")
     return 0
 
@@ -150,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
         "pipeline", help="run the example Spark pipeline (needs the spark extra; docs/spark.md)")
     pipeline.add_argument("action", choices=["seed", "order-stats"],
                           help="seed: produce sample orders; order-stats: run the pipeline")
-    pipeline.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker host:port")
+    pipeline.add_argument("--bootstrap", default=os.environ.get(BOOTSTRAP_ENV) or "127.0.0.1:9092",
+                          help="broker host:port (default $SKERRY_BOOTSTRAP, else 127.0.0.1:9092)")
     pipeline.add_argument("--topic", default="orders", help="source topic")
     pipeline.add_argument("--count", type=int, default=1000, help="seed: how many orders")
     pipeline.add_argument("--sink-topic", default="order-stats", help="topic for the results")

@@ -42,7 +42,9 @@ def seed(bootstrap: str, topic: str, count: int) -> int:
     from data.spark.client import SkerryClient, fnv1a_32
 
     with SkerryClient(bootstrap) as client:
-        client.request("CONSUME", f"{topic} 0 0 max=1")  # auto-creates the topic
+        # Auto-creates the topic. enc=b64: once the topic holds orders (values with a comma)
+        # a plain CONSUME is refused, and seeding again must work.
+        client.request("CONSUME", f"{topic} 0 0 max=1 enc=b64")
         partitions = int(client.metadata(topic)["partitions"])  # type: ignore[arg-type]
         msgs = []
         now_ms = int(time.time() * 1000)
@@ -55,7 +57,9 @@ def seed(bootstrap: str, topic: str, count: int) -> int:
 
 def run(bootstrap: str, source: str, sink_topic: str, output: str, checkpoint: str,
         watermark: str = "1 minute", once: bool = True, spark: Any = None) -> list[Any]:
-    """Run the pipeline (``once``: Trigger.AvailableNow, else continuously); returns the queries."""
+    """Run the pipeline and return its two queries: ``once``, with Trigger.AvailableNow,
+    when both have processed what was there; else (every 10 seconds) when one of them
+    stops, raising its error if it failed."""
     from pyspark.sql import functions as F
 
     spark = spark or build_session()
@@ -77,10 +81,32 @@ def run(bootstrap: str, source: str, sink_topic: str, output: str, checkpoint: s
     q1 = (to_topic.writeStream.format("skerry").option("bootstrap", bootstrap).option("topic", sink_topic)
           .option("checkpointLocation", os.path.join(checkpoint, "topic")).outputMode("append")
           .trigger(**trigger).start())
+    # The second query starts once the first has run (once) or has made its first trigger
+    # (continuously), never together with it. Every function Spark makes from a registered
+    # Python data source shares one java.util.HashMap of environment variables, and the
+    # driver-side Python runners add their entries to it when they first run in a JVM: a
+    # query starting then can serialize its tasks while the other query's runner grows that
+    # map, and its tasks fail with java.io.OptionalDataException (measured on 2 cores: 5 of
+    # 16 restarts in a fresh process when both queries started at once, 0 of 12 this way).
+    if once:
+        q1.awaitTermination()
+    else:
+        _await_first_trigger(q1)
     q2 = (stats.writeStream.format("parquet").option("path", output)
           .option("checkpointLocation", os.path.join(checkpoint, "parquet")).outputMode("append")
           .trigger(**trigger).start())
     if once:
-        q1.awaitTermination()
         q2.awaitTermination()
+    else:
+        spark.streams.awaitAnyTermination()  # raises the error of a query that failed
     return [q1, q2]
+
+
+def _await_first_trigger(query: Any, timeout_s: float = 60.0) -> None:
+    """Wait until ``query`` has reported progress (its first trigger ran), has stopped, or
+    ``timeout_s`` has passed."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.lastProgress is None and time.monotonic() < deadline:
+        time.sleep(0.2)
