@@ -759,6 +759,18 @@ class BrokerCore:
         ``BadRequest`` for input the store refuses.
         """
         plog = self._batch_target(topic_name, partition)
+        first = self._append_batch(topic_name, partition, plog, payloads, user_headers, ids,
+                                   origin_timestamps, callback)
+        if first is not None:
+            self._batch_appended(topic_name, partition, plog, first, len(payloads), acks, callback)
+
+    def _append_batch(self, topic_name: str, partition: int, plog: PartitionLog,
+                      payloads: Sequence[bytes], user_headers: Sequence[bytes] | None,
+                      ids: Sequence[int] | None, origin_timestamps: Sequence[int] | None,
+                      callback: Callable[[Any], None]) -> int | None:
+        """The store append of ``produce_batch``: the first offset, or None after answering
+        ``callback`` with the partition's failure; ``BadRequest`` for input the store refuses
+        (nothing written)."""
         try:
             first = plog.append(payloads, user_headers, ids=ids,
                                 origin_timestamps=origin_timestamps)
@@ -767,10 +779,10 @@ class BrokerCore:
         except SkerryError as error:
             log.error("append to %s/%d failed: %s", topic_name, partition, error.message)
             callback(error)
-            return
+            return None
         if self.metrics is not None:
             self.metrics.appended(topic_name, payloads, user_headers)
-        self._batch_appended(topic_name, partition, plog, first, len(payloads), acks, callback)
+        return first
 
     def produce_framed(self, topic_name: str, partition: int, messages: bytes,
                        ends: Sequence[int] | None, acks: str,
@@ -839,7 +851,6 @@ class BrokerCore:
             payloads = payloads[skip:]
         else:
             headers = list(map(by_key.__getitem__, keys))
-        first = plog.next_offset
         appended = count - skip
 
         def done(result: Any) -> None:
@@ -848,11 +859,15 @@ class BrokerCore:
             else:
                 callback(BatchProduceResult(partition, result.offset, appended, skip, result.hw))
 
-        self.produce_batch(topic_name, partition, payloads, headers, None, None, acks, done)
-        if (state is not None and pid is not None and seq is not None
-                and plog.next_offset == first + appended):
+        first = self._append_batch(topic_name, partition, plog, payloads, headers, None, None, done)
+        if first is None:
+            return
+        if state is not None and pid is not None and seq is not None:
+            # Recorded before anything is answered or woken: an answer or a woken long poll
+            # can run another connection's held request at once, maybe this producer's resend.
             state.record_run(pid, seq + skip, first, appended)
             state.last_seq[pid] = seq + count - 1
+        self._batch_appended(topic_name, partition, plog, first, appended, acks, done)
 
     def _answer_held_batch(self, topic_name: str, partition: int, plog: PartitionLog,
                            state: ProducerState, pid: str, seq: int, count: int, acks: str,

@@ -218,3 +218,24 @@ def test_producers_whose_messages_retention_removed_are_forgotten(tmp_path: Path
     assert send(produce_batch("5", "t", 0, [b""] * 3, big, " pid=old seq=0")).endswith(
         b"offset=30 count=3 hw=32 duplicates=0")
     h.close()
+
+
+def test_a_resend_woken_by_the_original_is_still_a_duplicate(tmp_path: Path) -> None:
+    """A producer's resend waiting on another connection behind a long poll runs the moment
+    the original's append wakes that poll: it must already see the original (one copy in the
+    log, the resend answered as duplicates)."""
+    h = Harness(tmp_path, storage={"fsync": "interval"}, topics={"t": {"partitions": 1}})
+    a, ta = h.connect()
+    b, tb = h.connect()
+    batch = produce_batch("{cid}", "t", 0, [b""] * 2, [b"x", b"y"], " pid=p seq=0").decode()
+    b.dataReceived(b"V1|1|CONSUME|t 0 0 wait_ms=5000\n" + batch.format(cid=2).encode())
+    h.settle()
+    assert tb.value() == b""  # the poll waits; the resend is held behind it
+    a.dataReceived(batch.format(cid=3).encode())
+    h.settle()
+    assert ta.value().strip() == b"V1|3|OK|partition=0 offset=0 count=2 hw=1 duplicates=0"
+    replies = tb.value().splitlines()
+    assert replies[0].startswith(b"V1|1|OK|messages=0:x,1:y")
+    assert replies[1] == b"V1|2|OK|partition=0 offset=0 count=0 hw=1 duplicates=2"
+    assert consume_all(a, ta, "t", 0) == [b"x", b"y"]
+    h.close()
