@@ -737,6 +737,14 @@ class BrokerCore:
         for wake in ready:
             wake()
 
+    def forget_producers(self, topic: str, partition: int) -> None:
+        """Replication changed the partition (its role, its epoch, a confirmed leadership):
+        drop its idempotent-produce state, rebuilt from the log at its next use. While it
+        was not leading, the log may have taken another leader's records or been truncated;
+        a state kept across that would miss those producers (appending their resends
+        again) or point at offsets that now hold other messages (dropping a resend)."""
+        self._producers.pop((topic, partition), None)
+
     def notify_hw(self, topic: str, partition: int) -> None:
         """Tell long polls that ``hw`` of a partition may have moved (replication events)."""
         self._hw_changed(topic, partition)

@@ -434,6 +434,7 @@ class ReplicationService:
             log.info("%s/%d is now the leader, epoch %d (hw=%d)", topic, partition,
                      repl.leader_epoch, repl.hw)
             self._after_change(slot, False, repl.hw > hw_before, saved=repl.hw == hw_before)
+        self._changed(slot)
         return repl.hw
 
     # ------------------------------------------------------------------ topic lifecycle

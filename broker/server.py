@@ -165,6 +165,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
     replication.set_log_syncer(lambda plog, upto: _when_durable(core, plog, upto))
     # Long polls wake when hw moves for any reason, timer-driven ISR changes included.
     replication.add_hw_listener(core.notify_hw)
+    replication.add_change_listener(core.forget_producers)
 
     def partitions_for(topic: str) -> int:
         found = store.topic(topic)

@@ -239,3 +239,29 @@ def test_a_resend_woken_by_the_original_is_still_a_duplicate(tmp_path: Path) -> 
     assert replies[1] == b"V1|2|OK|partition=0 offset=0 count=0 hw=1 duplicates=2"
     assert consume_all(a, ta, "t", 0) == [b"x", b"y"]
     h.close()
+
+
+def test_producer_state_is_rebuilt_after_leading_again(tmp_path: Path) -> None:
+    """A partition that was a follower while another leader rewrote its log (a truncation,
+    then that leader's records) forgets what its producers wrote before: once leader again,
+    a resend whose originals were truncated away is appended, not answered from stale
+    offsets that now hold other messages."""
+    h = Harness(tmp_path, storage={"fsync": "interval"}, topics={"t": {"partitions": 1}})
+    proto, tr = h.connect()
+
+    def send(line: bytes) -> bytes:
+        tr.clear()
+        proto.dataReceived(line)
+        h.settle()
+        return tr.value().strip()
+
+    resend = produce_batch("{cid}", "t", 0, [b""] * 2, [b"x", b"y"], " pid=p seq=0").decode()
+    assert send(resend.format(cid=1).encode()).endswith(b"count=2 hw=1 duplicates=0")
+    assert b"|OK|" in send(b"V1|2|SET_PARTITION_ROLE|t 0 follower\n")
+    plog = h.broker.core.store.partition("t", 0)
+    plog.truncate_to(0)  # what the replication layer does when the new leader's log diverges
+    plog.append([b"a", b"b", b"c"])  # ... and the new leader's records it copies
+    assert b"|OK|" in send(b"V1|3|SET_PARTITION_ROLE|t 0 leader\n")
+    assert send(resend.format(cid=4).encode()).endswith(b"offset=3 count=2 hw=4 duplicates=0")
+    assert consume_all(proto, tr, "t", 0) == [b"a", b"b", b"c", b"x", b"y"]
+    h.close()
