@@ -183,22 +183,26 @@ def read_range(opts: SkerryOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
 
 def _fetches(client: SkerryClient, opts: SkerryOptions, r: OffsetRange) -> Iterator[Fetched]:
     """The FETCH answers covering ``[r.start, r.end)`` in offset order, with up to
-    ``FETCHES_IN_FLIGHT`` requests sent ahead for the next windows of ``FETCH_MAX_RECORDS``.
+    ``FETCHES_IN_FLIGHT`` requests sent ahead for the next windows (``FETCH_MAX_RECORDS``
+    records at first).
 
     An answer that ends short of its window (its byte budget) or skips offsets (retention)
     moves the read position; answers to windows sent before that are then dropped and the
-    windows are asked for again from the new position.
+    windows are asked for again from the new position. A window cut short by the byte budget
+    also sizes the next ones: they ask for as many records as that answer carried, so the
+    answers fill their windows and the ones sent ahead are not wasted.
     """
     at = r.start  # everything before is read
     planned = r.start  # everything before is asked for
-    windows: deque[int] = deque()  # the start of each FETCH in flight, in order
+    window = FETCH_MAX_RECORDS
+    windows: deque[tuple[int, int]] = deque()  # (start, size) of each FETCH in flight
     while at < r.end:
         while planned < r.end and len(windows) < FETCHES_IN_FLIGHT:
-            size = min(FETCH_MAX_RECORDS, r.end - planned)
+            size = min(window, r.end - planned)
             client.send_fetch(r.topic, r.partition, planned, size, opts.fetch_max_bytes)
-            windows.append(planned)
+            windows.append((planned, size))
             planned += size
-        start = windows.popleft()
+        start, size = windows.popleft()
         got = client.receive_fetch()
         if start != at:
             continue  # asked for before the position moved
@@ -216,7 +220,9 @@ def _fetches(client: SkerryClient, opts: SkerryOptions, r: OffsetRange) -> Itera
             _lost(opts, r, at, first)
         yield got
         at = got.next_offset
-        if at != min(start + FETCH_MAX_RECORDS, r.end):
+        if at != start + size:
+            if first == start and got.count < size:
+                window = got.count  # the byte budget's worth of these records
             planned = at  # short of its window: ask again from here
         else:
             planned = max(planned, at)
