@@ -738,16 +738,18 @@ def _plain_value_error(value: str) -> None:
         )
 
 
-def _b64decode(text: str, what: str) -> bytes:
-    """Strict standard base64 with padding; the canonical encoding only."""
+def _b64decode(text: str, what: str, form: str = "enc=b64") -> bytes:
+    """Strict standard base64 with padding; the canonical encoding only. Only the last
+    quantum can carry non-zero padding bits, so only it is encoded again to check."""
     try:
         data = binascii.a2b_base64(text, strict_mode=True)
     except ValueError as exc:  # binascii.Error, or non-ASCII input
         raise BadRequest(
-            f"{what} is not valid base64 ({exc}); enc=b64 expects standard base64 with padding"
+            f"{what} is not valid base64 ({exc}); {form} expects standard base64 with padding"
         ) from None
-    if binascii.b2a_base64(data, newline=False) != text.encode("ascii"):
-        raise BadRequest(f"{what} is not canonical base64 (non-zero padding bits); enc=b64")
+    tail = len(data) % 3
+    if tail and binascii.b2a_base64(data[-tail:], newline=False) != text[-4:].encode():
+        raise BadRequest(f"{what} is not canonical base64 (non-zero padding bits); {form}")
     return data
 
 
@@ -981,7 +983,6 @@ def _fetch_raw(encoding: str | None) -> bool:
 
 
 _BATCH_COUNT = struct.Struct("<I")
-_BATCH_MAX_KEY = 255
 
 
 def decode_batch(data: bytes, max_value_bytes: int) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
@@ -1021,20 +1022,6 @@ def decode_batch(data: bytes, max_value_bytes: int) -> tuple[tuple[bytes, ...], 
     keys = tuple(map(cut, map(slice, key_ends, key_ends[1:])))
     values = tuple(map(cut, map(slice, value_ends, value_ends[1:])))
     return keys, values
-
-
-def _batch_b64(text: str) -> bytes:
-    """``data=`` of PRODUCE_BATCH: strict standard base64 with padding, canonical. Only the
-    last quantum can carry non-zero padding bits, so only it is re-encoded to check."""
-    try:
-        data = binascii.a2b_base64(text, strict_mode=True)
-    except ValueError as exc:
-        raise BadRequest(f"data is not valid base64 ({exc}); PRODUCE_BATCH expects standard "
-                         "base64 with padding") from None
-    tail = len(data) % 3
-    if tail and binascii.b2a_base64(data[-tail:], newline=False) != text[-4:].encode():
-        raise BadRequest("data is not canonical base64 (non-zero padding bits)")
-    return data
 
 
 def _parse_admin_create_topic(cid: str, args: str) -> AdminCreateTopic:
@@ -1313,7 +1300,7 @@ class Codec:
         text = options.get("data")
         if text is None:
             raise BadRequest(f"PRODUCE_BATCH needs data=<base64 batch>; usage: {_USAGE['PRODUCE_BATCH']}")
-        keys, values = decode_batch(_batch_b64(text), self._max_value)
+        keys, values = decode_batch(_b64decode(text, "data", "PRODUCE_BATCH"), self._max_value)
         return ProduceBatch(cid, topic, partition, keys, values, acks, pid, seq)
 
     def _parse_produce(self, cid: str, args: str) -> Produce:
