@@ -23,7 +23,6 @@ import os
 import struct
 from collections.abc import Sequence
 from itertools import accumulate, repeat
-from operator import add
 
 import numpy as np
 
@@ -44,8 +43,8 @@ from data.format import (
     TIMESTAMP_OFFSET,
     USER_HEADERS_LENGTH_OFFSET,
     checksum_of,
-    header_rows,
-    record_checksums,
+    field_view,
+    record_checksum_bytes,
 )
 from data.fs import FileLayer
 from data.reader import scan_records
@@ -190,8 +189,9 @@ def stamp_framed(
         raise ValueError(f"offset {first_offset + n - 1} does not fit in u64")
     if not 0 <= timestamp <= MAX_U64:
         raise ValueError(f"timestamp {timestamp} does not fit in u64")
-    # Every header at once: gathered with numpy into an (n, 56) copy, checked and stamped
-    # as columns, then scattered back; only the checksums take a call per record.
+    # Every header field at once, as a column: gathered (checks) and scattered (stamps)
+    # through one-byte-stride views at the record starts; only the checksums take a call
+    # per record.
     end_at = np.fromiter(ends, dtype=np.int64, count=n)
     starts = np.empty(n, dtype=np.int64)
     starts[0] = 0
@@ -201,32 +201,27 @@ def stamp_framed(
         i = int(cut[0])
         raise ValueError(f"a message header is cut short: message {i} spans bytes "
                          f"{int(starts[i])}-{int(end_at[i])}")
-    area = np.frombuffer(messages, dtype=np.uint8)
-    # Bytes 8..64 of every header (id, offset, timestamp, origin timestamp, lengths,
-    # reserved) as rows of an overlapping-window view: one row copy per record.
-    heads = header_rows(area)[starts, ID_OFFSET:]
-    words = heads.view("<u4")
-    sizes = words[:, (USER_HEADERS_LENGTH_OFFSET - ID_OFFSET) // 4].astype(np.int64) \
-        + words[:, (PAYLOAD_LENGTH_OFFSET - ID_OFFSET) // 4]
+    u32 = field_view(messages, "<u4")
+    u64 = field_view(messages, "<u8")
+    sizes = u32[starts + USER_HEADERS_LENGTH_OFFSET].astype(np.int64) + u32[starts + PAYLOAD_LENGTH_OFFSET]
     if not np.array_equal(starts + HEADER_SIZE + sizes, end_at):
         raise ValueError("a message's payload and user header lengths disagree with its end position")
-    longs = heads.view("<u8")
-    if longs[:, (RESERVED_OFFSET - ID_OFFSET) // 8].any():
+    if u64[starts + RESERVED_OFFSET].any():
         raise ValueError("a message's reserved field is not 0")
-    unset = (longs[:, 0] == 0) & (longs[:, 1] == 0)
-    if unset.any():
-        fresh = np.frombuffer(random_ids(n), dtype="<u8").reshape(n, 2)
-        longs[unset, 0:2] = fresh[unset]
-    longs[:, (OFFSET_OFFSET - ID_OFFSET) // 8] = np.arange(n, dtype=np.uint64) + np.uint64(first_offset)
-    longs[:, (TIMESTAMP_OFFSET - ID_OFFSET) // 8] = timestamp
-    stamped = bytearray(messages)  # the one copy: stamped in place through a numpy view
-    out = np.frombuffer(stamped, dtype=np.uint8)
-    rows = header_rows(out)
-    rows[starts, ID_OFFSET:ORIGIN_TIMESTAMP_OFFSET] = heads[:, :ORIGIN_TIMESTAMP_OFFSET - ID_OFFSET]
-    sums = np.fromiter(record_checksums(stamped, 0, (end_at - starts).tolist()), dtype="<u8", count=n)
-    rows[starts, CHECKSUM_OFFSET:CHECKSUM_OFFSET + 8] = sums.view(np.uint8).reshape(n, 8)
-    del rows, out
-    positions = list(map(add, (0, *ends), repeat(start_position, n + 1)))
+    id_at = starts + ID_OFFSET
+    unset = np.nonzero((u64[id_at] == 0) & (u64[id_at + 8] == 0))[0]
+    stamped = bytearray(messages)  # the one copy: stamped in place through numpy views
+    out = field_view(stamped, "<u8")
+    if len(unset):
+        fresh = np.frombuffer(random_ids(len(unset)), dtype="<u8")
+        out[id_at[unset]] = fresh[0::2]
+        out[id_at[unset] + 8] = fresh[1::2]
+    out[starts + OFFSET_OFFSET] = np.arange(first_offset, first_offset + n, dtype=np.uint64)
+    out[starts + TIMESTAMP_OFFSET] = timestamp
+    out[starts + CHECKSUM_OFFSET] = np.frombuffer(
+        record_checksum_bytes(stamped, 0, (end_at - starts).tolist()), dtype=">u8")
+    del out
+    positions = [start_position, *(end_at + start_position).tolist()] if start_position else [0, *ends]
     if positions[-1] > MAX_U32:
         raise ValueError(f"batch of {total} bytes does not fit a segment")
     return stamped, positions

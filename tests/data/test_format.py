@@ -151,6 +151,13 @@ class RecordChecksumsTests:
                     assert ck == int.from_bytes(area[pos:pos + 8], "little")
                     pos += size
 
+    def test_digest_bytes_are_the_checksums_big_endian(self):
+        sizes = [64, 164, 300, 99]
+        area = self._records(sizes)
+        digests = fmt.record_checksum_bytes(area, 0, sizes)
+        assert [int.from_bytes(digests[i:i + 8], "big") for i in range(0, len(digests), 8)] == \
+            fmt.record_checksums(area, 0, sizes)
+
     def test_a_flipped_byte_changes_only_its_record(self):
         sizes = [164, 170, 164]
         area = bytearray(self._records(sizes))
