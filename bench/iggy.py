@@ -60,6 +60,9 @@ class Phase:
     p50_ms: float
     p99_ms: float
     server_cpu_us_per_msg: float | None = None
+    steal_percent: float | None = None
+    """CPU time the hypervisor took from this VM during the phase (``/proc/stat`` steal), as
+    a share of all CPU time: when it is high, the machine was slow, not the broker."""
 
     @property
     def rate(self) -> float:
@@ -95,6 +98,22 @@ class _Conn:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _machine_ticks() -> tuple[int, int] | None:
+    """``(steal, total)`` CPU ticks of the whole machine so far (None without /proc)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def _steal_percent(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return 100.0 * (after[0] - before[0]) / (after[1] - before[1])
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -204,6 +223,7 @@ def run_bench(*, seconds: float, connections: int, batch: int, size: int, fsync:
             struct.pack("<I", p), batch, messages)) for p in range(connections)]
         sent: dict[int, tuple[int, list[float]]] = {}
         cpu_began = _cpu_seconds(proc.pid)
+        ticks_began = _machine_ticks()
         began = time.monotonic()
         threads = [threading.Thread(target=_send_worker,
                                     args=(port, p, frames[p], batch, began + seconds, sent))
@@ -214,13 +234,16 @@ def run_bench(*, seconds: float, connections: int, batch: int, size: int, fsync:
             t.join()
         send_elapsed = time.monotonic() - began
         cpu_sent = _cpu_seconds(proc.pid)
+        ticks_sent = _machine_ticks()
         send_latencies = [x for _, lat in sent.values() for x in lat]
         total_sent = sum(n for n, _ in sent.values())
         phases = [Phase("send", connections, total_sent, send_elapsed, total_sent * size,
                         _percentile(send_latencies, 0.5), _percentile(send_latencies, 0.99),
-                        _cpu_per_msg(cpu_began, cpu_sent, total_sent))]
+                        _cpu_per_msg(cpu_began, cpu_sent, total_sent),
+                        _steal_percent(ticks_began, ticks_sent))]
         polled: dict[int, tuple[int, int, list[float]]] = {}
         cpu_began = _cpu_seconds(proc.pid)
+        ticks_began = _machine_ticks()
         began = time.monotonic()
         threads = [threading.Thread(target=_poll_worker,
                                     args=(port, p, sent[p][0], batch, began + 4 * seconds, polled))
@@ -236,7 +259,8 @@ def run_bench(*, seconds: float, connections: int, batch: int, size: int, fsync:
         phases.append(Phase("poll", connections, total_read, poll_elapsed,
                             sum(b for _, b, _ in polled.values()),
                             _percentile(poll_latencies, 0.5), _percentile(poll_latencies, 0.99),
-                            _cpu_per_msg(cpu_began, cpu_polled, total_read)))
+                            _cpu_per_msg(cpu_began, cpu_polled, total_read),
+                            _steal_percent(ticks_began, _machine_ticks())))
         if total_read != total_sent:
             raise RuntimeError(f"polled {total_read} messages of {total_sent} sent")
         return phases
@@ -268,6 +292,8 @@ TARGET_MSGS_PER_S = 500_000
 
 def _line(p: Phase) -> str:
     cpu = "" if p.server_cpu_us_per_msg is None else f"  broker CPU {p.server_cpu_us_per_msg:.2f} us/msg"
+    if p.steal_percent is not None:
+        cpu += f"  steal {p.steal_percent:.0f}%"
     return (f"{p.name:5} {p.connections} conn  {p.rate:>11,.0f} msgs/s  "
             f"{p.payload_bytes / p.seconds / 1e6:7.1f} MB/s  batch p50 {p.p50_ms:6.2f} ms  "
             f"p99 {p.p99_ms:6.2f} ms  ({p.messages:,} msgs in {p.seconds:.2f} s){cpu}")
@@ -300,6 +326,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run {i + 1}:")
         for p in run:
             print(_line(p))
+    stolen = [p.steal_percent for run in runs for p in run if p.steal_percent is not None]
+    if stolen and max(stolen) > 5:
+        print(f"note: the hypervisor took up to {max(stolen):.0f}% of this VM's CPU time during "
+              "these runs (steal); such runs measure the machine, not the broker: rerun")
     if len(runs) > 1 or (args.batch, args.size) == (1000, 100):
         print(f"median of {len(runs)} run(s):")
         for name, rate in medians.items():
