@@ -25,6 +25,7 @@ Must not import: Twisted, anything else of Skerry (this is the leaf every layer 
 
 from __future__ import annotations
 
+import mmap
 import struct
 from typing import NamedTuple
 
@@ -422,7 +423,7 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[Re
     return Record(off, ts, lo | hi << 64, ots, payload, user_headers), end
 
 
-def field_view(buf: bytes | bytearray | memoryview | np.ndarray, dtype: str) -> np.ndarray:
+def field_view(buf: bytes | bytearray | memoryview | mmap.mmap | np.ndarray, dtype: str) -> np.ndarray:
     """``buf`` read as ``dtype`` at every byte position: an unaligned view sharing its memory
     with a stride of one byte (writeable when ``buf`` is), so ``field_view(buf, "<u8")[starts
     + OFFSET_OFFSET]`` gathers (or, assigned to, stamps) one header field of every record in

@@ -34,6 +34,7 @@ from data.format import (
     checksum_of,
     decode_user_headers,
     extract_key,
+    field_view,
     record_checksums,
 )
 
@@ -108,17 +109,6 @@ def record_starts(buf: Buffer, start: int = 0, end: int | None = None) -> np.nda
     return np.frombuffer(out, dtype=np.int64) if len(out) else np.zeros(0, dtype=np.int64)
 
 
-def _field(buf: Buffer, dtype: str) -> np.ndarray:
-    """``buf`` read as ``dtype`` at every byte position: an unaligned view with a stride of
-    one byte, so ``_field(buf, "<u8")[pos + OFFSET_OFFSET]`` gathers one field of every
-    record in a single numpy indexing call (no per-record Python, no 2-D byte gather)."""
-    size = np.dtype(dtype).itemsize
-    count = len(buf) - size + 1
-    if count <= 0:
-        return np.zeros(0, dtype=dtype)
-    return np.ndarray((count,), dtype=dtype, buffer=buf, strides=(1,))
-
-
 @dataclass(frozen=True)
 class Heads:
     """Header fields of the records at some positions, gathered as columns (one numpy
@@ -134,8 +124,8 @@ class Heads:
 
 def read_heads(buf: Buffer, pos: np.ndarray) -> Heads:
     """The header fields of the records at ``pos`` (each ``pos + HEADER_SIZE <= len(buf)``)."""
-    u64 = _field(buf, "<u8")
-    u32 = _field(buf, "<u4")
+    u64 = field_view(buf, "<u8")
+    u32 = field_view(buf, "<u4")
     return Heads(u64[pos], u64[pos + OFFSET_OFFSET].view(np.int64), u64[pos + TIMESTAMP_OFFSET].view(np.int64),
                  u32[pos + USER_HEADERS_LENGTH_OFFSET].astype(np.int64),
                  u32[pos + PAYLOAD_LENGTH_OFFSET].astype(np.int64), u64[pos + RESERVED_OFFSET])
@@ -231,7 +221,7 @@ def _keys(buf: Buffer, pabuf: pa.Buffer, pos: np.ndarray, pl: np.ndarray,
     if fast.any():
         idx = None if fast.all() else np.nonzero(fast)[0]
         at = hstart if idx is None else hstart[idx]
-        u64 = _field(buf, "<u8")
+        u64 = field_view(buf, "<u8")
         tail = u64[at + 5]
         lens = (tail >> np.uint64(32)).astype(np.int64)
         ok = ((u64[at] == _KEY_PREFIX_U64) & ((tail & np.uint64(0xFFFFFFFF)) == _KEY_PREFIX_TAIL)
