@@ -42,10 +42,7 @@ def seed(bootstrap: str, topic: str, count: int) -> int:
     from data.spark.client import SkerryClient, fnv1a_32
 
     with SkerryClient(bootstrap) as client:
-        # Auto-creates the topic. enc=b64: once the topic holds orders (values with a comma)
-        # a plain CONSUME is refused, and seeding again must work.
-        client.request("CONSUME", f"{topic} 0 0 max=1 enc=b64")
-        partitions = int(client.metadata(topic)["partitions"])  # type: ignore[arg-type]
+        partitions = client.partitions(topic)  # created on the first seed
         msgs = []
         now_ms = int(time.time() * 1000)
         for i in range(count):

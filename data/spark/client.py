@@ -202,6 +202,16 @@ class SkerryClient:
             "next": [int(x) for x in _list(fields["next"])],
         }
 
+    def partitions(self, topic: str) -> int:
+        """The topic's partition count, creating the topic first when the broker does not
+        know it (a CONSUME auto-creates, where the broker allows; ``enc=b64`` so that no
+        stored value can make it refuse)."""
+        try:
+            return int(self.metadata(topic)["partitions"])  # type: ignore[arg-type]
+        except BrokerError:
+            self.request("CONSUME", f"{topic} 0 0 max=1 enc=b64")
+            return int(self.metadata(topic)["partitions"])  # type: ignore[arg-type]
+
     def topics(self) -> list[str]:
         return _list(payload_fields(self.request("METADATA"))["topics"])
 

@@ -344,11 +344,7 @@ def write_batches(opts: SkerryOptions, batches: Iterator[pa.RecordBatch], pid: s
         raise ValueError("writing needs exactly one topic option")
     topic = opts.topics[0]
     with SkerryClient(opts.bootstrap) as client:
-        try:
-            partitions = int(client.metadata(topic)["partitions"])  # type: ignore[arg-type]
-        except BrokerError:  # unknown topic: CONSUME auto-creates it (when the broker allows)
-            client.request("CONSUME", f"{topic} 0 0 max=1")
-            partitions = int(client.metadata(topic)["partitions"])  # type: ignore[arg-type]
+        partitions = client.partitions(topic)
         if opts.test_kill_after is not None:
             batches = _limit(batches, opts.test_kill_after)
         sent = (request for batch in batches for request in requests(batch, partitions, opts.batch_bytes))
