@@ -450,7 +450,7 @@ NOTES = """## What the scenarios do, and what they cannot show
   partition ("exact checks"); otherwise it is one of the later values sent and not refused;
   the generation (DESCRIBE_GROUP) is at least the largest any JOIN or SYNC answered. A
   COMMIT is answered only once the `offsets.json` write that holds it (tmp, fsync, rename,
-  directory fsync) returned (`broker/group_service.py`, `_JsonFile.durable`); the checker
+  directory fsync) returned (`broker/services/groups.py`, `_JsonFile.durable`); the checker
   does catch a broker that answers before the write (tried by making `commit` answer at
   once: acknowledged commits went missing in 1 of 6 trials, so the 96 trials above would
   have shown it).
@@ -513,7 +513,7 @@ NOTES = """## What the scenarios do, and what they cannot show
   non-readers did: the broker answers their CONSUMEs until their replies fill the
   transport's `max_pending_output_bytes` *and* the kernel's send buffer, which Linux grew
   to 4 MiB each (`tcp_wmem`), so ten of them cost ~18 s of CPU at 100% before being paused.
-  `broker/protocol.py` now caps each connection's `SO_SNDBUF` at 256 KiB (Linux doubles
+  `broker/v1/protocol.py` now caps each connection's `SO_SNDBUF` at 256 KiB (Linux doubles
   it; Kafka's `socket.send.buffer.bytes` is 100 KiB), which cut that transient to ~4 s
   alone and 5-10 s amid the other hostile load; "non-readers paused after" is its longest
   in the last run (until the broker's CPU is back within 10 points of the baseline's), and

@@ -6,7 +6,7 @@ Owns:
   paths feed plain ints and lock-free histograms on the reactor thread, once per batch or
   per read, never per message: messages and bytes in (``BrokerCore._append``) and out
   (``BrokerCore.read``) per topic, requests and their latency per command
-  (``broker.protocol``; pipelined PRODUCE runs are counted in bulk and timed once per read,
+  (``broker.v1.protocol``; pipelined PRODUCE runs are counted in bulk and timed once per read,
   weighted by their count). fsync latency comes from the group committer's thread through a
   ``prometheus_client.Histogram`` (thread-safe; one observation per fsync). Everything else
   is read when Prometheus scrapes, by a custom collector: connections, per-partition
@@ -30,7 +30,7 @@ Latency is measured on the broker's clock (monotonic in ``skerry serve``; ``task
 tests): from the read that carried a request to its reply being queued, in order, for the
 socket.
 
-Must not import: the store, groups or replication modules directly, or ``broker.protocol``
+Must not import: the store, groups or replication modules directly, or ``broker.v1.protocol``
 (which calls in here); it reads the objects it is given (``BrokerCore``, ``V1Factory``)
 through their public attributes, at scrape time, on the reactor thread.
 """

@@ -27,11 +27,11 @@ from twisted.internet.interfaces import IReactorTime
 
 from broker.config import Config
 from broker.core import BrokerCore
-from broker.group_service import GroupService
-from broker.handlers import Handlers
 from broker.iggy.service import IggyService
-from broker.protocol import V1Factory
 from broker.replication_service import ReplicationService
+from broker.services.groups import GroupService
+from broker.v1.handlers import Handlers
+from broker.v1.protocol import V1Factory
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
 from groups.coordinator import GroupCoordinator

@@ -2,5 +2,5 @@
 the JSON shapes of ``groups.json``/``offsets.json`` (see docs/groups.md).
 
 Must not import: Twisted, the global reactor, anything that does I/O or reads a clock. The
-Twisted shell is ``broker/group_service.py``.
+Twisted shell is ``broker/services/groups.py``.
 """

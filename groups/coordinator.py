@@ -9,7 +9,7 @@ nothing changed, or changes state and returns ``Result(reply, effects)``; the ef
 (``groups.effects``) tell the shell what to write and which session timers to arm.
 
 Must not import: Twisted, the broker's shell, ``data`` or anything else that does I/O or
-reads a clock (no ``time.time()``): ``broker/group_service.py`` is the shell.
+reads a clock (no ``time.time()``): ``broker/services/groups.py`` is the shell.
 """
 
 from __future__ import annotations

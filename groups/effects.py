@@ -1,7 +1,7 @@
 """What a coordinator operation asks its shell to do: ``Result(reply, effects)``.
 
 Owns: the effect records (plain frozen data) and ``Result``. The coordinator decides; the
-shell (``broker/group_service.py``) performs: it writes ``groups.json``/``offsets.json`` and
+shell (``broker/services/groups.py``) performs: it writes ``groups.json``/``offsets.json`` and
 owns the timers. Like Kafka's ``CoordinatorResult``, "a list of records and a response".
 
 Must not import: Twisted, the broker, anything that does I/O or reads a clock.

@@ -4,7 +4,7 @@ Owns: formatting ``REPLICA_PULL`` and ``REPLICA_EPOCH`` request lines, splitting
 reply line into OK/ERR, payload ``key=value`` fields (lists ``[a b c]`` included), and
 turning the two cluster replies into typed values (``PullReply``, ``EpochReply``). An
 error reply becomes the ``broker.errors`` class of its code. The server side (parsing
-requests, formatting replies) is ``broker.codec``; the tests check both against each other.
+requests, formatting replies) is ``broker.v1.codec``; the tests check both against each other.
 
 Must not import: Twisted, sockets, the store. Pure bytes in, values out.
 """

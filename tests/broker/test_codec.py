@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.codec import (
+from broker.errors import BadRequest, GenerationMismatch, NotLeader, UnknownCommand
+from broker.v1.codec import (
     COMMANDS,
     LINE_TOO_LONG_REPLY,
     AdminAddPartitions,
@@ -58,7 +59,6 @@ from broker.codec import (
     replica_fetch_payload,
     role_payload,
 )
-from broker.errors import BadRequest, GenerationMismatch, NotLeader, UnknownCommand
 
 CODEC = Codec()
 MAX = "9223372036854775807"

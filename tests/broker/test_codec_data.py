@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from broker.codec import (
+from broker.v1.codec import (
     ALL_COMMANDS,
     DATA_COMMANDS,
     Codec,

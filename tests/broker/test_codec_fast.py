@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker import codec
-from broker.codec import Codec, CodecLimits, CommandError, Produce
+from broker.v1 import codec
+from broker.v1.codec import Codec, CodecLimits, CommandError, Produce
 
 CODEC = Codec(CodecLimits(max_message_bytes=64))
 

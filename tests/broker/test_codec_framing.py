@@ -15,7 +15,7 @@ import pytest
 from twisted.internet.testing import StringTransport
 from twisted.protocols.basic import LineReceiver
 
-from broker.codec import (
+from broker.v1.codec import (
     LINE_TOO_LONG_REPLY,
     Codec,
     CommandError,

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.codec import (
+from broker.errors import BadRequest, UnknownCommand
+from broker.v1.codec import (
     COMMANDS,
     Codec,
     CodecLimits,
@@ -20,7 +21,6 @@ from broker.codec import (
     err,
     is_plain_value,
 )
-from broker.errors import BadRequest, UnknownCommand
 
 CODEC = Codec(CodecLimits(max_message_bytes=4096))
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker import codec
+from broker.v1 import codec
 from data.writer import build_batch
 
 _values = st.one_of(

@@ -8,7 +8,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from broker.durability import GroupCommitter
+from broker.core.durability import GroupCommitter
 from broker.errors import StorageError
 
 

@@ -22,7 +22,7 @@ from twisted.internet.testing import MemoryReactor, StringTransport
 from twisted.web.test.requesthelper import DummyRequest
 
 from broker.config import config_from_mapping
-from broker.durability import synchronous
+from broker.core.durability import synchronous
 from broker.metrics import MetricsService, StartupResponder
 from broker.server import Broker, build_broker
 from tests.support import BrokerProcess

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from broker.auth import hash_token
-from broker.tools_client import Message, Reply, ToolError, parse_detail_messages
-from broker.tools_consume import format_message, parse_timestamp
-from broker.tools_produce import count_lines, request_args
-from broker.tools_table import human_bytes, render_table
+from broker.cli.consume import format_message, parse_timestamp
+from broker.cli.produce import count_lines, request_args
+from broker.cli.table import human_bytes, render_table
+from broker.client.aio import Message, Reply, ToolError, parse_detail_messages
 from tests.support import ROOT, BrokerProcess
 
 SUMMARY_RE = re.compile(r"produced (\d+) messages? to (\S+) in [0-9.]+ s \([0-9,]+ msgs/s\); "

@@ -1,4 +1,4 @@
-"""Tests for broker/group_service.py, the Twisted shell of the group coordinator: session
+"""Tests for broker/services/groups.py, the Twisted shell of the group coordinator: session
 timers on a task.Clock, and groups.json/offsets.json on a temporary directory."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from broker.errors import BadRequest, StaleGeneration, StorageError, Unavailable, UnknownMember
-from broker.group_service import GroupService
+from broker.services.groups import GroupService
 from data.fs import OS_FS
 from groups.coordinator import Assignment, GroupCoordinator
 

@@ -15,10 +15,10 @@ from types import SimpleNamespace
 
 import pytest
 
-import broker.harness_check
+import broker.harness.check
 from broker.cli import main
-from broker.harness import _chart_unavailable
-from broker.harness_check import Checker, Observation, chaos_schedule, format_report, percentile
+from broker.harness.check import Checker, Observation, chaos_schedule, format_report, percentile
+from broker.harness.runner import _chart_unavailable
 from tests.support import ROOT, BrokerProcess
 
 SESSION_MS = 500
@@ -199,7 +199,7 @@ class CheckerTests:
                            "topic": "t", "partitions": 4, "group": "g", "elapsed_s": 7.5}
         report["chaos"] = {"kill": 1}
         text = format_report(report)
-        for name in broker.harness_check.INVARIANTS:
+        for name in broker.harness.check.INVARIANTS:
             assert f"{name} 0" in text
         assert "death -> reassignment:  n=1 p50=0.512 s p99=0.512 s max=0.512 s" in text
         assert text.endswith("result: PASS")
@@ -208,7 +208,7 @@ class CheckerTests:
         """p50 and p99 over 1..100 are 50 and 99; the module's doctests hold."""
         values = [float(v) for v in range(100, 0, -1)]
         assert (percentile(values, 50), percentile(values, 99)) == (50.0, 99.0)
-        assert doctest.testmod(broker.harness_check).failed == 0
+        assert doctest.testmod(broker.harness.check).failed == 0
 
 
 class ChaosScheduleTests:
@@ -276,7 +276,7 @@ class CommandLineTests:
         if why is not None:
             assert "pip install 'skerry[harness]'" in why
             return
-        from broker.harness_chart import write_chart
+        from broker.harness.chart import write_chart
 
         checker = Checker(SESSION_MS)
         checker.record_describe(_obs(0.1, {"a": (0, 2), "b": (1, 3)}), floor=0, refreshed={})

@@ -27,7 +27,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 from broker.config import config_from_mapping
-from broker.durability import synchronous
+from broker.core.durability import synchronous
 from broker.iggy import codec
 from broker.iggy.service import IggyService
 from broker.server import Broker, build_broker

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker.config import config_from_mapping
-from broker.durability import synchronous
+from broker.core.durability import synchronous
 from broker.iggy.mapping import STORE_PREFIX
 from broker.iggy.service import is_loopback, root_credentials
 from broker.server import build_broker

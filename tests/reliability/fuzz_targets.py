@@ -13,9 +13,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.codec import Codec, CommandError
 from broker.iggy.codec import decode_request
 from broker.iggy.status import IggyError
+from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.store import TopicConfig
 from groups.store import groups_from_json, offsets_from_json

@@ -74,7 +74,7 @@ def _split(data: bytes, cuts: list[int]) -> list[bytes]:
 
 def test_v1_codec_never_echoes_more_than_a_short_excerpt(tmp_path: Path) -> None:
     """An error about a huge bad token quotes at most a short excerpt of it."""
-    from broker.codec import Codec, CommandError
+    from broker.v1.codec import Codec, CommandError
 
     with pytest.raises(CommandError) as info:
         Codec().parse_command(b"V1|1|CONSUME|t x" + b"9" * 5000 + b" 0")

@@ -21,7 +21,7 @@ from twisted.internet.testing import StringTransport
 from twisted.test import iosim
 
 from broker.config import config_from_mapping
-from broker.durability import synchronous
+from broker.core.durability import synchronous
 from broker.server import Broker, build_broker
 from replication.cluster import BrokerAddress
 from replication.follower import PeerProtocol

@@ -14,7 +14,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 from broker.config import config_from_mapping
-from broker.durability import synchronous
+from broker.core.durability import synchronous
 from broker.server import build_broker
 from replication.roles import Role
 from replication.wire import PullReply, parse_reply

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker import codec as c
 from broker.errors import BadRequest, NotLeader, ReplicationTimeout
+from broker.v1 import codec as c
 from replication.epochs import EpochEntry
 from replication.wire import (
     EpochReply,

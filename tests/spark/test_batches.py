@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from broker.codec import decode_batch
+from broker.v1.codec import decode_batch
 from data.spark.batches import fnv1a_32_column, requests
 from data.spark.client import fnv1a_32
 

@@ -8,11 +8,11 @@ producer that feeds the topic, the observer (DESCRIBE_GROUP every 20 ms), the pr
 exit code. Every wait is bounded: each request by ``request_timeout_s``, the whole run by
 duration + settle + a fixed margin. It only ever connects to the one bootstrap address.
 
-The rules live in ``broker.harness_check`` (pure); this module feeds it what was sent and
+The rules live in ``broker.harness.check`` (pure); this module feeds it what was sent and
 answered, with the monotonic times of both.
 
-Must not import: Twisted, or any of the broker's own code (``broker.core``, ``broker.codec``,
-``groups``...) other than its own ``broker.harness_check`` and ``broker.harness_chart``. The
+Must not import: Twisted, or any of the broker's own code (``broker.core``, ``broker.v1.codec``,
+``groups``...) other than its own ``broker.harness.check`` and ``broker.harness.chart``. The
 harness is a client and judges the broker by its wire answers only.
 """
 
@@ -31,7 +31,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from broker.harness_check import (
+from broker.harness.check import (
     ChaosEvent,
     Checker,
     Observation,
@@ -970,7 +970,7 @@ def run(options: HarnessOptions, out: TextIO | None = None, err: TextIO | None =
         print(f"skerry harness: {exc}", file=err)
         return 2
     if options.chart:
-        from broker.harness_chart import write_chart
+        from broker.harness.chart import write_chart
 
         write_chart(options.chart, harness.checker, harness.timeline, start=harness.started,
                     partitions=harness.partitions,

@@ -9,7 +9,7 @@ shared by the table and the JSON form, so both always say the same), and the tab
 Columns a broker does not send (``size=``/``segments=`` of METADATA on an older broker, the
 ISR when REPLICA_STATUS is refused) are shown as ``-`` and left out of the JSON.
 
-Must not import: Twisted or the broker's server side; V1 through ``broker.tools_client`` only.
+Must not import: Twisted or the broker's server side; V1 through ``broker.client.aio`` only.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from broker.tools_client import BrokerError, Connection, Reply, ToolError
-from broker.tools_table import human_bytes, render_table
+from broker.cli.table import human_bytes, render_table
+from broker.client.aio import BrokerError, Connection, Reply, ToolError
 
 __all__ = [
     "CreateTopic",

@@ -25,7 +25,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
 
 from broker.config import Config, TopicSettings
-from broker.durability import GroupCommitter
+from broker.core.durability import GroupCommitter
 from broker.errors import BadRequest, NotLeader, SkerryError, StorageError
 from data.format import HeaderKind, decode_user_headers, encode_user_headers, key_header
 from data.log import PartitionLog, RawReadResult, ReadResult

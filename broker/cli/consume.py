@@ -13,7 +13,7 @@ form carries a value (and a key) as UTF-8 text when it decodes, else as base64 w
 ``"value_encoding": "base64"`` (``"key_encoding"``).
 
 Must not import: Twisted or the broker's server side; it speaks V1 through
-``broker.tools_client`` only.
+``broker.client.aio`` only.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO
 
-from broker.tools_client import (
+from broker.client.aio import (
     Address,
     BrokerError,
     Connection,

@@ -1,13 +1,13 @@
-"""Running the ``skerry`` client commands once ``broker.tools`` parsed their flags.
+"""Running the ``skerry`` client commands once ``broker.cli.parsers`` parsed their flags.
 
-Owns: turning flags into the option objects of ``broker.tools_produce``,
-``broker.tools_consume`` and ``broker.tools_admin``, the way in (``--bootstrap``, ``AUTH``
+Owns: turning flags into the option objects of ``broker.cli.produce``,
+``broker.cli.consume`` and ``broker.cli.admin``, the way in (``--bootstrap``, ``AUTH``
 with ``$SKERRY_USER``/``$SKERRY_TOKEN``, TLS with ``--tls``/``--cafile``), running each
 command on its own asyncio loop (SIGTERM cancels like Ctrl-C), where output goes (data on
 stdout, progress and summaries on stderr) and the exit codes: 0 done, 1 the broker refused
 something or could not be reached, 2 a usage mistake, 130 interrupted.
 
-Kept apart from ``broker.tools`` so that building the ``skerry`` parser (``skerry serve``
+Kept apart from ``broker.cli.parsers`` so that building the ``skerry`` parser (``skerry serve``
 included) does not import asyncio and the clients.
 
 Must not import: Twisted or the broker's server side (core, handlers, store, groups,
@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from broker.tools import TOKEN_ENV, USER_ENV
-from broker.tools_client import Address, BrokerError, Connection, ToolError, parse_address
-from broker.tools_table import to_json
+from broker.cli.parsers import TOKEN_ENV, USER_ENV
+from broker.cli.table import to_json
+from broker.client.aio import Address, BrokerError, Connection, ToolError, parse_address
 
 __all__ = ["consume_command", "groups_command", "produce_command", "topics_command"]
 
@@ -87,8 +87,8 @@ def _quiet_stdout() -> None:
 
 def produce_command(args: argparse.Namespace) -> int:
     """``skerry produce``: stdin to a topic; exit 1 if any line failed."""
-    from broker.codec import is_plain_key
-    from broker.tools_produce import ProduceOptions, produce
+    from broker.cli.produce import ProduceOptions, produce
+    from broker.v1.codec import is_plain_key
 
     key = None
     if args.key is not None:
@@ -117,7 +117,7 @@ def produce_command(args: argparse.Namespace) -> int:
 
 def consume_command(args: argparse.Namespace) -> int:
     """``skerry consume``: a topic's messages to stdout."""
-    from broker.tools_consume import ConsumeOptions, consume, parse_timestamp
+    from broker.cli.consume import ConsumeOptions, consume, parse_timestamp
 
     problems = []
     if args.group is not None and (args.offset is not None or args.from_beginning
@@ -181,7 +181,7 @@ def _admin(command: str, args: argparse.Namespace,
 
 def topics_command(args: argparse.Namespace) -> int:
     """``skerry topics list|describe|create|delete``."""
-    from broker import tools_admin as admin
+    from broker.cli import admin
 
     command = f"topics {args.topics_command}"
     if args.topics_command == "list":
@@ -202,7 +202,7 @@ def topics_command(args: argparse.Namespace) -> int:
 
 def groups_command(args: argparse.Namespace) -> int:
     """``skerry groups list|describe|reset-offsets``."""
-    from broker import tools_admin as admin
+    from broker.cli import admin
 
     command = f"groups {args.groups_command}"
     if args.groups_command == "list":

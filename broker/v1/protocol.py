@@ -26,9 +26,9 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from broker import codec
 from broker.errors import SkerryError, Unauthenticated, Unavailable
-from broker.handlers import Handlers
+from broker.v1 import codec
+from broker.v1.handlers import Handlers
 
 __all__ = ["V1Protocol", "V1Factory"]
 

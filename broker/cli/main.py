@@ -11,8 +11,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from broker.cli.parsers import BOOTSTRAP_ENV
 from broker.config import ConfigError, load_config, reference_markdown
-from broker.tools import BOOTSTRAP_ENV
 
 __all__ = ["main"]
 
@@ -60,7 +60,7 @@ def _pipeline(args: argparse.Namespace) -> int:
 def _harness(args: argparse.Namespace) -> int:
     import secrets
 
-    from broker.harness import HarnessOptions, run
+    from broker.harness.runner import HarnessOptions, run
 
     host, _, port = args.bootstrap.rpartition(":")
     problems = []
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="keep running (default: process what is there, then stop)")
     pipeline.set_defaults(func=_pipeline)
 
-    from broker.tools import add_tool_parsers  # produce, consume, topics, groups
+    from broker.cli.parsers import add_tool_parsers  # produce, consume, topics, groups
 
     add_tool_parsers(sub)
     return parser

@@ -2,7 +2,7 @@
 
 Owns: their argparse subparsers (``add_tool_parsers``, called by ``broker.cli``): every
 flag, its default and its help, and the checks of single flag values. Running a command is
-``broker.tools_run``'s, imported only then, so that building the parser (for ``skerry
+``broker.cli.run``'s, imported only then, so that building the parser (for ``skerry
 serve`` too) stays cheap.
 
 Every command speaks V1 to the broker named by ``--bootstrap host:port`` (default
@@ -54,10 +54,10 @@ def _offset(text: str) -> str:
 
 
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
-    """The command ``name`` of ``broker.tools_run``, imported only when it runs."""
+    """The command ``name`` of ``broker.cli.run``, imported only when it runs."""
 
     def run(args: argparse.Namespace) -> int:
-        from broker import tools_run
+        from broker.cli import run as tools_run
 
         return int(getattr(tools_run, name)(args))
 

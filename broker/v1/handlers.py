@@ -21,10 +21,10 @@ from typing import Any, Protocol
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 
-from broker import codec as c
 from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
 from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated
+from broker.v1 import codec as c
 
 __all__ = ["Handlers", "Slot"]
 

@@ -5,7 +5,7 @@ of live members; each member's state (live, paused, killed) with the chaos event
 partition's owner as DESCRIBE_GROUP reported it (red where the owner was not live).
 
 matplotlib is optional (``pip install 'skerry[harness]'``): it is imported only when this
-module is, which ``broker.harness`` does only after checking that it is installed.
+module is, which ``broker.harness.runner`` does only after checking that it is installed.
 
 Must not import: sockets, asyncio, Twisted or the broker's own code; it draws what the
 checker and the harness recorded.
@@ -21,7 +21,7 @@ matplotlib.use("Agg")  # no display needed: write a file
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from broker.harness_check import Checker  # noqa: E402
+from broker.harness.check import Checker  # noqa: E402
 
 __all__ = ["write_chart"]
 

@@ -1,0 +1,2 @@
+"""The rebalance harness: real consumer-group members under a seeded chaos schedule, the
+invariant checker and the chart (``skerry harness``)."""

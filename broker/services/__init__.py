@@ -1,0 +1,1 @@
+"""The service shells: Twisted-side owners of domain state (timers, Deferreds, persistence)."""
