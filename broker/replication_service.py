@@ -51,14 +51,13 @@ from replication.cluster import ClusterConfig
 from replication.epochs import NO_EPOCH, EpochLookup
 from replication.partition import PartitionReplication
 from replication.roles import ReplicationCheckpoint, Role, parse_role
-from replication.wire import PullReply
+from replication.wire import EpochReply, PullReply
 
 __all__ = [
     "ReplicationService",
     "ReplicaFetchResult",
     "PartitionStatus",
     "PullResult",
-    "EpochAnswer",
     "ReplicaStatusInfo",
     "ReplicaHandle",
     "StoreView",
@@ -126,19 +125,6 @@ class PullResult:
     hw_news: bool = False
     """``hw`` moved since the last answer to this follower: worth answering at once even
     without records, so followers' consumers see what is committed without delay."""
-
-
-@dataclass(frozen=True, slots=True)
-class EpochAnswer:
-    """The answer to REPLICA_EPOCH: role, epoch, and where the asked epoch ends here."""
-
-    role: Role
-    epoch: int
-    confirmed: bool
-    end_epoch: int
-    end_offset: int
-    leo: int
-    hw: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -908,7 +894,7 @@ class ReplicationService:
                 waiter.deferred.callback(None)
 
     def epoch_query(self, topic: str, partition: int, replica_id: int, epoch: int,
-                    last_epoch: int | None) -> EpochAnswer:
+                    last_epoch: int | None) -> EpochReply:
         """REPLICA_EPOCH from replica ``replica_id``, which knows ``epoch`` (a newer one
         fences this broker, or a follower remembers it) and whose log's latest epoch is
         ``last_epoch`` (None: no history). Any replica answers, leader or not."""
@@ -919,9 +905,9 @@ class ReplicationService:
         self._observe(slot, epoch)
         repl = slot.repl
         lookup = repl.lookup_epoch(NO_EPOCH if last_epoch is None else last_epoch)
-        return EpochAnswer(repl.role, repl.leader_epoch,
-                           repl.role is Role.LEADER and slot.confirmed, lookup.epoch,
-                           lookup.end_offset, slot.log.next_offset, repl.hw)
+        return EpochReply(repl.role, repl.leader_epoch,
+                          repl.role is Role.LEADER and slot.confirmed, lookup.epoch,
+                          lookup.end_offset, slot.log.next_offset, repl.hw)
 
     # ------------------------------------------------------------------ follower side
 

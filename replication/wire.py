@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from broker.errors import SkerryError, for_code
 from replication.epochs import EpochEntry
+from replication.roles import Role
 
 __all__ = [
     "ProtocolViolation",
@@ -148,9 +149,10 @@ class PullReply:
 @dataclass(frozen=True, slots=True)
 class EpochReply:
     """A replica's answer to REPLICA_EPOCH: its role and epoch, and where the asked epoch
-    ends in its log."""
+    ends in its log. The one type for both sides: the replica asked builds it
+    (``ReplicationService.epoch_query``) and the asker parses it (``from_payload``)."""
 
-    leader: bool
+    role: Role
     epoch: int
     confirmed: bool
     end_epoch: int
@@ -158,13 +160,18 @@ class EpochReply:
     leo: int
     hw: int
 
+    @property
+    def leader(self) -> bool:
+        """The replica answering leads the partition (confirmed or not)."""
+        return self.role is Role.LEADER
+
     @classmethod
     def from_payload(cls, payload: bytes) -> EpochReply:
         fields = payload_fields(payload)
         role = fields.get("role")
         if role not in ("leader", "follower"):
             raise ProtocolViolation(f"REPLICA_EPOCH reply with role={role!r}")
-        return cls(role == "leader", _int(fields, "epoch"), _bool(fields, "confirmed"),
+        return cls(Role(role), _int(fields, "epoch"), _bool(fields, "confirmed"),
                    _int(fields, "end_epoch"), _int(fields, "end_offset"), _int(fields, "leo"),
                    _int(fields, "hw"))
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from broker.errors import BadRequest, NotLeader, ReplicationTimeout
 from broker.v1 import codec as c
 from replication.epochs import EpochEntry
+from replication.roles import Role
 from replication.wire import (
     EpochReply,
     ProtocolViolation,
@@ -94,8 +95,8 @@ class ReplyTests:
         assert payload == ("role=leader epoch=4 confirmed=true end_epoch=3 end_offset=990 "
                            "leo=1200 hw=1100")
         reply = parse_reply(c.ok("2", payload)[:-1])
-        assert EpochReply.from_payload(reply.payload) == EpochReply(True, 4, True, 3, 990, 1200,
-                                                                    1100)
+        assert EpochReply.from_payload(reply.payload) == EpochReply(Role.LEADER, 4, True, 3, 990,
+                                                                    1200, 1100)
 
     def test_status_payload_lists(self) -> None:
         """REPLICA_STATUS lists parse as lists, whatever their spaces."""
