@@ -28,8 +28,8 @@ from twisted.internet.interfaces import IReactorTime
 from broker.config import Config
 from broker.core import BrokerCore
 from broker.iggy.service import IggyService
-from broker.replication_service import ReplicationService
 from broker.services.groups import GroupService
+from broker.services.replication import ReplicationService
 from broker.v1.handlers import Handlers
 from broker.v1.protocol import V1Factory
 from data.fs import OS_FS, FileLayer

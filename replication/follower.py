@@ -28,7 +28,7 @@ The state machine of a fetcher is ``FetcherState`` with its table ``FETCHER_TRAN
 Every timer and reply callback captures the session generation and ignores stale firings.
 
 This is the only Twisted module of ``replication``. Must not import: the global reactor
-(the clock and the ``Connector`` are injected), the store, ``broker.replication_service``
+(the clock and the ``Connector`` are injected), the store, ``broker.services.replication``
 (it codes against ``ReplicaView`` and ``ReplicaDirectory`` below).
 """
 

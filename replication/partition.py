@@ -16,7 +16,7 @@ only the hot path keeps the leader's log end offsets (exclusive) so that it does
 arithmetic. Time is a ``now_ms`` argument (milliseconds on a monotonic clock).
 
 Must not import: Twisted, the store, sockets, ``time``. No I/O, no timers: the shell
-(``broker/replication_service.py``) reads ``next_expiry_ms()`` and schedules the timer,
+(``broker/services/replication/``) reads ``next_expiry_ms()`` and schedules the timer,
 and persists ``checkpoint()``.
 """
 

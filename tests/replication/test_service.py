@@ -1,4 +1,5 @@
-"""Tests for broker/replication_service.py over a fake store and ``task.Clock``.
+"""Tests for ``broker.services.replication.ReplicationService`` over a fake store and
+``task.Clock``.
 
 Every timing assertion moves the injected clock; nothing sleeps.
 """
@@ -14,7 +15,7 @@ from twisted.internet.task import Clock, LoopingCall
 from twisted.python.failure import Failure
 
 from broker.errors import BadRequest, NotLeader, ReplicationTimeout, StorageError, Unavailable
-from broker.replication_service import ReplicationService
+from broker.services.replication import ReplicationService
 from replication.roles import Role
 from tests.replication.fakes import FakeLog, FakeStore
 

@@ -1,0 +1,42 @@
+"""Who hears about replication events: the ``hw`` listeners and the change listeners.
+
+Owns: the two listener lists and calling them, synchronously, with ``(topic, partition)``.
+``hw_moved`` is for a replication event that moved ``hw`` (the core answers waiting
+consumers); ``changed`` is for a partition appearing or going away, changing role or epoch,
+or having its leadership confirmed (the fetch loop reacts).
+
+Must not import: Twisted, the store, sockets, the other parts of this package (only
+``partitions.Slot``, for type checking).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.services.replication.partitions import Slot
+
+__all__ = ["Listeners"]
+
+
+class Listeners:
+    """The ``hw`` and change listeners of one replication service."""
+
+    def __init__(self) -> None:
+        self._hw: list[Callable[[str, int], None]] = []
+        self._change: list[Callable[[str, int], None]] = []
+
+    def add_hw(self, listener: Callable[[str, int], None]) -> None:
+        self._hw.append(listener)
+
+    def add_change(self, listener: Callable[[str, int], None]) -> None:
+        self._change.append(listener)
+
+    def hw_moved(self, slot: Slot) -> None:
+        for listener in list(self._hw):
+            listener(slot.topic, slot.partition)
+
+    def changed(self, slot: Slot) -> None:
+        for listener in list(self._change):
+            listener(slot.topic, slot.partition)
