@@ -75,6 +75,20 @@ class V1Client:
         self.send(raw + b"\n")
         return self.readline().decode()
 
+    def shut_write(self) -> None:
+        """``shutdown(SHUT_WR)``: what ``nc -N`` does when its input ends. The broker sees
+        EOF; this side can still read."""
+        self.sock.shutdown(socket.SHUT_WR)
+
+    def read_to_eof(self) -> bytes:
+        """Every byte the broker sends until it closes the connection (a timeout raises)."""
+        data, self._buf = self._buf, b""
+        while True:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+
     def closed_by_peer(self) -> bool:
         """True when the broker closed the connection (reads EOF)."""
         try:

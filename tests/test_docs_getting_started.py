@@ -1,6 +1,7 @@
 """docs/getting-started.md, followed command by command as a newcomer would, on an empty
 data directory: every ``$`` command of its ``console`` blocks runs and its output must be
-what the page shows.
+what the page shows. The README's ``console`` blocks (its first ``nc`` session and the same
+through a pipe) are replayed the same way on a broker of their own.
 
 How the page's commands are run:
 
@@ -11,6 +12,11 @@ How the page's commands are run:
   README's, since it is this very test suite;
 - ``nc 127.0.0.1 9092`` is replayed over a socket: the block's lines alternate request and
   reply, and every reply must match exactly;
+- ``printf '...' | nc -N 127.0.0.1 9092`` is replayed over a socket too: what the
+  ``printf`` prints (run by bash) is sent, the sending side is shut down (what ``-N`` does
+  at the end of its input), and everything the broker sends until it closes the connection
+  must be the lines shown; with an OpenBSD ``nc`` installed, the command also runs as is
+  (port changed) in ``test_readme_pipe_works_with_the_installed_nc``;
 - any other command runs in bash from the repository root with ``.venv/bin/skerry``
   meaning ``python -m broker`` and ``SKERRY_BOOTSTRAP`` pointing at the broker; stdout and
   stderr together must be the lines shown.
@@ -25,10 +31,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tests.support import ROOT, BrokerProcess
 
@@ -36,6 +45,7 @@ DOC = ROOT / "docs" / "getting-started.md"
 README = ROOT / "README.md"
 
 _BLOCK_RE = re.compile(r"^```console\n(.*?)^```", re.S | re.M)
+_PIPED_NC_RE = re.compile(r"^(printf '[^']*') \| nc -N 127\.0\.0\.1 9092$")
 _VARIABLE = [
     (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"), "<time>"),
     (re.compile(r"[^\s;]*skerry-data"), "<data>"),
@@ -90,6 +100,35 @@ def replay_nc(broker: BrokerProcess, lines: list[str]) -> None:
         client.close()
 
 
+def replay_piped_nc(broker: BrokerProcess, command: str, lines: list[str]) -> None:
+    match = _PIPED_NC_RE.fullmatch(command)
+    assert match, f"not a printf piped into nc -N 127.0.0.1 9092: {command}"
+    data = subprocess.run(["bash", "-c", match.group(1)], check=True,
+                          stdout=subprocess.PIPE).stdout
+    client = broker.client()
+    try:
+        client.send(data)
+        client.shut_write()
+        assert client.read_to_eof().decode().splitlines() == lines, command
+    finally:
+        client.close()
+
+
+def run_step(step: Step, broker: BrokerProcess) -> None:
+    """Run one ``$`` command of a page (not the install-and-serve one) against ``broker``
+    and compare its output with the lines shown."""
+    if "pytest" in step.command:
+        assert not step.output
+    elif step.command.startswith("nc "):
+        assert step.command == "nc 127.0.0.1 9092"
+        replay_nc(broker, step.output)
+    elif _PIPED_NC_RE.fullmatch(step.command):
+        replay_piped_nc(broker, step.command, step.output)
+    else:
+        got = [normalize(line) for line in run_shell(step.command, broker)]
+        assert got == [normalize(line) for line in step.output], step.command
+
+
 def run_shell(command: str, broker: BrokerProcess) -> list[str]:
     command = command.replace(".venv/bin/skerry", f"{shlex.quote(sys.executable)} -m broker")
     env = dict(os.environ, SKERRY_BOOTSTRAP=f"127.0.0.1:{broker.port}")
@@ -114,16 +153,43 @@ class GettingStartedTests:
                 assert normalize(shown) in log, (shown, sorted(log))
             ran = 1
             for step in page[1:]:
-                if "pytest" in step.command:
-                    assert not step.output
-                elif step.command.startswith("nc "):
-                    assert step.command == "nc 127.0.0.1 9092"
-                    replay_nc(broker, step.output)
-                else:
-                    got = [normalize(line) for line in run_shell(step.command, broker)]
-                    assert got == [normalize(line) for line in step.output], step.command
+                run_step(step, broker)
                 ran += 1
             assert ran == len(page)
+
+    def test_readme_sessions_give_the_output_shown(self, tmp_path: Path) -> None:
+        """The README's nc session, then the same through a pipe (`printf ... | nc -N`,
+        which half-closes: every reply, then EOF), give what the README shows on a new
+        broker."""
+        readme = steps(README.read_text())
+        assert [s.command for s in readme][:1] == ["nc 127.0.0.1 9092"]
+        assert any(_PIPED_NC_RE.fullmatch(s.command) for s in readme)
+        with BrokerProcess(tmp_path) as broker:
+            for step in readme:
+                run_step(step, broker)
+
+    def test_readme_pipe_works_with_the_installed_nc(self, tmp_path: Path) -> None:
+        """The README's `printf ... | nc -N` command, run as is by a real OpenBSD nc (port
+        changed), prints a reply per request and exits: the broker closes after answering."""
+        nc = shutil.which("nc")
+        if nc is None:
+            pytest.skip("nc (netcat) is not installed")
+        usage = subprocess.run([nc, "-h"], capture_output=True, text=True, timeout=10).stderr
+        if not re.search(r"^\s*-N\s", usage, re.M):
+            pytest.skip("this nc has no -N option (it is not OpenBSD netcat)")
+        piped = [s for s in steps(README.read_text()) if _PIPED_NC_RE.fullmatch(s.command)]
+        assert piped
+        offsets = re.compile(r"offset=\d+ hw=\d+")
+        with BrokerProcess(tmp_path) as broker:
+            for step in piped:
+                command = step.command.replace(" 9092", f" {broker.port}")
+                result = subprocess.run(["bash", "-c", command], capture_output=True,
+                                        text=True, timeout=20)
+                assert result.returncode == 0, result.stderr
+                # A new broker: the offsets are those of an empty topic, not the README's.
+                assert [offsets.sub("offset=<n> hw=<n>", line)
+                        for line in result.stdout.splitlines()] == \
+                    [offsets.sub("offset=<n> hw=<n>", line) for line in step.output]
 
     def test_install_and_test_commands_are_the_readmes(self) -> None:
         """The page's install-and-serve and install-and-test commands are exactly the two

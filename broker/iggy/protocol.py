@@ -5,7 +5,9 @@ each to ``IggyHandlers.dispatch`` and writing its reply; one request at a time p
 connection (Iggy's commands depend on what came before: a login, a join), so while a reply
 waits (an fsync, a group write, password hashing) the connection stops reading and the next
 frame waits in the buffer; pausing a client that does not read its replies (Twisted
-producer/consumer flow control); the idle timeout and the connection limit.
+producer/consumer flow control); the idle timeout and the connection limit; the
+half-close: a client that shuts down its sending side (``shutdown(SHUT_WR)``) gets a reply to
+every request it sent, then the close.
 
 Malformed input never crashes anything: a bad payload or an unknown code gets an error
 status and the connection carries on; a frame whose length cannot hold a code, or that is
@@ -22,7 +24,7 @@ import logging
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IPushProducer, IReactorTime
+from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer, IReactorTime
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -39,9 +41,13 @@ _HEAD = REQUEST_HEAD.size
 _unpack_head = REQUEST_HEAD.unpack_from
 
 
-@implementer(IPushProducer)
+@implementer(IPushProducer, IHalfCloseableProtocol)
 class IggyProtocol(Protocol):
-    """One Iggy client connection."""
+    """One Iggy client connection.
+
+    Half-closeable: TCP's read EOF does not close the connection (``readConnectionLost``);
+    every request already read is answered, in order, and then the connection closes.
+    """
 
     def __init__(self, factory: IggyFactory) -> None:
         self.factory = factory
@@ -53,6 +59,7 @@ class IggyProtocol(Protocol):
         self._waiting = False  # a reply is not ready yet
         self._reading = True
         self._processing = False
+        self._read_closed = False  # the client shut down its sending side (half-close)
         self._idle_call: Any = None
         self.session: Session | None = None
 
@@ -80,6 +87,38 @@ class IggyProtocol(Protocol):
             self.handlers.close_session(self.session)
             log.debug("iggy: client %d disconnected", self.session.client_id)
         self.factory.connection_closed(self)
+
+    def readConnectionLost(self) -> None:
+        """The client shut down its sending side: nothing more will be read. Answer the
+        frames it sent (one waiting for an fsync or a password hash included), then close;
+        at once if nothing is outstanding."""
+        if self._read_closed:
+            return
+        self._read_closed = True
+        log.debug("iggy: client %s shut down its side; closing once its requests are "
+                  "answered", self.session.client_id if self.session else "?")
+        self._close_when_answered()
+
+    def writeConnectionLost(self) -> None:
+        """Not used: the broker never shuts down only its own sending side."""
+
+    def _close_when_answered(self) -> None:
+        """After the client's half-close: once no reply waits and no complete frame is
+        left in the buffer (a paused connection still has frames to run), close; the
+        transport writes the replies first. A partial frame at the end is dropped: the
+        client stopped sending in its middle."""
+        if not self._read_closed or self.paused or self._waiting \
+                or self.transport.disconnecting:
+            return
+        if len(self._buffer) > self._pos:
+            log.info("iggy: client %s shut down its side in the middle of a frame (%d bytes "
+                     "dropped)", self.session.client_id if self.session else "?",
+                     len(self._buffer) - self._pos)
+        self._buffer = bytearray()
+        self._pos = 0
+        # A registered producer that the transport paused would hold the close back.
+        self.transport.unregisterProducer()
+        self.transport.loseConnection()
 
     def _arm_idle(self) -> None:
         timeout = self.factory.idle_timeout
@@ -112,7 +151,8 @@ class IggyProtocol(Protocol):
 
     def _update_reading(self) -> None:
         want = not (self.paused or self._waiting)
-        if want != self._reading and not self.transport.disconnecting:
+        # After EOF, reading again would only report EOF again.
+        if want != self._reading and not (self._read_closed or self.transport.disconnecting):
             self._reading = want
             if want:
                 self.transport.resumeProducing()
@@ -134,6 +174,8 @@ class IggyProtocol(Protocol):
             self._frames()
         finally:
             self._processing = False
+        if self._read_closed:
+            self._close_when_answered()
 
     def _frames(self) -> None:
         buf = self._buffer

@@ -3,7 +3,8 @@
 Owns: splitting the byte stream into lines, the per-connection queue that keeps replies in
 request order while some wait (fsync, acks=all, group writes, long polls), pausing a client
 that does not read its replies (Twisted producer/consumer flow control), the idle timeout,
-and the connection limit.
+the connection limit, and the half-close: a client that shuts down its sending side
+(``shutdown(SHUT_WR)``, ``nc -N``) gets a reply to every request it sent, then the close.
 
 The line splitting is LineReceiver's contract (``\\n`` delimiter, a maximum length, lines
 after a close are ignored) done in one pass over each read: LineReceiver re-splits the whole
@@ -21,12 +22,12 @@ from collections import deque
 from typing import Any
 
 from twisted.internet import tcp
-from twisted.internet.interfaces import IPushProducer, IReactorTime
+from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer, IReactorTime
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from broker.errors import SkerryError, Unauthenticated, Unavailable
+from broker.errors import BadRequest, SkerryError, Unauthenticated, Unavailable
 from broker.v1 import codec
 from broker.v1.handlers import Handlers
 
@@ -42,10 +43,19 @@ bound on what a client that never reads makes the broker produce beyond the pend
 _BEFORE_AUTH = (codec.Ping, codec.Auth)
 """The commands served on a connection that has not authenticated (when auth is on)."""
 
+UNTERMINATED = ("unterminated line at end of input: a request ends with a line feed; it was "
+                "not executed")
+"""The BAD_REQUEST message for bytes after the last line feed when the client half-closes:
+they may be half a request from a client that died mid-write, so they are never run."""
 
-@implementer(IPushProducer)
+
+@implementer(IPushProducer, IHalfCloseableProtocol)
 class V1Protocol(Protocol):
-    """One client connection speaking the V1 line protocol."""
+    """One client connection speaking the V1 line protocol.
+
+    Half-closeable: TCP's read EOF does not close the connection (``readConnectionLost``);
+    every request already read is answered, in order, and then the connection closes.
+    """
 
     def __init__(self, factory: V1Factory) -> None:
         self.factory = factory
@@ -66,6 +76,7 @@ class V1Protocol(Protocol):
         self._topic_names: dict[bytes, str] = {}
         self.paused = False
         self._idle_call: Any = None
+        self._read_closed = False  # the client shut down its sending side (half-close)
         self._peer = "?"
         # broker/auth.py: with auth configured nothing but PING and AUTH is served before a
         # successful AUTH (the PRODUCE fast path included). The handler updates these.
@@ -108,6 +119,37 @@ class V1Protocol(Protocol):
         self.factory.connection_closed(self)
         log.info("connection from %s closed", self._peer)
 
+    def readConnectionLost(self) -> None:
+        """The client shut down its sending side: nothing more will be read. Answer what it
+        sent (requests still waiting for an fsync, an ``acks=all`` or a long poll
+        included), then close; at once if nothing is outstanding."""
+        if self._read_closed:
+            return
+        self._read_closed = True
+        log.debug("%s shut down its side; closing once its requests are answered", self._peer)
+        self._close_when_answered()
+
+    def writeConnectionLost(self) -> None:
+        """Not used: the broker never shuts down only its own sending side."""
+
+    def _close_when_answered(self) -> None:
+        """After the client's half-close: once no request is outstanding and no complete
+        line waits in the buffer (a paused or held connection still has lines to run), hand
+        the last replies to the transport and close; the transport writes them first.
+        Bytes after the last line feed get ``UNTERMINATED``, not a run."""
+        if not self._read_closed or self.paused or self._held is not None or self._pending \
+                or self.transport.disconnecting:
+            return
+        rest, self._buffer = self._buffer, b""
+        if rest:
+            self._emit(codec.err("0", BadRequest(UNTERMINATED)))
+            if self.factory.metrics is not None:
+                self.factory.metrics.invalid()
+        self._flush_out()
+        # A registered producer that the transport paused would hold the close back.
+        self.transport.unregisterProducer()
+        self.transport.loseConnection()
+
     def _arm_idle(self) -> None:
         timeout = self.factory.idle_timeout
         if timeout is None:
@@ -130,9 +172,11 @@ class V1Protocol(Protocol):
 
     def resumeProducing(self) -> None:
         self.paused = False
-        self.transport.resumeProducing()
+        if not self._read_closed:  # after EOF, reading again would only report EOF again
+            self.transport.resumeProducing()
         if self._buffer:
             self.dataReceived(b"")
+        self._close_when_answered()
 
     def stopProducing(self) -> None:
         self.paused = True
@@ -197,6 +241,8 @@ class V1Protocol(Protocol):
             self._too_long()
             return
         self._buffer = rest
+        if self._read_closed:
+            self._close_when_answered()
 
     def _too_long(self) -> None:
         self._buffer = b""
@@ -310,6 +356,8 @@ class V1Protocol(Protocol):
             self._flush_out()
             if self._buffer and not self.paused and self._held is None:
                 self.dataReceived(b"")
+        if self._read_closed:
+            self._close_when_answered()
 
     _drain = drain
 

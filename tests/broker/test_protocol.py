@@ -214,3 +214,145 @@ def test_unread_output_pauses_reading(tmp_path: Path) -> None:
     for _ in range(10):
         answered += tr.client_reads()
     assert [a.split(b"|")[1] for a in answered] == [str(i).encode() for i in range(10)]
+
+
+class ClosingTransport(PushbackTransport):
+    """A PushbackTransport that records what had been written when ``loseConnection`` was
+    called, and whether the protocol asked it to read again after the read EOF."""
+
+    written_at_close: bytes | None = None
+    read_eof = False
+    resumed_after_eof = False
+
+    def loseConnection(self) -> None:
+        if self.written_at_close is None:
+            self.written_at_close = self.value()
+        super().loseConnection()
+
+    def resumeProducing(self) -> None:
+        if self.read_eof:
+            self.resumed_after_eof = True
+        super().resumeProducing()
+
+
+def half_close(proto: Any, tr: ClosingTransport) -> None:
+    """What the TCP transport does on the client's shutdown(SHUT_WR): stop reading and call
+    ``readConnectionLost`` (the protocol is half-closeable), not ``connectionLost``."""
+    tr.read_eof = True
+    proto.readConnectionLost()
+
+
+class HalfCloseTests:
+    def _connect(self, h: Harness) -> tuple[Any, ClosingTransport]:
+        proto = h.broker.v1_factory.buildProtocol(None)
+        tr = ClosingTransport()
+        proto.makeConnection(tr)
+        return proto, tr
+
+    def test_every_reply_is_written_before_the_close(self, tmp_path: Path) -> None:
+        """After the client's half-close, requests waiting for an fsync, an acks=all and a
+        CONSUME held behind them (and a PING behind that) are all answered, in order; only
+        then is the connection closed, and the shutdown path sees it busy until then."""
+        h = Harness(tmp_path, storage={"fsync": "always"}, topics={"t": {"partitions": 1}})
+        proto, tr = self._connect(h)
+        proto.dataReceived(b"V1|1|PING|\nV1|2|PRODUCE|t k:a\nV1|3|PRODUCE|t k:b acks=all\n"
+                           b"V1|4|CONSUME|t 0 0\nV1|5|PING|\n")
+        half_close(proto, tr)
+        h.turn()
+        assert lines(tr) == [b"V1|1|OK"]
+        assert not tr.disconnecting
+        assert not h.broker.v1_factory.all_idle()
+        for _ in range(3):
+            h.thread.run_all()
+            h.turn()
+        expected = [
+            b"V1|1|OK",
+            b"V1|2|OK|partition=0 offset=0 hw=1",  # one fsync covered both
+            b"V1|3|OK|partition=0 offset=1 hw=1",
+            b"V1|4|OK|messages=0:a,1:b hw=1",
+            b"V1|5|OK",
+        ]
+        assert lines(tr) == expected
+        assert tr.disconnecting
+        assert tr.written_at_close is not None and tr.written_at_close.splitlines() == expected
+        assert tr.producer is None  # unregistered, so a paused producer cannot hold the close
+        assert h.broker.v1_factory.all_idle()
+
+    def test_nothing_outstanding_closes_at_once(self, tmp_path: Path) -> None:
+        """A half-close with every request answered (or none sent) closes at once."""
+        h = Harness(tmp_path)
+        proto, tr = self._connect(h)
+        proto.dataReceived(b"V1|1|PING|\n")
+        half_close(proto, tr)
+        assert tr.disconnecting and tr.written_at_close == b"V1|1|OK\n"
+        silent, silent_tr = self._connect(h)
+        half_close(silent, silent_tr)
+        assert silent_tr.disconnecting and silent_tr.written_at_close == b""
+
+    def test_a_long_poll_is_answered_at_its_deadline_then_closed(self, tmp_path: Path) -> None:
+        """A CONSUME long poll pending at the half-close answers as usual (here: empty, at
+        its deadline), and the close follows it."""
+        h = Harness(tmp_path, topics={"t": {"partitions": 1}})
+        proto, tr = self._connect(h)
+        proto.dataReceived(b"V1|1|CONSUME|t 0 0 wait_ms=500\nV1|2|PING|\n")
+        half_close(proto, tr)
+        h.clock.advance(0.4)
+        assert tr.value() == b"" and not tr.disconnecting
+        h.clock.advance(0.1)
+        assert lines(tr) == [b"V1|1|OK|messages= hw=-1", b"V1|2|OK"]
+        assert tr.disconnecting
+
+    def test_an_unterminated_last_line_is_refused_not_run(self, tmp_path: Path) -> None:
+        """Bytes after the last line feed at the half-close may be half a request from a
+        client that died mid-write: they get BAD_REQUEST (cid 0) and are not run."""
+        h = Harness(tmp_path, storage={"fsync": "never"}, topics={"t": {"partitions": 1}})
+        proto, tr = self._connect(h)
+        proto.dataReceived(b"V1|1|PING|\nV1|2|PRODUCE|t k:hal")
+        half_close(proto, tr)
+        assert lines(tr) == [
+            b"V1|1|OK",
+            b"V1|0|ERR|BAD_REQUEST|unterminated line at end of input: a request ends with "
+            b"a line feed; it was not executed",
+        ]
+        assert tr.disconnecting
+        other, other_tr = h.connect()
+        other.dataReceived(b"V1|3|CONSUME|t 0 0\n")
+        assert lines(other_tr) == [b"V1|3|OK|messages= hw=-1"]
+
+    def test_a_paused_connection_answers_its_buffered_lines_then_closes(
+            self, tmp_path: Path) -> None:
+        """A client that half-closes while paused (its unread replies fill the buffer) gets
+        every buffered request answered as it reads, then the close; the connection never
+        asks the transport to read again after the EOF."""
+        h = Harness(tmp_path, storage={"fsync": "never"},
+                    limits={"max_pending_output_bytes": 4096}, topics={"t": {"partitions": 1}})
+        proto, tr = self._connect(h)
+        proto.dataReceived(b"V1|p|PRODUCE|t k:" + b"v" * 3000 + b"\n")
+        h.turn()
+        tr.clear()
+        proto.dataReceived(b"".join(f"V1|{i}|CONSUME|t 0 0\n".encode() for i in range(10)))
+        assert proto.paused
+        half_close(proto, tr)
+        answered: list[bytes] = []
+        for _ in range(10):
+            assert not tr.disconnecting
+            answered += tr.client_reads()
+            if tr.disconnecting:
+                break
+        answered += lines(tr)
+        assert [a.split(b"|")[1] for a in answered] == [str(i).encode() for i in range(10)]
+        assert tr.disconnecting and not tr.resumed_after_eof
+
+    def test_the_idle_timeout_still_applies(self, tmp_path: Path) -> None:
+        """A half-closed connection whose reply never comes (the fsync never returns) is
+        still closed by limits.idle_timeout_ms."""
+        h = Harness(tmp_path, storage={"fsync": "always"}, limits={"idle_timeout_ms": 1000},
+                    topics={"t": {"partitions": 1}})
+        proto, tr = self._connect(h)
+        proto.dataReceived(b"V1|1|PRODUCE|t k:a\n")
+        half_close(proto, tr)
+        h.turn()
+        h.clock.advance(0.9)
+        assert not tr.disconnecting
+        h.clock.advance(0.2)
+        assert tr.disconnecting

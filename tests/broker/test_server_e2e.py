@@ -241,3 +241,67 @@ def test_long_poll_answers_when_a_message_arrives(broker: BrokerProcess) -> None
     started = time.monotonic()
     assert waiter.request("V1|3|CONSUME|quiet 0 1 wait_ms=300") == "V1|3|OK|messages= hw=0"
     assert time.monotonic() - started >= 0.25
+
+
+def test_half_closed_client_gets_every_reply_then_eof(tmp_path: Path) -> None:
+    """A client that pipelines requests and then shuts down its sending side
+    (shutdown(SHUT_WR), what `nc -N` does at the end of its input) gets every reply, in
+    order, then EOF: replies that wait for the fsync (storage.fsync=always), for acks=all
+    and for a long poll's deadline included."""
+    config = {"storage": {"fsync": "always"}, "topics": {"t": {"partitions": 1}}}
+    with BrokerProcess(tmp_path, config) as proc:
+        c = proc.client()
+        c.send(b"V1|1|PING|\n"
+               b"V1|2|PRODUCE|t k:a\n"
+               b"V1|3|PRODUCE|t k:b acks=all\n"
+               b"V1|4|PRODUCE|t k:c\n"
+               b"V1|5|CONSUME|t 0 0\n"
+               b"V1|6|CONSUME|t 0 3 wait_ms=300\n"
+               b"V1|7|PING|\n")
+        c.shut_write()
+        started = time.monotonic()
+        replies = c.read_to_eof().decode().splitlines()
+        assert len(replies) == 7, replies
+        assert replies[0] == "V1|1|OK"
+        for i, reply in enumerate(replies[1:4]):  # one fsync may cover several appends
+            assert re.fullmatch(rf"V1\|{i + 2}\|OK\|partition=0 offset={i} hw=[0-2]", reply), \
+                replies
+        assert replies[4:] == ["V1|5|OK|messages=0:a,1:b,2:c hw=2",
+                               "V1|6|OK|messages= hw=2", "V1|7|OK"]
+        assert 0.25 <= time.monotonic() - started < 5  # the long poll's deadline, then EOF
+
+
+def test_half_close_with_nothing_pending_closes_at_once(broker: BrokerProcess) -> None:
+    """A half-close with nothing outstanding closes at once; bytes after the last line feed
+    are not run (half a request from a client that died mid-write) but answered
+    BAD_REQUEST, so `printf 'V1|2|PING|' | nc -N` says why it got no OK."""
+    other = broker.client()
+    assert other.request("V1|0|ADMIN_CREATE_TOPIC|half 1 1").startswith("V1|0|OK|")
+    c = broker.client(timeout=5)
+    c.send(b"V1|1|PING|\nV1|2|PRODUCE|half k:hal")
+    c.shut_write()
+    started = time.monotonic()
+    assert c.read_to_eof() == (b"V1|1|OK\nV1|0|ERR|BAD_REQUEST|unterminated line at end of "
+                               b"input: a request ends with a line feed; it was not "
+                               b"executed\n")
+    assert time.monotonic() - started < 2
+    assert other.request("V1|3|CONSUME|half 0 0") == "V1|3|OK|messages= hw=-1"
+
+
+def test_half_closed_client_that_reads_late_gets_every_reply(tmp_path: Path) -> None:
+    """3,000 pipelined requests, then the half-close, then a pause before reading: the
+    broker is paused by its unread replies (max_pending_output_bytes) before and after the
+    EOF, and still answers every request in order, then closes."""
+    config = {"storage": {"fsync": "always"}, "topics": {"pipe": {"partitions": 1}},
+              "limits": {"max_pending_output_bytes": 16384}}
+    with BrokerProcess(tmp_path, config) as proc:
+        c = proc.client(timeout=60)
+        requests = [f"V1|{i}|CONSUME|pipe 0 0 max=50" if i % 3 == 2
+                    else f"V1|{i}|PRODUCE|pipe k:{'v' * 100}" for i in range(3000)]
+        c.send(("\n".join(requests) + "\n").encode())
+        c.shut_write()
+        time.sleep(0.5)
+        replies = c.read_to_eof().decode().splitlines()
+        assert len(replies) == 3000
+        for i, reply in enumerate(replies):
+            assert reply.startswith(f"V1|{i}|OK|"), reply[:80]

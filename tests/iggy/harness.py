@@ -241,6 +241,29 @@ class RawClient:
     def login(self, username: str = "iggy", password: str = "iggy") -> bytes:
         return self.call(codec.LoginUser(username, password))
 
+    def shut_write(self) -> None:
+        """``shutdown(SHUT_WR)``: the broker sees EOF; this side can still read."""
+        self.sock.shutdown(socket.SHUT_WR)
+
+    def read_to_eof(self) -> list[bytes]:
+        """Every reply frame the broker sends until it closes the connection (a timeout
+        raises; bytes that do not make a whole frame fail the caller's comparison)."""
+        data, self._buf = self._buf, b""
+        while True:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                break
+            data += chunk
+        frames = []
+        pos = 0
+        while pos + 8 <= len(data):
+            length = struct.unpack_from("<I", data, pos + 4)[0]
+            frames.append(data[pos:pos + 8 + length])
+            pos += 8 + length
+        if pos < len(data):
+            frames.append(data[pos:])
+        return frames
+
     def closed_by_peer(self) -> bool:
         try:
             while True:

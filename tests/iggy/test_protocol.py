@@ -146,3 +146,55 @@ class LimitTests:
             h.advance(2.0)
             busy.request(1)
         assert quiet.closed and not busy.closed
+
+
+class HalfCloseTests:
+    def test_a_waiting_reply_and_the_frames_behind_it_are_answered_then_closed(self, h):
+        """After the client's half-close, a login still hashing its password and the
+        frames behind it are answered in order; only then is the connection closed, and it
+        never asks the transport to read again after the EOF."""
+        gate = _Gate()
+        h.service.handlers.run_in_thread = gate
+        conn = h.connect()
+        conn.send_raw(frame(38, name8("iggy") + name8("iggy") + u32(0) + u32(0))
+                      + frame(202, name8("half-closed")) + frame(1))
+        conn.proto.readConnectionLost()
+        assert conn.replies() == [] and not conn.closed
+        assert not h.service.factory.all_idle()
+        gate.release()
+        h.pump()
+        got = conn.replies()
+        assert [r[:4] for r in got] == [u32(0), u32(0), u32(0)]
+        assert conn.closed
+        assert conn.transport.producer is None  # a paused producer cannot hold the close
+        assert conn.transport.producerState == "paused"  # not resumed after the EOF
+        assert h.service.catalog.stream("half-closed") is not None
+
+    def test_nothing_outstanding_closes_at_once(self, h):
+        """A half-close with every request answered (or none sent) closes at once."""
+        conn = h.connect()
+        conn.send_raw(frame(1))
+        conn.proto.readConnectionLost()
+        assert conn.replies() == [ok()] and conn.closed
+        silent = h.connect()
+        silent.proto.readConnectionLost()
+        assert silent.closed
+
+    def test_a_partial_frame_at_the_end_is_dropped(self, h):
+        """A frame cut short by the half-close is not run; the ones before it are answered."""
+        conn = h.connect(login=True)
+        conn.send_raw(frame(1) + frame(202, name8("cut-short"))[:-3])
+        conn.proto.readConnectionLost()
+        assert conn.replies() == [ok()] and conn.closed
+        assert h.service.catalog.stream("cut-short") is None
+
+    def test_a_paused_connection_answers_its_buffered_frames_then_closes(self, h):
+        """Frames buffered while the client does not read are answered once it reads
+        again, then the connection closes."""
+        conn = h.connect(login=True)
+        conn.proto.pauseProducing()
+        conn.send_raw(frame(1) + frame(1))
+        conn.proto.readConnectionLost()
+        assert conn.replies() == [] and not conn.closed
+        conn.proto.resumeProducing()
+        assert conn.replies() == [ok(), ok()] and conn.closed

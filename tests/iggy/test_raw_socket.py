@@ -183,3 +183,25 @@ class RawSocketTests:
         assert big.closed_by_peer()
         c.send(frame(1) + frame(1))
         assert c.read_reply() == ok() and c.read_reply() == ok()
+
+    def test_half_closed_client_gets_every_reply_then_eof(self, broker):
+        """Ping, login, create stream and topic, send and poll in one write, then
+        shutdown(SHUT_WR): every reply comes back in order (the login waits for its
+        password hash, the send for its fsync), then EOF."""
+        _proc, port = broker
+        c = RawClient(port)
+        topic = ident("raw-hc") + u32(1) + b"\x01" + u64(0) + u64(0) + b"\x00" + name8("t")
+        c.send(frame(1)
+               + frame(38, name8("iggy") + name8("iggy") + u32(0) + u32(0))
+               + frame(202, name8("raw-hc"))
+               + frame(302, topic)
+               + frame(101, send_payload("raw-hc", "t", 1, b"", [message(b"half", id=7)]))
+               + frame(100, b"\x01" + ident(1) + ident("raw-hc") + ident("t") + b"\x01"
+                       + u32(0) + b"\x01" + u64(0) + u32(100) + b"\x00")
+               + frame(1))
+        c.shut_write()
+        replies = c.read_to_eof()
+        assert [r[:4] for r in replies] == [u32(0)] * 7, replies
+        assert replies[0] == ok() and replies[1] == ok(u32(0)) and replies[4] == ok()
+        assert replies[5][8:24] == struct.pack("<IQI", 0, 0, 1) and b"half" in replies[5]
+        assert replies[6] == ok()
