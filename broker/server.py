@@ -32,6 +32,7 @@ from broker.handlers import Handlers
 from broker.iggy.service import IggyService
 from broker.protocol import V1Factory
 from broker.replication_service import ReplicationService
+from data.errors import DataDirError
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
 from groups.coordinator import GroupCoordinator
@@ -139,11 +140,13 @@ def build_broker(config: Config, clock: IReactorTime, *,
                  connect: Connector | None = None) -> Broker:
     """Open the store in ``config['data_dir']`` and wire every layer over it.
 
+    ``data.errors.DataDirError`` when the directory cannot be used (another broker holds its
+    lock); nothing in it has been touched then.
+
     With a ``cluster`` section the fetch loops start at once; ``connect`` opens connections
     to the other brokers (TCP over ``clock``, which must then be the reactor, by default).
     """
-    data_dir = config["data_dir"]
-    os.makedirs(data_dir, exist_ok=True)
+    data_dir = config["data_dir"]  # the store creates it, and locks it before anything else
     storage = StorageConfig(
         fsync=config["storage.fsync"],
         fsync_interval_ms=config["storage.fsync_interval_ms"],
@@ -328,6 +331,9 @@ def run(config: Config) -> int:
             return 1
     try:
         broker = build_broker(config, reactor, run_in_thread=threads.deferToThread)
+    except DataDirError as exc:  # locked by another broker: its own words
+        log.error("%s", exc)
+        return 1
     except (OSError, ValueError) as exc:
         log.error("cannot open data dir %s: %s", config["data_dir"], exc)
         return 1

@@ -5,8 +5,10 @@ and growth (each made atomic on disk), opening every topic at start-up with reco
 the ``recovery_report``), retention across topics, ``sync_all`` for the interval fsync
 policy, and the clean-shutdown marker.
 
-On disk (``data.paths`` builds every name): ``<root>/topics/<topic>/topic.json`` and one
-folder per partition. A topic is created in ``~new-<topic>`` and renamed into place, and
+On disk (``data.paths`` builds every name): ``<root>/.lock``, held for as long as the store
+is open (``data.lock``: a second store on the same directory, in any process, is refused
+with ``DataDirLocked`` before recovery reads anything), ``<root>/topics/<topic>/topic.json``
+and one folder per partition. A topic is created in ``~new-<topic>`` and renamed into place, and
 deleted by renaming it to ``~del-<topic>`` before removing it; whatever an interrupted
 create or delete leaves behind is removed on the next open. ``~clean-shutdown`` is written
 by ``close()`` and removed by the next open: its absence means the tail of every partition
@@ -34,6 +36,7 @@ from data import paths
 from data.atomic import read_json, write_atomic, write_json_atomic
 from data.format import HEADER_SIZE, MAX_U32
 from data.fs import OS_FS, FileLayer
+from data.lock import DataDirLock
 from data.log import PartitionLog, ReadResult, Record, RemovedSegment
 from data.recovery import RecoveryEvent, create_segments, open_segments
 
@@ -158,7 +161,16 @@ class Store:
         self.topics: Mapping[str, Topic] = MappingProxyType(self._topics)
         self.recovery_report: list[RecoveryEvent] = []
         self._closed = False
-        self._open()
+        # Before recovery touches anything: a second process on this directory would
+        # truncate tails the first is writing and leave a clean-shutdown marker under it.
+        self.lock = DataDirLock.acquire(root)
+        """The data directory's lock: released by ``close``, or by the kernel when the
+        process dies (a test simulating a crash releases it by hand)."""
+        try:
+            self._open()
+        except BaseException:
+            self.lock.release()
+            raise
 
     # --- opening --------------------------------------------------------------------------
 
@@ -372,21 +384,25 @@ class Store:
             raise StorageError("; ".join(errors))
 
     def close(self) -> None:
-        """Flush and fsync every partition, close every file, and write the clean-shutdown
-        marker (only when no partition failed: then the next open checks every tail)."""
+        """Flush and fsync every partition, close every file, write the clean-shutdown
+        marker (only when no partition failed: then the next open checks every tail), and
+        release the data directory's lock, last."""
         if self._closed:
             return
         self._closed = True
-        ok = True
-        for topic in self._topics.values():
-            for plog in topic.partitions:
-                plog.close()
-                if plog.failed is not None:
-                    ok = False
-        if ok:
-            write_atomic(paths.clean_marker_path(self.root), b"clean\n", self._fs)
-        else:
-            self._log.error("store: closed with failed partitions; the next start runs recovery")
+        try:
+            ok = True
+            for topic in self._topics.values():
+                for plog in topic.partitions:
+                    plog.close()
+                    if plog.failed is not None:
+                        ok = False
+            if ok:
+                write_atomic(paths.clean_marker_path(self.root), b"clean\n", self._fs)
+            else:
+                self._log.error("store: closed with failed partitions; the next start runs recovery")
+        finally:
+            self.lock.release()
 
     def _check_open(self) -> None:
         if self._closed:
