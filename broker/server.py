@@ -140,8 +140,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
                  connect: Connector | None = None) -> Broker:
     """Open the store in ``config['data_dir']`` and wire every layer over it.
 
-    ``data.errors.DataDirError`` when the directory cannot be used (another broker holds its
-    lock); nothing in it has been touched then.
+    ``data.errors.DataDirError`` when the directory cannot be used (it is a file, or another
+    broker holds its lock); nothing in it has been touched then.
 
     With a ``cluster`` section the fetch loops start at once; ``connect`` opens connections
     to the other brokers (TCP over ``clock``, which must then be the reactor, by default).
@@ -331,7 +331,7 @@ def run(config: Config) -> int:
             return 1
     try:
         broker = build_broker(config, reactor, run_in_thread=threads.deferToThread)
-    except DataDirError as exc:  # locked by another broker: its own words
+    except DataDirError as exc:  # a file, or locked by another broker: its own words
         log.error("%s", exc)
         return 1
     except (OSError, ValueError) as exc:

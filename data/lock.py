@@ -6,7 +6,7 @@ writes its pid into the file after locking, for the message of whoever is refuse
 kernel drops the lock when the holder's last fd to it closes, so a ``kill -9`` or a power
 cut never leaves a stale lock behind: the pid in the file is only a hint, the lock is what
 counts. The file is never removed (unlinking a lock file lets two processes each lock a
-different inode).
+different inode). A data directory path that is a regular file is refused as such.
 
 The lock is taken with ``os`` directly, not through ``data.fs``: it is not data, and a test
 file layer must not be able to fake it.
@@ -20,7 +20,7 @@ import fcntl
 import os
 
 from data import paths
-from data.errors import DataDirLocked
+from data.errors import DataDirIsAFile, DataDirLocked
 
 __all__ = ["DataDirLock"]
 
@@ -35,10 +35,16 @@ class DataDirLock:
 
     @classmethod
     def acquire(cls, root: str) -> DataDirLock:
-        """Create ``root`` if needed and lock it. ``DataDirLocked`` when another holder has
-        it (in this process too: two stores on one directory are refused alike); ``OSError``
-        otherwise."""
-        os.makedirs(root, exist_ok=True)
+        """Create ``root`` if needed and lock it. ``DataDirIsAFile`` when ``root`` or one of
+        its parents is a file; ``DataDirLocked`` when another holder has it (in this process
+        too: two stores on one directory are refused alike); ``OSError`` otherwise."""
+        try:
+            os.makedirs(root, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            file = _first_file(root)
+            if file is None:
+                raise
+            raise DataDirIsAFile(os.path.abspath(root), file) from None
         fd = os.open(paths.lock_path(root), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -74,3 +80,15 @@ def _read_pid(fd: int) -> int | None:
     except (OSError, UnicodeDecodeError):
         return None
     return int(text) if text.isdigit() else None
+
+
+def _first_file(path: str) -> str | None:
+    """The path itself or its nearest existing parent, when that is a regular file."""
+    current = os.path.abspath(path)
+    while True:
+        if os.path.lexists(current):
+            return current if os.path.isfile(current) else None
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent

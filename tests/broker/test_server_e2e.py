@@ -314,3 +314,18 @@ class DataDirLockTests:
         finally:
             proc.stop()
 
+
+class StartupMessageTests:
+    """What `skerry serve` prints when it starts, or cannot."""
+
+    def test_data_dir_that_is_a_file_is_named_as_such(self, tmp_path: Path) -> None:
+        """--data-dir pointing at a regular file exits 1 with one line saying the path is a
+        file, not a directory (not "[Errno 17] File exists"), and leaves the file alone."""
+        path = tmp_path / "skerry-data"
+        path.write_text("my notes\n")
+        code, lines, _seconds = _serve("--data-dir", str(path))
+        assert code == 1
+        assert len(lines) == 1, lines
+        assert lines[0].endswith(f"data directory {path} is a file, not a directory")
+        assert "Errno" not in lines[0]
+        assert path.read_text() == "my notes\n"

@@ -1,6 +1,6 @@
 """The data directory's lock (``data.lock``) as the store takes it: one open store per
-directory, refused before recovery touches anything, released by ``close``. Across real
-processes: tests/broker/test_server_e2e.py."""
+directory, refused before recovery touches anything, released by ``close``; and a data
+directory path that is a file. Across real processes: tests/broker/test_server_e2e.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import pytest
 
 from data import paths
-from data.errors import DataDirLocked
+from data.errors import DataDirIsAFile, DataDirLocked
 from data.lock import DataDirLock
 from data.store import Store, TopicConfig
 from tests.data.support import stop_uncleanly
@@ -64,3 +64,17 @@ class DataDirLockTests:
         assert info.value.pid is None
         lock.release()
         Store(root).close()
+
+    def test_data_dir_that_is_a_file(self, tmp_path):
+        """A data directory path that is a regular file, or lies under one, is refused by
+        name, not with 'File exists' or 'Not a directory'."""
+        path = tmp_path / "notes.txt"
+        path.write_text("not a directory\n")
+        with pytest.raises(DataDirIsAFile) as info:
+            Store(str(path))
+        assert str(info.value) == f"data directory {path} is a file, not a directory"
+        with pytest.raises(DataDirIsAFile) as info:
+            Store(str(path / "data"))
+        assert str(info.value) == (f"data directory {path / 'data'} cannot be created: "
+                                   f"{path} is a file, not a directory")
+        assert path.read_text() == "not a directory\n"
