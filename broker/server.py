@@ -279,6 +279,16 @@ def cluster_security_refusal(config: Config) -> str | None:
             f"addresses only, without them (docs/reliability.md, Security)")
 
 
+def _log_always(logger: logging.Logger, message: str, *args: Any) -> None:
+    """Log an INFO line whatever ``--log-level`` says, formatted like every other line.
+
+    For the one line saying the broker is up: with ``--log-level warning`` a broker that
+    printed nothing once ready would look hung. ``Logger.handle`` skips the level check
+    that ``Logger.info`` makes; handlers still see an ordinary INFO record."""
+    logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, message, args,
+                                    None))
+
+
 def configure_logging(level: str) -> None:
     from twisted.logger import STDLibLogObserver, globalLogBeginner
 
@@ -346,11 +356,11 @@ def run(config: Config) -> int:
         broker.core.store.close()
         return 1
     store = broker.core.store
-    log.info("skerry listening on %s; data in %s; %d topic(s): %s; fsync=%s; "
-             "open-file limit %d; started in %.2fs",
-             " ".join(addresses), os.path.abspath(config["data_dir"]), len(store.topics),
-             ", ".join(sorted(store.topics)) or "-", config["storage.fsync"], nofile,
-             time.monotonic() - started)
+    _log_always(log, "skerry listening on %s; data in %s; %d topic(s): %s; fsync=%s; "
+                "open-file limit %d; started in %.2fs",
+                " ".join(addresses), os.path.abspath(config["data_dir"]), len(store.topics),
+                ", ".join(sorted(store.topics)) or "-", config["storage.fsync"], nofile,
+                time.monotonic() - started)
     reactor.addSystemEventTrigger("before", "shutdown", broker.stop)
     reactor.run()
     return 0

@@ -329,3 +329,16 @@ class StartupMessageTests:
         assert lines[0].endswith(f"data directory {path} is a file, not a directory")
         assert "Errno" not in lines[0]
         assert path.read_text() == "my notes\n"
+
+    def test_listening_line_shows_at_log_level_warning(self, tmp_path: Path) -> None:
+        """With log_level warning the info lines are gone, but the one line saying the
+        broker listens is still printed, so the terminal does not look hung."""
+        proc = BrokerProcess(tmp_path, {"log_level": "warning"})
+        try:
+            proc.start(timeout=15)
+            assert proc.client().request("V1|1|PING|") == "V1|1|OK"
+            lines = proc.log_text().splitlines()
+            assert len(lines) == 1, lines
+            assert " skerry listening on v1=127.0.0.1:" in lines[0]
+        finally:
+            proc.stop()
