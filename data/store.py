@@ -177,6 +177,7 @@ class Store:
     def _open(self) -> None:
         fs = self._fs
         tdir = paths.topics_dir(self.root)
+        new = not fs.exists(tdir)
         fs.makedirs(tdir)
         marker = paths.clean_marker_path(self.root)
         clean = fs.exists(marker)
@@ -201,10 +202,13 @@ class Store:
             changed = True
         if changed:
             fs.fsync_dir(tdir)
-        self._log.info(
-            "store: opened %d topic(s) from %s (%s)",
-            len(self._topics), tdir, "clean stop" if clean else "no clean-shutdown marker: tails checked",
-        )
+        if new:
+            how = "new data directory"
+        elif clean:
+            how = "clean stop"
+        else:
+            how = "no clean-shutdown marker: tails checked"
+        self._log.info("store: opened %d topic(s) from %s (%s)", len(self._topics), tdir, how)
 
     def _open_topic(self, name: str, clean: bool) -> bool:
         """Open one topic; returns True when the topics folder changed (quarantine)."""
