@@ -14,6 +14,9 @@ create or delete leaves behind is removed on the next open. ``~clean-shutdown`` 
 by ``close()`` and removed by the next open: its absence means the tail of every partition
 is checked again.
 
+Creating, deleting and growing a topic are logged by the caller (the broker core, which
+knows the replication factor and why), not here, so that each is logged once.
+
 The store schedules nothing (no threads, no timers): the broker shell calls ``sync()`` /
 ``sync_all()`` per its fsync policy, and ``enforce_retention()`` periodically.
 
@@ -280,8 +283,7 @@ class Store:
             for plog in topic.partitions:
                 plog.close(sync=False)
             raise
-        self._topics[name] = topic
-        self._log.info("store: created topic %s with %d partitions", name, config.partitions)
+        self._topics[name] = topic  # logged by the caller (the broker core), which knows why
         return topic
 
     def _build_topic(self, topic: Topic, staging: str, tpath: str) -> None:
@@ -317,7 +319,6 @@ class Store:
             fs.fsync_dir(tdir)
             fs.rmtree(doomed)
             fs.fsync_dir(tdir)
-        self._log.info("store: deleted topic %s", name)
 
     def add_partitions(self, name: str, count: int) -> Topic:
         """Grow a topic to ``count`` partitions in total. ``KeyError`` for an unknown topic,
@@ -338,7 +339,6 @@ class Store:
             raise
         topic.config = config
         topic.partitions.extend(new_logs)
-        self._log.info("store: topic %s now has %d partitions", name, count)
         return topic
 
     def _grow_topic(self, name: str, tpath: str, old: int, config: TopicConfig, new_logs: list[PartitionLog]) -> None:
