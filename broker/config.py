@@ -12,8 +12,9 @@ Must not import: Twisted, the store, sockets. (``replication.cluster`` is pure.)
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +131,13 @@ SCHEMA: tuple[Key, ...] = (
 
 _BY_PATH = {key.path: key for key in SCHEMA}
 _SECTIONS = {key.path.split(".")[0] for key in SCHEMA if "." in key.path}
+_TOP_LEVEL = ("topics", "cluster")
+# What an unknown key is compared with -> the key suggested: every key, section and
+# top-level name as itself, and the last part of a dotted key as the whole key.
+_SUGGESTIONS = {
+    **{key.path.rsplit(".", 1)[1]: key.path for key in SCHEMA if "." in key.path},
+    **{name: name for name in (*_BY_PATH, *_SECTIONS, *_TOP_LEVEL)},
+}
 _TOPIC_KEYS = ("partitions", "replication_factor", "min_insync_replicas",
                "retention_ms", "retention_bytes")
 
@@ -206,7 +214,8 @@ def _topic(name: Any, raw: Any, defaults: TopicSettings) -> TopicSettings:
     values: dict[str, Any] = {}
     for setting, value in raw.items():
         if setting not in _TOPIC_KEYS:
-            raise ConfigError(f"{where}.{setting}: unknown key (known: {', '.join(_TOPIC_KEYS)})")
+            raise ConfigError(_unknown_key(f"{where}.{setting}", str(setting), _TOPIC_KEYS)
+                              + f" (known: {', '.join(_TOPIC_KEYS)})")
         values[setting] = _check(_BY_PATH[f"defaults.{setting}"], value, f"{where}.{setting}")
     settings = TopicSettings(**{k: values.get(k, getattr(defaults, k)) for k in _TOPIC_KEYS})
     if settings.min_insync_replicas > settings.replication_factor:
@@ -214,6 +223,24 @@ def _topic(name: Any, raw: Any, defaults: TopicSettings) -> TopicSettings:
             f"{where}.min_insync_replicas: {settings.min_insync_replicas} is greater than "
             f"replication_factor {settings.replication_factor}")
     return settings
+
+
+def _unknown_key(where: str, name: str | None = None,
+                 known: Iterable[str] | None = None) -> str:
+    """``"<where>: unknown key"``, with the nearest known key when one is close enough.
+
+    ``name`` is matched against ``known``; by default ``where`` is matched against every
+    key, section and top-level name, and against the last part of each dotted key, so
+    ``fsync`` at the top suggests ``storage.fsync`` and ``storage.partitions`` suggests
+    ``defaults.partitions``."""
+    if known is None:
+        suggest = _SUGGESTIONS
+    else:
+        suggest = {key: key for key in known}
+    close = difflib.get_close_matches(where if name is None else name, list(suggest), n=1)
+    if not close:
+        return f"{where}: unknown key"
+    return f"{where}: unknown key; did you mean {suggest[close[0]]}?"
 
 
 def config_from_mapping(raw: Mapping[str, Any] | None,
@@ -234,12 +261,12 @@ def config_from_mapping(raw: Mapping[str, Any] | None,
             for sub, subvalue in value.items():
                 path = f"{name}.{sub}"
                 if path not in _BY_PATH:
-                    raise ConfigError(f"{path}: unknown key")
+                    raise ConfigError(_unknown_key(path))
                 values[path] = _check(_BY_PATH[path], subvalue, path)
         elif name in _BY_PATH:
             values[name] = _check(_BY_PATH[name], value, name)
         else:
-            raise ConfigError(f"{name}: unknown key")
+            raise ConfigError(_unknown_key(name))
     for path, value in (overrides or {}).items():
         if value is not None:
             values[path] = _check(_BY_PATH[path], value, f"--{path.replace('_', '-')}")
@@ -313,7 +340,8 @@ def reference_markdown() -> str:
         "Generated from `broker/config.py` (`skerry config-reference`); every key is optional.",
         "A YAML file given with `--config` sets them; `--host`, `--port`, `--data-dir` and",
         "`--log-level` override the file. An unknown key or a bad value stops startup with a",
-        "message naming the key (exit code 2).",
+        "message naming the key (exit code 2); for an unknown key it suggests the nearest",
+        "known one (`storage.fsynk: unknown key; did you mean storage.fsync?`).",
         "",
         "| key | type | default | meaning |",
         "| --- | --- | --- | --- |",

@@ -32,6 +32,7 @@ from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
 from broker.v1.handlers import Handlers
 from broker.v1.protocol import V1Factory
+from data.errors import DataDirError
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
 from groups.coordinator import GroupCoordinator
@@ -139,11 +140,13 @@ def build_broker(config: Config, clock: IReactorTime, *,
                  connect: Connector | None = None) -> Broker:
     """Open the store in ``config['data_dir']`` and wire every layer over it.
 
+    ``data.errors.DataDirError`` when the directory cannot be used (it is a file, or another
+    broker holds its lock); nothing in it has been touched then.
+
     With a ``cluster`` section the fetch loops start at once; ``connect`` opens connections
     to the other brokers (TCP over ``clock``, which must then be the reactor, by default).
     """
-    data_dir = config["data_dir"]
-    os.makedirs(data_dir, exist_ok=True)
+    data_dir = config["data_dir"]  # the store creates it, and locks it before anything else
     storage = StorageConfig(
         fsync=config["storage.fsync"],
         fsync_interval_ms=config["storage.fsync_interval_ms"],
@@ -276,6 +279,16 @@ def cluster_security_refusal(config: Config) -> str | None:
             f"addresses only, without them (docs/reliability.md, Security)")
 
 
+def _log_always(logger: logging.Logger, message: str, *args: Any) -> None:
+    """Log an INFO line whatever ``--log-level`` says, formatted like every other line.
+
+    For the one line saying the broker is up: with ``--log-level warning`` a broker that
+    printed nothing once ready would look hung. ``Logger.handle`` skips the level check
+    that ``Logger.info`` makes; handlers still see an ordinary INFO record."""
+    logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, message, args,
+                                    None))
+
+
 def configure_logging(level: str) -> None:
     from twisted.logger import STDLibLogObserver, globalLogBeginner
 
@@ -328,6 +341,9 @@ def run(config: Config) -> int:
             return 1
     try:
         broker = build_broker(config, reactor, run_in_thread=threads.deferToThread)
+    except DataDirError as exc:  # a file, or locked by another broker: its own words
+        log.error("%s", exc)
+        return 1
     except (OSError, ValueError) as exc:
         log.error("cannot open data dir %s: %s", config["data_dir"], exc)
         return 1
@@ -340,11 +356,11 @@ def run(config: Config) -> int:
         broker.core.store.close()
         return 1
     store = broker.core.store
-    log.info("skerry listening on %s; data in %s; %d topic(s): %s; fsync=%s; "
-             "open-file limit %d; started in %.2fs",
-             " ".join(addresses), os.path.abspath(config["data_dir"]), len(store.topics),
-             ", ".join(sorted(store.topics)) or "-", config["storage.fsync"], nofile,
-             time.monotonic() - started)
+    _log_always(log, "skerry listening on %s; data in %s; %d topic(s): %s; fsync=%s; "
+                "open-file limit %d; started in %.2fs",
+                " ".join(addresses), os.path.abspath(config["data_dir"]), len(store.topics),
+                ", ".join(sorted(store.topics)) or "-", config["storage.fsync"], nofile,
+                time.monotonic() - started)
     reactor.addSystemEventTrigger("before", "shutdown", broker.stop)
     reactor.run()
     return 0

@@ -3,6 +3,7 @@
 Owns: how names are built and recognised (``LevelDB filename.h``; Iggy's
 ``get_segment_path``)::
 
+    <root>/.lock                                    the data directory's lock (data.lock)
     <root>/topics/                                  all topics
     <root>/topics/~clean-shutdown                   clean-shutdown marker
     <root>/topics/<topic>/topic.json                topic config
@@ -27,6 +28,7 @@ import os
 import re
 
 __all__ = [
+    "LOCK_FILE",
     "TOPICS_DIR",
     "CLEAN_MARKER",
     "TOPIC_CONFIG",
@@ -38,6 +40,7 @@ __all__ = [
     "NEW_PREFIX",
     "DELETED_PREFIX",
     "is_valid_topic_name",
+    "lock_path",
     "topics_dir",
     "clean_marker_path",
     "topic_dir",
@@ -55,6 +58,7 @@ __all__ = [
     "parse_partition_name",
 ]
 
+LOCK_FILE = ".lock"
 TOPICS_DIR = "topics"
 CLEAN_MARKER = "~clean-shutdown"
 TOPIC_CONFIG = "topic.json"
@@ -75,6 +79,10 @@ _PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,8}")
 def is_valid_topic_name(name: str) -> bool:
     """1-249 characters of ``[A-Za-z0-9._-]``, and not ``.`` or ``..`` (spec: Names)."""
     return bool(_TOPIC_RE.fullmatch(name)) and name not in (".", "..")
+
+
+def lock_path(root: str) -> str:
+    return os.path.join(root, LOCK_FILE)
 
 
 def topics_dir(root: str) -> str:

@@ -5,12 +5,17 @@ and growth (each made atomic on disk), opening every topic at start-up with reco
 the ``recovery_report``), retention across topics, ``sync_all`` for the interval fsync
 policy, and the clean-shutdown marker.
 
-On disk (``data.paths`` builds every name): ``<root>/topics/<topic>/topic.json`` and one
-folder per partition. A topic is created in ``~new-<topic>`` and renamed into place, and
+On disk (``data.paths`` builds every name): ``<root>/.lock``, held for as long as the store
+is open (``data.lock``: a second store on the same directory, in any process, is refused
+with ``DataDirLocked`` before recovery reads anything), ``<root>/topics/<topic>/topic.json``
+and one folder per partition. A topic is created in ``~new-<topic>`` and renamed into place, and
 deleted by renaming it to ``~del-<topic>`` before removing it; whatever an interrupted
 create or delete leaves behind is removed on the next open. ``~clean-shutdown`` is written
 by ``close()`` and removed by the next open: its absence means the tail of every partition
 is checked again.
+
+Creating, deleting and growing a topic are logged by the caller (the broker core, which
+knows the replication factor and why), not here, so that each is logged once.
 
 The store schedules nothing (no threads, no timers): the broker shell calls ``sync()`` /
 ``sync_all()`` per its fsync policy, and ``enforce_retention()`` periodically.
@@ -34,6 +39,7 @@ from data import paths
 from data.atomic import read_json, write_atomic, write_json_atomic
 from data.format import HEADER_SIZE, MAX_U32
 from data.fs import OS_FS, FileLayer
+from data.lock import DataDirLock
 from data.log import PartitionLog, ReadResult, Record, RemovedSegment
 from data.recovery import RecoveryEvent, create_segments, open_segments
 
@@ -158,13 +164,23 @@ class Store:
         self.topics: Mapping[str, Topic] = MappingProxyType(self._topics)
         self.recovery_report: list[RecoveryEvent] = []
         self._closed = False
-        self._open()
+        # Before recovery touches anything: a second process on this directory would
+        # truncate tails the first is writing and leave a clean-shutdown marker under it.
+        self.lock = DataDirLock.acquire(root)
+        """The data directory's lock: released by ``close``, or by the kernel when the
+        process dies (a test simulating a crash releases it by hand)."""
+        try:
+            self._open()
+        except BaseException:
+            self.lock.release()
+            raise
 
     # --- opening --------------------------------------------------------------------------
 
     def _open(self) -> None:
         fs = self._fs
         tdir = paths.topics_dir(self.root)
+        new = not fs.exists(tdir)
         fs.makedirs(tdir)
         marker = paths.clean_marker_path(self.root)
         clean = fs.exists(marker)
@@ -189,10 +205,13 @@ class Store:
             changed = True
         if changed:
             fs.fsync_dir(tdir)
-        self._log.info(
-            "store: opened %d topic(s) from %s (%s)",
-            len(self._topics), tdir, "clean stop" if clean else "no clean-shutdown marker: tails checked",
-        )
+        if new:
+            how = "new data directory"
+        elif clean:
+            how = "clean stop"
+        else:
+            how = "no clean-shutdown marker: tails checked"
+        self._log.info("store: opened %d topic(s) from %s (%s)", len(self._topics), tdir, how)
 
     def _open_topic(self, name: str, clean: bool) -> bool:
         """Open one topic; returns True when the topics folder changed (quarantine)."""
@@ -264,8 +283,7 @@ class Store:
             for plog in topic.partitions:
                 plog.close(sync=False)
             raise
-        self._topics[name] = topic
-        self._log.info("store: created topic %s with %d partitions", name, config.partitions)
+        self._topics[name] = topic  # logged by the caller (the broker core), which knows why
         return topic
 
     def _build_topic(self, topic: Topic, staging: str, tpath: str) -> None:
@@ -301,7 +319,6 @@ class Store:
             fs.fsync_dir(tdir)
             fs.rmtree(doomed)
             fs.fsync_dir(tdir)
-        self._log.info("store: deleted topic %s", name)
 
     def add_partitions(self, name: str, count: int) -> Topic:
         """Grow a topic to ``count`` partitions in total. ``KeyError`` for an unknown topic,
@@ -322,7 +339,6 @@ class Store:
             raise
         topic.config = config
         topic.partitions.extend(new_logs)
-        self._log.info("store: topic %s now has %d partitions", name, count)
         return topic
 
     def _grow_topic(self, name: str, tpath: str, old: int, config: TopicConfig, new_logs: list[PartitionLog]) -> None:
@@ -372,21 +388,25 @@ class Store:
             raise StorageError("; ".join(errors))
 
     def close(self) -> None:
-        """Flush and fsync every partition, close every file, and write the clean-shutdown
-        marker (only when no partition failed: then the next open checks every tail)."""
+        """Flush and fsync every partition, close every file, write the clean-shutdown
+        marker (only when no partition failed: then the next open checks every tail), and
+        release the data directory's lock, last."""
         if self._closed:
             return
         self._closed = True
-        ok = True
-        for topic in self._topics.values():
-            for plog in topic.partitions:
-                plog.close()
-                if plog.failed is not None:
-                    ok = False
-        if ok:
-            write_atomic(paths.clean_marker_path(self.root), b"clean\n", self._fs)
-        else:
-            self._log.error("store: closed with failed partitions; the next start runs recovery")
+        try:
+            ok = True
+            for topic in self._topics.values():
+                for plog in topic.partitions:
+                    plog.close()
+                    if plog.failed is not None:
+                        ok = False
+            if ok:
+                write_atomic(paths.clean_marker_path(self.root), b"clean\n", self._fs)
+            else:
+                self._log.error("store: closed with failed partitions; the next start runs recovery")
+        finally:
+            self.lock.release()
 
     def _check_open(self) -> None:
         if self._closed:

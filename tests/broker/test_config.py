@@ -60,6 +60,27 @@ def test_mistakes_name_the_key(raw: dict, named: str) -> None:
     assert named in str(info.value)
 
 
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"storage": {"fsynk": "always"}}, "storage.fsynk: unknown key; did you mean storage.fsync?"),
+    ({"prot": 9092}, "prot: unknown key; did you mean port?"),
+    ({"data-dir": "d"}, "data-dir: unknown key; did you mean data_dir?"),
+    ({"fsync": "never"}, "fsync: unknown key; did you mean storage.fsync?"),
+    ({"storage": {"partitions": 6}},
+     "storage.partitions: unknown key; did you mean defaults.partitions?"),
+    ({"topic": {"orders": {}}}, "topic: unknown key; did you mean topics?"),
+    ({"topics": {"t": {"partition": 2}}},
+     "topics.t.partition: unknown key; did you mean partitions? (known: partitions, "
+     "replication_factor, min_insync_replicas, retention_ms, retention_bytes)"),
+    ({"bogus": 1}, "bogus: unknown key"),
+])
+def test_unknown_key_suggests_the_nearest_known_key(raw: dict, message: str) -> None:
+    """An unknown key is refused with the closest known key as a "did you mean", matched
+    on the whole dotted key or on its last part; nothing close, no suggestion."""
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping(raw)
+    assert str(info.value) == message
+
+
 def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     """A missing file or broken YAML is a ConfigError naming the file, not a traceback."""
     with pytest.raises(ConfigError, match="missing.yaml"):

@@ -6,9 +6,11 @@ covers it; one fsync for many appends), reply ordering, idle timeouts and storag
 from __future__ import annotations
 
 import errno
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
@@ -166,6 +168,29 @@ def test_over_long_line_disconnects(tmp_path: Path) -> None:
     proto.dataReceived(b"y" * 60)
     assert lines(tr) == [b"V1|1|OK", b"V1|0|ERR|BAD_REQUEST|line too long"]
     assert tr.disconnecting
+
+
+def test_topic_creation_deletion_and_growth_are_each_logged_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Creating a topic (auto-created by PRODUCE, or by ADMIN_CREATE_TOPIC), growing it and
+    deleting it each give one log line, not one from the core and one from the store."""
+    h = Harness(tmp_path, storage={"fsync": "never"})
+    proto, tr = h.connect()
+    with caplog.at_level(logging.DEBUG):
+        proto.dataReceived(b"V1|1|PRODUCE|auto k:v\n"
+                           b"V1|2|ADMIN_CREATE_TOPIC|made 1 1\n"
+                           b"V1|3|ADMIN_ADD_PARTITIONS|made 2\n"
+                           b"V1|4|ADMIN_DELETE_TOPIC|made\n")
+        h.turn()
+        h.thread.run_all()
+    assert [line.split(b"|")[2] for line in lines(tr)] == [b"OK"] * 4
+    messages = [r.getMessage() for r in caplog.records]
+    assert [m for m in messages if "created topic" in m] == [
+        "created topic auto (partitions=3 replication_factor=1)",
+        "created topic made (partitions=1 replication_factor=1)",
+    ]
+    assert [m for m in messages if "now has" in m] == ["topic made now has 2 partitions"]
+    assert [m for m in messages if "deleted topic" in m] == ["deleted topic made"]
 
 
 class PushbackTransport(StringTransport):

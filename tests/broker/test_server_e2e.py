@@ -305,3 +305,104 @@ def test_half_closed_client_that_reads_late_gets_every_reply(tmp_path: Path) -> 
         assert len(replies) == 3000
         for i, reply in enumerate(replies):
             assert reply.startswith(f"V1|{i}|OK|"), reply[:80]
+
+
+def _serve(*args: str, timeout: float = 30) -> tuple[int, list[str], float]:
+    """Run `skerry serve` to completion: (exit code, non-empty output lines, seconds)."""
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "broker", "serve", "--port", "0", *args],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            timeout=timeout)
+    lines = [line for line in result.stdout.decode(errors="replace").splitlines() if line]
+    return result.returncode, lines, time.monotonic() - started
+
+
+class DataDirLockTests:
+    """Two brokers on one data directory: the second is refused by the directory's lock."""
+
+    def test_second_broker_exits_with_one_line_naming_dir_and_pid(self, tmp_path: Path) -> None:
+        """A second broker on a data directory in use exits non-zero within seconds with one
+        line naming the directory and the first broker's pid."""
+        with BrokerProcess(tmp_path / "first") as first:
+            assert first.proc is not None
+            code, lines, seconds = _serve("--data-dir", str(first.data_dir))
+            assert code != 0
+            assert seconds < 10
+            assert len(lines) == 1, lines
+            assert f"data directory {first.data_dir} is locked by pid {first.proc.pid}" \
+                in lines[0]
+
+    def test_refused_broker_leaves_the_first_unaffected(self, tmp_path: Path) -> None:
+        """While a second broker is refused, the first keeps producing and consuming, and no
+        clean-shutdown marker appears under it; it is its own clean stop that writes one."""
+        marker = tmp_path / "skerry-data" / "topics" / "~clean-shutdown"
+        proc = BrokerProcess(tmp_path).start()
+        try:
+            c = proc.client()
+            assert c.request("V1|1|PRODUCE|kept k:before partition=0").startswith("V1|1|OK|")
+            for _ in range(2):
+                code, _lines, _seconds = _serve("--data-dir", str(proc.data_dir))
+                assert code != 0
+            assert not marker.exists()
+            assert c.request("V1|2|PRODUCE|kept k:after partition=0 acks=all") == \
+                "V1|2|OK|partition=0 offset=1 hw=1"
+            assert c.request("V1|3|CONSUME|kept 0 0") == "V1|3|OK|messages=0:before,1:after hw=1"
+            assert proc.proc is not None and proc.proc.poll() is None
+            assert "ERROR" not in proc.log_text()
+            c.close()
+            assert proc.stop() == 0
+            assert marker.exists()
+        finally:
+            proc.stop()
+
+    def test_data_dir_usable_again_after_clean_stop_and_kill9(self, tmp_path: Path) -> None:
+        """The lock lives only as long as its broker: after a clean stop and after a kill -9
+        a new broker starts on the directory and finds its messages."""
+        proc = BrokerProcess(tmp_path).start()
+        try:
+            c = proc.client()
+            assert c.request("V1|1|PRODUCE|t k:one partition=0").startswith("V1|1|OK|")
+            c.close()
+            assert proc.stop() == 0
+            proc.start()
+            c = proc.client()
+            assert c.request("V1|2|PRODUCE|t k:two partition=0").startswith("V1|2|OK|")
+            c.close()
+            proc.kill9()
+            assert (proc.data_dir / ".lock").exists()  # left behind, and harmless
+            proc.start()
+            c = proc.client()
+            assert c.request("V1|3|CONSUME|t 0 0") == "V1|3|OK|messages=0:one,1:two hw=1"
+            assert proc.proc is not None
+            assert (proc.data_dir / ".lock").read_text() == f"{proc.proc.pid}\n"
+        finally:
+            proc.stop()
+
+
+class StartupMessageTests:
+    """What `skerry serve` prints when it starts, or cannot."""
+
+    def test_data_dir_that_is_a_file_is_named_as_such(self, tmp_path: Path) -> None:
+        """--data-dir pointing at a regular file exits 1 with one line saying the path is a
+        file, not a directory (not "[Errno 17] File exists"), and leaves the file alone."""
+        path = tmp_path / "skerry-data"
+        path.write_text("my notes\n")
+        code, lines, _seconds = _serve("--data-dir", str(path))
+        assert code == 1
+        assert len(lines) == 1, lines
+        assert lines[0].endswith(f"data directory {path} is a file, not a directory")
+        assert "Errno" not in lines[0]
+        assert path.read_text() == "my notes\n"
+
+    def test_listening_line_shows_at_log_level_warning(self, tmp_path: Path) -> None:
+        """With log_level warning the info lines are gone, but the one line saying the
+        broker listens is still printed, so the terminal does not look hung."""
+        proc = BrokerProcess(tmp_path, {"log_level": "warning"})
+        try:
+            proc.start(timeout=15)
+            assert proc.client().request("V1|1|PING|") == "V1|1|OK"
+            lines = proc.log_text().splitlines()
+            assert len(lines) == 1, lines
+            assert " skerry listening on v1=127.0.0.1:" in lines[0]
+        finally:
+            proc.stop()

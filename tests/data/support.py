@@ -23,10 +23,12 @@ class FakeClock:
 
 def stop_uncleanly(store: Store) -> None:
     """Drop a store the way a killed process does: fds closed, nothing fsynced on purpose,
-    no clean-shutdown marker (the page cache still has every write, as after SIGKILL)."""
+    no clean-shutdown marker (the page cache still has every write, as after SIGKILL), and
+    the data directory's lock dropped, as the kernel drops it with the process."""
     for topic in store.topics.values():
         for plog in topic.partitions:
             plog.close(sync=False)
+    store.lock.release()
 
 
 def partition_path(root: str, topic: str, partition: int) -> str:

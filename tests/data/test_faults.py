@@ -225,7 +225,8 @@ class LazyIndexSyncTests:
         for name in os.listdir(partition_path(root, "t", 0)):
             if name.endswith("index"):
                 os.truncate(os.path.join(partition_path(root, "t", 0), name), 0)
-        reopened = _open(root, RecordingFileLayer())  # the first store never closed: unclean
+        store.lock.release()  # the first store "dies": never closed (unclean), lock dropped
+        reopened = _open(root, RecordingFileLayer())
         log = reopened.partition("t", 0)
         assert log.next_offset == 10
         assert [r.payload for r in log.read(0, 100).records] == [b"v%d" % i for i in range(10)]

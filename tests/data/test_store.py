@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 
 import pytest
@@ -178,6 +179,29 @@ class CleanMarkerTests:
         assert not os.path.exists(marker)
         stop_uncleanly(again)
         assert not os.path.exists(marker)
+
+    def test_open_tells_a_new_directory_from_a_clean_or_unclean_stop(self, tmp_path, caplog):
+        """The open line says "new data directory" on a first start (an existing empty
+        folder included), not "tails checked" as after a crash; then "clean stop" after
+        close and "tails checked" after an unclean stop."""
+        root = tmp_path / "data"
+        root.mkdir()  # `mkdir data && skerry serve --data-dir data`
+
+        def opened() -> str:
+            [line] = [r.getMessage() for r in caplog.records if "store: opened" in r.getMessage()]
+            caplog.clear()
+            return line
+
+        with caplog.at_level(logging.INFO, logger="skerry.data"):
+            store = Store(str(root))
+            assert opened() == f"store: opened 0 topic(s) from {root / 'topics'} (new data directory)"
+            store.create_topic("t", TopicConfig(partitions=1))
+            store.close()
+            store = Store(str(root))
+            assert opened().endswith("(clean stop)")
+            stop_uncleanly(store)
+            Store(str(root)).close()
+            assert opened().endswith("(no clean-shutdown marker: tails checked)")
 
     def test_clean_open_still_checks_index_sizes(self, tmp_path):
         """Even after a clean stop a missing or short index is noticed and rebuilt."""

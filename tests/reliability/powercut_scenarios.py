@@ -76,6 +76,7 @@ def store_trial(root: Path, seed: int, rounds: int = 3) -> LedgerReport:
                         ledger.ack("t", partition, first + i, value)
         except (OSError, SkerryError):
             pass  # the power went off
+        store.lock.release()  # with the process, as the kernel drops it
         fs.cut(rng, torn=rng.random() < 0.5)
     store = Store(str(root), config, fs=fs)
     report = ledger.check(read_everything(store, "t"))
@@ -116,6 +117,7 @@ def broker_trial(root: Path, seed: int, acks: str = "1") -> LedgerReport:
         for match in _OK_RE.finditer(tr.value()):
             value = sent[match.group(1)]
             ledger.ack("t", int(match.group(2)), int(match.group(3)), value)
+    h.broker.core.store.lock.release()  # with the process, as the kernel drops it
     fs.cut(rng, torn=rng.random() < 0.5)
     store = Store(str(root / "data"), StorageConfig(fsync="always", segment_bytes=4096), fs=fs)
     report = ledger.check(read_everything(store, "t"))

@@ -127,9 +127,12 @@ class Network:
         return node.broker
 
     def crash(self, broker_id: int) -> None:
-        """kill -9: abandon the broker, drop every connection it had."""
+        """kill -9: abandon the broker, drop every connection it had and, as the kernel does
+        for a dead process, its data directory's lock."""
         node = self.nodes[broker_id]
         node.alive = False
+        if node.broker is not None:
+            node.broker.core.store.lock.release()
         for entry in list(self.pumps):
             src, dst, pump = entry
             if broker_id in (src, dst):
