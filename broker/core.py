@@ -27,6 +27,7 @@ from twisted.internet.task import LoopingCall
 from broker.config import Config, TopicSettings
 from broker.durability import GroupCommitter
 from broker.errors import BadRequest, NotLeader, SkerryError, StorageError
+from data.errors import TopicQuarantined
 from data.format import HeaderKind, decode_user_headers, encode_user_headers, key_header
 from data.log import PartitionLog, RawReadResult, ReadResult
 from data.store import Store, TopicConfig
@@ -272,7 +273,14 @@ class BrokerCore:
         for name, settings in self.config.topics.items():
             existing = self.store.topic(name)
             if existing is None:
-                self._create(name, settings)
+                try:
+                    self._create(name, settings)
+                except BadRequest as error:
+                    if not isinstance(error.__cause__, TopicQuarantined):
+                        raise
+                    # The broker starts with everything else, as it does after quarantining.
+                    log.error("topic %s of the configuration not created: %s", name,
+                              error.message)
             elif settings.partitions > existing.config.partitions:
                 self.add_partitions(name, settings.partitions)
             elif settings.partitions < existing.config.partitions:
@@ -352,6 +360,9 @@ class BrokerCore:
             ))
         except OSError as exc:
             raise StorageError(f"cannot create topic {name}: {exc.strerror}") from exc
+        except TopicQuarantined as exc:
+            raise BadRequest(f"{exc}: repair or remove it first (docs/operations.md, "
+                             "Recovering a damaged log)") from exc
         log.info("created topic %s (partitions=%d replication_factor=%d)", name,
                  settings.partitions, settings.replication_factor)
         return topic

@@ -1,0 +1,107 @@
+"""Topic and group requests the broker refuses because honouring them would leave a broken
+or colliding state: a name whose quarantined folder waits for the operator, a replication
+factor a cluster cannot place, and the Iggy transport's internal names over V1.
+
+Driven in memory (``InMemoryBroker``: the real core, handlers and store over ``tmp_path``,
+``task.Clock``, StringTransport connections); clusters through the in-memory cluster of
+``tests/replication/cluster_harness.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from data import paths
+from tests.reliability.inmemory import InMemoryBroker
+
+
+def ask(h: InMemoryBroker, line: str) -> str:
+    """One request on a fresh connection; its one reply line."""
+    proto, tr = h.connect()
+    (reply,) = h.request(proto, tr, line)
+    return reply.decode()
+
+
+def quarantine(data: Path, topic: str, **config: Any) -> InMemoryBroker:
+    """A broker over ``data`` in which ``topic`` (created, given a message, then its
+    topic.json damaged while the broker was down) was quarantined by the store at start."""
+    h = InMemoryBroker(data, **config)
+    if h.broker.core.store.topic(topic) is None:  # else created from the config
+        assert ask(h, f"V1|1|ADMIN_CREATE_TOPIC|{topic} 2 1").startswith("V1|1|OK|")
+    assert ask(h, f"V1|2|PRODUCE|{topic} k:kept partition=1") == "V1|2|OK|partition=1 offset=0 hw=0"
+    h.close()
+    with open(paths.topic_config_path(paths.topic_dir(str(data), topic)), "w") as f:
+        f.write("{not json")
+    h = InMemoryBroker(data, **config)
+    assert h.broker.core.store.topic(topic) is None
+    assert os.path.isdir(paths.quarantined_topic_dir(str(data), topic))
+    return h
+
+
+class QuarantinedTopicTests:
+    """A topic whose topic.json could not be read sits in ``topics/~bad-<name>``; neither
+    auto-create nor an explicit create may put a new empty topic in its place."""
+
+    @pytest.mark.parametrize("line", [
+        "V1|5|PRODUCE|orders k:v",  # the PRODUCE fast path
+        "V1|5|PRODUCE|orders k:v acks=all partition=0",  # the full parser
+        "V1|5|CONSUME|orders 0 0",
+        "V1|5|JOIN|g orders c1",
+        "V1|5|ADMIN_CREATE_TOPIC|orders 1 1",
+    ])
+    def test_create_is_refused_naming_the_folder(self, tmp_path: Path, line: str) -> None:
+        """Auto-create (PRODUCE, CONSUME, JOIN) and ADMIN_CREATE_TOPIC answer BAD_REQUEST
+        naming the quarantined folder and the fix, and create nothing; other names are
+        unaffected."""
+        data = tmp_path / "data"
+        h = quarantine(data, "orders")
+        try:
+            bad = paths.quarantined_topic_dir(str(data), "orders")
+            assert ask(h, line) == (f"V1|5|ERR|BAD_REQUEST|topic orders is quarantined at "
+                                    f"{bad}: repair or remove it first (docs/operations.md, "
+                                    f"Recovering a damaged log)")
+            assert h.broker.core.store.topic("orders") is None
+            assert sorted(os.listdir(paths.topics_dir(str(data)))) == ["~bad-orders"]
+            assert ask(h, "V1|6|PRODUCE|other k:v").startswith("V1|6|OK|")
+        finally:
+            h.close()
+
+    def test_documented_repair_brings_the_topic_back(self, tmp_path: Path) -> None:
+        """After a refused auto-create, the fix of docs/operations.md (repair topic.json,
+        rename the folder back, start) gives the topic back with its messages."""
+        data = tmp_path / "data"
+        h = quarantine(data, "orders")
+        assert ask(h, "V1|5|PRODUCE|orders k:v").startswith("V1|5|ERR|BAD_REQUEST|")
+        h.close()
+        bad = paths.quarantined_topic_dir(str(data), "orders")
+        with open(paths.topic_config_path(bad), "w") as f:
+            f.write('{"partitions": 2, "replication_factor": 1, "min_insync_replicas": 1}')
+        os.rename(bad, paths.topic_dir(str(data), "orders"))
+        h = InMemoryBroker(data)
+        try:
+            assert ask(h, "V1|6|CONSUME|orders 1 0") == "V1|6|OK|messages=0:kept hw=0"
+        finally:
+            h.close()
+
+    def test_configured_topic_is_not_created_and_the_broker_starts(
+            self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        """A topic of the ``topics:`` section that is quarantined is not created at start;
+        the broker starts with everything else and logs why."""
+        data = tmp_path / "data"
+        topics = {"orders": {"partitions": 2}, "fresh": {"partitions": 1}}
+        h = quarantine(data, "orders", topics=topics)
+        h.close()
+        with caplog.at_level(logging.ERROR, logger="skerry.core"):
+            h = InMemoryBroker(data, topics=topics)
+        try:
+            store = h.broker.core.store
+            assert store.topic("orders") is None and store.topic("fresh") is not None
+            assert "topic orders of the configuration not created: topic orders is " \
+                   "quarantined at" in caplog.text
+        finally:
+            h.close()
