@@ -350,6 +350,7 @@ class BrokerCore:
             raise BadRequest(f"at most {self.config['limits.max_partitions_per_topic']} partitions per topic")
         if settings.min_insync_replicas > settings.replication_factor:
             raise BadRequest("min_isr is greater than the replication factor")
+        self._check_placement(name, settings)
         try:
             topic = self.store.create_topic(name, TopicConfig(
                 partitions=settings.partitions,
@@ -366,6 +367,26 @@ class BrokerCore:
         log.info("created topic %s (partitions=%d replication_factor=%d)", name,
                  settings.partitions, settings.replication_factor)
         return topic
+
+    def _check_placement(self, name: str, settings: TopicSettings) -> None:
+        """In a cluster, ``BadRequest`` unless every partition's replica list can be built:
+        no more replicas than brokers, and as many as an explicit ``cluster.replicas`` list
+        names (the rule the ``topics:`` section is held to at startup). A single broker
+        takes any factor: REPLICA_FETCH reports stand in for its followers (V1 spec,
+        Replication)."""
+        cluster = self.config.cluster
+        if cluster is None:
+            return
+        rf = settings.replication_factor
+        brokers = len(cluster.brokers)
+        if rf > brokers:
+            raise BadRequest(f"replication factor {rf} is larger than the number of brokers "
+                             f"({brokers})")
+        for partition in range(settings.partitions):
+            try:
+                cluster.replicas(name, partition, rf)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
 
     def resolve(self, name: str, partition: int | None, create: bool) -> Any:
         """The topic, after checking ``partition`` against its count.

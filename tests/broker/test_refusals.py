@@ -9,8 +9,12 @@ Driven in memory (``InMemoryBroker``: the real core, handlers and store over ``t
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,7 @@ import pytest
 
 from data import paths
 from tests.reliability.inmemory import InMemoryBroker
+from tests.support import ROOT, BrokerProcess
 
 
 def ask(h: InMemoryBroker, line: str) -> str:
@@ -105,3 +110,89 @@ class QuarantinedTopicTests:
                    "quarantined at" in caplog.text
         finally:
             h.close()
+
+
+class ReplicationFactorTests:
+    """A cluster member refuses a topic whose replication factor its ``cluster`` section
+    cannot place (more replicas than brokers, or not what an explicit replica list says).
+    Before, the store created the topic and the replication layer then failed on it:
+    INTERNAL, and a topic left behind that every later request (and a restart) trips on."""
+
+    def test_cluster_refuses_more_replicas_than_brokers(self, tmp_path: Path) -> None:
+        """ADMIN_CREATE_TOPIC with RF 4 on a 3-broker cluster: BAD_REQUEST saying so, and
+        no topic; RF 3 is fine."""
+        from tests.replication.cluster_harness import Network
+
+        net = Network(tmp_path, count=3)
+        client = net.client(0)
+        assert client.request("ADMIN_CREATE_TOPIC|big 1 4") == (
+            "V1|1|ERR|BAD_REQUEST|replication factor 4 is larger than the number of "
+            "brokers (3)")
+        assert client.request("METADATA|") == "V1|2|OK|topics=[t]"
+        assert client.request("ADMIN_CREATE_TOPIC|fits 2 3") == \
+            "V1|3|OK|topic=fits partitions=2 replication_factor=3"
+
+    def test_cluster_refuses_what_an_explicit_replica_list_contradicts(
+            self, tmp_path: Path) -> None:
+        """With ``cluster.replicas.pinned`` listing two brokers per partition, RF 3 is
+        refused for ``pinned`` by ADMIN_CREATE_TOPIC, and so is auto-create with the default
+        RF 1; nothing is created."""
+        from tests.replication.cluster_harness import Network
+
+        net = Network(tmp_path, count=3, start=False)
+        for node in net.nodes.values():
+            node.config["cluster"]["replicas"] = {"pinned": [[0, 1]]}
+            node.config["auto_create_topics"] = True
+        net.start(0)
+        client = net.client(0)
+        assert client.request("ADMIN_CREATE_TOPIC|pinned 1 3") == (
+            "V1|1|ERR|BAD_REQUEST|cluster.replicas.pinned[0] lists 2 brokers but the "
+            "topic's replication factor is 3")
+        assert client.request("PRODUCE|pinned k:v").startswith(
+            "V1|2|ERR|BAD_REQUEST|cluster.replicas.pinned[0] lists 2 brokers")
+        assert client.request("METADATA|") == "V1|3|OK|topics=[t]"
+
+    def test_single_broker_keeps_the_spec_replication_model(self, tmp_path: Path) -> None:
+        """Without a ``cluster`` section RF > 1 stays accepted: the V1 spec's single-broker
+        replication has REPLICA_FETCH reports stand in for followers 1 .. RF-1
+        (tests/replication/test_single_broker_e2e.py)."""
+        h = InMemoryBroker(tmp_path / "data")
+        try:
+            assert ask(h, "V1|1|ADMIN_CREATE_TOPIC|payments 1 3") == \
+                "V1|1|OK|topic=payments partitions=1 replication_factor=3"
+            assert ask(h, "V1|2|REPLICA_FETCH|payments 0 2 0").startswith("V1|2|OK|replica=2 ")
+        finally:
+            h.close()
+
+
+def free_port() -> int:
+    """A loopback port free right now (for a config that must name its own address)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def skerry(proc: BrokerProcess, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """One ``skerry`` command against ``proc``, as a person runs it (stdout, stderr, exit)."""
+    env = dict(os.environ, SKERRY_BOOTSTRAP=f"127.0.0.1:{proc.port}")
+    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True,
+                          cwd=ROOT, env=env, timeout=60)
+
+
+class CliTests:
+    """The refusals as an operator meets them: real broker processes, the ``skerry`` CLI."""
+
+    def test_topics_create_beyond_the_cluster_is_refused(self, tmp_path: Path) -> None:
+        """On a cluster member (a one-broker cluster here) ``skerry topics create y
+        --replication-factor 3`` exits 1 with the broker's reason and creates nothing;
+        ``--replication-factor 1`` works."""
+        port = free_port()
+        config = {"cluster": {"broker_id": 0, "brokers": {0: f"127.0.0.1:{port}"}}}
+        with BrokerProcess(tmp_path, config, port=port) as proc:
+            refused = skerry(proc, "topics", "create", "y", "--replication-factor", "3")
+            assert (refused.returncode, refused.stdout, refused.stderr) == (
+                1, b"", b"skerry topics create: ADMIN_CREATE_TOPIC: BAD_REQUEST: replication "
+                        b"factor 3 is larger than the number of brokers (1)\n")
+            assert json.loads(skerry(proc, "topics", "list", "--json").stdout) == []
+            created = skerry(proc, "topics", "create", "y", "--partitions", "1")
+            assert created.stdout == b"created topic y: 1 partition, replication factor 1\n"
