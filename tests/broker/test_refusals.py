@@ -9,9 +9,11 @@ Driven in memory (``InMemoryBroker``: the real core, handlers and store over ``t
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from typing import Any
 import pytest
 
 from data import paths
+from data.spark.client import encode_batch
 from tests.reliability.inmemory import InMemoryBroker
 from tests.support import ROOT, BrokerProcess
 
@@ -161,6 +164,129 @@ class ReplicationFactorTests:
             assert ask(h, "V1|1|ADMIN_CREATE_TOPIC|payments 1 3") == \
                 "V1|1|OK|topic=payments partitions=1 replication_factor=3"
             assert ask(h, "V1|2|REPLICA_FETCH|payments 0 2 0").startswith("V1|2|OK|replica=2 ")
+        finally:
+            h.close()
+
+
+BATCH = "data=" + base64.b64encode(encode_batch([b"k"], [b"v"])).decode()
+TOPIC_REFUSED = "topic {} is reserved for the Iggy transport's internal use"
+GROUP_REFUSED = "group {} is reserved for the Iggy transport's internal use"
+
+
+def internal_broker(data: Path) -> InMemoryBroker:
+    """A broker holding what the Iggy transport leaves in the store: ``__iggy.0`` (a topic
+    of a stream other than ``default``, one message) and the pseudo-group
+    ``iggy.consumer.1`` (a plain Iggy consumer's offset) on the V1 topic ``shared``, both
+    made through the core as the Iggy handlers make them."""
+    h = InMemoryBroker(data, topics={"shared": {"partitions": 1}})
+    core = h.broker.core
+    core.create_topic("__iggy.0", 1, 1, None, None, None)
+    core.produce("__iggy.0", 0, b"", b"iggy-message", "1", lambda result: None)
+    core.produce("shared", 0, b"", b"v1-message", "1", lambda result: None)
+    h.settle()
+    core.groups.admin_commit("iggy.consumer.1", "shared", 0, 1)
+    h.settle()
+    return h
+
+
+class ReservedNameTests:
+    """V1 may not create, write, reshape or group-consume the Iggy transport's internal
+    topics (``__iggy.*``), nor touch its consumers' pseudo-groups (``iggy.consumer.*``);
+    reading and describing them stays allowed (docs/protocol.md, Reserved names)."""
+
+    @pytest.mark.parametrize("line, refused", [
+        ("PRODUCE|__iggy.0 k:v", TOPIC_REFUSED.format("__iggy.0")),  # the fast path
+        ("PRODUCE|__iggy.0 k:v partition=0 acks=all", TOPIC_REFUSED.format("__iggy.0")),
+        ("PRODUCE|__iggy.7 k:v", TOPIC_REFUSED.format("__iggy.7")),  # would auto-create
+        ("PRODUCE_BATCH|__iggy.0 0 " + BATCH, TOPIC_REFUSED.format("__iggy.0")),
+        ("CONSUME|__iggy.7 0 0", TOPIC_REFUSED.format("__iggy.7")),  # would auto-create
+        ("ADMIN_CREATE_TOPIC|__iggy.7 1 1", TOPIC_REFUSED.format("__iggy.7")),
+        ("ADMIN_DELETE_TOPIC|__iggy.0", TOPIC_REFUSED.format("__iggy.0")),
+        ("ADMIN_ADD_PARTITIONS|__iggy.0 2", TOPIC_REFUSED.format("__iggy.0")),
+        ("JOIN|g __iggy.0 c1", TOPIC_REFUSED.format("__iggy.0")),
+        ("SYNC|g __iggy.0 c1 1", TOPIC_REFUSED.format("__iggy.0")),
+        ("HEARTBEAT|g __iggy.0 c1 1", TOPIC_REFUSED.format("__iggy.0")),
+        ("LEAVE|g __iggy.0 c1 1", TOPIC_REFUSED.format("__iggy.0")),
+        ("COMMIT|g __iggy.0 c1 1 0 0", TOPIC_REFUSED.format("__iggy.0")),
+        ("ADMIN_COMMIT|g __iggy.0 0 0", TOPIC_REFUSED.format("__iggy.0")),
+        ("ADMIN_RESET_OFFSETS|g __iggy.0 earliest", TOPIC_REFUSED.format("__iggy.0")),
+        ("ADMIN_DELETE_GROUP|g __iggy.0", TOPIC_REFUSED.format("__iggy.0")),
+        ("JOIN|iggy.consumer.1 shared c1", GROUP_REFUSED.format("iggy.consumer.1")),
+        ("JOIN|iggy.consumer.9 fresh c1", GROUP_REFUSED.format("iggy.consumer.9")),
+        ("SYNC|iggy.consumer.1 shared c1 1", GROUP_REFUSED.format("iggy.consumer.1")),
+        ("HEARTBEAT|iggy.consumer.1 shared c1 1", GROUP_REFUSED.format("iggy.consumer.1")),
+        ("LEAVE|iggy.consumer.1 shared c1 1", GROUP_REFUSED.format("iggy.consumer.1")),
+        ("COMMIT|iggy.consumer.1 shared c1 1 0 0", GROUP_REFUSED.format("iggy.consumer.1")),
+        ("ADMIN_COMMIT|iggy.consumer.1 shared 0 0", GROUP_REFUSED.format("iggy.consumer.1")),
+        ("ADMIN_RESET_OFFSETS|iggy.consumer.1 shared earliest",
+         GROUP_REFUSED.format("iggy.consumer.1")),
+        ("ADMIN_DELETE_GROUP|iggy.consumer.1 shared", GROUP_REFUSED.format("iggy.consumer.1")),
+    ])
+    def test_writes_creates_and_group_operations_are_refused(
+            self, tmp_path: Path, line: str, refused: str) -> None:
+        """Each is BAD_REQUEST saying the name is reserved, and changes nothing: no topic
+        created, deleted or grown, no message appended, no group or offset changed."""
+        h = internal_broker(tmp_path / "data")
+        try:
+            core = h.broker.core
+            before = ({n: t.config for n, t in core.store.topics.items()},
+                      core.hw("__iggy.0", 0), core.groups.list_groups(),
+                      core.groups.offset("iggy.consumer.1", "shared", 0))
+            reply = ask(h, f"V1|5|{line}")
+            assert reply.startswith(f"V1|5|ERR|BAD_REQUEST|{refused} "), reply
+            after = ({n: t.config for n, t in core.store.topics.items()},
+                     core.hw("__iggy.0", 0), core.groups.list_groups(),
+                     core.groups.offset("iggy.consumer.1", "shared", 0))
+            assert after == before
+        finally:
+            h.close()
+
+    @pytest.mark.parametrize("line, reply", [
+        ("CONSUME|__iggy.0 0 0", "V1|5|OK|messages=0:iggy-message hw=0"),
+        ("FETCH|__iggy.0 0 0", "V1|5|OK|hw=0 start=0 next=1 count=1 data="),
+        ("OFFSETS|__iggy.0 0", "V1|5|OK|earliest=0 latest=1"),
+        ("METADATA|", "V1|5|OK|topics=[__iggy.0 shared]"),
+        ("METADATA|__iggy.0", "V1|5|OK|topic=__iggy.0 partitions=1 replication_factor=1 "),
+        ("OFFSET|iggy.consumer.1 shared 0", "V1|5|OK|offset=1"),
+        ("DESCRIBE_GROUP|iggy.consumer.1 shared", "V1|5|OK|state=empty generation=0 "),
+        ("LIST_GROUPS|", "V1|5|OK|groups=[iggy.consumer.1:shared]"),
+        ("SET_PARTITION_ROLE|__iggy.0 0 follower",
+         "V1|5|OK|topic=__iggy.0 partition=0 role=follower hw=0"),
+    ])
+    def test_reads_and_operator_views_stay_allowed(self, tmp_path: Path, line: str,
+                                                   reply: str) -> None:
+        """Reading an internal topic, describing it and the pseudo-groups, and the
+        replication commands (failover of every partition) work as for any name."""
+        h = internal_broker(tmp_path / "data")
+        try:
+            assert ask(h, f"V1|5|{line}").startswith(reply)
+        finally:
+            h.close()
+
+    def test_documented_refusals_are_the_broker_s(self, tmp_path: Path) -> None:
+        """The two examples of docs/protocol.md (Reserved names) are the broker's exact
+        replies."""
+        text = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
+        section = text.split("### Reserved names (additive)", 1)[1].split("\n### ", 1)[0]
+        examples = re.findall(r"^(V1\|\S*\|[A-Z_]+\|.*?)\s+->\s+(V1\|.*)$", section, re.M)
+        assert len(examples) == 2
+        h = internal_broker(tmp_path / "data")
+        try:
+            for request, reply in examples:
+                assert ask(h, request) == reply
+        finally:
+            h.close()
+
+    def test_the_iggy_transport_still_uses_its_names(self, tmp_path: Path) -> None:
+        """The reservation is V1's: the core (what the Iggy handlers call) still creates,
+        writes and deletes ``__iggy.*`` topics and commits ``iggy.consumer.*`` offsets."""
+        h = internal_broker(tmp_path / "data")
+        try:
+            core = h.broker.core
+            assert core.store.topic("__iggy.0") is not None
+            assert core.groups.offset("iggy.consumer.1", "shared", 0) == 1
+            core.delete_topic("__iggy.0")
+            assert core.store.topic("__iggy.0") is None
         finally:
             h.close()
 
