@@ -322,3 +322,30 @@ class CliTests:
             assert json.loads(skerry(proc, "topics", "list", "--json").stdout) == []
             created = skerry(proc, "topics", "create", "y", "--partitions", "1")
             assert created.stdout == b"created topic y: 1 partition, replication factor 1\n"
+
+    def test_topics_list_hides_internal_topics_unless_asked(self, tmp_path: Path) -> None:
+        """``skerry topics list`` leaves out the Iggy transport's ``__iggy.*`` store topics
+        (table and --json); ``--internal`` lists them with the others."""
+        from data.store import Store, TopicConfig
+
+        seeded = Store(str(tmp_path / "skerry-data"))  # as the Iggy transport leaves them
+        seeded.create_topic("__iggy.0", TopicConfig(partitions=1))
+        seeded.create_topic("orders", TopicConfig(partitions=2))
+        seeded.close()
+        with BrokerProcess(tmp_path) as proc:
+            plain = json.loads(skerry(proc, "topics", "list", "--json").stdout)
+            assert [t["topic"] for t in plain] == ["orders"]
+            table = skerry(proc, "topics", "list").stdout.decode().splitlines()
+            assert [line.split()[0] for line in table[1:]] == ["orders"]
+            full = json.loads(skerry(proc, "topics", "list", "--internal", "--json").stdout)
+            assert [t["topic"] for t in full] == ["__iggy.0", "orders"]
+            table = skerry(proc, "topics", "list", "--internal").stdout.decode().splitlines()
+            assert [line.split()[0] for line in table[1:]] == ["__iggy.0", "orders"]
+
+    def test_the_cli_hides_what_the_iggy_transport_names(self) -> None:
+        """The CLI (a client: it must not import the server side) keeps its own copy of the
+        internal-topic prefix; it is the Iggy mapping's."""
+        from broker.iggy.mapping import STORE_PREFIX
+        from broker.tools_admin import INTERNAL_TOPIC_PREFIX
+
+        assert INTERNAL_TOPIC_PREFIX == STORE_PREFIX
