@@ -1,15 +1,16 @@
-"""The storage package's own exceptions about its data directory.
+"""The storage package's own exceptions, in the store's words.
 
-Owns: ``DataDirError`` and its kinds: the directory is a file, or another process holds its
-lock. Plain classes in the store's words, with no wire code: the broker shell turns them into
-one line for the operator.
+Owns: ``DataDirError`` and its kinds (the directory is a file, or another process holds its
+lock) and ``TopicQuarantined`` (a refusal a caller can act on). Plain classes with no wire
+code: the broker shell turns the first into one line for the operator, each transport maps
+the second onto its own errors.
 
-Must not import: Twisted, anything of the broker.
+Must not import: Twisted, anything of ``broker``.
 """
 
 from __future__ import annotations
 
-__all__ = ["DataDirError", "DataDirIsAFile", "DataDirLocked"]
+__all__ = ["DataDirError", "DataDirIsAFile", "DataDirLocked", "TopicQuarantined"]
 
 
 class DataDirError(Exception):
@@ -43,3 +44,15 @@ class DataDirLocked(DataDirError):
         super().__init__(path, f"data directory {path} is locked by {holder}: another "
                                f"broker is using it")
         self.pid = pid
+
+
+class TopicQuarantined(Exception):
+    """A topic cannot be created: a quarantined topic of the same name (``~bad-<topic>``,
+    moved aside because its ``topic.json`` could not be read) is waiting for the operator.
+    Creating a new, empty topic there would collide with the documented repair (fix
+    ``topic.json`` and rename the folder back)."""
+
+    def __init__(self, topic: str, path: str) -> None:
+        super().__init__(f"topic {topic} is quarantined at {path}")
+        self.topic = topic
+        self.path = path

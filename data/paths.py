@@ -14,6 +14,7 @@ Owns: how names are built and recognised (``LevelDB filename.h``; Iggy's
     <root>/topics/<topic>/<partition>/<base:020d>.timeindex  sparse time index
     <root>/topics/~new-<topic>/      a topic being created (renamed into place when ready)
     <root>/topics/~del-<topic>/      a topic being deleted (removed on the next open)
+    <root>/topics/~bad-<topic>/      a topic whose topic.json was unreadable, kept for the operator
     <anything>.bad                   quarantined: unreadable, kept for the operator
 
 Names starting with ``~`` can never be topics (topic names are ``[A-Za-z0-9._-]``), so the
@@ -39,6 +40,7 @@ __all__ = [
     "BAD_SUFFIX",
     "NEW_PREFIX",
     "DELETED_PREFIX",
+    "QUARANTINED_PREFIX",
     "is_valid_topic_name",
     "lock_path",
     "topics_dir",
@@ -46,6 +48,7 @@ __all__ = [
     "topic_dir",
     "new_topic_dir",
     "deleted_topic_dir",
+    "quarantined_topic_dir",
     "topic_config_path",
     "partition_dir",
     "state_path",
@@ -69,6 +72,7 @@ TIMEINDEX_SUFFIX = ".timeindex"
 BAD_SUFFIX = ".bad"
 NEW_PREFIX = "~new-"
 DELETED_PREFIX = "~del-"
+QUARANTINED_PREFIX = "~bad-"
 _DIGITS = 20
 
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -103,6 +107,10 @@ def new_topic_dir(root: str, topic: str) -> str:
 
 def deleted_topic_dir(root: str, topic: str) -> str:
     return os.path.join(root, TOPICS_DIR, DELETED_PREFIX + topic)
+
+
+def quarantined_topic_dir(root: str, topic: str) -> str:
+    return os.path.join(root, TOPICS_DIR, QUARANTINED_PREFIX + topic)
 
 
 def topic_config_path(topic_path: str) -> str:

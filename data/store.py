@@ -10,7 +10,9 @@ is open (``data.lock``: a second store on the same directory, in any process, is
 with ``DataDirLocked`` before recovery reads anything), ``<root>/topics/<topic>/topic.json``
 and one folder per partition. A topic is created in ``~new-<topic>`` and renamed into place, and
 deleted by renaming it to ``~del-<topic>`` before removing it; whatever an interrupted
-create or delete leaves behind is removed on the next open. ``~clean-shutdown`` is written
+create or delete leaves behind is removed on the next open. A topic whose ``topic.json``
+cannot be read is moved to ``~bad-<topic>`` for the operator, and its name cannot be
+created again while that folder exists. ``~clean-shutdown`` is written
 by ``close()`` and removed by the next open: its absence means the tail of every partition
 is checked again.
 
@@ -37,6 +39,7 @@ from typing import Any
 from broker.errors import StorageError
 from data import paths
 from data.atomic import read_json, write_atomic, write_json_atomic
+from data.errors import TopicQuarantined
 from data.format import HEADER_SIZE, MAX_U32
 from data.fs import OS_FS, FileLayer
 from data.lock import DataDirLock
@@ -220,7 +223,7 @@ class Store:
         try:
             config = TopicConfig.from_json(read_json(paths.topic_config_path(tpath), None, fs))
         except (ValueError, TypeError, OSError) as exc:
-            bad = os.path.join(paths.topics_dir(self.root), "~bad-" + name)
+            bad = paths.quarantined_topic_dir(self.root, name)
             self.recovery_report.append(RecoveryEvent(name, -1, paths.TOPIC_CONFIG, 0, range(0), f"topic quarantined as {bad}: {exc}"))
             self._log.error("store: topic %s has no readable %s (%s); moving it to %s", name, paths.TOPIC_CONFIG, exc, bad)
             if fs.exists(bad):
@@ -266,7 +269,9 @@ class Store:
 
     def create_topic(self, name: str, config: TopicConfig) -> Topic:
         """Create a topic atomically (built in ``~new-<name>``, then renamed into place).
-        ``ValueError`` for an invalid name or config, or when the topic exists."""
+        ``ValueError`` for an invalid name or config, or when the topic exists;
+        ``TopicQuarantined`` while a quarantined topic of that name (``~bad-<name>``)
+        waits for the operator."""
         self._check_open()
         if not paths.is_valid_topic_name(name):
             raise ValueError(f"invalid topic name {name!r}")
@@ -275,6 +280,9 @@ class Store:
         tpath = paths.topic_dir(self.root, name)
         if name in self._topics or fs.exists(tpath):
             raise ValueError(f"topic {name} exists")
+        quarantined = paths.quarantined_topic_dir(self.root, name)
+        if fs.exists(quarantined):
+            raise TopicQuarantined(name, quarantined)
         staging = paths.new_topic_dir(self.root, name)
         topic = Topic(name, config)
         try:

@@ -89,9 +89,16 @@ async def _metadata(conn: Connection, names: Sequence[str]) -> list[Reply]:
     return replies
 
 
-async def list_topics(conn: Connection) -> list[dict[str, Any]]:
-    """Every topic with its partition count, replication factor, messages and size."""
-    names = (await conn.request("METADATA")).items("topics")
+INTERNAL_TOPIC_PREFIX = "__iggy."
+"""Store topics of the Iggy transport's streams other than ``default`` (reserved: V1 may
+read them, not write them); ``topics list`` shows them only with ``--internal``."""
+
+
+async def list_topics(conn: Connection, internal: bool = False) -> list[dict[str, Any]]:
+    """Every topic with its partition count, replication factor, messages and size; the
+    Iggy transport's internal topics only when ``internal``."""
+    names = [name for name in (await conn.request("METADATA")).items("topics")
+             if internal or not name.startswith(INTERNAL_TOPIC_PREFIX)]
     metas = await _metadata(conn, names)
     out = []
     for name, meta in zip(names, metas, strict=True):

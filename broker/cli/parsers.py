@@ -149,8 +149,10 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
     topics = sub.add_parser("topics", help="list, create, describe and delete topics")
     tsub = topics.add_subparsers(dest="topics_command", metavar="ACTION")
     tsub.required = True
-    tsub.add_parser("list", parents=parents, help="every topic: partitions, replication, "
-                                                  "messages, size")
+    tlist = tsub.add_parser("list", parents=parents, help="every topic: partitions, "
+                                                          "replication, messages, size")
+    tlist.add_argument("--internal", action="store_true",
+                       help="also list the Iggy transport's internal topics (__iggy.*)")
     describe = tsub.add_parser(
         "describe", parents=parents,
         help="per partition: role, hw, earliest and next offset, ISR, under-replicated, "

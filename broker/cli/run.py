@@ -185,7 +185,8 @@ def topics_command(args: argparse.Namespace) -> int:
 
     command = f"topics {args.topics_command}"
     if args.topics_command == "list":
-        return _admin(command, args, admin.list_topics, admin.render_topic_list)
+        return _admin(command, args, lambda c: admin.list_topics(c, args.internal),
+                      admin.render_topic_list)
     if args.topics_command == "describe":
         return _admin(command, args, lambda c: admin.describe_topic(c, args.topic),
                       admin.render_topic)

@@ -27,6 +27,7 @@ from twisted.internet.task import LoopingCall
 from broker.config import Config, TopicSettings
 from broker.core.durability import GroupCommitter
 from broker.errors import BadRequest, NotLeader, SkerryError, StorageError
+from data.errors import TopicQuarantined
 from data.format import HeaderKind, decode_user_headers, encode_user_headers, key_header
 from data.log import PartitionLog, RawReadResult, ReadResult
 from data.store import Store, TopicConfig
@@ -272,7 +273,14 @@ class BrokerCore:
         for name, settings in self.config.topics.items():
             existing = self.store.topic(name)
             if existing is None:
-                self._create(name, settings)
+                try:
+                    self._create(name, settings)
+                except BadRequest as error:
+                    if not isinstance(error.__cause__, TopicQuarantined):
+                        raise
+                    # The broker starts with everything else, as it does after quarantining.
+                    log.error("topic %s of the configuration not created: %s", name,
+                              error.message)
             elif settings.partitions > existing.config.partitions:
                 self.add_partitions(name, settings.partitions)
             elif settings.partitions < existing.config.partitions:
@@ -342,6 +350,7 @@ class BrokerCore:
             raise BadRequest(f"at most {self.config['limits.max_partitions_per_topic']} partitions per topic")
         if settings.min_insync_replicas > settings.replication_factor:
             raise BadRequest("min_isr is greater than the replication factor")
+        self._check_placement(name, settings)
         try:
             topic = self.store.create_topic(name, TopicConfig(
                 partitions=settings.partitions,
@@ -352,9 +361,32 @@ class BrokerCore:
             ))
         except OSError as exc:
             raise StorageError(f"cannot create topic {name}: {exc.strerror}") from exc
+        except TopicQuarantined as exc:
+            raise BadRequest(f"{exc}: repair or remove it first (docs/operations.md, "
+                             "Recovering a damaged log)") from exc
         log.info("created topic %s (partitions=%d replication_factor=%d)", name,
                  settings.partitions, settings.replication_factor)
         return topic
+
+    def _check_placement(self, name: str, settings: TopicSettings) -> None:
+        """In a cluster, ``BadRequest`` unless every partition's replica list can be built:
+        no more replicas than brokers, and as many as an explicit ``cluster.replicas`` list
+        names (the rule the ``topics:`` section is held to at startup). A single broker
+        takes any factor: REPLICA_FETCH reports stand in for its followers (V1 spec,
+        Replication)."""
+        cluster = self.config.cluster
+        if cluster is None:
+            return
+        rf = settings.replication_factor
+        brokers = len(cluster.brokers)
+        if rf > brokers:
+            raise BadRequest(f"replication factor {rf} is larger than the number of brokers "
+                             f"({brokers})")
+        for partition in range(settings.partitions):
+            try:
+                cluster.replicas(name, partition, rf)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
 
     def resolve(self, name: str, partition: int | None, create: bool) -> Any:
         """The topic, after checking ``partition`` against its count.

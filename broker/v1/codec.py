@@ -1218,8 +1218,12 @@ class Codec:
         return cid, topic, key, value, FAST_ACKS[acks]
 
     def fast_match_ok(self, match: re.Match[bytes]) -> bool:
-        """The two rules the fast regex cannot say: value size and the names '.'/'..'."""
+        """The rules the fast regex cannot say: value size and the names '.'/'..'. Topics
+        starting with ``__`` take the full path too, where the handlers check reserved
+        names (``broker.v1.handlers``)."""
         if match.end(4) - match.start(4) > self._max_value:
+            return False
+        if match.string.startswith(b"__", match.start(2)):
             return False
         return match.end(2) - match.start(2) > 2 or match.group(2).strip(b".") != b""
 

@@ -24,6 +24,7 @@ from twisted.python.failure import Failure
 from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
 from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated
+from broker.iggy.mapping import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.v1 import codec as c
 
 __all__ = ["Handlers", "Slot"]
@@ -48,6 +49,37 @@ _PULL_MAX_BYTES = 16 * 1048576
 """REPLICA_PULL ``max_bytes``: the default, and the most one answer may carry."""
 _FETCH_MAX_MESSAGES = 100_000
 """FETCH: the most records one answer carries (``max=`` may ask for fewer)."""
+
+
+_GROUP_COMMANDS = (c.Join, c.Sync, c.Heartbeat, c.Leave, c.Commit, c.AdminCommit,
+                   c.AdminResetOffsets, c.AdminDeleteGroup)
+_TOPIC_WRITES = frozenset((c.Produce, c.ProduceBatch, c.AdminCreateTopic, c.AdminDeleteTopic,
+                           c.AdminAddPartitions, *_GROUP_COMMANDS))
+"""Commands V1 may not send for the Iggy transport's internal topics (``__iggy.*``):
+writes, creating, deleting or growing them, and consumer groups on them."""
+_GROUP_WRITES = frozenset(_GROUP_COMMANDS)
+"""Commands V1 may not send for the Iggy transport's consumer pseudo-groups
+(``iggy.consumer.*``). Reading stays allowed for both (CONSUME of an existing topic, FETCH,
+OFFSETS, METADATA, OFFSET, DESCRIBE_GROUP, LIST_GROUPS), and so do the replication commands,
+which must reach every partition (docs/protocol.md, Reserved names)."""
+
+
+def _reserved_topic(topic: str) -> BadRequest:
+    return BadRequest(f"topic {topic} is reserved for the Iggy transport's internal use "
+                      f"(names starting with {STORE_PREFIX}): over V1 it can be read, not "
+                      f"created, written, changed or consumed in a group")
+
+
+def _check_reserved(cmd: Any) -> None:
+    """``BadRequest`` for a V1 command that would create, write or change the Iggy
+    transport's internal topics or consumer pseudo-groups."""
+    kind = type(cmd)
+    if kind in _TOPIC_WRITES and cmd.topic.startswith(STORE_PREFIX):
+        raise _reserved_topic(cmd.topic)
+    if kind in _GROUP_WRITES and cmd.group.startswith(CONSUMER_GROUP_PREFIX):
+        raise BadRequest(f"group {cmd.group} is reserved for the Iggy transport's internal "
+                         f"use (names starting with {CONSUMER_GROUP_PREFIX}): over V1 its "
+                         f"offsets can be read, not changed")
 
 
 def _pull_reply(cid: str, result: Any) -> bytes:
@@ -105,6 +137,7 @@ class Handlers:
             # Effects happen in request order: queued produces of this turn land first.
             self.core.flush()
         try:
+            _check_reserved(cmd)
             return handler(cmd, slot, conn)
         except SkerryError as error:
             return c.err(cmd.cid, error)
@@ -233,6 +266,8 @@ class Handlers:
         return None
 
     def consume(self, cmd: c.Consume, slot: Slot, conn: Connection) -> bytes | None:
+        if cmd.topic.startswith(STORE_PREFIX) and self.core.store.topic(cmd.topic) is None:
+            raise _reserved_topic(cmd.topic)  # read it if it exists; never auto-create it
         if not cmd.detail:  # the common form: straight from the stored bytes, no records
             raw, hw = self.core.read_raw(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
             if raw.count or not cmd.wait_ms:

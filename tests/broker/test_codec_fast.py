@@ -53,5 +53,8 @@ def test_fast_path_examples() -> None:
     for declined in [b"V1|4|PRODUCE|orders nocolon", b"V1|4|PRODUCE|.. a:b",
                      b"V1|4|PRODUCE|t  a:b", b"V1|4|PRODUCE|t a:b acks=2",
                      b"V1|4|PRODUCE|t a:b enc=b64", b"V1|4|PRODUCE|t a:" + b"x" * 65,
-                     "V1|4|PRODUCE|t a:\u00e9".encode()]:
+                     "V1|4|PRODUCE|t a:\u00e9".encode(),
+                     b"V1|4|PRODUCE|__iggy.0 a:b", b"V1|4|PRODUCE|__x a:b"]:
         assert CODEC.parse_produce_fast(declined) is None, declined
+    # Topics starting with "__" go to the handlers, which refuse reserved names.
+    assert CODEC.parse_command(b"V1|4|PRODUCE|__x a:b").topic == "__x"

@@ -163,6 +163,46 @@ class InterruptedOperationTests:
         finally:
             reopened.close()
 
+    def test_quarantined_name_cannot_be_created_until_repaired(self, tmp_path):
+        """While ~bad-<name> exists, creating <name> raises TopicQuarantined naming that
+        folder and creates nothing, so the documented fix (repair topic.json, rename the
+        folder back) never collides with a new empty topic. After the fix the topic opens
+        with its messages."""
+        from data.errors import TopicQuarantined
+
+        root = str(tmp_path)
+        store = Store(root)
+        store.create_topic("orders", TopicConfig(partitions=2))
+        store.partition("orders", 1).append([b"kept"])
+        store.close()
+        config_path = paths.topic_config_path(paths.topic_dir(root, "orders"))
+        with open(config_path) as f:
+            good = f.read()
+        with open(config_path, "w") as f:
+            f.write("{not json")
+        reopened = Store(root)
+        bad = os.path.join(paths.topics_dir(root), "~bad-orders")
+        try:
+            assert reopened.topic("orders") is None
+            with pytest.raises(TopicQuarantined) as caught:
+                reopened.create_topic("orders", TopicConfig(partitions=1))
+            assert (caught.value.topic, caught.value.path) == ("orders", bad)
+            assert bad in str(caught.value)
+            assert reopened.topic("orders") is None
+            assert sorted(os.listdir(paths.topics_dir(root))) == ["~bad-orders"]
+            reopened.create_topic("other", TopicConfig(partitions=1))  # other names still work
+        finally:
+            reopened.close()
+        with open(os.path.join(bad, paths.TOPIC_CONFIG), "w") as f:
+            f.write(good)
+        os.rename(bad, paths.topic_dir(root, "orders"))
+        repaired = Store(root)
+        try:
+            assert repaired.topic("orders").config.partitions == 2
+            assert repaired.partition("orders", 1).read(0).records[0].payload == b"kept"
+        finally:
+            repaired.close()
+
 
 class CleanMarkerTests:
 
