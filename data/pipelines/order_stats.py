@@ -1,11 +1,12 @@
 """The example pipeline: per-key order counts and sums per one-minute window.
 
-Reads topic ``orders`` (values ``<event time ms>,<amount>`` as text, keys = customer),
-groups by key and one-minute event-time windows with a watermark (a window is written once
-the watermark, the newest event time minus ``watermark``, has passed its end), and writes each finished window both to a
-topic (``order-stats``, value ``<window start>,<key>,<count>,<sum>``) and to Parquet.
-Exactly once end to end: source offsets live in the checkpoint, the topic sink is
-idempotent (data/spark/source.py) and the Parquet sink is Spark's own file sink.
+Reads a topic of orders (``skerry pipeline``'s default: ``pipeline-orders``; values
+``<event time ms>,<amount>`` as text, keys = customer), groups by key and one-minute
+event-time windows with a watermark (a window is written once the watermark, the newest
+event time minus ``watermark``, has passed its end), and writes each finished window both
+to a topic (default ``pipeline-order-stats``, value ``<window start>,<key>,<count>,<sum>``)
+and to Parquet. Exactly once end to end: source offsets live in the checkpoint, the topic
+sink is idempotent (data/spark/source.py) and the Parquet sink is Spark's own file sink.
 
 Must not import: Twisted, the broker.
 """
