@@ -51,8 +51,13 @@ def _pipeline(args: argparse.Namespace) -> int:
               f"to {args.topic}")
         return 0
     # Returns when both queries are done (continuous: when one stops; a failure raises).
-    order_stats.run(args.bootstrap, args.topic, args.sink_topic, args.output, args.checkpoint,
-                    args.watermark, once=not args.continuous)
+    try:
+        order_stats.run(args.bootstrap, args.topic, args.sink_topic, args.output,
+                        args.checkpoint, args.watermark, once=not args.continuous)
+    except order_stats.MalformedOrder as exc:
+        print(f"skerry pipeline: {exc}; stopped (the pipeline reads orders as `skerry "
+              f"pipeline seed` writes them)", file=sys.stderr)
+        return 1
     print(f"order-stats: results in topic {args.sink_topic} and {args.output}")
     return 0
 
