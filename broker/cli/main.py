@@ -51,8 +51,13 @@ def _pipeline(args: argparse.Namespace) -> int:
               f"to {args.topic}")
         return 0
     # Returns when both queries are done (continuous: when one stops; a failure raises).
-    order_stats.run(args.bootstrap, args.topic, args.sink_topic, args.output, args.checkpoint,
-                    args.watermark, once=not args.continuous)
+    try:
+        order_stats.run(args.bootstrap, args.topic, args.sink_topic, args.output,
+                        args.checkpoint, args.watermark, once=not args.continuous)
+    except order_stats.MalformedOrder as exc:
+        print(f"skerry pipeline: {exc}; stopped (the pipeline reads orders as `skerry "
+              f"pipeline seed` writes them)", file=sys.stderr)
+        return 1
     print(f"order-stats: results in topic {args.sink_topic} and {args.output}")
     return 0
 
@@ -153,11 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
                           help="seed: produce sample orders; order-stats: run the pipeline")
     pipeline.add_argument("--bootstrap", default=os.environ.get(BOOTSTRAP_ENV) or "127.0.0.1:9092",
                           help="broker host:port (default $SKERRY_BOOTSTRAP, else 127.0.0.1:9092)")
-    pipeline.add_argument("--topic", default="orders", help="source topic")
+    pipeline.add_argument("--topic", default="pipeline-orders", help="source topic")
     pipeline.add_argument("--count", type=int, default=1000, help="seed: how many orders")
-    pipeline.add_argument("--sink-topic", default="order-stats", help="topic for the results")
-    pipeline.add_argument("--output", default="./order-stats.parquet", help="Parquet folder")
-    pipeline.add_argument("--checkpoint", default="./order-stats.checkpoint",
+    pipeline.add_argument("--sink-topic", default="pipeline-order-stats",
+                          help="topic for the results")
+    pipeline.add_argument("--output", default="./skerry-pipeline/order-stats.parquet",
+                          help="Parquet folder")
+    pipeline.add_argument("--checkpoint", default="./skerry-pipeline/order-stats.checkpoint",
                           help="checkpoint folder (keep it to resume exactly once)")
     pipeline.add_argument("--watermark", default="1 minute", help="event-time watermark delay")
     pipeline.add_argument("--continuous", action="store_true",

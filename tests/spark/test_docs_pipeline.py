@@ -10,7 +10,7 @@ How the section's steps are run:
   it) are checked;
 - every other command is taken from the markdown text (the code spans that start with
   ``.venv/bin/``), not retyped here, and runs in bash in a temporary working directory (so
-  ``order-stats.parquet`` and ``order-stats.checkpoint`` land there), with ``.venv/bin/``
+  ``skerry-pipeline/``, the one folder the pipeline writes, lands there), with ``.venv/bin/``
   meaning this venv's ``bin`` and the broker's address in ``SKERRY_BOOTSTRAP``, which every
   ``skerry`` command must honour (checked);
 - step 6 runs its seed command and step 4's command again. Before it seeds, the test waits
@@ -20,8 +20,10 @@ How the section's steps are run:
 
 What is checked is what a user sees: the commands succeed, the Parquet folder holds exactly
 the closed windows' counts and sums (computed here from the orders in the topic), the topic
-``order-stats`` holds the same windows, one message each, step 5 prints a table and five
-results, and the second run adds only windows that closed since, none twice.
+``pipeline-order-stats`` holds the same windows, one message each, step 5 prints a table
+and five results, the second run adds only windows that closed since, none twice, and
+nothing is written in the working directory outside ``skerry-pipeline/``. The defaults keep
+apart from the getting-started page: other topics, and a folder git ignores.
 
 The pipeline runs in its own process with its own JVM, as in the doc (started with
 ``-XX:TieredStopAtLevel=1`` in ``JAVA_TOOL_OPTIONS``, for speed only).
@@ -53,7 +55,11 @@ from data.spark.source import SkerryOptions, read_range  # noqa: E402
 from tests.support import ROOT, BrokerProcess  # noqa: E402
 
 DOC = ROOT / "docs" / "spark.md"
+GETTING_STARTED = ROOT / "docs" / "getting-started.md"
+GITIGNORE = ROOT / ".gitignore"
 PYPROJECT = ROOT / "pyproject.toml"
+SOURCE, SINK = "pipeline-orders", "pipeline-order-stats"  # the pipeline's default topics
+FOLDER = "skerry-pipeline"  # where it writes, in the working directory
 SECTION = "## The example pipeline, step by step"
 WINDOW_MS = 60_000
 WATERMARK_MS = 60_000  # the pipeline's default --watermark, "1 minute"
@@ -203,9 +209,9 @@ def topic_messages(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes
 
 
 def orders(bootstrap: str) -> list[tuple[str, int, float]]:
-    """``(customer, event time ms, amount)`` of every order in topic ``orders``."""
+    """``(customer, event time ms, amount)`` of every order in the source topic."""
     out = []
-    for key, value in topic_messages(bootstrap, "orders"):
+    for key, value in topic_messages(bootstrap, SOURCE):
         event_ms, amount = value.decode().split(",")
         assert key is not None
         out.append((key.decode(), int(event_ms), float(amount)))
@@ -228,8 +234,8 @@ def closed_windows(all_orders: list[tuple[str, int, float]]) -> Windows:
 
 
 def parquet_rows(workdir: Path) -> list[tuple[int, str, int, float]]:
-    """``(window start ms, customer, orders, total)`` per row of ``order-stats.parquet``."""
-    df = pd.read_parquet(workdir / "order-stats.parquet")
+    """``(window start ms, customer, orders, total)`` per row of the Parquet output."""
+    df = pd.read_parquet(workdir / FOLDER / "order-stats.parquet")
     assert list(df.columns) == ["window_start", "customer", "orders", "total"], df.dtypes
     return [(pd.Timestamp(w).value // 1_000_000, c, int(n), float(t))
             for w, c, n, t in zip(df["window_start"], df["customer"], df["orders"], df["total"],
@@ -243,15 +249,15 @@ def minute(ms: int) -> str:
 
 
 def check_results(workdir: Path, bootstrap: str) -> Windows:
-    """The Parquet rows and the ``order-stats`` messages are exactly the closed windows of
-    the orders in the topic, each once; returns them."""
+    """The Parquet rows and the sink topic's messages are exactly the closed windows of the
+    orders in the source topic, each once; returns them."""
     expected = closed_windows(orders(bootstrap))
     rows = parquet_rows(workdir)
     keys = [(w, c) for w, c, _n, _t in rows]
     assert len(keys) == len(set(keys)), "a window written twice to Parquet"
     got = {(w, c): (n, t) for w, c, n, t in rows}
     assert got == expected
-    messages = topic_messages(bootstrap, "order-stats")
+    messages = topic_messages(bootstrap, SINK)
     assert len(messages) == len(rows)
     values = [v.decode() for _k, v in messages]
     assert len(values) == len(set(values)), "a window written twice to the topic"
@@ -288,7 +294,26 @@ class ExamplePipelineDocTests:
         assert len(flags) >= 5
         for flag in flags:
             assert flag in help_text, flag
-        assert "./order-stats.checkpoint" in code_spans(steps[6])
+        assert f"./{FOLDER}/order-stats.checkpoint" in code_spans(steps[6])
+
+    def test_defaults_keep_apart_from_getting_started(self) -> None:
+        """The pipeline's default topics are none of the topics the getting-started page
+        writes or reads (its ``orders`` holds values that are not orders), and everything
+        it writes by default is under the one folder docs/spark.md names, which git
+        ignores."""
+        page = GETTING_STARTED.read_text()
+        started = set(re.findall(r"\|(?:PRODUCE|CONSUME|FETCH)\|([\w.-]+)", page))
+        started |= {m.group(2) for m in re.finditer(
+            r"skerry (produce|consume|topics \w+) ([\w.-]+)", page)}
+        started |= set(re.findall(r"\|JOIN\|[\w.-]+ ([\w.-]+)", page))
+        assert "orders" in started, started
+        args = build_parser().parse_args(["pipeline", "order-stats"])
+        assert (args.topic, args.sink_topic) == (SOURCE, SINK)
+        assert not {args.topic, args.sink_topic} & started
+        for path in (args.output, args.checkpoint):
+            assert not Path(path).is_absolute() and Path(path).parts[0] == FOLDER, path
+        assert f"`./{FOLDER}/`" in DOC.read_text()
+        assert f"/{FOLDER}/" in GITIGNORE.read_text().splitlines()
 
     def test_steps_run_as_written(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """Steps 2 to 6 on an empty broker, from an empty working directory."""
@@ -296,7 +321,7 @@ class ExamplePipelineDocTests:
         seed = the_command(steps[3], containing="pipeline seed")
         pipeline = the_command(steps[4], containing="pipeline order-stats")
         show_parquet = the_command(steps[5], containing="read_parquet")
-        show_topic = the_command(steps[5], containing="consume order-stats")
+        show_topic = the_command(steps[5], containing=f"consume {SINK}")
         seed_more = the_command(steps[6], containing="pipeline seed")
         assert "run step 4 again" in steps[6]
         assert honours_bootstrap_env(skerry_argv(show_topic) or [], monkeypatch)
@@ -307,13 +332,14 @@ class ExamplePipelineDocTests:
             shell = Shell(workdir, broker, monkeypatch)
             count = int(shlex.split(seed)[-1])
             out, _ = shell.run(seed)
-            assert out == [f"produced {count} orders to orders"]
+            assert out == [f"produced {count} orders to {SOURCE}"]
 
             # Step 4.
             out, err = shell.run(pipeline)
-            assert out[-1:] == ["order-stats: results in topic order-stats and "
-                                "./order-stats.parquet"], (out, err[-3000:])
-            assert (workdir / "order-stats.checkpoint").is_dir()
+            assert out[-1:] == [f"order-stats: results in topic {SINK} and "
+                                f"./{FOLDER}/order-stats.parquet"], (out, err[-3000:])
+            assert (workdir / FOLDER / "order-stats.checkpoint").is_dir()
+            assert [p.name for p in workdir.iterdir()] == [FOLDER]
             first = check_results(workdir, shell.bootstrap)
             assert sum(n for n, _t in first.values()) >= count - 3 * WINDOW_MS // 1000
             first_orders = orders(shell.bootstrap)
@@ -329,9 +355,9 @@ class ExamplePipelineDocTests:
                 assert first[w, customer] == (int(n), float(total)), line
             out, err = shell.run(show_topic)
             assert len(out) == 5, out
-            values = {v.decode() for _k, v in topic_messages(shell.bootstrap, "order-stats")}
+            values = {v.decode() for _k, v in topic_messages(shell.bootstrap, SINK)}
             assert set(out) <= values and all(MINUTE_RE.match(v) for v in out), out
-            assert "consumed 5 messages from order-stats" in err
+            assert f"consumed 5 messages from {SINK}" in err
 
             # Step 6: seed more once that closes a window, and run step 4 again.
             newest = max(ms for _c, ms, _a in first_orders)
@@ -343,12 +369,13 @@ class ExamplePipelineDocTests:
                            newest - WATERMARK_MS + more * 1000 + 1_000)
             time.sleep(max(0.0, ready_ms / 1000 - time.time()))
             out, _ = shell.run(seed_more)
-            assert out == [f"produced {more} orders to orders"]
+            assert out == [f"produced {more} orders to {SOURCE}"]
             out, _ = shell.run(pipeline)
-            assert out[-1].startswith("order-stats: results in topic order-stats")
+            assert out[-1].startswith(f"order-stats: results in topic {SINK}")
             second = check_results(workdir, shell.bootstrap)
             assert len(orders(shell.bootstrap)) == count + more
             assert {k: v for k, v in second.items() if k in first} == first
             new = set(second) - set(first)
             assert new, "no window closed since the first run"
             assert min(w for w, _c in new) > max(w for w, _c in first)
+            assert [p.name for p in workdir.iterdir()] == [FOLDER]
