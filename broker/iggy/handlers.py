@@ -51,6 +51,7 @@ from broker.iggy.codec import (
     TopicInfo,
     UserInfo,
 )
+from broker.iggy.errors import REFUSALS, IggyError, Status, status_for
 from broker.iggy.mapping import (
     Catalog,
     GroupEntry,
@@ -59,7 +60,6 @@ from broker.iggy.mapping import (
     group_name_for_consumer,
     store_retention,
 )
-from broker.iggy.status import IggyError, Status, status_for
 from broker.iggy.users import (
     ACTIVE,
     Access,
@@ -317,7 +317,7 @@ class IggyHandlers:
             return c.frame_error(status_for(Unavailable("broker is shutting down")))
         try:
             result = handler(session, user, cmd)
-        except (IggyError, SkerryError) as error:
+        except REFUSALS as error:
             return c.frame_error(status_for(error))
         except Exception:
             log.exception("iggy: handler for %s failed", type(cmd).__name__)
@@ -329,7 +329,7 @@ class IggyHandlers:
     @staticmethod
     def _failed(failure: Failure, cmd: Any) -> bytes:
         error = failure.value
-        if not isinstance(error, IggyError | SkerryError):
+        if not isinstance(error, REFUSALS):
             log.error("iggy: %s failed: %s", type(cmd).__name__, failure.getTraceback())
         return c.frame_error(status_for(error))
 

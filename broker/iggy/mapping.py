@@ -35,7 +35,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.iggy.status import IggyError, Status
+from broker.iggy.errors import IggyError, Status
 from data.atomic import read_json, write_json_atomic
 from data.fs import OS_FS, FileLayer
 from data.paths import is_valid_topic_name

@@ -30,8 +30,8 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from broker.iggy.codec import REQUEST_HEAD, frame_error
+from broker.iggy.errors import Status
 from broker.iggy.handlers import IggyHandlers, Session
-from broker.iggy.status import Status
 
 __all__ = ["IggyProtocol", "IggyFactory"]
 

@@ -32,7 +32,7 @@ from enum import Enum
 from typing import Any
 
 from broker.iggy.codec import Permissions
-from broker.iggy.status import IggyError, Status
+from broker.iggy.errors import IggyError, Status
 from data.atomic import read_json, write_json_atomic
 from data.fs import OS_FS, FileLayer
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from broker.iggy.codec import GlobalPermissions, Permissions, StreamPermissions, TopicPermissions
+from broker.iggy.errors import IggyError, Status
 from broker.iggy.mapping import (
     STORE_PREFIX,
     Catalog,
     group_name_for_consumer,
     store_retention,
 )
-from broker.iggy.status import IggyError, Status
 from broker.iggy.users import (
     Access,
     Need,

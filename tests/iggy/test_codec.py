@@ -30,7 +30,7 @@ from broker.iggy.codec import (
     StreamPermissions,
     TopicPermissions,
 )
-from broker.iggy.status import IggyError, Status, status_for
+from broker.iggy.errors import IggyError, Status, status_for
 from tests.iggy.harness import SEED_CODES, ident, name8, u32, u64
 
 S = ident("s")

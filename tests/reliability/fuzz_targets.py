@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.iggy.codec import decode_request
-from broker.iggy.status import IggyError
+from broker.iggy.errors import IggyError
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.store import TopicConfig
