@@ -217,10 +217,18 @@ def build_broker(config: Config, clock: IReactorTime, *,
         manager.start()
     iggy = None
     if config["iggy_port"] is not None:
+        from broker.services.host_facts import HostFacts
+        from broker.services.iggy_catalog import Catalog
+        from broker.services.iggy_users import UserStore
         from data.store import wall_clock_us
 
-        iggy = IggyService(core, config, clock, run_in_thread=run_in_thread,
-                           now_us=now_us or wall_clock_us, fs=fs)
+        iggy_now_us = now_us or wall_clock_us
+        iggy = IggyService(
+            core, config, clock, run_in_thread=run_in_thread, now_us=iggy_now_us,
+            catalog=Catalog(data_dir, store_topics=lambda: list(store.topics),
+                            now_us=iggy_now_us, fs=fs),
+            users=UserStore(data_dir, now_us=iggy_now_us, fs=fs),
+            system_info=HostFacts(data_dir, clock))
     metrics = None
     if config["metrics_port"] is not None:
         from broker.metrics import MetricsService

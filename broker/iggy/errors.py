@@ -1,4 +1,6 @@
-"""The Iggy transport's wire errors: which status answers which of Skerry's exceptions.
+"""The Iggy transport's wire errors: which status answers which of Skerry's exceptions
+(``broker.errors``: the core, groups, storage; ``broker.services.errors``: the Iggy
+catalog and users).
 
 Owns: ``STATUS_BY_ERROR`` (the one table, one row per exception class: the class that
 raised it, or the nearest base class with a row, decides the status), ``status_for``
@@ -32,6 +34,35 @@ from broker.errors import (
     UnknownMember,
 )
 from broker.iggy.codec.status import IggyError, Status
+from broker.services.errors import (
+    GroupNameTaken,
+    InvalidGroupName,
+    InvalidPassword,
+    InvalidStreamName,
+    InvalidTokenExpiry,
+    InvalidTokenName,
+    InvalidTopicName,
+    InvalidUsername,
+    InvalidUserStatus,
+    RootPermissionsFixed,
+    RootUserUndeletable,
+    ServiceError,
+    StreamNameTaken,
+    TokenExpired,
+    TokenNameTaken,
+    TooManyTokens,
+    TooManyUsers,
+    TopicNameTaken,
+    UnknownStreamId,
+    UnknownStreamName,
+    UnknownToken,
+    UnknownTokenName,
+    UnknownTopicId,
+    UnknownTopicName,
+    UnknownUser,
+    UserInactive,
+    UsernameTaken,
+)
 
 __all__ = ["Status", "IggyError", "STATUS_BY_ERROR", "REFUSALS", "status_for"]
 
@@ -48,10 +79,38 @@ STATUS_BY_ERROR: Mapping[type[BaseException], Status] = {
     UnknownCommand: Status.INVALID_COMMAND,
     NotLeader: Status.ERROR,
     Unavailable: Status.ERROR,
+    # broker.services.iggy_catalog: streams, topics, consumer groups
+    UnknownStreamId: Status.STREAM_ID_NOT_FOUND,
+    UnknownStreamName: Status.STREAM_NAME_NOT_FOUND,
+    InvalidStreamName: Status.INVALID_STREAM_NAME,
+    StreamNameTaken: Status.STREAM_NAME_ALREADY_EXISTS,
+    UnknownTopicId: Status.TOPIC_ID_NOT_FOUND,
+    UnknownTopicName: Status.TOPIC_NAME_NOT_FOUND,
+    InvalidTopicName: Status.INVALID_TOPIC_NAME,
+    TopicNameTaken: Status.TOPIC_NAME_ALREADY_EXISTS,
+    InvalidGroupName: Status.INVALID_CONSUMER_GROUP_NAME,
+    GroupNameTaken: Status.CONSUMER_GROUP_NAME_ALREADY_EXISTS,
+    # broker.services.iggy_users: users and personal access tokens
+    InvalidUsername: Status.INVALID_USERNAME,
+    InvalidPassword: Status.INVALID_PASSWORD,
+    InvalidUserStatus: Status.INVALID_USER_STATUS,
+    UnknownUser: Status.RESOURCE_NOT_FOUND,
+    UsernameTaken: Status.USER_ALREADY_EXISTS,
+    TooManyUsers: Status.USERS_LIMIT_REACHED,
+    RootUserUndeletable: Status.CANNOT_DELETE_USER,
+    RootPermissionsFixed: Status.CANNOT_CHANGE_PERMISSIONS,
+    UserInactive: Status.USER_INACTIVE,
+    InvalidTokenName: Status.INVALID_PERSONAL_ACCESS_TOKEN_NAME,
+    UnknownTokenName: Status.INVALID_PERSONAL_ACCESS_TOKEN_NAME,
+    TokenNameTaken: Status.PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS,
+    TooManyTokens: Status.PERSONAL_ACCESS_TOKENS_LIMIT_REACHED,
+    InvalidTokenExpiry: Status.INVALID_PERSONAL_ACCESS_TOKEN_EXPIRY,
+    UnknownToken: Status.INVALID_PERSONAL_ACCESS_TOKEN,
+    TokenExpired: Status.PERSONAL_ACCESS_TOKEN_EXPIRED,
 }
 """Skerry's exceptions -> Iggy status; a class without a row takes its nearest base's."""
 
-REFUSALS: tuple[type[Exception], ...] = (IggyError, SkerryError)
+REFUSALS: tuple[type[Exception], ...] = (IggyError, SkerryError, ServiceError)
 """What a handler may raise to refuse a request (answered with ``status_for``, logged
 without a traceback)."""
 

@@ -4,7 +4,7 @@ Owns: the explicit table ``{codec.Ping: self.ping, ...}`` with an unknown-comman
 the per-client ``Session`` (client id, address, logged-in user, consumer-group memberships
 and their partition cursors), the authentication and permission gate every command passes,
 and the Iggy semantics over the shared core: streams and topics through the catalog
-(``broker.iggy.mapping``), messages through ``BrokerCore.produce_batch`` and
+(``broker.services.iggy_catalog``), messages through ``BrokerCore.produce_batch`` and
 ``BrokerCore.read`` (records are Iggy messages on disk, so a poll sends ``ReadResult.raw``
 as is), consumer groups and stored offsets through the V1 ``GroupService``.
 
@@ -52,7 +52,8 @@ from broker.iggy.codec import (
     UserInfo,
 )
 from broker.iggy.errors import REFUSALS, IggyError, Status, status_for
-from broker.iggy.mapping import (
+from broker.services.host_facts import SystemInfo
+from broker.services.iggy_catalog import (
     Catalog,
     GroupEntry,
     StreamEntry,
@@ -60,7 +61,7 @@ from broker.iggy.mapping import (
     group_name_for_consumer,
     store_retention,
 )
-from broker.iggy.users import (
+from broker.services.iggy_users import (
     ACTIVE,
     Access,
     Need,
@@ -83,25 +84,6 @@ _U32 = struct.Struct("<I")
 _OPEN_CODES = frozenset((c.Code.PING, c.Code.LOGIN_USER, c.Code.LOGIN_WITH_PERSONAL_ACCESS_TOKEN))
 _KNOWN_CODES = frozenset(int(code) for code in c.Code)
 _EMPTY_POLL = c.encode_polled_prefix(0, 0, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class SystemInfo:
-    """Facts about the process and host that GetStats reports (the shell measures them)."""
-
-    process_id: int
-    cpu_usage: float
-    total_cpu_usage: float
-    memory_usage: int
-    total_memory: int
-    available_memory: int
-    hostname: str
-    os_name: str
-    os_version: str
-    kernel_version: str
-    threads_count: int
-    free_disk_space: int
-    total_disk_space: int
 
 
 @dataclass

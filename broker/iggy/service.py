@@ -1,15 +1,16 @@
 """The Iggy transport's shell: builds its objects over the broker's core and listens.
 
-Owns: ``IggyService`` (catalog, user store, handlers and factory over one ``BrokerCore``),
+Owns: ``IggyService`` (handlers and factory over one ``BrokerCore`` and the services the
+broker's shell built for it: the catalog, the user store, the host facts),
 the root-credential rule (first start only: from the config keys ``iggy.root_username`` /
 ``iggy.root_password``, else the environment variables ``IGGY_ROOT_USERNAME`` /
 ``IGGY_ROOT_PASSWORD``, else ``iggy``/``iggy`` — but only for a listener on a loopback
 address: any other address refuses to start without explicit credentials), removing
 orphaned ``__iggy.<n>`` store topics and re-applying the catalog's retention settings at
-start, the heartbeat loop that keeps connected clients' group memberships alive, and
-measuring the process and host facts GetStats reports.
+start, and the heartbeat loop that keeps connected clients' group memberships alive.
 
-Must not import: the global reactor (it comes as an argument to ``listen``).
+Must not import: the global reactor (it comes as an argument to ``listen``), anything that
+reads or writes files (what the transport keeps on disk is ``broker.services``' to keep).
 """
 
 from __future__ import annotations
@@ -17,10 +18,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import platform
-import resource
-import socket
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,17 +26,17 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
 
 from broker.core import BrokerCore
-from broker.iggy.handlers import IggyHandlers, NodeInfo, SystemInfo
-from broker.iggy.mapping import Catalog, store_retention
+from broker.iggy.handlers import IggyHandlers, NodeInfo
 from broker.iggy.protocol import IggyFactory
-from broker.iggy.users import (
+from broker.services.host_facts import SystemInfo
+from broker.services.iggy_catalog import Catalog, store_retention
+from broker.services.iggy_users import (
     DEFAULT_SCRYPT_N,
     UserStore,
     check_password,
     check_username,
     hash_password,
 )
-from data.fs import OS_FS, FileLayer
 
 __all__ = ["IggyService", "is_loopback", "root_credentials", "DEFAULT_ROOT"]
 
@@ -83,25 +80,21 @@ class IggyService:
     """The Iggy binary transport over one broker core."""
 
     def __init__(self, core: BrokerCore, config: Any, clock: IReactorTime, *,
+                 catalog: Catalog, users: UserStore, system_info: Callable[[], SystemInfo],
                  run_in_thread: Callable[[Callable[[], Any]], Deferred[Any]],
-                 now_us: Callable[[], int], fs: FileLayer = OS_FS,
-                 environ: Mapping[str, str] | None = None,
+                 now_us: Callable[[], int], environ: Mapping[str, str] | None = None,
                  scrypt_n: int = DEFAULT_SCRYPT_N) -> None:
         self.core = core
         self.config = config
         self.clock = clock
         self.environ = os.environ if environ is None else environ
         self.scrypt_n = scrypt_n
-        data_dir = config["data_dir"]
-        self.data_dir = data_dir
-        store = core.store
-        self.catalog = Catalog(data_dir, store_topics=lambda: list(store.topics), now_us=now_us,
-                               fs=fs)
-        self.users = UserStore(data_dir, now_us=now_us, fs=fs)
+        self.catalog = catalog
+        self.users = users
         self.node = NodeInfo()
         self.handlers = IggyHandlers(
             core, self.catalog, self.users, clock=clock, now_us=now_us,
-            run_in_thread=run_in_thread, system_info=self.system_info, node=self.node,
+            run_in_thread=run_in_thread, system_info=system_info, node=self.node,
             scrypt_n=scrypt_n, max_payload=config["limits.max_message_bytes"])
         self.factory = IggyFactory(
             self.handlers, clock,
@@ -109,7 +102,6 @@ class IggyService:
             max_connections=config["limits.max_connections"],
             idle_timeout_ms=config["limits.idle_timeout_ms"],
             max_pending_output_bytes=config["limits.max_pending_output_bytes"])
-        self._cpu_mark: tuple[float, float] | None = None
         self._heartbeats: LoopingCall | None = None
         self.started = False
 
@@ -168,40 +160,3 @@ class IggyService:
 
     def all_idle(self) -> bool:
         return self.factory.all_idle()
-
-    # ------------------------------------------------------------------ system facts
-
-    def system_info(self) -> SystemInfo:
-        """The process and host facts of GetStats (Linux /proc where available)."""
-        page = os.sysconf("SC_PAGE_SIZE")
-        total = os.sysconf("SC_PHYS_PAGES") * page
-        available = os.sysconf("SC_AVPHYS_PAGES") * page
-        rss = 0
-        try:
-            with open("/proc/self/statm", encoding="ascii") as statm:
-                rss = int(statm.read().split()[1]) * page
-        except (OSError, ValueError, IndexError):
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        cpu = usage.ru_utime + usage.ru_stime
-        now = self.clock.seconds()
-        cpu_usage = 0.0
-        if self._cpu_mark is not None and now > self._cpu_mark[0]:
-            cpu_usage = 100.0 * (cpu - self._cpu_mark[1]) / (now - self._cpu_mark[0])
-        self._cpu_mark = (now, cpu)
-        try:
-            disk = os.statvfs(self.data_dir)
-            free_disk, total_disk = disk.f_bavail * disk.f_frsize, disk.f_blocks * disk.f_frsize
-        except OSError:
-            free_disk = total_disk = 0
-        try:
-            load = os.getloadavg()[0] / (os.cpu_count() or 1) * 100.0
-        except OSError:
-            load = 0.0
-        uname = platform.uname()
-        return SystemInfo(
-            process_id=os.getpid(), cpu_usage=max(0.0, cpu_usage), total_cpu_usage=load,
-            memory_usage=rss, total_memory=total, available_memory=available,
-            hostname=socket.gethostname(), os_name=uname.system, os_version=uname.version,
-            kernel_version=uname.release, threads_count=threading.active_count(),
-            free_disk_space=free_disk, total_disk_space=total_disk)

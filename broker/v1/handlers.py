@@ -24,7 +24,7 @@ from twisted.python.failure import Failure
 from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
 from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated
-from broker.iggy.mapping import CONSUMER_GROUP_PREFIX, STORE_PREFIX
+from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.v1 import codec as c
 
 __all__ = ["Handlers", "Slot"]

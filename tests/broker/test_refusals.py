@@ -346,6 +346,6 @@ class CliTests:
         """The CLI (a client: it must not import the server side) keeps its own copy of the
         internal-topic prefix; it is the Iggy mapping's."""
         from broker.cli.admin import INTERNAL_TOPIC_PREFIX
-        from broker.iggy.mapping import STORE_PREFIX
+        from broker.services.iggy_catalog import STORE_PREFIX
 
         assert INTERNAL_TOPIC_PREFIX == STORE_PREFIX

@@ -31,6 +31,9 @@ from broker.core.durability import synchronous
 from broker.iggy import codec
 from broker.iggy.service import IggyService
 from broker.server import Broker, build_broker
+from broker.services.host_facts import HostFacts
+from broker.services.iggy_catalog import Catalog
+from broker.services.iggy_users import UserStore
 
 __all__ = ["Harness", "Conn", "RawClient", "iggy_port_of", "run_isolated", "frame", "ok", "err",
            "u32", "u64", "ident", "name8", "SEED_CODES"]
@@ -162,9 +165,14 @@ class Harness:
         self.config = config_from_mapping(raw)
         self.broker: Broker = build_broker(self.config, self.clock, run_in_thread=synchronous,
                                            now_us=self.now_us)
-        self.service = IggyService(self.broker.core, self.config, self.clock,
-                                   run_in_thread=synchronous, now_us=self.now_us,
-                                   environ=environ or {}, scrypt_n=1 << 4)
+        core, data_dir = self.broker.core, self.config["data_dir"]
+        self.service = IggyService(
+            core, self.config, self.clock, run_in_thread=synchronous, now_us=self.now_us,
+            catalog=Catalog(data_dir, store_topics=lambda: list(core.store.topics),
+                            now_us=self.now_us),
+            users=UserStore(data_dir, now_us=self.now_us),
+            system_info=HostFacts(data_dir, self.clock),
+            environ=environ or {}, scrypt_n=1 << 4)
         self._ports = 40000
         if prepare:
             self.service.prepare(host)

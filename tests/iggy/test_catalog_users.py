@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 
 from broker.iggy.codec import GlobalPermissions, Permissions, StreamPermissions, TopicPermissions
-from broker.iggy.errors import IggyError, Status
-from broker.iggy.mapping import (
+from broker.iggy.errors import Status, status_for
+from broker.services.errors import ServiceError
+from broker.services.iggy_catalog import (
     STORE_PREFIX,
     Catalog,
     group_name_for_consumer,
     store_retention,
 )
-from broker.iggy.users import (
+from broker.services.iggy_users import (
     Access,
     Need,
     User,
@@ -72,12 +73,12 @@ class CatalogTests:
         assert cat.topic(cat.default, "late", has) is None
         store.names.add("late")
         assert cat.topic(cat.default, "late", has).id == 0
-        with pytest.raises(IggyError) as caught:
+        with pytest.raises(ServiceError) as caught:
             cat.require_stream(4)
-        assert caught.value.status == Status.STREAM_ID_NOT_FOUND
-        with pytest.raises(IggyError) as caught:
+        assert status_for(caught.value) == Status.STREAM_ID_NOT_FOUND
+        with pytest.raises(ServiceError) as caught:
             cat.require_topic(cat.default, "nope", has)
-        assert caught.value.status == Status.TOPIC_NAME_NOT_FOUND
+        assert status_for(caught.value) == Status.TOPIC_NAME_NOT_FOUND
 
     def test_store_names_for_other_streams_skip_taken_ones(self, tmp_path):
         """A non-default stream's topic goes to the next free __iggy.<n>; the default
@@ -94,21 +95,21 @@ class CatalogTests:
         groups come back from iggy.json."""
         store = _Store()
         cat = _catalog(tmp_path, store)
-        with pytest.raises(IggyError):
+        with pytest.raises(ServiceError):
             cat.add_stream("")
-        with pytest.raises(IggyError):
+        with pytest.raises(ServiceError):
             cat.add_stream("tab\there")
         s = cat.add_stream("shop")
-        with pytest.raises(IggyError) as caught:
+        with pytest.raises(ServiceError) as caught:
             cat.add_stream("shop")
-        assert caught.value.status == Status.STREAM_NAME_ALREADY_EXISTS
+        assert status_for(caught.value) == Status.STREAM_NAME_ALREADY_EXISTS
         store.names.add(f"{STORE_PREFIX}0")
         t = cat.add_topic(s, "orders", f"{STORE_PREFIX}0", compression=2, message_expiry=9,
                           max_topic_size=10, replication_factor=3)
         cat.add_group(t, "workers")
-        with pytest.raises(IggyError) as caught:
+        with pytest.raises(ServiceError) as caught:
             cat.add_group(t, "iggy.consumer.7")
-        assert caught.value.status == Status.INVALID_CONSUMER_GROUP_NAME
+        assert status_for(caught.value) == Status.INVALID_CONSUMER_GROUP_NAME
         cat2 = _catalog(tmp_path, store)
         again = cat2.stream("shop").topic("orders")
         assert (again.id, again.store, again.compression, again.message_expiry,
@@ -161,17 +162,17 @@ class UserStoreTests:
         assert raw not in (tmp_path / "iggy-users.json").read_text()
         again = UserStore(str(tmp_path), now_us=lambda: 100)
         assert again.login_token(raw, now_us=149).id == 1
-        with pytest.raises(IggyError) as caught:
+        with pytest.raises(ServiceError) as caught:
             again.login_token(raw, now_us=150)
-        assert caught.value.status == Status.PERSONAL_ACCESS_TOKEN_EXPIRED
+        assert status_for(caught.value) == Status.PERSONAL_ACCESS_TOKEN_EXPIRED
         assert [t.name for t in again.tokens(again.get("bob"), 150)] == ["ci-2"]
         again.delete_token(again.get(1), "ci-2")
-        with pytest.raises(IggyError) as caught:
+        with pytest.raises(ServiceError) as caught:
             again.login_token(forever, now_us=150)
-        assert caught.value.status == Status.INVALID_PERSONAL_ACCESS_TOKEN
-        with pytest.raises(IggyError) as caught:
+        assert status_for(caught.value) == Status.INVALID_PERSONAL_ACCESS_TOKEN
+        with pytest.raises(ServiceError) as caught:
             again.delete(again.get(0))
-        assert caught.value.status == Status.CANNOT_DELETE_USER
+        assert status_for(caught.value) == Status.CANNOT_DELETE_USER
 
 
 def _user(perms: Permissions | None, id: int = 5) -> User:

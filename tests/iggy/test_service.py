@@ -7,9 +7,9 @@ import pytest
 
 from broker.config import config_from_mapping
 from broker.core.durability import synchronous
-from broker.iggy.mapping import STORE_PREFIX
 from broker.iggy.service import is_loopback, root_credentials
 from broker.server import build_broker
+from broker.services.iggy_catalog import STORE_PREFIX
 from tests.iggy.harness import Harness, err, ident, name8, ok, u32, u64
 
 

@@ -1,6 +1,7 @@
-"""Iggy users, their permissions and personal access tokens, persisted in the data dir.
+"""The Iggy transport's users, their permissions and personal access tokens: a service the
+shell builds and the Iggy handlers call, persisted in the data dir.
 
-Owns: ``iggy-users.json`` (every user: id, username, scrypt password hash, status,
+Owns: ``UserStore`` and ``iggy-users.json`` (every user: id, username, scrypt password hash, status,
 permissions, created_at, and their personal access tokens stored only as SHA-256 hashes),
 the password hashing (``hash_password``/``verify_password``: scrypt, a random 16-byte salt
 per hash, parameters stored with it), the validation rules (Iggy's: usernames 3-50
@@ -12,10 +13,14 @@ topic includes polling it.
 The root user (id 0) is created when the file does not exist yet; it has every
 permission, cannot be deleted and its permissions cannot change.
 
-Hashing is slow on purpose (scrypt): the handlers run ``hash_password`` and
-``verify_password`` off the reactor thread. Everything else here is quick and runs on it.
+Every change is written with ``data.atomic.write_json_atomic`` (tmp, fsync, rename, dir
+fsync) before the method returns. Hashing is slow on purpose (scrypt): the handlers run
+``hash_password`` and ``verify_password`` off the reactor thread. Everything else here is
+quick and runs on it. Refusals are ``broker.services.errors`` classes; the transport picks
+their wire codes.
 
-Must not import: Twisted, sockets, the core, the handlers.
+Must not import: Twisted, sockets, the core, the Iggy transport but its codec's
+``Permissions`` value (whose blob is also the stored form).
 """
 
 from __future__ import annotations
@@ -31,8 +36,25 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from broker.iggy.codec import Permissions
-from broker.iggy.errors import IggyError, Status
+from broker.iggy.codec.permissions import Permissions
+from broker.services.errors import (
+    InvalidPassword,
+    InvalidTokenExpiry,
+    InvalidTokenName,
+    InvalidUsername,
+    InvalidUserStatus,
+    RootPermissionsFixed,
+    RootUserUndeletable,
+    TokenExpired,
+    TokenNameTaken,
+    TooManyTokens,
+    TooManyUsers,
+    UnknownToken,
+    UnknownTokenName,
+    UnknownUser,
+    UserInactive,
+    UsernameTaken,
+)
 from data.atomic import read_json, write_json_atomic
 from data.fs import OS_FS, FileLayer
 
@@ -100,25 +122,22 @@ def _token_hash(token: str) -> str:
 
 def check_username(username: str) -> None:
     if not 3 <= len(username) <= 50 or any(ch.isspace() or ord(ch) < 32 for ch in username):
-        raise IggyError(Status.INVALID_USERNAME,
-                        "a username is 3-50 characters without whitespace")
+        raise InvalidUsername("a username is 3-50 characters without whitespace")
 
 
 def check_password(password: str) -> None:
     if not 3 <= len(password) <= 100:
-        raise IggyError(Status.INVALID_PASSWORD, "a password is 3-100 characters")
+        raise InvalidPassword("a password is 3-100 characters")
 
 
 def check_status(status: int) -> None:
     if status not in (ACTIVE, INACTIVE):
-        raise IggyError(Status.INVALID_USER_STATUS,
-                        f"user status {status}; expected 1 (active) or 2 (inactive)")
+        raise InvalidUserStatus(f"user status {status}; expected 1 (active) or 2 (inactive)")
 
 
 def _check_token_name(name: str) -> None:
     if not 3 <= len(name) <= 30 or any(ord(ch) < 32 for ch in name):
-        raise IggyError(Status.INVALID_PERSONAL_ACCESS_TOKEN_NAME,
-                        "a token name is 3-30 printable characters")
+        raise InvalidTokenName("a token name is 3-30 printable characters")
 
 
 # ---------------------------------------------------------------- records
@@ -235,10 +254,14 @@ class UserStore:
                 return user
         return None
 
+    def list_users(self) -> list[User]:
+        """Every user, by id."""
+        return sorted(self.users.values(), key=lambda u: u.id)
+
     def require(self, ident: int | str) -> User:
         user = self.get(ident)
         if user is None:
-            raise IggyError(Status.RESOURCE_NOT_FOUND, f"user {ident} not found")
+            raise UnknownUser(f"user {ident} not found")
         return user
 
     # ------------------------------------------------------------------ changes
@@ -248,9 +271,9 @@ class UserStore:
         check_username(username)
         check_status(status)
         if self.by_name(username) is not None:
-            raise IggyError(Status.USER_ALREADY_EXISTS, f"user {username!r} exists")
+            raise UsernameTaken(f"user {username!r} exists")
         if len(self.users) >= self.max_users:
-            raise IggyError(Status.USERS_LIMIT_REACHED, f"at most {self.max_users} users")
+            raise TooManyUsers(f"at most {self.max_users} users")
         user = User(self.next_user_id, username, password_hash, status, permissions,
                     self._now_us())
         self.users[user.id] = user
@@ -263,11 +286,11 @@ class UserStore:
             check_username(username)
             other = self.by_name(username)
             if other is not None and other is not user:
-                raise IggyError(Status.USER_ALREADY_EXISTS, f"user {username!r} exists")
+                raise UsernameTaken(f"user {username!r} exists")
         if status is not None:
             check_status(status)
             if user.is_root and status != ACTIVE:
-                raise IggyError(Status.INVALID_USER_STATUS, "the root user stays active")
+                raise InvalidUserStatus("the root user stays active")
         if username is not None:
             user.username = username
         if status is not None:
@@ -276,7 +299,7 @@ class UserStore:
 
     def delete(self, user: User) -> None:
         if user.is_root:
-            raise IggyError(Status.CANNOT_DELETE_USER, "the root user cannot be deleted")
+            raise RootUserUndeletable("the root user cannot be deleted")
         for token in user.tokens.values():
             self._by_token.pop(token.token_hash, None)
         del self.users[user.id]
@@ -284,8 +307,7 @@ class UserStore:
 
     def set_permissions(self, user: User, permissions: Permissions | None) -> None:
         if user.is_root:
-            raise IggyError(Status.CANNOT_CHANGE_PERMISSIONS,
-                            "the root user's permissions cannot change")
+            raise RootPermissionsFixed("the root user's permissions cannot change")
         user.permissions = permissions
         self.save()
 
@@ -300,14 +322,12 @@ class UserStore:
         means it never expires."""
         _check_token_name(name)
         if name in user.tokens:
-            raise IggyError(Status.PERSONAL_ACCESS_TOKEN_ALREADY_EXISTS,
-                            f"token {name!r} exists for user {user.id}")
+            raise TokenNameTaken(f"token {name!r} exists for user {user.id}")
         if len(user.tokens) >= MAX_TOKENS_PER_USER:
-            raise IggyError(Status.PERSONAL_ACCESS_TOKENS_LIMIT_REACHED,
-                            f"at most {MAX_TOKENS_PER_USER} tokens per user")
+            raise TooManyTokens(f"at most {MAX_TOKENS_PER_USER} tokens per user")
         never = expiry_us in (0, (1 << 64) - 1)
         if not never and now_us + expiry_us >= (1 << 64) - 1:
-            raise IggyError(Status.INVALID_PERSONAL_ACCESS_TOKEN_EXPIRY, "expiry too far")
+            raise InvalidTokenExpiry("expiry too far")
         raw = secrets.token_urlsafe(36)
         token = Token(name, _token_hash(raw), None if never else now_us + expiry_us)
         user.tokens[name] = token
@@ -318,7 +338,7 @@ class UserStore:
     def delete_token(self, user: User, name: str) -> None:
         token = user.tokens.get(name)
         if token is None:
-            raise IggyError(Status.INVALID_PERSONAL_ACCESS_TOKEN_NAME, f"no token {name!r}")
+            raise UnknownTokenName(f"no token {name!r}")
         del user.tokens[name]
         self._by_token.pop(token.token_hash, None)
         self.save()
@@ -331,15 +351,15 @@ class UserStore:
     def login_token(self, raw: str, now_us: int) -> User:
         found = self._by_token.get(_token_hash(raw))
         if found is None:
-            raise IggyError(Status.INVALID_PERSONAL_ACCESS_TOKEN, "unknown token")
+            raise UnknownToken("unknown token")
         user = self.users.get(found[0])
         token = user.tokens.get(found[1]) if user is not None else None
         if user is None or token is None:
-            raise IggyError(Status.INVALID_PERSONAL_ACCESS_TOKEN, "unknown token")
+            raise UnknownToken("unknown token")
         if token.expiry_at is not None and token.expiry_at <= now_us:
-            raise IggyError(Status.PERSONAL_ACCESS_TOKEN_EXPIRED, f"token {token.name!r} expired")
+            raise TokenExpired(f"token {token.name!r} expired")
         if not user.active:
-            raise IggyError(Status.USER_INACTIVE, f"user {user.username!r} is inactive")
+            raise UserInactive(f"user {user.username!r} is inactive")
         return user
 
 

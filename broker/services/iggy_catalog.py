@@ -1,6 +1,7 @@
-"""Iggy streams, topics and consumer groups <-> the store's flat topics and V1 groups.
+"""Iggy streams, topics and consumer groups <-> the store's flat topics and V1 groups: a
+service the shell builds and the Iggy handlers call.
 
-Owns: the catalog (``iggy.json`` in the data directory): every stream (id, name,
+Owns: ``Catalog``, the catalog (``iggy.json`` in the data directory): every stream (id, name,
 created_at), its topics (id, name, the store topic holding them, created_at and the Iggy
 settings: compression, message expiry, max size, replication factor) and each topic's
 consumer groups (id, name). Ids are 0-based and never reused within their scope.
@@ -22,9 +23,11 @@ The mapping:
 
 Every change is written with ``data.atomic.write_json_atomic`` (tmp, fsync, rename, dir
 fsync) before the caller answers. Store topics are created and deleted by the handlers
-through the core, never here.
+through the core, never here; the store's topic names come from the ``store_topics``
+callable the shell passes in. Refusals are ``broker.services.errors`` classes; the
+transport picks their wire codes.
 
-Must not import: Twisted, sockets, the core, the handlers.
+Must not import: Twisted, sockets, the core, the Iggy transport.
 """
 
 from __future__ import annotations
@@ -35,7 +38,19 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.iggy.errors import IggyError, Status
+from broker.services.errors import (
+    GroupNameTaken,
+    InvalidGroupName,
+    InvalidStreamName,
+    InvalidTopicName,
+    ServiceError,
+    StreamNameTaken,
+    TopicNameTaken,
+    UnknownStreamId,
+    UnknownStreamName,
+    UnknownTopicId,
+    UnknownTopicName,
+)
 from data.atomic import read_json, write_json_atomic
 from data.fs import OS_FS, FileLayer
 from data.paths import is_valid_topic_name
@@ -253,6 +268,10 @@ class Catalog:
 
     # ------------------------------------------------------------------ lookups
 
+    def list_streams(self) -> list[StreamEntry]:
+        """Every stream, by id."""
+        return sorted(self.streams.values(), key=_by_id)
+
     def stream(self, ident: int | str) -> StreamEntry | None:
         if isinstance(ident, int):
             return self.streams.get(ident)
@@ -265,8 +284,8 @@ class Catalog:
         stream = self.stream(ident)
         if stream is None:
             if isinstance(ident, int):
-                raise IggyError(Status.STREAM_ID_NOT_FOUND, f"stream {ident} not found")
-            raise IggyError(Status.STREAM_NAME_NOT_FOUND, f"stream {ident!r} not found")
+                raise UnknownStreamId( f"stream {ident} not found")
+            raise UnknownStreamName( f"stream {ident!r} not found")
         return stream
 
     def topic(self, stream: StreamEntry, ident: int | str, store_has: Callable[[str], bool]
@@ -287,9 +306,9 @@ class Catalog:
         entry = self.topic(stream, ident, store_has)
         if entry is None:
             if isinstance(ident, int):
-                raise IggyError(Status.TOPIC_ID_NOT_FOUND,
+                raise UnknownTopicId(
                                 f"topic {ident} not found in stream {stream.name!r}")
-            raise IggyError(Status.TOPIC_NAME_NOT_FOUND,
+            raise UnknownTopicName(
                             f"topic {ident!r} not found in stream {stream.name!r}")
         return entry
 
@@ -304,9 +323,9 @@ class Catalog:
     # ------------------------------------------------------------------ streams
 
     def add_stream(self, name: str) -> StreamEntry:
-        _check_name(name, Status.INVALID_STREAM_NAME, "stream")
+        _check_name(name, InvalidStreamName, "stream")
         if self.stream(name) is not None:
-            raise IggyError(Status.STREAM_NAME_ALREADY_EXISTS, f"stream {name!r} exists")
+            raise StreamNameTaken( f"stream {name!r} exists")
         stream = StreamEntry(self.next_stream_id, name, self._now_us())
         self.streams[stream.id] = stream
         self.next_stream_id += 1
@@ -314,13 +333,13 @@ class Catalog:
         return stream
 
     def rename_stream(self, stream: StreamEntry, name: str) -> None:
-        _check_name(name, Status.INVALID_STREAM_NAME, "stream")
+        _check_name(name, InvalidStreamName, "stream")
         if stream.is_default and name != DEFAULT_STREAM_NAME:
-            raise IggyError(Status.INVALID_STREAM_NAME,
+            raise InvalidStreamName(
                             f"stream {DEFAULT_STREAM_NAME} holds the V1 topics and keeps its name")
         other = self.stream(name)
         if other is not None and other is not stream:
-            raise IggyError(Status.STREAM_NAME_ALREADY_EXISTS, f"stream {name!r} exists")
+            raise StreamNameTaken( f"stream {name!r} exists")
         stream.name = name
         self.save()
 
@@ -332,14 +351,14 @@ class Catalog:
 
     def check_new_topic(self, stream: StreamEntry, name: str) -> None:
         """Refuse a topic name that is invalid or taken in ``stream``."""
-        _check_name(name, Status.INVALID_TOPIC_NAME, "topic")
+        _check_name(name, InvalidTopicName, "topic")
         if stream.is_default and (not is_valid_topic_name(name) or name.startswith(STORE_PREFIX)):
-            raise IggyError(Status.INVALID_TOPIC_NAME,
+            raise InvalidTopicName(
                             f"topic {name!r}: topics of stream {DEFAULT_STREAM_NAME} are V1 "
                             f"topics: 1-249 characters of [A-Za-z0-9._-], not starting with "
                             f"{STORE_PREFIX}")
         if stream.topic(name) is not None:
-            raise IggyError(Status.TOPIC_NAME_ALREADY_EXISTS,
+            raise TopicNameTaken(
                             f"topic {name!r} exists in stream {stream.name!r}")
 
     def store_name_for(self, stream: StreamEntry, name: str) -> str:
@@ -374,7 +393,7 @@ class Catalog:
                      replication_factor: int) -> None:
         if name != topic.name:
             if stream.is_default:
-                raise IggyError(Status.INVALID_TOPIC_NAME,
+                raise InvalidTopicName(
                                 f"topics of stream {DEFAULT_STREAM_NAME} are V1 topics and "
                                 f"keep their names")
             self.check_new_topic(stream, name)
@@ -406,13 +425,13 @@ class Catalog:
             self.save()
 
     def add_group(self, topic: TopicEntry, name: str) -> GroupEntry:
-        _check_name(name, Status.INVALID_CONSUMER_GROUP_NAME, "consumer group")
+        _check_name(name, InvalidGroupName, "consumer group")
         if name.startswith(CONSUMER_GROUP_PREFIX):
-            raise IggyError(Status.INVALID_CONSUMER_GROUP_NAME,
+            raise InvalidGroupName(
                             f"consumer group names starting with {CONSUMER_GROUP_PREFIX} are "
                             f"reserved")
         if topic.group(name) is not None:
-            raise IggyError(Status.CONSUMER_GROUP_NAME_ALREADY_EXISTS,
+            raise GroupNameTaken(
                             f"consumer group {name!r} exists")
         group = GroupEntry(topic.next_group_id, name, self._now_us())
         topic.groups[group.id] = group
@@ -445,7 +464,7 @@ def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _check_name(name: str, status: Status, what: str) -> None:
+def _check_name(name: str, error: type[ServiceError], what: str) -> None:
     raw = name.encode("utf-8")
     if not 1 <= len(raw) <= 255 or not name.strip() or any(ord(ch) < 32 for ch in name):
-        raise IggyError(status, f"invalid {what} name {name!r}: 1-255 bytes of printable UTF-8")
+        raise error(f"invalid {what} name {name!r}: 1-255 bytes of printable UTF-8")
