@@ -32,7 +32,8 @@ from data.format import HeaderKind, decode_user_headers, encode_user_headers, ke
 from data.log import PartitionLog, RawReadResult, ReadResult
 from data.store import Store, TopicConfig
 
-__all__ = ["BatchProduceResult", "BrokerCore", "ProduceResult", "ProduceSink", "fnv1a_32"]
+__all__ = ["BatchProduceResult", "BrokerCore", "PartitionSummary", "ProduceResult", "ProduceSink",
+           "fnv1a_32"]
 
 log = logging.getLogger("skerry.core")
 
@@ -66,6 +67,17 @@ class BatchProduceResult:
     count: int
     duplicates: int
     hw: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSummary:
+    """What ``partition_summary`` answers: the first retained offset, the next offset to
+    be written, the number of segments and the record bytes they hold."""
+
+    first_offset: int
+    next_offset: int
+    segment_count: int
+    size_bytes: int
 
 
 class ProduceSink(Protocol):
@@ -999,3 +1011,32 @@ class BrokerCore:
         if removed:
             log.info("deleted %d segment(s) of %s/%d", removed, name, partition)
         return removed
+
+    # ---------------------------------------------------------------- views for transports
+
+    def topic_names(self) -> list[str]:
+        """The name of every topic."""
+        return list(self.store.topics)
+
+    def topic_config(self, name: str) -> TopicConfig | None:
+        """A topic's settings (partition count, replication, retention); None when there is
+        no such topic."""
+        topic = self.store.topic(name)
+        return None if topic is None else topic.config
+
+    def partition_summary(self, name: str, partition: int) -> PartitionSummary:
+        """A partition's offsets and size (``KeyError``/``IndexError`` when it does not exist)."""
+        plog = self.store.partition(name, partition)
+        return PartitionSummary(plog.first_offset, plog.next_offset, plog.segment_count,
+                                plog.size_bytes())
+
+    def offset_for_timestamp(self, name: str, partition: int, timestamp_us: int) -> int | None:
+        """The first offset whose record timestamp is ``>= timestamp_us`` (None if none)."""
+        return self.store.partition(name, partition).offset_for_timestamp(timestamp_us)
+
+    def wait_synced(self, name: str, partition: int,
+                    callback: Callable[[SkerryError | None], None]) -> None:
+        """Call ``callback(None)`` once everything appended to the partition so far is
+        fsynced, ``callback(error)`` when the fsync failed."""
+        plog = self.store.partition(name, partition)
+        self.committer.wait(plog, plog.next_offset, callback)

@@ -40,6 +40,7 @@ from groups.coordinator import (
     ResetTarget,
 )
 from groups.effects import CancelExpiry, Effect, PersistGroups, PersistOffsets, ScheduleExpiry
+from groups.group import Group
 from groups.store import (
     GROUPS_FILE,
     OFFSETS_FILE,
@@ -246,6 +247,11 @@ class GroupService:
     def list_groups(self) -> list[GroupKey]:
         """LIST_GROUPS: every (group, topic) pair with state or committed offsets."""
         return self.coordinator.list_groups()
+
+    def group(self, group: str, topic: str) -> Group | None:
+        """The group's live state, to read only (members, generation, assignment), or None:
+        what a transport acting for its members needs, without ``describe``'s offsets."""
+        return self.coordinator.group(group, topic)
 
     def partitions_changed(self, topic: str) -> None:
         """The topic's partition count changed: its groups with members rebalance now."""
