@@ -9,8 +9,9 @@ address: any other address refuses to start without explicit credentials), remov
 orphaned ``__iggy.<n>`` store topics and re-applying the catalog's retention settings at
 start, and the heartbeat loop that keeps connected clients' group memberships alive.
 
-Must not import: the global reactor (it comes as an argument to ``listen``), anything that
-reads or writes files (what the transport keeps on disk is ``broker.services``' to keep).
+Must not import: the global reactor (it comes as an argument to ``listen``), the file
+layer: it reads and writes no file itself (what the transport keeps on disk,
+``broker.services`` keeps; the broker's shell builds those services and passes them in).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from twisted.internet.task import LoopingCall
 from broker.core import BrokerCore
 from broker.iggy.handlers import IggyHandlers, NodeInfo
 from broker.iggy.protocol import IggyFactory
+from broker.services.groups import GroupService
 from broker.services.host_facts import SystemInfo
 from broker.services.iggy_catalog import Catalog, store_retention
 from broker.services.iggy_users import (
@@ -80,7 +82,8 @@ class IggyService:
     """The Iggy binary transport over one broker core."""
 
     def __init__(self, core: BrokerCore, config: Any, clock: IReactorTime, *,
-                 catalog: Catalog, users: UserStore, system_info: Callable[[], SystemInfo],
+                 groups: GroupService, catalog: Catalog, users: UserStore,
+                 system_info: Callable[[], SystemInfo],
                  run_in_thread: Callable[[Callable[[], Any]], Deferred[Any]],
                  now_us: Callable[[], int], environ: Mapping[str, str] | None = None,
                  scrypt_n: int = DEFAULT_SCRYPT_N) -> None:
@@ -93,9 +96,12 @@ class IggyService:
         self.users = users
         self.node = NodeInfo()
         self.handlers = IggyHandlers(
-            core, self.catalog, self.users, clock=clock, now_us=now_us,
+            core, groups, self.catalog, self.users, clock=clock, now_us=now_us,
             run_in_thread=run_in_thread, system_info=system_info, node=self.node,
-            scrypt_n=scrypt_n, max_payload=config["limits.max_message_bytes"])
+            scrypt_n=scrypt_n, max_payload=config["limits.max_message_bytes"],
+            max_partitions_per_topic=config["limits.max_partitions_per_topic"],
+            max_topics=config["limits.max_topics"],
+            session_timeout_ms=config["groups.session_timeout_ms"])
         self.factory = IggyFactory(
             self.handlers, clock,
             max_frame_bytes=config["iggy.max_frame_bytes"],
@@ -123,16 +129,16 @@ class IggyService:
             log.warning("iggy: removing store topic %s: no stream owns it (a topic create or "
                         "delete stopped half-way)", orphan)
             self.core.delete_topic(orphan)
-        for stream in self.catalog.streams.values():
+        for stream in self.catalog.list_streams():
             for topic in stream.topics.values():
                 if topic.message_expiry is None and topic.max_topic_size is None:
                     continue
-                store_topic = self.core.store.topics.get(topic.store)
-                if store_topic is None:
+                config = self.core.topic_config(topic.store)
+                if config is None:
                     continue
                 retention_ms, retention_bytes = store_retention(topic.message_expiry or 0,
-                                                           topic.max_topic_size or 0,
-                                                           len(store_topic.partitions))
+                                                                topic.max_topic_size or 0,
+                                                                config.partitions)
                 self.core.set_topic_retention(topic.store, retention_ms, retention_bytes)
         self.handlers.remove_stale_members()
         loop = LoopingCall(self.handlers.heartbeat)

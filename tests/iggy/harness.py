@@ -168,8 +168,8 @@ class Harness:
         core, data_dir = self.broker.core, self.config["data_dir"]
         self.service = IggyService(
             core, self.config, self.clock, run_in_thread=synchronous, now_us=self.now_us,
-            catalog=Catalog(data_dir, store_topics=lambda: list(core.store.topics),
-                            now_us=self.now_us),
+            groups=core.groups,
+            catalog=Catalog(data_dir, store_topics=core.topic_names, now_us=self.now_us),
             users=UserStore(data_dir, now_us=self.now_us),
             system_info=HostFacts(data_dir, self.clock),
             environ=environ or {}, scrypt_n=1 << 4)

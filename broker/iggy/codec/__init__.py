@@ -1,7 +1,7 @@
 """The Iggy binary codec: every request of the seed's code list and every reply, as bytes.
 
-A package split by job; this module re-exports the public names of all of them, so
-``from broker.iggy import codec`` and ``codec.PollMessages`` keep working:
+A package split by job. Owns: nothing of its own; it re-exports the public names of its
+modules, so ``from broker.iggy import codec`` and ``codec.PollMessages`` keep working:
 
 * ``status``: the status codes (``Status``) and the refusal carrying one (``IggyError``);
 * ``framing``: the request and reply heads, ``frame_ok`` and ``frame_error``;

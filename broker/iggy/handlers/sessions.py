@@ -1,0 +1,200 @@
+"""The connected Iggy clients and their consumer-group memberships.
+
+Owns: ``Sessions``: opening and closing a client's ``Session`` (client ids count from 1),
+the V1 member id that stands for a client in a group (``iggy-<boot>-<client id>``: a new
+``boot`` per process, so members a previous run left behind are recognised and removed at
+start), joining, leaving and committing as that member through the ``GroupService``, the
+heartbeat that keeps memberships alive (Iggy clients send none), and forgetting every
+group of a store topic that goes away.
+
+Must not import: Twisted's reactor, sockets, files, the store, the protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
+
+from broker.core import fnv1a_32
+from broker.errors import SkerryError
+from broker.iggy.errors import IggyError, Status
+from broker.iggy.handlers.context import Context, Membership, Session, all_done, logged
+
+__all__ = ["Sessions"]
+
+log = logging.getLogger("skerry.iggy")
+
+
+class Sessions:
+    """Every connected client of one Iggy transport, by client id."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.boot = secrets.token_hex(4)
+        self._by_id: dict[int, Session] = {}
+        self._next_client_id = 1
+
+    # ================================================================ clients
+
+    def new(self, address: str) -> Session:
+        """A new client connected from ``address``: its session, with the next client id."""
+        session = Session(self._next_client_id, address)
+        self._next_client_id += 1
+        self._by_id[session.client_id] = session
+        return session
+
+    def end(self, session: Session) -> None:
+        """The connection closed: leave its consumer groups."""
+        session.closed = True
+        self._by_id.pop(session.client_id, None)
+        if self.ctx.core.closing:
+            return
+        for membership in list(session.memberships.values()):
+            try:
+                logged(self.leave(session, membership), "leaving a group")
+            except SkerryError as error:
+                log.info("iggy: client %d leaving %s on %s: %s", session.client_id,
+                         membership.group, membership.store, error.message)
+        session.memberships.clear()
+
+    def get(self, client_id: int) -> Session | None:
+        return self._by_id.get(client_id)
+
+    def all(self) -> list[Session]:
+        """Every connected client, by client id."""
+        return sorted(self._by_id.values(), key=lambda s: s.client_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def log_out_user(self, user_id: int) -> None:
+        """Every client logged in as ``user_id`` is logged out (the user was deleted)."""
+        for session in self._by_id.values():
+            if session.user_id == user_id:
+                session.user_id = None
+
+    # ================================================================ member ids
+
+    def member_prefix(self) -> str:
+        return f"iggy-{self.boot}-"
+
+    def member_id(self, session: Session) -> str:
+        return f"{self.member_prefix()}{session.client_id}"
+
+    def member_client(self, member: str) -> int:
+        """The client id a member id stands for; a V1 member gets a hash with the top bit
+        set, which no Iggy client id has."""
+        prefix = self.member_prefix()
+        if member.startswith(prefix) and member[len(prefix):].isdigit():
+            return int(member[len(prefix):])
+        return fnv1a_32(member.encode("utf-8")) | 0x80000000
+
+    # ================================================================ memberships
+
+    def join(self, session: Session, membership: Membership) -> Deferred[None]:
+        """Join the group as ``session``'s member; the membership is recorded once the
+        group service has the member (unless the client left meanwhile)."""
+        key = (membership.store, membership.group)
+        d = maybeDeferred(self.ctx.groups.join, membership.group, membership.store,
+                          self.member_id(session), session_timeout_ms=self.ctx.session_timeout_ms)
+
+        def joined(_: object) -> None:
+            if not session.closed and key not in session.memberships:
+                session.memberships[key] = membership
+
+        return d.addCallback(joined)
+
+    def leave(self, session: Session, membership: Membership) -> Deferred[None]:
+        session.memberships.pop((membership.store, membership.group), None)
+        groups = self.ctx.groups
+        grp = groups.group(membership.group, membership.store)
+        member = self.member_id(session)
+        if grp is None or member not in grp.members:
+            return succeed(None)
+        return groups.leave(membership.group, membership.store, member, grp.generation)
+
+    def assigned(self, session: Session, group: str, store: str) -> list[int]:
+        """The partitions of ``store`` the group gives ``session``'s member now."""
+        grp = self.ctx.groups.group(group, store)
+        return grp.assigned(self.member_id(session)) if grp is not None else []
+
+    def commit(self, session: Session, group: str, store: str, partition: int,
+               next_offset: int) -> Deferred[None]:
+        """Store ``next_offset`` (V1's "next to read") for ``group``: as a member when this
+        client is one, as an admin write when the group has no live members."""
+        groups = self.ctx.groups
+        grp = groups.group(group, store)
+        member = self.member_id(session)
+        if grp is not None and member in grp.members:
+            return groups.commit(group, store, member, grp.generation, partition, next_offset)
+        if grp is None or not grp.members:
+            return groups.admin_commit(group, store, partition, next_offset)
+        raise IggyError(Status.CONSUMER_GROUP_MEMBER_NOT_FOUND,
+                        f"client {session.client_id} is not a member of group {group}")
+
+    def forget_groups(self, store: str) -> Deferred[None]:
+        """Leave and delete every group (and stored offsets) of a store topic going away."""
+        groups = self.ctx.groups
+        waits = []
+        for session in list(self._by_id.values()):
+            for key, membership in list(session.memberships.items()):
+                if membership.store == store:
+                    try:
+                        waits.append(self.leave(session, membership))
+                    except SkerryError:
+                        session.memberships.pop(key, None)
+        for group, topic in groups.list_groups():
+            if topic != store:
+                continue
+            try:
+                waits.append(groups.delete_group(group, topic))
+            except SkerryError as error:
+                log.warning("iggy: group %s on %s stays: %s", group, topic, error.message)
+        return all_done(waits)
+
+    # ================================================================ timers and start
+
+    def heartbeat(self) -> None:
+        """Refresh the group membership of every connected client (the shell calls this
+        every third of the session timeout: Iggy clients send no group heartbeats), and
+        rejoin a membership the coordinator lost."""
+        groups = self.ctx.groups
+        if self.ctx.core.closing:
+            return
+        for session in list(self._by_id.values()):
+            member = self.member_id(session)
+            for membership in list(session.memberships.values()):
+                grp = groups.group(membership.group, membership.store)
+                try:
+                    if grp is not None and member in grp.members:
+                        groups.heartbeat(membership.group, membership.store, member,
+                                         grp.generation)
+                    else:
+                        logged(groups.join(membership.group, membership.store, member,
+                                           session_timeout_ms=self.ctx.session_timeout_ms),
+                               "rejoining a group")
+                except SkerryError as error:
+                    log.info("iggy: refreshing client %d in %s on %s: %s", session.client_id,
+                             membership.group, membership.store, error.message)
+
+    def remove_stale_members(self) -> None:
+        """Drop group members a previous run of the Iggy transport left behind (their
+        connections are gone; a restored member would otherwise hold its partitions until
+        its session timed out)."""
+        groups = self.ctx.groups
+        for name, topic in groups.list_groups():
+            grp = groups.group(name, topic)
+            if grp is None:
+                continue
+            for member in sorted(grp.members):
+                if member.startswith("iggy-") and not member.startswith(self.member_prefix()):
+                    try:
+                        logged(groups.leave(name, topic, member, grp.generation),
+                               "removing a stale member")
+                        log.info("iggy: removed stale member %s of group %s on %s", member,
+                                 name, topic)
+                    except SkerryError as error:
+                        log.warning("iggy: could not remove stale member %s: %s", member,
+                                    error.message)
