@@ -1,5 +1,6 @@
 """The service shells: Twisted-side owners of domain state (timers, Deferreds, persistence),
 built by the broker's shell (``broker.server``) and handed to the core and the transports.
+Owns nothing itself; its modules:
 
 * ``groups``: ``GroupService``, consumer groups' timers and ``groups.json``/``offsets.json``;
 * ``replication``: ``ReplicationService`` and its jobs;
