@@ -28,6 +28,7 @@ __all__ = [
     "Address",
     "BrokerError",
     "Connection",
+    "ConnectionLost",
     "Message",
     "Reply",
     "ToolError",
@@ -56,6 +57,16 @@ class BrokerError(ToolError):
         super().__init__(f"{command + ': ' if command else ''}{code}: {message}")
         self.code = code
         self.broker_message = message
+
+
+class ConnectionLost(ToolError):
+    """The connection ended before a request was answered. For a ``send_batch``,
+    ``replies`` are the answers that did arrive: those of the batch's first
+    ``len(replies)`` requests, in order; the rest may or may not have been applied."""
+
+    def __init__(self, message: str, replies: Sequence[Reply] = ()) -> None:
+        super().__init__(message)
+        self.replies = list(replies)
 
 
 @dataclass(frozen=True)
@@ -158,6 +169,14 @@ def parse_detail_messages(reply: Reply, partition: int) -> list[Message]:
     return out
 
 
+def _fail(future: asyncio.Future[Any], exc: ToolError) -> None:
+    """Fail ``future`` with ``exc`` for whoever awaits it. A request nobody waits for any
+    more (its waiter was cancelled by Ctrl-C) is simply dropped: no "Future exception was
+    never retrieved" traceback at exit."""
+    future.set_exception(exc)
+    future.exception()  # marks it retrieved; an awaiting caller still gets the exception
+
+
 class _Batch:
     """The replies of one ``send_batch``, in order; ``future`` fires when all arrived."""
 
@@ -218,7 +237,7 @@ class Connection:
         """Write one request now; the future gets its ``Reply`` (or ``ToolError``)."""
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         if self.closed:
-            future.set_exception(ToolError(f"connection to {self.address} is closed"))
+            _fail(future, ConnectionLost(f"connection to {self.address} is closed"))
             return future
         self._next_cid += 1
         cid = b"%d" % self._next_cid
@@ -232,7 +251,7 @@ class Connection:
         replies, in order, once the last one arrived."""
         future: asyncio.Future[list[Reply]] = asyncio.get_running_loop().create_future()
         if self.closed:
-            future.set_exception(ToolError(f"connection to {self.address} is closed"))
+            _fail(future, ConnectionLost(f"connection to {self.address} is closed"))
             return future
         if not args:
             future.set_result([])
@@ -256,22 +275,24 @@ class Connection:
         try:
             await self._writer.drain()
         except (ConnectionError, OSError) as exc:
-            raise ToolError(f"lost the connection to {self.address}: {exc}") from None
+            why = f"lost the connection to {self.address}: {exc}"
+            self.abort(why)  # closed before the reader notices: every waiter learns why
+            raise ConnectionLost(why) from None
 
     async def result(self, future: asyncio.Future[T], what: str = "",
                      timeout: float | None = None) -> T:
         """``future``'s result, or ``ToolError`` (and the connection dropped) when no answer
-        came within ``timeout`` (default: the connection's)."""
-        if future.done():
-            return future.result()
-        limit = self.timeout if timeout is None else timeout
-        try:
-            async with asyncio.timeout(limit):
-                return await future
-        except TimeoutError:
-            self.abort()
-            raise ToolError(f"no answer from {self.address} to {what or 'a request'} "
-                            f"within {limit:g} s") from None
+        came within ``timeout`` (default: the connection's). The future itself is never
+        cancelled: after a timeout it holds the ``ConnectionLost`` of the dropped connection
+        (with a batch's answers that did arrive)."""
+        if not future.done():
+            limit = self.timeout if timeout is None else timeout
+            await asyncio.wait((future,), timeout=limit)
+            if not future.done():
+                self.abort()
+                raise ToolError(f"no answer from {self.address} to {what or 'a request'} "
+                                f"within {limit:g} s")
+        return future.result()
 
     async def wait(self, future: asyncio.Future[Reply], command: str = "",
                    timeout: float | None = None, *, check: bool = True) -> Reply:
@@ -286,14 +307,14 @@ class Connection:
         """Send one request and wait for its reply (see ``wait``)."""
         return await self.wait(self.send(command, args), command, timeout, check=check)
 
-    def abort(self) -> None:
-        """Drop the connection at once, failing every request still waiting."""
+    def abort(self, why: str | None = None) -> None:
+        """Drop the connection at once, failing every request still waiting (with ``why``)."""
         if self.closed:
             return
         self.closed = True
         self._writer.transport.abort()
         self._reader_task.cancel()
-        self._fail_all(f"connection to {self.address} dropped")
+        self._fail_all(why or f"connection to {self.address} dropped")
 
     async def close(self) -> None:
         if self.closed:
@@ -311,9 +332,11 @@ class Connection:
     def _fail_all(self, why: str) -> None:
         while self._pending:
             target = self._pending.popleft()[2]
-            future = target.future if type(target) is _Batch else target
-            if not future.done():
-                future.set_exception(ToolError(why))
+            if type(target) is _Batch:
+                if not target.future.done():
+                    _fail(target.future, ConnectionLost(why, target.replies))
+            elif not target.done():
+                _fail(target, ConnectionLost(why))
 
     async def _read_loop(self) -> None:
         why = f"the broker at {self.address} closed the connection"

@@ -36,19 +36,26 @@ T = TypeVar("T")
 
 
 def _run(coroutine: Callable[[], Awaitable[T]]) -> T:
-    """Run on a fresh loop; SIGTERM cancels like Ctrl-C does (asyncio.run handles SIGINT)."""
+    """Run on a fresh loop. Ctrl-C (SIGINT) and SIGTERM cancel the command, which then
+    finishes what it must (a producer takes the answers to what it sent, a group member
+    commits and leaves); a second one cancels that too. ``KeyboardInterrupt`` when the
+    command ends cancelled."""
 
     async def main() -> T:
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         if task is not None:
-            try:
-                loop.add_signal_handler(signal.SIGTERM, task.cancel)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass  # not the main thread (tests calling main() in-process)
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.add_signal_handler(signum, task.cancel)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass  # not the main thread (tests calling main() in-process)
         return await coroutine()
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt from None
 
 
 def _address(args: argparse.Namespace) -> Address:

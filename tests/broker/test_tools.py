@@ -319,6 +319,105 @@ class ProduceTests:
         assert SUMMARY_RE.fullmatch(piped.stderr.decode().strip()), piped.stderr
 
 
+STOPPED_RE = re.compile(
+    r"produced (\d+) messages? to \S+ in [0-9.]+ s \([0-9,]+ msgs/s\); (\d+) errors?; "
+    r"stopped: (.+?)(?:; (\d+) messages? sent without an answer \(lines (\d+)-(\d+)\), "
+    r"stored or not)?; last acknowledged line (\d+), resume from line (\d+)")
+ENDLESS = ("import sys\ni = 0\nwhile True:\n    i += 1\n"
+           "    sys.stdout.write(f'k{i % 7}:{i}\\n')\n")
+"""A program writing numbered ``k<i mod 7>:<i>`` lines without end: input never runs out."""
+
+
+def stored_messages(broker: BrokerProcess, topic: str) -> int:
+    """How many messages ``topic`` holds (every partition's hw + 1), straight over V1."""
+    client = broker.client()
+    try:
+        reply = client.request(f"V1|1|METADATA|{topic}")
+    finally:
+        client.close()
+    if not reply.startswith("V1|1|OK|"):
+        return 0
+    return sum(int(hw) + 1 for hw in re.search(r"hw=\[([^\]]*)\]", reply).group(1).split())
+
+
+def produce_endlessly(broker: BrokerProcess, topic: str) -> tuple[subprocess.Popen[bytes],
+                                                                  subprocess.Popen[bytes]]:
+    """``skerry produce topic`` fed by ``ENDLESS`` through a pipe, once the topic holds at
+    least 20000 of its messages: (the producer, the feeder)."""
+    feeder = subprocess.Popen([sys.executable, "-c", ENDLESS], stdout=subprocess.PIPE)
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "broker", "produce", topic], stdin=feeder.stdout,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env_for(broker),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert feeder.stdout is not None
+    feeder.stdout.close()
+    wait_for(lambda: stored_messages(broker, topic) >= 20_000, "20000 messages stored",
+             timeout=60)
+    assert producer.poll() is None, producer.stderr.read() if producer.stderr else ""
+    return producer, feeder
+
+
+def stored_numbers(broker: BrokerProcess, topic: str) -> set[int]:
+    out = skerry(broker, "consume", topic, "-q", timeout=120)
+    assert out.returncode == 0, out.stderr
+    return {int(value) for value in out.stdout.split()}
+
+
+class InterruptedProduceTests:
+    def test_ctrl_c_reports_exactly_what_the_topic_holds(self, broker: BrokerProcess) -> None:
+        """Ctrl-C in the middle of a stream: the producer sends nothing more, takes the
+        answers to what it sent, and reports exactly the count the topic holds, the last
+        acknowledged input line and the line to resume from, without any traceback."""
+        producer, feeder = produce_endlessly(broker, "t-sigint")
+        try:
+            producer.send_signal(signal.SIGINT)
+            _, err = producer.communicate(timeout=60)
+        finally:
+            producer.kill()
+            feeder.kill()
+            feeder.wait()
+        text = err.decode()
+        assert producer.returncode == 130, text
+        assert "Traceback" not in text and "never retrieved" not in text, text
+        match = STOPPED_RE.fullmatch(text.strip())
+        assert match, text
+        produced, errors, why, unanswered, _, _, last, resume = match.groups()
+        assert (errors, why, unanswered) == ("0", "interrupted", None)
+        stored = stored_messages(broker, "t-sigint")
+        assert int(produced) == stored >= 20_000
+        assert int(last) == stored and int(resume) == stored + 1
+        assert stored_numbers(broker, "t-sigint") == set(range(1, stored + 1))
+
+    def test_a_lost_connection_names_the_unanswered_lines(self, tmp_path: Path) -> None:
+        """The broker killed in the middle of a stream: the report counts every
+        acknowledged message (also answers of a batch cut short), names the lines sent
+        without an answer, and resuming from the line it names loses nothing; exit 1 and
+        no traceback."""
+        with BrokerProcess(tmp_path) as doomed:
+            producer, feeder = produce_endlessly(doomed, "t-lost")
+            try:
+                doomed.kill9()
+                _, err = producer.communicate(timeout=60)
+            finally:
+                producer.kill()
+                feeder.kill()
+                feeder.wait()
+            text = err.decode()
+            assert producer.returncode == 1, text
+            assert "Traceback" not in text and "never retrieved" not in text, text
+            match = STOPPED_RE.fullmatch(text.strip())
+            assert match, text
+            produced, errors, why, unanswered, first, final, last, resume = match.groups()
+            assert errors == "0" and ("closed the connection" in why or "lost" in why), why
+            assert int(last) == int(produced) and int(resume) == int(produced) + 1
+            if unanswered is not None:
+                assert int(first) == int(resume)
+                assert int(final) - int(first) + 1 == int(unanswered)
+            doomed.start()
+            numbers = stored_numbers(doomed, "t-lost")
+            sent = int(final) if unanswered is not None else int(last)
+            assert set(range(1, int(last) + 1)) <= numbers <= set(range(1, sent + 1))
+
 class ConsumeTests:
     def test_json_lines_have_partition_offset_timestamp_key_value(
             self, broker: BrokerProcess) -> None:
