@@ -700,3 +700,60 @@ class SecurityTests:
             assert (no_token.returncode, no_token.stderr) == \
                 (2, b"skerry topics list: --user alice needs its token in $SKERRY_TOKEN\n")
         assert token not in secured.log_text()
+
+
+class WrongAddressTests:
+    """The usual ways of pointing the tools at the wrong place each get a message that
+    says what is wrong, at once."""
+
+    def test_a_host_name_that_cannot_be_resolved_is_named(self, tmp_path: Path) -> None:
+        """An unknown host says that its name cannot be resolved (not "Unknown error -2")."""
+        result = subprocess.run([sys.executable, "-m", "broker", "topics", "list",
+                                 "--bootstrap", "nosuchhost.invalid:9092"],
+                                capture_output=True, cwd=ROOT, timeout=60)
+        assert result.returncode == 1
+        err = result.stderr.decode()
+        assert err.startswith("skerry topics list: cannot connect to the broker at "
+                              "nosuchhost.invalid:9092: the host name nosuchhost.invalid "
+                              "cannot be resolved ("), err
+        assert "Unknown error" not in err
+
+    def test_the_metrics_port_is_recognised_as_http_at_once(self, tmp_path: Path) -> None:
+        """The broker's HTTP metrics port given as --bootstrap is named as such at once,
+        not after the answer timeout."""
+        with BrokerProcess(tmp_path, {"metrics_port": 0}) as metered:
+            port = re.search(r"metrics=127\.0\.0\.1:(\d+)", metered.log_text()).group(1)
+            for name, command in (("topics list", ["topics", "list"]),
+                                  ("consume", ["consume", "t-any"])):
+                started = time.monotonic()
+                result = skerry(metered, *command, "--bootstrap", f"127.0.0.1:{port}",
+                                "--timeout", "30")
+                assert time.monotonic() - started < 10, command
+                assert result.returncode == 1
+                assert result.stderr.decode() == (
+                    f"skerry {name}: 127.0.0.1:{port} answered in HTTP: this is "
+                    "an HTTP port (metrics?), not a Skerry V1 port; see --bootstrap (the V1 "
+                    "port is the broker's `port`, 9092 by default)\n")
+
+    def test_a_plain_client_against_a_tls_broker_is_told_to_add_tls(
+            self, tmp_path: Path) -> None:
+        """Without --tls against a TLS broker the message suggests --tls; with --tls
+        against a plain broker it suggests dropping it."""
+        cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
+                        "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+        with BrokerProcess(tmp_path / "b", {"tls": {"cert": str(cert), "key": str(key)}}) \
+                as secured:
+            for name, command in (("topics list", ["topics", "list"]),
+                                  ("consume", ["consume", "t-any"])):
+                result = skerry(secured, *command)
+                assert result.returncode == 1
+                err = result.stderr.decode()
+                assert err.startswith(f"skerry {name}: "), err
+                assert "add --tls" in err, err
+        with BrokerProcess(tmp_path / "p") as unsecured:
+            plain = skerry(unsecured, "topics", "list", "--cafile", str(cert))
+        assert plain.returncode == 1
+        assert "(a plain port, not TLS? then drop --tls/--cafile)" in plain.stderr.decode()
+
