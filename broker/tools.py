@@ -107,7 +107,9 @@ def _add_consume(sub: Any, common: argparse.ArgumentParser) -> None:
                     "unless --offset, --from-beginning or --from-timestamp says otherwise. "
                     "With --group it joins that consumer group, reads the partitions the "
                     "group assigns from their committed offsets, commits after printing "
-                    "and leaves the group on exit.")
+                    "and leaves the group on exit. With --follow a topic that does not "
+                    "exist yet is waited for (never created) and read from its start once "
+                    "it appears.")
     p.add_argument("topic", type=_name, help="topic to read")
     p.add_argument("--partition", type=_count(0), help="read only this partition "
                                                        "(default: all)")
@@ -133,6 +135,11 @@ def _add_consume(sub: Any, common: argparse.ArgumentParser) -> None:
                         "third of it")
     p.add_argument("--format", choices=("plain", "json"), default="plain",
                    help="plain values (default) or one JSON object per line")
+    p.add_argument("--print-key", action="store_true",
+                   help="plain format: print each message's key and a tab before its value")
+    p.add_argument("--print-timestamp", action="store_true",
+                   help="plain format: print each message's timestamp (milliseconds since "
+                        "the epoch, when the broker appended it) and a tab first")
     p.add_argument("--wait-ms", type=_count(1), default=1000,
                    help="long-poll time of each read while following (default 1000)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")

@@ -137,6 +137,9 @@ def consume_command(args: argparse.Namespace) -> int:
         problems.append("a numeric --offset needs --partition")
     if args.consumer_id is not None and args.group is None:
         problems.append("--consumer-id needs --group")
+    if args.format == "json" and (args.print_key or args.print_timestamp):
+        problems.append("--print-key and --print-timestamp are for the plain format; "
+                        "--format json always has the key and the timestamp")
     if problems:
         for problem in problems:
             print(f"skerry consume: {problem}", file=sys.stderr)
@@ -149,8 +152,9 @@ def consume_command(args: argparse.Namespace) -> int:
             else parse_timestamp(args.from_timestamp),
             follow=args.follow, max_messages=args.max_messages, group=args.group,
             consumer_id=args.consumer_id, session_timeout_ms=args.session_timeout_ms,
-            output_format=args.format, wait_ms=args.wait_ms, timeout=args.timeout)
-        summary = _run(lambda: consume(options, sys.stdout.buffer))
+            output_format=args.format, print_key=args.print_key,
+            print_timestamp=args.print_timestamp, wait_ms=args.wait_ms, timeout=args.timeout)
+        summary = _run(lambda: consume(options, sys.stdout.buffer, sys.stderr))
     except ToolError as exc:
         return _fail("consume", exc)
     except KeyboardInterrupt:

@@ -573,6 +573,47 @@ class ConsumeTests:
         assert away.stderr.startswith(b"skerry topics list: cannot connect to the broker at "
                                       b"127.0.0.1:1")
 
+    def test_print_key_and_timestamp_in_the_plain_format(self, broker: BrokerProcess) -> None:
+        """--print-timestamp and --print-key put the timestamp (ms) and the key before each
+        value, tab-separated; with --format json they are refused (exit 2)."""
+        skerry(broker, "produce", "t-print", "--partition", "0", stdin=b"k1:a\nk2:b c\n")
+        before = int(time.time() * 1000)
+        out = skerry(broker, "consume", "t-print", "--print-key", "-q")
+        assert out.stdout == b"k1\ta\nk2\tb c\n"
+        both = skerry(broker, "consume", "t-print", "--print-timestamp", "--print-key", "-q")
+        rows = [line.split(b"\t") for line in both.stdout.splitlines()]
+        assert [row[1:] for row in rows] == [[b"k1", b"a"], [b"k2", b"b c"]]
+        assert all(before - 60_000 < int(row[0]) <= before for row in rows), rows
+        stamps = skerry(broker, "consume", "t-print", "--print-timestamp", "-q")
+        assert [line.split(b"\t")[1] for line in stamps.stdout.splitlines()] == [b"a", b"b c"]
+        refused = skerry(broker, "consume", "t-print", "--print-key", "--format", "json")
+        assert refused.returncode == 2
+        assert b"--print-key and --print-timestamp are for the plain format" in refused.stderr
+
+    def test_follow_waits_for_a_topic_to_be_created(self, broker: BrokerProcess) -> None:
+        """--follow on a topic that does not exist says it waits, does not create it, and
+        prints what is produced once it exists, from its start."""
+        proc = spawn(broker, "consume", "t-later", "--follow", "-n", "2")
+        try:
+            assert proc.stderr is not None
+            fd = proc.stderr.fileno()
+            assert select.select([fd], [], [], 20)[0], "no word that it waits"
+            assert os.read(fd, 4096) == (b"skerry consume: topic t-later does not exist yet; "
+                                         b"waiting for it to be created (Ctrl-C to stop)\n")
+            time.sleep(1.0)  # a few looks for the topic
+            assert proc.poll() is None
+            assert stored_messages(broker, "t-later") == 0
+            listed = skerry(broker, "topics", "list", "--json").stdout
+            assert "t-later" not in {t["topic"] for t in json.loads(listed)}
+            skerry(broker, "produce", "t-later", stdin=b"k:one\nk:two\n")
+            assert read_lines(proc, 2) == [b"one", b"two"]
+            assert proc.wait(timeout=30) == 0
+        finally:
+            proc.kill()
+        unknown = skerry(broker, "consume", "t-never")
+        assert (unknown.returncode, unknown.stderr) == \
+            (1, b"skerry consume: unknown topic t-never\n")
+
 
 class TopicsTests:
     def test_create_list_describe_delete(self, broker: BrokerProcess) -> None:
