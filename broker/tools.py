@@ -53,6 +53,21 @@ def _offset(text: str) -> str:
     raise argparse.ArgumentTypeError(f"expected earliest, latest or an offset, not {text!r}")
 
 
+def _signed(text: str) -> int:
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number such as -5 or +5, not "
+                                         f"{text!r}")
+    return int(text)
+
+
+def _limit(text: str) -> int | None:
+    """A retention setting: a whole number >= 1, or ``none`` for no limit (None)."""
+    if text == "none":
+        return None
+    return _count(1)(text)
+
+
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
     """The command ``name`` of ``broker.tools_run``, imported only when it runs."""
 
@@ -153,7 +168,7 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
     output.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parents = [common, output]
 
-    topics = sub.add_parser("topics", help="list, create, describe and delete topics")
+    topics = sub.add_parser("topics", help="list, create, describe, alter and delete topics")
     tsub = topics.add_subparsers(dest="topics_command", metavar="ACTION")
     tsub.required = True
     tsub.add_parser("list", parents=parents, help="every topic: partitions, replication, "
@@ -176,6 +191,25 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
                                                                "this")
     create.add_argument("--retention-bytes", type=_count(1),
                         help="keep each partition below this size")
+    create.add_argument("--if-not-exists", action="store_true",
+                        help="a topic that exists already is left as it is (exit 0)")
+    alter = tsub.add_parser(
+        "alter", parents=parents,
+        help="add partitions to a topic or change its retention",
+        description="Change an existing topic: --partitions grows it to a new total (keys "
+                    "may then map to other partitions; partitions are never removed), "
+                    "--retention-ms and --retention-bytes replace its retention (none: no "
+                    "limit), applied by the broker's next retention pass (within a "
+                    "minute).")
+    alter.add_argument("topic", type=_name)
+    alter.add_argument("--partitions", type=_count(1), metavar="N",
+                       help="the new total number of partitions (more than now)")
+    alter.add_argument("--retention-ms", type=_limit, default=argparse.SUPPRESS,
+                       metavar="MS|none", help="delete segments older than this; none: "
+                                               "keep them whatever their age")
+    alter.add_argument("--retention-bytes", type=_limit, default=argparse.SUPPRESS,
+                       metavar="BYTES|none", help="keep each partition below this size; "
+                                                  "none: whatever its size")
     delete = tsub.add_parser("delete", parents=parents,
                              help="delete a topic and all its messages")
     delete.add_argument("topic", type=_name)

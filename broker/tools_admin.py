@@ -147,15 +147,96 @@ class CreateTopic:
     retention_bytes: int | None = None
 
 
-async def create_topic(conn: Connection, spec: CreateTopic) -> dict[str, Any]:
+async def create_topic(conn: Connection, spec: CreateTopic,
+                       if_not_exists: bool = False) -> dict[str, Any]:
+    """ADMIN_CREATE_TOPIC; with ``if_not_exists`` a topic that exists already is left as
+    it is (``"created": false``, with its partitions and replication factor)."""
     args = f"{spec.name} {spec.partitions} {spec.replication_factor}"
     for option, value in (("min_isr", spec.min_isr), ("retention_ms", spec.retention_ms),
                           ("retention_bytes", spec.retention_bytes)):
         if value is not None:
             args += f" {option}={value}"
-    reply = await conn.request("ADMIN_CREATE_TOPIC", args)
+    try:
+        reply = await conn.request("ADMIN_CREATE_TOPIC", args)
+    except BrokerError as exc:
+        if not if_not_exists or exc.code != "BAD_REQUEST":
+            raise
+        existing = await conn.request("METADATA", spec.name, check=False)
+        if not existing.ok:  # refused for another reason than being there
+            raise
+        reply = existing
+        created = False
+    else:
+        created = True
     return {"topic": spec.name, "partitions": reply.number("partitions"),
-            "replication_factor": reply.number("replication_factor"), "created": True}
+            "replication_factor": reply.number("replication_factor"), "created": created}
+
+
+def render_create(doc: dict[str, Any]) -> str:
+    what = (f"{doc['partitions']} partition{'' if doc['partitions'] == 1 else 's'}, "
+            f"replication factor {doc['replication_factor']}")
+    if doc["created"]:
+        return f"created topic {doc['topic']}: {what}\n"
+    return f"topic {doc['topic']} exists already ({what}); left as it is\n"
+
+
+_KEEP = object()
+
+
+@dataclass(frozen=True)
+class AlterTopic:
+    """What ``topics alter`` changes; a field left at its default is not changed."""
+
+    name: str
+    partitions: int | None = None
+    """The new total partition count."""
+    retention_ms: Any = _KEEP
+    """Milliseconds, or None for no limit."""
+    retention_bytes: Any = _KEEP
+    """Bytes per partition, or None for no limit."""
+
+    def retention_changes(self) -> dict[str, int | None]:
+        return {name: value for name, value in (("retention_ms", self.retention_ms),
+                                                ("retention_bytes", self.retention_bytes))
+                if value is not _KEEP}
+
+
+async def alter_topic(conn: Connection, spec: AlterTopic) -> dict[str, Any]:
+    """ADMIN_ADD_PARTITIONS for ``partitions``, ADMIN_ALTER_TOPIC for the retention."""
+    before = (await _metadata(conn, [spec.name]))[0].number("partitions")
+    doc: dict[str, Any] = {"topic": spec.name, "partitions_before": before,
+                           "partitions": before}
+    if spec.partitions is not None:
+        if spec.partitions <= before:
+            raise ToolError(f"topic {spec.name} has {before} partitions; --partitions must "
+                            "be more (partitions are never removed)")
+        reply = await conn.request("ADMIN_ADD_PARTITIONS", f"{spec.name} {spec.partitions}")
+        doc["partitions"] = reply.number("partitions")
+    changes = spec.retention_changes()
+    if changes:
+        args = " ".join(f"{key}={'none' if value is None else value}"
+                        for key, value in changes.items())
+        reply = await conn.request("ADMIN_ALTER_TOPIC", f"{spec.name} {args}")
+        for key in ("retention_ms", "retention_bytes"):
+            value = reply.field(key)
+            doc[key] = None if value == "none" else _number(value, key)
+    return doc
+
+
+def _number(text: str, key: str) -> int:
+    if not text.isdigit():
+        raise ToolError(f"unexpected answer from the broker: {key}={text!r}")
+    return int(text)
+
+
+def render_alter(doc: dict[str, Any]) -> str:
+    parts = []
+    if doc["partitions"] != doc["partitions_before"]:
+        parts.append(f"partitions {doc['partitions_before']} -> {doc['partitions']}")
+    for key in ("retention_ms", "retention_bytes"):
+        if key in doc:
+            parts.append(f"{key} {'none' if doc[key] is None else doc[key]}")
+    return f"altered topic {doc['topic']}: {', '.join(parts)}\n"
 
 
 async def delete_topic(conn: Connection, name: str) -> dict[str, Any]:

@@ -191,7 +191,7 @@ def _admin(command: str, args: argparse.Namespace,
 
 
 def topics_command(args: argparse.Namespace) -> int:
-    """``skerry topics list|describe|create|delete``."""
+    """``skerry topics list|describe|create|alter|delete``."""
     from broker import tools_admin as admin
 
     command = f"topics {args.topics_command}"
@@ -203,10 +203,18 @@ def topics_command(args: argparse.Namespace) -> int:
     if args.topics_command == "create":
         spec = admin.CreateTopic(args.topic, args.partitions, args.replication_factor,
                                  args.min_isr, args.retention_ms, args.retention_bytes)
-        return _admin(command, args, lambda c: admin.create_topic(c, spec),
-                      lambda d: f"created topic {d['topic']}: {d['partitions']} partition"
-                                f"{'' if d['partitions'] == 1 else 's'}, replication factor "
-                                f"{d['replication_factor']}\n")
+        return _admin(command, args,
+                      lambda c: admin.create_topic(c, spec, args.if_not_exists),
+                      admin.render_create)
+    if args.topics_command == "alter":
+        retention = {key: getattr(args, key) for key in ("retention_ms", "retention_bytes")
+                     if hasattr(args, key)}
+        if args.partitions is None and not retention:
+            print("skerry topics alter: nothing to change; give --partitions, --retention-ms "
+                  "or --retention-bytes", file=sys.stderr)
+            return 2
+        alter = admin.AlterTopic(args.topic, args.partitions, **retention)
+        return _admin(command, args, lambda c: admin.alter_topic(c, alter), admin.render_alter)
     return _admin(command, args, lambda c: admin.delete_topic(c, args.topic),
                   lambda d: f"deleted topic {d['topic']}\n")
 

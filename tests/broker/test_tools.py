@@ -652,6 +652,46 @@ class TopicsTests:
         assert (gone.returncode, gone.stderr) == \
             (1, b"skerry topics describe: unknown topic t-admin\n")
 
+    def test_create_if_not_exists_and_alter(self, broker: BrokerProcess) -> None:
+        """--if-not-exists leaves an existing topic as it is (exit 0); topics alter adds
+        partitions and replaces the retention, kept in topic.json; asking for fewer
+        partitions, nothing, or an unknown topic is refused."""
+        first = skerry(broker, "topics", "create", "t-alter", "--partitions", "2",
+                       "--if-not-exists")
+        assert first.stdout == b"created topic t-alter: 2 partitions, replication factor 1\n"
+        again = skerry(broker, "topics", "create", "t-alter", "--partitions", "5",
+                       "--if-not-exists")
+        assert (again.returncode, again.stdout) == (0, b"topic t-alter exists already (2 "
+                                                       b"partitions, replication factor 1); "
+                                                       b"left as it is\n")
+        doc = json.loads(skerry(broker, "topics", "create", "t-alter", "--if-not-exists",
+                                "--json").stdout)
+        assert doc == {"topic": "t-alter", "partitions": 2, "replication_factor": 1,
+                       "created": False}
+        altered = skerry(broker, "topics", "alter", "t-alter", "--partitions", "4",
+                         "--retention-ms", "3600000")
+        assert altered.stdout == (b"altered topic t-alter: partitions 2 -> 4, retention_ms "
+                                  b"3600000, retention_bytes none\n"), altered.stderr
+        config = json.loads((broker.data_dir / "topics" / "t-alter" / "topic.json").read_text())
+        assert (config["partitions"], config["retention_ms"], config["retention_bytes"]) == \
+            (4, 3_600_000, None)
+        doc = json.loads(skerry(broker, "topics", "alter", "t-alter", "--retention-ms", "none",
+                                "--retention-bytes", "1048576", "--json").stdout)
+        assert doc == {"topic": "t-alter", "partitions_before": 4, "partitions": 4,
+                       "retention_ms": None, "retention_bytes": 1048576}
+        config = json.loads((broker.data_dir / "topics" / "t-alter" / "topic.json").read_text())
+        assert (config["retention_ms"], config["retention_bytes"]) == (None, 1048576)
+        fewer = skerry(broker, "topics", "alter", "t-alter", "--partitions", "3")
+        assert (fewer.returncode, fewer.stderr) == (1, b"skerry topics alter: topic t-alter "
+                                                       b"has 4 partitions; --partitions must "
+                                                       b"be more (partitions are never "
+                                                       b"removed)\n")
+        nothing = skerry(broker, "topics", "alter", "t-alter")
+        assert nothing.returncode == 2 and b"nothing to change" in nothing.stderr
+        unknown = skerry(broker, "topics", "alter", "t-nothere", "--retention-ms", "5")
+        assert (unknown.returncode, unknown.stderr) == \
+            (1, b"skerry topics alter: unknown topic t-nothere\n")
+
 
 class GroupsTests:
     def test_list_describe_and_reset_offsets(self, broker: BrokerProcess) -> None:
