@@ -215,7 +215,8 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
     delete.add_argument("topic", type=_name)
     topics.set_defaults(func=_lazy("topics_command"))
 
-    groups = sub.add_parser("groups", help="list and describe consumer groups, reset offsets")
+    groups = sub.add_parser("groups", help="list, describe and delete consumer groups, "
+                                             "reset offsets")
     gsub = groups.add_subparsers(dest="groups_command", metavar="ACTION")
     gsub.required = True
     gsub.add_parser("list", parents=parents,
@@ -226,11 +227,23 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
              "topic the group consumes")
     gdescribe.add_argument("group", type=_name)
     gdescribe.add_argument("--topic", type=_name, help="only this topic")
+    gdelete = gsub.add_parser(
+        "delete", parents=parents,
+        help="delete a consumer group and its committed offsets",
+        description="Delete a consumer group on every topic it consumes (or on --topic "
+                    "only): its generation, assignor and committed offsets are forgotten; "
+                    "a consumer joining later starts a new group. The broker refuses while "
+                    "the group has live members.")
+    gdelete.add_argument("group", type=_name)
+    gdelete.add_argument("--topic", type=_name, help="only on this topic")
     reset = gsub.add_parser(
         "reset-offsets", parents=parents,
         help="move a group's committed offsets (a dry run unless --execute)",
         description="Show, and with --execute apply, new committed offsets for a group on "
-                    "one topic. The broker refuses while the group has live members.")
+                    "one topic. Offsets outside the retained range are moved into it, and "
+                    "the output says so. The broker refuses while the group has live "
+                    "members. A group that has no offsets on the topic yet is refused "
+                    "unless --create (a mistyped name would otherwise start a new group).")
     reset.add_argument("group", type=_name)
     reset.add_argument("--topic", type=_name, required=True)
     to = reset.add_mutually_exclusive_group(required=True)
@@ -238,8 +251,18 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
     to.add_argument("--to-latest", action="store_true", help="hw + 1: skip everything there")
     to.add_argument("--to-offset", type=_count(0), metavar="N",
                     help="offset N, clamped between earliest and latest")
+    to.add_argument("--to-datetime", metavar="TIME",
+                    help="the first message at or after TIME (ISO-8601 such as "
+                         "2024-05-01T12:00:00Z, local time without a zone, or milliseconds "
+                         "since the epoch); latest when there is none")
+    to.add_argument("--shift-by", type=_signed, metavar="N",
+                    help="the committed offset plus N (negative: back), clamped between "
+                         "earliest and latest")
     reset.add_argument("--partition", type=_count(0), help="only this partition")
     reset.add_argument("--execute", action="store_true", help="apply the plan")
+    reset.add_argument("--create", action="store_true",
+                       help="with --execute: start the group on the topic if it has no "
+                            "offsets there yet")
     groups.set_defaults(func=_lazy("groups_command"))
 
 

@@ -90,7 +90,7 @@ class ConsumeSummary:
         return text
 
 
-def parse_timestamp(text: str) -> int:
+def parse_timestamp(text: str, flag: str = "--from-timestamp") -> int:
     """Milliseconds since the epoch from digits or ISO-8601 (``2024-05-01T12:00:00Z``;
     without a zone the local time zone applies).
 
@@ -104,7 +104,7 @@ def parse_timestamp(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise ToolError(f"--from-timestamp must be milliseconds since the epoch or an "
+        raise ToolError(f"{flag} must be milliseconds since the epoch or an "
                         f"ISO-8601 time such as 2024-05-01T12:00:00Z, not {text!r}", 2) from None
     if moment.tzinfo is None:
         moment = moment.astimezone()

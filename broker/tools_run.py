@@ -220,7 +220,7 @@ def topics_command(args: argparse.Namespace) -> int:
 
 
 def groups_command(args: argparse.Namespace) -> int:
-    """``skerry groups list|describe|reset-offsets``."""
+    """``skerry groups list|describe|delete|reset-offsets``."""
     from broker import tools_admin as admin
 
     command = f"groups {args.groups_command}"
@@ -229,7 +229,24 @@ def groups_command(args: argparse.Namespace) -> int:
     if args.groups_command == "describe":
         return _admin(command, args, lambda c: admin.describe_groups(c, args.group, args.topic),
                       admin.render_groups)
-    target = "earliest" if args.to_earliest else "latest" if args.to_latest \
-        else str(args.to_offset)
-    spec = admin.ResetOffsets(args.group, args.topic, target, args.partition, args.execute)
+    if args.groups_command == "delete":
+        return _admin(command, args, lambda c: admin.delete_groups(c, args.group, args.topic),
+                      admin.render_group_delete)
+    from broker.tools_consume import parse_timestamp
+
+    value: int | None = None
+    if args.to_earliest or args.to_latest:
+        target = "earliest" if args.to_earliest else "latest"
+    elif args.to_offset is not None:
+        target, value = "offset", args.to_offset
+    elif args.to_datetime is not None:
+        target = "datetime"
+        try:
+            value = parse_timestamp(args.to_datetime, "--to-datetime")
+        except ToolError as exc:
+            return _fail(command, exc)
+    else:
+        target, value = "shift", args.shift_by
+    spec = admin.ResetOffsets(args.group, args.topic, target, value, args.partition,
+                              args.execute, args.create, args.to_datetime or "")
     return _admin(command, args, lambda c: admin.reset_offsets(c, spec), admin.render_reset)

@@ -743,6 +743,123 @@ class GroupsTests:
         assert (missing.returncode, missing.stderr) == \
             (1, b"skerry groups describe: no consumer group g-none\n")
 
+    def test_delete_a_group_on_one_or_every_topic(self, broker: BrokerProcess) -> None:
+        """groups delete forgets a group on --topic, or on every topic it consumes; an
+        unknown group and a group with live members are refused (exit 1)."""
+        client = broker.client()
+        for i, topic in enumerate(("t-da", "t-db", "t-dc")):
+            assert client.request(f"V1|{i}|ADMIN_CREATE_TOPIC|{topic} 1 1").startswith(
+                f"V1|{i}|OK")
+            assert client.request(f"V1|c{i}|ADMIN_COMMIT|g-del {topic} 0 0") == \
+                f"V1|c{i}|OK|committed=true"
+        one = skerry(broker, "groups", "delete", "g-del", "--topic", "t-da")
+        assert one.stdout == b"deleted group g-del on topic t-da\n", one.stderr
+        assert group_state(broker, "g-del", "t-da") is None
+        doc = json.loads(skerry(broker, "groups", "delete", "g-del", "--json").stdout)
+        assert doc == {"group": "g-del", "deleted_topics": ["t-db", "t-dc"]}
+        assert group_state(broker, "g-del", "t-db") is None
+        gone = skerry(broker, "groups", "delete", "g-del")
+        assert (gone.returncode, gone.stderr) == \
+            (1, b"skerry groups delete: no consumer group g-del\n")
+        assert client.request("V1|j|JOIN|g-live t-da member-1").startswith("V1|j|OK")
+        client.close()
+        live = skerry(broker, "groups", "delete", "g-live")
+        assert live.returncode == 1
+        assert live.stderr.startswith(b"skerry groups delete: cannot delete group g-live on "
+                                      b"topic t-da: ")
+        assert members(broker, "g-live", "t-da") == {"member-1": [0]}
+
+    def test_reset_offsets_to_a_datetime_and_by_a_shift(self, broker: BrokerProcess) -> None:
+        """--to-datetime moves to the first message at or after the time (the end when
+        there is none); --shift-by moves from the committed offset, forwards or back."""
+        skerry(broker, "topics", "create", "t-time", "--partitions", "1")
+        skerry(broker, "produce", "t-time", stdin=b"k:old1\nk:old2\nk:old3\n")
+        time.sleep(0.05)
+        middle = datetime.now(UTC)
+        time.sleep(0.05)
+        skerry(broker, "produce", "t-time", stdin=b"k:new1\nk:new2\n")
+        client = broker.client()
+        assert client.request("V1|1|ADMIN_COMMIT|g-time t-time 0 1") == "V1|1|OK|committed=true"
+        client.close()
+        iso = middle.isoformat().replace("+00:00", "Z")
+        plan = skerry(broker, "groups", "reset-offsets", "g-time", "--topic", "t-time",
+                      "--to-datetime", iso)
+        assert plan.stdout.decode().splitlines() == [
+            f"plan to reset group g-time on topic t-time to {iso}",
+            "PARTITION  BEFORE  AFTER",
+            "        0       1      3",
+            "dry run: nothing changed; add --execute to apply",
+        ]
+        done = json.loads(skerry(broker, "groups", "reset-offsets", "g-time", "--topic",
+                                 "t-time", "--to-datetime", str(int(middle.timestamp() * 1000)),
+                                 "--execute", "--json").stdout)
+        assert done["offsets"] == [{"partition": 0, "before": 1, "after": 3}]
+        assert group_state(broker, "g-time", "t-time")["committed"] == [3]
+        future = json.loads(skerry(broker, "groups", "reset-offsets", "g-time", "--topic",
+                                   "t-time", "--to-datetime", "2999-01-01T00:00:00Z",
+                                   "--json").stdout)
+        assert future["offsets"][0]["after"] == 5 and future["clamped"] == []
+        back = skerry(broker, "groups", "reset-offsets", "g-time", "--topic", "t-time",
+                      "--shift-by", "-2", "--execute")
+        assert back.stdout.decode().splitlines()[0] == \
+            "reset group g-time on topic t-time by -2"
+        assert group_state(broker, "g-time", "t-time")["committed"] == [1]
+        skerry(broker, "groups", "reset-offsets", "g-time", "--topic", "t-time",
+               "--shift-by", "+3", "--execute")
+        assert group_state(broker, "g-time", "t-time")["committed"] == [4]
+        bad = skerry(broker, "groups", "reset-offsets", "g-time", "--topic", "t-time",
+                     "--to-datetime", "yesterday")
+        assert bad.returncode == 2 and b"--to-datetime must be" in bad.stderr
+
+    def test_reset_offsets_says_when_it_clamps(self, broker: BrokerProcess) -> None:
+        """An offset past the end (or a shift below the start) is moved into the range,
+        and the output says so, in the plan, after --execute and in --json."""
+        skerry(broker, "topics", "create", "t-clamp", "--partitions", "1")
+        skerry(broker, "produce", "t-clamp", stdin=b"k:a\nk:b\n")
+        client = broker.client()
+        assert client.request("V1|1|ADMIN_COMMIT|g-clamp t-clamp 0 1") == \
+            "V1|1|OK|committed=true"
+        client.close()
+        note = ("note: partition 0: offset 99 is past the end (latest 2: hw + 1); moved to 2 "
+                "instead")
+        plan = skerry(broker, "groups", "reset-offsets", "g-clamp", "--topic", "t-clamp",
+                      "--to-offset", "99").stdout.decode().splitlines()
+        assert plan[2:4] == ["        0       1      2", note]
+        done = skerry(broker, "groups", "reset-offsets", "g-clamp", "--topic", "t-clamp",
+                      "--to-offset", "99", "--execute").stdout.decode().splitlines()
+        assert done == ["reset group g-clamp on topic t-clamp to 99",
+                        "PARTITION  BEFORE  AFTER", "        0       1      2", note]
+        doc = json.loads(skerry(broker, "groups", "reset-offsets", "g-clamp", "--topic",
+                                "t-clamp", "--shift-by", "-5", "--json").stdout)
+        assert doc["clamped"] == [{"partition": 0, "requested": -3, "after": 0, "earliest": 0,
+                                   "latest": 2}]
+        exact = skerry(broker, "groups", "reset-offsets", "g-clamp", "--topic", "t-clamp",
+                       "--to-offset", "1").stdout.decode()
+        assert "note:" not in exact
+
+    def test_execute_refuses_an_unknown_group_unless_create(
+            self, broker: BrokerProcess) -> None:
+        """--execute on a group without offsets on the topic (a typo) is refused and
+        creates nothing; the dry run says so; --create starts it."""
+        skerry(broker, "topics", "create", "t-typo", "--partitions", "1")
+        refused = skerry(broker, "groups", "reset-offsets", "g-tpyo", "--topic", "t-typo",
+                         "--to-earliest", "--execute")
+        assert (refused.returncode, refused.stderr.decode()) == (
+            1, "skerry groups reset-offsets: no consumer group g-tpyo on topic t-typo: check "
+               "the name (skerry groups list), or add --create to start it with these "
+               "offsets\n")
+        assert group_state(broker, "g-tpyo", "t-typo") is None
+        plan = skerry(broker, "groups", "reset-offsets", "g-tpyo", "--topic", "t-typo",
+                      "--to-earliest").stdout.decode()
+        assert "note: group g-tpyo on topic t-typo has no offsets yet; --execute starts it " \
+               "only with --create" in plan
+        created = skerry(broker, "groups", "reset-offsets", "g-tpyo", "--topic", "t-typo",
+                         "--to-earliest", "--execute", "--create")
+        assert created.returncode == 0, created.stderr
+        assert created.stdout.decode().splitlines()[-1] == \
+            "started group g-tpyo on topic t-typo (--create)"
+        assert group_state(broker, "g-tpyo", "t-typo")["committed"] == [0]
+
 
 class SecurityTests:
     def test_auth_and_tls(self, tmp_path: Path) -> None:
