@@ -597,9 +597,14 @@ class ConsumeTests:
         try:
             assert proc.stderr is not None
             fd = proc.stderr.fileno()
-            assert select.select([fd], [], [], 20)[0], "no word that it waits"
-            assert os.read(fd, 4096) == (b"skerry consume: topic t-later does not exist yet; "
-                                         b"waiting for it to be created (Ctrl-C to stop)\n")
+            said = b""
+            while not said.endswith(b"\n"):
+                assert select.select([fd], [], [], 20)[0], f"no word that it waits: {said!r}"
+                chunk = os.read(fd, 4096)
+                assert chunk, said
+                said += chunk
+            assert said == (b"skerry consume: topic t-later does not exist yet; waiting for "
+                            b"it to be created (Ctrl-C to stop)\n")
             time.sleep(1.0)  # a few looks for the topic
             assert proc.poll() is None
             assert stored_messages(broker, "t-later") == 0
@@ -772,49 +777,49 @@ class GroupsTests:
     def test_reset_offsets_to_a_datetime_and_by_a_shift(self, broker: BrokerProcess) -> None:
         """--to-datetime moves to the first message at or after the time (the end when
         there is none); --shift-by moves from the committed offset, forwards or back."""
-        skerry(broker, "topics", "create", "t-time", "--partitions", "1")
-        skerry(broker, "produce", "t-time", stdin=b"k:old1\nk:old2\nk:old3\n")
+        assert skerry(broker, "topics", "create", "t-when", "--partitions", "1").returncode == 0
+        skerry(broker, "produce", "t-when", stdin=b"k:old1\nk:old2\nk:old3\n")
         time.sleep(0.05)
         middle = datetime.now(UTC)
         time.sleep(0.05)
-        skerry(broker, "produce", "t-time", stdin=b"k:new1\nk:new2\n")
+        skerry(broker, "produce", "t-when", stdin=b"k:new1\nk:new2\n")
         client = broker.client()
-        assert client.request("V1|1|ADMIN_COMMIT|g-time t-time 0 1") == "V1|1|OK|committed=true"
+        assert client.request("V1|1|ADMIN_COMMIT|g-when t-when 0 1") == "V1|1|OK|committed=true"
         client.close()
         iso = middle.isoformat().replace("+00:00", "Z")
-        plan = skerry(broker, "groups", "reset-offsets", "g-time", "--topic", "t-time",
+        plan = skerry(broker, "groups", "reset-offsets", "g-when", "--topic", "t-when",
                       "--to-datetime", iso)
         assert plan.stdout.decode().splitlines() == [
-            f"plan to reset group g-time on topic t-time to {iso}",
+            f"plan to reset group g-when on topic t-when to {iso}",
             "PARTITION  BEFORE  AFTER",
             "        0       1      3",
             "dry run: nothing changed; add --execute to apply",
         ]
-        done = json.loads(skerry(broker, "groups", "reset-offsets", "g-time", "--topic",
-                                 "t-time", "--to-datetime", str(int(middle.timestamp() * 1000)),
+        done = json.loads(skerry(broker, "groups", "reset-offsets", "g-when", "--topic",
+                                 "t-when", "--to-datetime", str(int(middle.timestamp() * 1000)),
                                  "--execute", "--json").stdout)
         assert done["offsets"] == [{"partition": 0, "before": 1, "after": 3}]
-        assert group_state(broker, "g-time", "t-time")["committed"] == [3]
-        future = json.loads(skerry(broker, "groups", "reset-offsets", "g-time", "--topic",
-                                   "t-time", "--to-datetime", "2999-01-01T00:00:00Z",
+        assert group_state(broker, "g-when", "t-when")["committed"] == [3]
+        future = json.loads(skerry(broker, "groups", "reset-offsets", "g-when", "--topic",
+                                   "t-when", "--to-datetime", "2999-01-01T00:00:00Z",
                                    "--json").stdout)
         assert future["offsets"][0]["after"] == 5 and future["clamped"] == []
-        back = skerry(broker, "groups", "reset-offsets", "g-time", "--topic", "t-time",
+        back = skerry(broker, "groups", "reset-offsets", "g-when", "--topic", "t-when",
                       "--shift-by", "-2", "--execute")
         assert back.stdout.decode().splitlines()[0] == \
-            "reset group g-time on topic t-time by -2"
-        assert group_state(broker, "g-time", "t-time")["committed"] == [1]
-        skerry(broker, "groups", "reset-offsets", "g-time", "--topic", "t-time",
+            "reset group g-when on topic t-when by -2"
+        assert group_state(broker, "g-when", "t-when")["committed"] == [1]
+        skerry(broker, "groups", "reset-offsets", "g-when", "--topic", "t-when",
                "--shift-by", "+3", "--execute")
-        assert group_state(broker, "g-time", "t-time")["committed"] == [4]
-        bad = skerry(broker, "groups", "reset-offsets", "g-time", "--topic", "t-time",
+        assert group_state(broker, "g-when", "t-when")["committed"] == [4]
+        bad = skerry(broker, "groups", "reset-offsets", "g-when", "--topic", "t-when",
                      "--to-datetime", "yesterday")
         assert bad.returncode == 2 and b"--to-datetime must be" in bad.stderr
 
     def test_reset_offsets_says_when_it_clamps(self, broker: BrokerProcess) -> None:
         """An offset past the end (or a shift below the start) is moved into the range,
         and the output says so, in the plan, after --execute and in --json."""
-        skerry(broker, "topics", "create", "t-clamp", "--partitions", "1")
+        assert skerry(broker, "topics", "create", "t-clamp", "--partitions", "1").returncode == 0
         skerry(broker, "produce", "t-clamp", stdin=b"k:a\nk:b\n")
         client = broker.client()
         assert client.request("V1|1|ADMIN_COMMIT|g-clamp t-clamp 0 1") == \
@@ -841,7 +846,7 @@ class GroupsTests:
             self, broker: BrokerProcess) -> None:
         """--execute on a group without offsets on the topic (a typo) is refused and
         creates nothing; the dry run says so; --create starts it."""
-        skerry(broker, "topics", "create", "t-typo", "--partitions", "1")
+        assert skerry(broker, "topics", "create", "t-typo", "--partitions", "1").returncode == 0
         refused = skerry(broker, "groups", "reset-offsets", "g-tpyo", "--topic", "t-typo",
                          "--to-earliest", "--execute")
         assert (refused.returncode, refused.stderr.decode()) == (
