@@ -359,8 +359,6 @@ class Store:
             write_json_atomic(paths.topic_config_path(paths.topic_dir(self.root, name)),
                               asdict(config), self._fs)
         topic.config = config
-        self._log.info("store: topic %s altered: %s", name,
-                       " ".join(f"{key}={value}" for key, value in sorted(changes.items())))
         return topic
 
     # --- maintenance ----------------------------------------------------------------------
