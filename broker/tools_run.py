@@ -49,7 +49,7 @@ def _run(coroutine: Callable[[], Awaitable[T]]) -> T:
                 try:
                     loop.add_signal_handler(signum, task.cancel)
                 except (NotImplementedError, RuntimeError, ValueError):
-                    pass  # not the main thread (tests calling main() in-process)
+                    continue  # not the main thread (tests calling main() in-process)
         return await coroutine()
 
     try:

@@ -357,6 +357,28 @@ def produce_endlessly(broker: BrokerProcess, topic: str) -> tuple[subprocess.Pop
     return producer, feeder
 
 
+def stopped_report(broker: BrokerProcess, topic: str,
+                   stop: Callable[[subprocess.Popen[bytes]], None],
+                   exit_code: int) -> tuple[str | None, ...]:
+    """Produce to ``topic`` without end, ``stop(producer)`` in the middle, and return the
+    groups of the producer's report (``STOPPED_RE``), having checked its exit status and
+    that no traceback was printed."""
+    producer, feeder = produce_endlessly(broker, topic)
+    try:
+        stop(producer)
+        _, err = producer.communicate(timeout=60)
+    finally:
+        producer.kill()
+        feeder.kill()
+        feeder.wait()
+    text = err.decode()
+    assert producer.returncode == exit_code, text
+    assert "Traceback" not in text and "never retrieved" not in text, text
+    match = STOPPED_RE.fullmatch(text.strip())
+    assert match, text
+    return match.groups()
+
+
 def stored_numbers(broker: BrokerProcess, topic: str) -> set[int]:
     out = skerry(broker, "consume", topic, "-q", timeout=120)
     assert out.returncode == 0, out.stderr
@@ -368,20 +390,9 @@ class InterruptedProduceTests:
         """Ctrl-C in the middle of a stream: the producer sends nothing more, takes the
         answers to what it sent, and reports exactly the count the topic holds, the last
         acknowledged input line and the line to resume from, without any traceback."""
-        producer, feeder = produce_endlessly(broker, "t-sigint")
-        try:
-            producer.send_signal(signal.SIGINT)
-            _, err = producer.communicate(timeout=60)
-        finally:
-            producer.kill()
-            feeder.kill()
-            feeder.wait()
-        text = err.decode()
-        assert producer.returncode == 130, text
-        assert "Traceback" not in text and "never retrieved" not in text, text
-        match = STOPPED_RE.fullmatch(text.strip())
-        assert match, text
-        produced, errors, why, unanswered, _, _, last, resume = match.groups()
+        report = stopped_report(broker, "t-sigint",
+                                lambda producer: producer.send_signal(signal.SIGINT), 130)
+        produced, errors, why, unanswered, _, _, last, resume = report
         assert (errors, why, unanswered) == ("0", "interrupted", None)
         stored = stored_messages(broker, "t-sigint")
         assert int(produced) == stored >= 20_000
@@ -394,20 +405,8 @@ class InterruptedProduceTests:
         without an answer, and resuming from the line it names loses nothing; exit 1 and
         no traceback."""
         with BrokerProcess(tmp_path) as doomed:
-            producer, feeder = produce_endlessly(doomed, "t-lost")
-            try:
-                doomed.kill9()
-                _, err = producer.communicate(timeout=60)
-            finally:
-                producer.kill()
-                feeder.kill()
-                feeder.wait()
-            text = err.decode()
-            assert producer.returncode == 1, text
-            assert "Traceback" not in text and "never retrieved" not in text, text
-            match = STOPPED_RE.fullmatch(text.strip())
-            assert match, text
-            produced, errors, why, unanswered, first, final, last, resume = match.groups()
+            report = stopped_report(doomed, "t-lost", lambda _: doomed.kill9(), 1)
+            produced, errors, why, unanswered, first, final, last, resume = report
             assert errors == "0" and ("closed the connection" in why or "lost" in why), why
             assert int(last) == int(produced) and int(resume) == int(produced) + 1
             if unanswered is not None:
