@@ -253,17 +253,16 @@ async def produce(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
     inflight: deque[tuple[list[int], asyncio.Future[list[Reply]]]] = deque()
     in_flight = 0
     piece = max(1, options.window // 4)
-
     lineno = 0
     sent_through = 0  # every input line up to this one was sent (or skipped and reported)
 
     def account(numbers: list[int], replies: list[Reply]) -> None:
-        for lineno, reply in zip(numbers, replies, strict=True):
+        for number, reply in zip(numbers, replies, strict=True):
             if reply.ok:
                 summary.produced += 1
-                summary.last_acknowledged = lineno
+                summary.last_acknowledged = number
             else:
-                report(lineno, f"{reply.code}: {reply.payload}")
+                report(number, f"{reply.code}: {reply.payload}")
         progress.update(len(numbers))
 
     async def settle(limit: int) -> None:
