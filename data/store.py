@@ -364,6 +364,27 @@ class Store:
             fs.fsync_dir(tpath)
             write_json_atomic(paths.topic_config_path(tpath), asdict(config), fs)
 
+    ALTERABLE = frozenset({"retention_ms", "retention_bytes"})
+    """The settings ``alter_topic`` changes; the others are fixed when a topic is made."""
+
+    def alter_topic(self, name: str, changes: Mapping[str, int | None]) -> Topic:
+        """Change settings of an existing topic (``ALTERABLE``; None: no limit). The new
+        settings are in its ``topic.json`` (atomic replace) before they take effect, so a
+        restart keeps them. ``KeyError`` for an unknown topic, ``ValueError`` for another
+        setting or an invalid value."""
+        self._check_open()
+        topic = self._topics[name]
+        other = set(changes) - self.ALTERABLE
+        if other:
+            raise ValueError(f"cannot alter {sorted(other)}; only {sorted(self.ALTERABLE)}")
+        config = replace(topic.config, **changes)
+        config.validate()
+        with _storage_errors(f"altering topic {name}"):
+            write_json_atomic(paths.topic_config_path(paths.topic_dir(self.root, name)),
+                              asdict(config), self._fs)
+        topic.config = config
+        return topic
+
     # --- maintenance ----------------------------------------------------------------------
 
     def enforce_retention(self, now_us: int | None = None) -> list[RemovedSegment]:

@@ -2,9 +2,10 @@
 groups on a running broker, as tables for people or ``--json`` for scripts.
 
 Owns: which V1 requests each subcommand sends (METADATA, REPLICA_STATUS, ADMIN_CREATE_TOPIC,
-ADMIN_DELETE_TOPIC, LIST_GROUPS, DESCRIBE_GROUP, OFFSETS, ADMIN_RESET_OFFSETS; pipelined
-where there are many), the documents built from the answers (one builder per subcommand,
-shared by the table and the JSON form, so both always say the same), and the tables.
+ADMIN_ADD_PARTITIONS, ADMIN_ALTER_TOPIC, ADMIN_DELETE_TOPIC, LIST_GROUPS, DESCRIBE_GROUP,
+OFFSETS, ADMIN_RESET_OFFSETS, ADMIN_DELETE_GROUP; pipelined where there are many), the
+documents built from the answers (one builder per subcommand, shared by the table and the
+JSON form, so both always say the same), and the tables.
 
 Columns a broker does not send (``size=``/``segments=`` of METADATA on an older broker, the
 ISR when REPLICA_STATUS is refused) are shown as ``-`` and left out of the JSON.
@@ -22,14 +23,20 @@ from broker.cli.table import human_bytes, render_table
 from broker.client.aio import BrokerError, Connection, Reply, ToolError
 
 __all__ = [
+    "AlterTopic",
     "CreateTopic",
     "ResetOffsets",
+    "alter_topic",
     "create_topic",
+    "delete_groups",
     "delete_topic",
     "describe_groups",
     "describe_topic",
     "list_groups",
     "list_topics",
+    "render_alter",
+    "render_create",
+    "render_group_delete",
     "render_group_list",
     "render_groups",
     "render_reset",
@@ -154,15 +161,96 @@ class CreateTopic:
     retention_bytes: int | None = None
 
 
-async def create_topic(conn: Connection, spec: CreateTopic) -> dict[str, Any]:
+async def create_topic(conn: Connection, spec: CreateTopic,
+                       if_not_exists: bool = False) -> dict[str, Any]:
+    """ADMIN_CREATE_TOPIC; with ``if_not_exists`` a topic that exists already is left as
+    it is (``"created": false``, with its partitions and replication factor)."""
     args = f"{spec.name} {spec.partitions} {spec.replication_factor}"
     for option, value in (("min_isr", spec.min_isr), ("retention_ms", spec.retention_ms),
                           ("retention_bytes", spec.retention_bytes)):
         if value is not None:
             args += f" {option}={value}"
-    reply = await conn.request("ADMIN_CREATE_TOPIC", args)
+    try:
+        reply = await conn.request("ADMIN_CREATE_TOPIC", args)
+    except BrokerError as exc:
+        if not if_not_exists or exc.code != "BAD_REQUEST":
+            raise
+        existing = await conn.request("METADATA", spec.name, check=False)
+        if not existing.ok:  # refused for another reason than being there
+            raise
+        reply = existing
+        created = False
+    else:
+        created = True
     return {"topic": spec.name, "partitions": reply.number("partitions"),
-            "replication_factor": reply.number("replication_factor"), "created": True}
+            "replication_factor": reply.number("replication_factor"), "created": created}
+
+
+def render_create(doc: dict[str, Any]) -> str:
+    what = (f"{doc['partitions']} partition{'' if doc['partitions'] == 1 else 's'}, "
+            f"replication factor {doc['replication_factor']}")
+    if doc["created"]:
+        return f"created topic {doc['topic']}: {what}\n"
+    return f"topic {doc['topic']} exists already ({what}); left as it is\n"
+
+
+_KEEP = object()
+
+
+@dataclass(frozen=True)
+class AlterTopic:
+    """What ``topics alter`` changes; a field left at its default is not changed."""
+
+    name: str
+    partitions: int | None = None
+    """The new total partition count."""
+    retention_ms: Any = _KEEP
+    """Milliseconds, or None for no limit."""
+    retention_bytes: Any = _KEEP
+    """Bytes per partition, or None for no limit."""
+
+    def retention_changes(self) -> dict[str, int | None]:
+        return {name: value for name, value in (("retention_ms", self.retention_ms),
+                                                ("retention_bytes", self.retention_bytes))
+                if value is not _KEEP}
+
+
+async def alter_topic(conn: Connection, spec: AlterTopic) -> dict[str, Any]:
+    """ADMIN_ADD_PARTITIONS for ``partitions``, ADMIN_ALTER_TOPIC for the retention."""
+    before = (await _metadata(conn, [spec.name]))[0].number("partitions")
+    doc: dict[str, Any] = {"topic": spec.name, "partitions_before": before,
+                           "partitions": before}
+    if spec.partitions is not None:
+        if spec.partitions <= before:
+            raise ToolError(f"topic {spec.name} has {before} partitions; --partitions must "
+                            "be more (partitions are never removed)")
+        reply = await conn.request("ADMIN_ADD_PARTITIONS", f"{spec.name} {spec.partitions}")
+        doc["partitions"] = reply.number("partitions")
+    changes = spec.retention_changes()
+    if changes:
+        args = " ".join(f"{key}={'none' if value is None else value}"
+                        for key, value in changes.items())
+        reply = await conn.request("ADMIN_ALTER_TOPIC", f"{spec.name} {args}")
+        for key in ("retention_ms", "retention_bytes"):
+            value = reply.field(key)
+            doc[key] = None if value == "none" else _number(value, key)
+    return doc
+
+
+def _number(text: str, key: str) -> int:
+    if not text.isdigit():
+        raise ToolError(f"unexpected answer from the broker: {key}={text!r}")
+    return int(text)
+
+
+def render_alter(doc: dict[str, Any]) -> str:
+    parts = []
+    if doc["partitions"] != doc["partitions_before"]:
+        parts.append(f"partitions {doc['partitions_before']} -> {doc['partitions']}")
+    for key in ("retention_ms", "retention_bytes"):
+        if key in doc:
+            parts.append(f"{key} {'none' if doc[key] is None else doc[key]}")
+    return f"altered topic {doc['topic']}: {', '.join(parts)}\n"
 
 
 async def delete_topic(conn: Connection, name: str) -> dict[str, Any]:
@@ -264,19 +352,62 @@ def render_groups(docs: Sequence[dict[str, Any]]) -> str:
     return f"group {docs[0]['group']}\n{summary}\n{detail}"
 
 
+async def delete_groups(conn: Connection, group: str,
+                        topic: str | None = None) -> dict[str, Any]:
+    """ADMIN_DELETE_GROUP on every topic ``group`` consumes (or on ``topic``)."""
+    topics = [t for g, t in await _pairs(conn) if g == group and topic in (None, t)]
+    if not topics:
+        raise ToolError(f"no consumer group {group}" if topic is None
+                        else f"no consumer group {group} on topic {topic}")
+    futures = [conn.send("ADMIN_DELETE_GROUP", f"{group} {t}") for t in topics]
+    deleted = []
+    for t, future in zip(topics, futures, strict=True):
+        reply = await conn.wait(future, "ADMIN_DELETE_GROUP", check=False)
+        if reply.ok:
+            deleted.append(t)
+        elif reply.code != "GENERATION_MISMATCH":  # not gone by itself meanwhile
+            raise ToolError(f"cannot delete group {group} on topic {t}: {reply.payload}"
+                            + (f" (deleted on {', '.join(deleted)})" if deleted else ""))
+    return {"group": group, "deleted_topics": deleted}
+
+
+def render_group_delete(doc: dict[str, Any]) -> str:
+    return "".join(f"deleted group {doc['group']} on topic {t}\n"
+                   for t in doc["deleted_topics"])
+
+
 @dataclass(frozen=True)
 class ResetOffsets:
     group: str
     topic: str
     target: str
-    """``earliest``, ``latest`` or a number."""
+    """``earliest``, ``latest``, ``offset``, ``datetime`` or ``shift``."""
+    value: int | None = None
+    """The offset, the time (ms since the epoch) or the shift of the last three."""
     partition: int | None = None
     execute: bool = False
+    create: bool = False
+    """Start the group on the topic when it has no offsets there yet."""
+    shown: str = ""
+    """How the target reads in the output (the time as given)."""
+
+    def shown_target(self) -> str:
+        """``earliest``, ``latest``, the offset, the time as given, or the signed shift."""
+        if self.target in ("earliest", "latest"):
+            return self.target
+        if self.target == "datetime":
+            return self.shown or str(self.value)
+        if self.target == "shift":
+            return f"{self.value or 0:+d}"
+        return str(self.value)
 
 
 async def reset_offsets(conn: Connection, spec: ResetOffsets) -> dict[str, Any]:
     """The plan (committed now -> after), applied with ADMIN_RESET_OFFSETS when
-    ``execute``; otherwise nothing changes (a dry run, as kafka-consumer-groups does)."""
+    ``execute``; otherwise nothing changes (a dry run, as kafka-consumer-groups does).
+    A target outside ``[earliest, latest]`` is clamped into it and reported under
+    ``clamped``. A group without offsets on the topic is refused on ``execute`` unless
+    ``create``: the broker would start a new group under a mistyped name."""
     count = (await _metadata(conn, [spec.topic]))[0].number("partitions")
     if spec.partition is not None and spec.partition >= count:
         raise ToolError(f"partition {spec.partition} out of range; topic {spec.topic} has "
@@ -288,44 +419,88 @@ async def reset_offsets(conn: Connection, spec: ResetOffsets) -> dict[str, Any]:
         doc = _group_document(spec.group, spec.topic, described)
         current = {p["partition"]: p["committed"] for p in doc["partitions"]}
         members = [m["member_id"] for m in doc["members"]]
+    elif spec.execute and not spec.create:
+        raise ToolError(f"no consumer group {spec.group} on topic {spec.topic}: check the "
+                        "name (skerry groups list), or add --create to start it with these "
+                        "offsets")
     partitions = [spec.partition] if spec.partition is not None else list(range(count))
-    futures = [conn.send("OFFSETS", f"{spec.topic} {p}") for p in partitions]
-    bounds = {}
+    lookup = f" ts={spec.value}" if spec.target == "datetime" else ""
+    futures = [conn.send("OFFSETS", f"{spec.topic} {p}{lookup}") for p in partitions]
+    bounds: dict[int, tuple[int, int]] = {}
+    wanted: dict[int, int] = {}
     for p, future in zip(partitions, futures, strict=True):
         reply = await conn.wait(future, "OFFSETS")
-        bounds[p] = (reply.number("earliest"), reply.number("latest"))
-    if spec.target == "earliest":
-        planned = {p: low for p, (low, _) in bounds.items()}
-    elif spec.target == "latest":
-        planned = {p: high for p, (_, high) in bounds.items()}
-    else:
-        wanted = int(spec.target)
-        planned = {p: min(max(wanted, low), high) for p, (low, high) in bounds.items()}
+        low, high = reply.number("earliest"), reply.number("latest")
+        bounds[p] = (low, high)
+        if spec.target == "earliest":
+            wanted[p] = low
+        elif spec.target == "latest":
+            wanted[p] = high
+        elif spec.target == "offset":
+            wanted[p] = spec.value or 0
+        elif spec.target == "datetime":
+            found = reply.number("offset")
+            wanted[p] = found if found >= 0 else high
+        else:
+            wanted[p] = current.get(p, 0) + (spec.value or 0)
+    planned = {p: min(max(w, bounds[p][0]), bounds[p][1]) for p, w in wanted.items()}
     if spec.execute:
-        args = f"{spec.group} {spec.topic} {spec.target}"
-        if spec.partition is not None:
-            args += f" partition={spec.partition}"
-        reply = await conn.request("ADMIN_RESET_OFFSETS", args)
-        planned = {}
-        for item in reply.items("offsets"):
-            p, _, offset = item.partition(":")
-            planned[int(p)] = int(offset)
+        planned = await _apply_reset(conn, spec, planned)
+    clamped = [{"partition": p, "requested": wanted[p], "after": planned[p],
+                "earliest": bounds[p][0], "latest": bounds[p][1]}
+               for p in sorted(planned) if planned[p] != wanted[p]]
     return {
-        "group": spec.group, "topic": spec.topic, "target": spec.target,
-        "executed": spec.execute, "live_members": members,
+        "group": spec.group, "topic": spec.topic, "target": spec.shown_target(),
+        "executed": spec.execute, "group_exists": described.ok, "live_members": members,
         "offsets": [{"partition": p, "before": current.get(p, 0), "after": o}
                     for p, o in sorted(planned.items())],
+        "clamped": clamped,
     }
+
+
+async def _apply_reset(conn: Connection, spec: ResetOffsets,
+                       planned: dict[int, int]) -> dict[int, int]:
+    """ADMIN_RESET_OFFSETS: one request for a target the broker knows (earliest, latest,
+    an offset), else one per partition with its planned offset. The broker's answer is
+    what happened."""
+    if spec.target in ("earliest", "latest", "offset"):
+        target = spec.target if spec.target != "offset" else str(spec.value)
+        args = [f"{spec.group} {spec.topic} {target}"
+                + (f" partition={spec.partition}" if spec.partition is not None else "")]
+    else:
+        args = [f"{spec.group} {spec.topic} {offset} partition={p}"
+                for p, offset in sorted(planned.items())]
+    futures = [conn.send("ADMIN_RESET_OFFSETS", a) for a in args]
+    done: dict[int, int] = {}
+    for future in futures:
+        reply = await conn.wait(future, "ADMIN_RESET_OFFSETS")
+        for item in reply.items("offsets"):
+            p, _, offset = item.partition(":")
+            done[int(p)] = int(offset)
+    return done
 
 
 def render_reset(doc: dict[str, Any]) -> str:
     table = render_table(["partition", "before", "after"],
                          [[o["partition"], o["before"], o["after"]] for o in doc["offsets"]])
     where = f"group {doc['group']} on topic {doc['topic']}"
+    how = f"by {doc['target']}" if doc["target"][:1] in "+-" else f"to {doc['target']}"
+    notes = ""
+    for c in doc["clamped"]:
+        if c["requested"] > c["latest"]:
+            why = f"is past the end (latest {c['latest']}: hw + 1)"
+        else:
+            why = f"is below the earliest retained offset {c['earliest']}"
+        notes += (f"note: partition {c['partition']}: offset {c['requested']} {why}; "
+                  f"moved to {c['after']} instead\n")
     if doc["executed"]:
-        return f"reset {where} to {doc['target']}\n{table}"
+        created = "" if doc["group_exists"] else f"started {where} (--create)\n"
+        return f"reset {where} {how}\n{table}{notes}{created}"
     note = "dry run: nothing changed; add --execute to apply\n"
+    if not doc["group_exists"]:
+        note += (f"note: {where} has no offsets yet; --execute starts it only with "
+                 "--create (check the name: skerry groups list)\n")
     if doc["live_members"]:
         note += (f"note: {where} has live members ({', '.join(doc['live_members'])}); the "
                  "broker refuses a reset until they stop\n")
-    return f"plan to reset {where} to {doc['target']}\n{table}{note}"
+    return f"plan to reset {where} {how}\n{table}{notes}{note}"

@@ -24,9 +24,9 @@ import json
 import os
 import socket
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 from broker.client.aio import (
     Address,
@@ -47,6 +47,8 @@ __all__ = [
 
 _BATCH = 500
 """``max=`` of each CONSUME (the broker's own limits still apply)."""
+_TOPIC_POLL_S = 0.5
+"""How often ``--follow`` looks again for a topic that does not exist yet."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,10 @@ class ConsumeOptions:
     consumer_id: str | None = None
     session_timeout_ms: int = 10_000
     output_format: str = "plain"
+    print_key: bool = False
+    """Plain format: the key and a tab before each value."""
+    print_timestamp: bool = False
+    """Plain format: the timestamp (ms) and a tab first."""
     wait_ms: int = 1000
     """Long-poll time of each CONSUME while following."""
     timeout: float = 10.0
@@ -84,7 +90,7 @@ class ConsumeSummary:
         return text
 
 
-def parse_timestamp(text: str) -> int:
+def parse_timestamp(text: str, flag: str = "--from-timestamp") -> int:
     """Milliseconds since the epoch from digits or ISO-8601 (``2024-05-01T12:00:00Z``;
     without a zone the local time zone applies).
 
@@ -98,7 +104,7 @@ def parse_timestamp(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise ToolError(f"--from-timestamp must be milliseconds since the epoch or an "
+        raise ToolError(f"{flag} must be milliseconds since the epoch or an "
                         f"ISO-8601 time such as 2024-05-01T12:00:00Z, not {text!r}", 2) from None
     if moment.tzinfo is None:
         moment = moment.astimezone()
@@ -112,9 +118,16 @@ def _text_or_b64(data: bytes) -> tuple[str, bool]:
         return base64.b64encode(data).decode("ascii"), True
 
 
-def format_message(message: Message, output_format: str) -> bytes:
-    """One output line. Plain: the value's bytes as they are. JSON: an object with
+def format_message(message: Message, output_format: str, *, print_key: bool = False,
+                   print_timestamp: bool = False) -> bytes:
+    """One output line. Plain: the value's bytes as they are, after the timestamp (ms) and
+    a tab with ``print_timestamp`` and the key's bytes and a tab with ``print_key`` (as
+    kafka-console-consumer's ``print.timestamp`` and ``print.key``). JSON: an object with
     ``partition``, ``offset``, ``timestamp`` (ms), ``key`` and ``value``.
+
+    >>> format_message(Message(2, 0, 1700000000123, b"user1", b"created"), "plain",
+    ...                print_key=True, print_timestamp=True)
+    b'1700000000123\\tuser1\\tcreated\\n'
 
     >>> format_message(Message(2, 0, 1700000000123, b"user1", b"created"), "json")
     b'{"partition": 2, "offset": 0, "timestamp": 1700000000123, "key": "user1", "value": "created"}\\n'
@@ -122,7 +135,12 @@ def format_message(message: Message, output_format: str) -> bytes:
     b'{"partition": 0, "offset": 5, "timestamp": 1, "key": "", "value": "/wA=", "value_encoding": "base64"}\\n'
     """
     if output_format == "plain":
-        return message.value + b"\n"
+        line = message.value + b"\n"
+        if print_key:
+            line = message.key + b"\t" + line
+        if print_timestamp:
+            line = b"%d\t" % message.timestamp_ms + line
+        return line
     key, key_b64 = _text_or_b64(message.key)
     value, value_b64 = _text_or_b64(message.value)
     document: dict[str, Any] = {"partition": message.partition, "offset": message.offset,
@@ -144,10 +162,10 @@ def _member_id(options: ConsumeOptions) -> str:
 class _Printer:
     """Writes messages to the output, stops at ``--max-messages``, notices a closed pipe."""
 
-    def __init__(self, out: BinaryIO, output_format: str, limit: int | None) -> None:
+    def __init__(self, out: BinaryIO, options: ConsumeOptions) -> None:
         self._out = out
-        self._format = output_format
-        self._limit = limit
+        self._options = options
+        limit = self._limit = options.max_messages
         self.count = 0
         self.closed = False
         self.finished = asyncio.Event()
@@ -164,7 +182,9 @@ class _Printer:
             return 0
         if self._limit is not None:
             messages = messages[: self._limit - self.count]
-        data = b"".join(format_message(m, self._format) for m in messages)
+        o = self._options
+        data = b"".join(format_message(m, o.output_format, print_key=o.print_key,
+                                       print_timestamp=o.print_timestamp) for m in messages)
         try:
             self._out.write(data)
             self._out.flush()
@@ -208,14 +228,25 @@ async def _read_partition(conn: Connection, options: ConsumeOptions, partition: 
     return offset
 
 
-async def _partitions(conn: Connection, topic: str) -> int:
-    try:
-        reply = await conn.request("METADATA", topic)
-    except BrokerError as exc:
-        if exc.broker_message == "unknown topic":
-            raise ToolError(f"unknown topic {topic}") from None
-        raise
-    return reply.number("partitions")
+async def _partitions(conn: Connection, topic: str, wait: bool = False,
+                      err: TextIO | None = None) -> tuple[int, bool]:
+    """The topic's partition count, and whether it had to be waited for. An unknown topic
+    is ``ToolError``, or with ``wait`` looked for again every ``_TOPIC_POLL_S`` (METADATA
+    never creates it) after one line on ``err``, as kafka-console-consumer waits."""
+    waited = False
+    while True:
+        reply = await conn.request("METADATA", topic, check=False)
+        if reply.ok:
+            return reply.number("partitions"), waited
+        if reply.payload != "unknown topic":
+            raise BrokerError(reply.code or "?", reply.payload, "METADATA")
+        if not wait:
+            raise ToolError(f"unknown topic {topic}")
+        if not waited and err is not None:
+            print(f"skerry consume: topic {topic} does not exist yet; waiting for it to be "
+                  "created (Ctrl-C to stop)", file=err, flush=True)
+        waited = True
+        await asyncio.sleep(_TOPIC_POLL_S)
 
 
 async def _start_offsets(conn: Connection, options: ConsumeOptions,
@@ -419,14 +450,19 @@ async def _follow_generation(options: ConsumeOptions, offsets: dict[int, int],
         await asyncio.gather(*waits, return_exceptions=True)
 
 
-async def consume(options: ConsumeOptions, out: BinaryIO) -> ConsumeSummary:
+async def consume(options: ConsumeOptions, out: BinaryIO,
+                  err: TextIO | None = None) -> ConsumeSummary:
     """Print messages to ``out`` as ``options`` asks; Ctrl-C (cancellation) ends it cleanly:
-    a group member commits what it printed and leaves."""
-    printer = _Printer(out, options.output_format, options.max_messages)
+    a group member commits what it printed and leaves. Following a topic that does not
+    exist yet waits for it (a note on ``err``), then reads it from its start."""
+    printer = _Printer(out, options)
     summary = ConsumeSummary()
     conn = await Connection.open(options.address, options.timeout)
     try:
-        count = await _partitions(conn, options.topic)
+        count, appeared = await _partitions(conn, options.topic, options.follow, err)
+        if appeared and options.offset is None and options.from_timestamp_ms is None:
+            # Everything in a topic that appeared while we waited is new to this run.
+            options = replace(options, offset="earliest")
         if options.partition is not None and options.partition >= count:
             raise ToolError(f"partition {options.partition} out of range; topic "
                             f"{options.topic} has {count} partitions", 2)

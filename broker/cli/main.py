@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from broker.cli.parsers import BOOTSTRAP_ENV
+from broker.cli.parsers import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 from broker.config import ConfigError, load_config, reference_markdown
 
 __all__ = ["main"]
@@ -118,9 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     harness = sub.add_parser(
         "harness", help="simulated consumers with chaos against a running broker; checks "
                         "the consumer-group invariants (exit 0: no violations)")
-    harness.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT",
-                         help="the broker to test (default 127.0.0.1:9092); the only "
-                              "address the harness connects to")
+    harness.add_argument("--bootstrap", default=os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP,
+                         metavar="HOST:PORT",
+                         help="the broker to test (default $SKERRY_BOOTSTRAP, else "
+                              "127.0.0.1:9092); the only address the harness connects to")
     harness.add_argument("-n", "--consumers", type=int, default=5,
                          help="simulated consumers at the start (default 5)")
     harness.add_argument("--duration", type=float, default=30.0, metavar="SECONDS",
@@ -156,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         "pipeline", help="run the example Spark pipeline (needs the spark extra; docs/spark.md)")
     pipeline.add_argument("action", choices=["seed", "order-stats"],
                           help="seed: produce sample orders; order-stats: run the pipeline")
-    pipeline.add_argument("--bootstrap", default=os.environ.get(BOOTSTRAP_ENV) or "127.0.0.1:9092",
+    pipeline.add_argument("--bootstrap", default=os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP,
                           help="broker host:port (default $SKERRY_BOOTSTRAP, else 127.0.0.1:9092)")
     pipeline.add_argument("--topic", default="pipeline-orders", help="source topic")
     pipeline.add_argument("--count", type=int, default=1000, help="seed: how many orders")

@@ -53,6 +53,21 @@ def _offset(text: str) -> str:
     raise argparse.ArgumentTypeError(f"expected earliest, latest or an offset, not {text!r}")
 
 
+def _signed(text: str) -> int:
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number such as -5 or +5, not "
+                                         f"{text!r}")
+    return int(text)
+
+
+def _limit(text: str) -> int | None:
+    """A retention setting: a whole number >= 1, or ``none`` for no limit (None)."""
+    if text == "none":
+        return None
+    return _count(1)(text)
+
+
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
     """The command ``name`` of ``broker.cli.run``, imported only when it runs."""
 
@@ -107,7 +122,9 @@ def _add_consume(sub: Any, common: argparse.ArgumentParser) -> None:
                     "unless --offset, --from-beginning or --from-timestamp says otherwise. "
                     "With --group it joins that consumer group, reads the partitions the "
                     "group assigns from their committed offsets, commits after printing "
-                    "and leaves the group on exit.")
+                    "and leaves the group on exit. With --follow a topic that does not "
+                    "exist yet is waited for (never created) and read from its start once "
+                    "it appears.")
     p.add_argument("topic", type=_name, help="topic to read")
     p.add_argument("--partition", type=_count(0), help="read only this partition "
                                                        "(default: all)")
@@ -133,6 +150,11 @@ def _add_consume(sub: Any, common: argparse.ArgumentParser) -> None:
                         "third of it")
     p.add_argument("--format", choices=("plain", "json"), default="plain",
                    help="plain values (default) or one JSON object per line")
+    p.add_argument("--print-key", action="store_true",
+                   help="plain format: print each message's key and a tab before its value")
+    p.add_argument("--print-timestamp", action="store_true",
+                   help="plain format: print each message's timestamp (milliseconds since "
+                        "the epoch, when the broker appended it) and a tab first")
     p.add_argument("--wait-ms", type=_count(1), default=1000,
                    help="long-poll time of each read while following (default 1000)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
@@ -146,7 +168,7 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
     output.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parents = [common, output]
 
-    topics = sub.add_parser("topics", help="list, create, describe and delete topics")
+    topics = sub.add_parser("topics", help="list, create, describe, alter and delete topics")
     tsub = topics.add_subparsers(dest="topics_command", metavar="ACTION")
     tsub.required = True
     tlist = tsub.add_parser("list", parents=parents, help="every topic: partitions, "
@@ -171,12 +193,32 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
                                                                "this")
     create.add_argument("--retention-bytes", type=_count(1),
                         help="keep each partition below this size")
+    create.add_argument("--if-not-exists", action="store_true",
+                        help="a topic that exists already is left as it is (exit 0)")
+    alter = tsub.add_parser(
+        "alter", parents=parents,
+        help="add partitions to a topic or change its retention",
+        description="Change an existing topic: --partitions grows it to a new total (keys "
+                    "may then map to other partitions; partitions are never removed), "
+                    "--retention-ms and --retention-bytes replace its retention (none: no "
+                    "limit), applied by the broker's next retention pass (within a "
+                    "minute).")
+    alter.add_argument("topic", type=_name)
+    alter.add_argument("--partitions", type=_count(1), metavar="N",
+                       help="the new total number of partitions (more than now)")
+    alter.add_argument("--retention-ms", type=_limit, default=argparse.SUPPRESS,
+                       metavar="MS|none", help="delete segments older than this; none: "
+                                               "keep them whatever their age")
+    alter.add_argument("--retention-bytes", type=_limit, default=argparse.SUPPRESS,
+                       metavar="BYTES|none", help="keep each partition below this size; "
+                                                  "none: whatever its size")
     delete = tsub.add_parser("delete", parents=parents,
                              help="delete a topic and all its messages")
     delete.add_argument("topic", type=_name)
     topics.set_defaults(func=_lazy("topics_command"))
 
-    groups = sub.add_parser("groups", help="list and describe consumer groups, reset offsets")
+    groups = sub.add_parser("groups", help="list, describe and delete consumer groups, "
+                                             "reset offsets")
     gsub = groups.add_subparsers(dest="groups_command", metavar="ACTION")
     gsub.required = True
     gsub.add_parser("list", parents=parents,
@@ -187,11 +229,23 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
              "topic the group consumes")
     gdescribe.add_argument("group", type=_name)
     gdescribe.add_argument("--topic", type=_name, help="only this topic")
+    gdelete = gsub.add_parser(
+        "delete", parents=parents,
+        help="delete a consumer group and its committed offsets",
+        description="Delete a consumer group on every topic it consumes (or on --topic "
+                    "only): its generation, assignor and committed offsets are forgotten; "
+                    "a consumer joining later starts a new group. The broker refuses while "
+                    "the group has live members.")
+    gdelete.add_argument("group", type=_name)
+    gdelete.add_argument("--topic", type=_name, help="only on this topic")
     reset = gsub.add_parser(
         "reset-offsets", parents=parents,
         help="move a group's committed offsets (a dry run unless --execute)",
         description="Show, and with --execute apply, new committed offsets for a group on "
-                    "one topic. The broker refuses while the group has live members.")
+                    "one topic. Offsets outside the retained range are moved into it, and "
+                    "the output says so. The broker refuses while the group has live "
+                    "members. A group that has no offsets on the topic yet is refused "
+                    "unless --create (a mistyped name would otherwise start a new group).")
     reset.add_argument("group", type=_name)
     reset.add_argument("--topic", type=_name, required=True)
     to = reset.add_mutually_exclusive_group(required=True)
@@ -199,8 +253,18 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
     to.add_argument("--to-latest", action="store_true", help="hw + 1: skip everything there")
     to.add_argument("--to-offset", type=_count(0), metavar="N",
                     help="offset N, clamped between earliest and latest")
+    to.add_argument("--to-datetime", metavar="TIME",
+                    help="the first message at or after TIME (ISO-8601 such as "
+                         "2024-05-01T12:00:00Z, local time without a zone, or milliseconds "
+                         "since the epoch); latest when there is none")
+    to.add_argument("--shift-by", type=_signed, metavar="N",
+                    help="the committed offset plus N (negative: back), clamped between "
+                         "earliest and latest")
     reset.add_argument("--partition", type=_count(0), help="only this partition")
     reset.add_argument("--execute", action="store_true", help="apply the plan")
+    reset.add_argument("--create", action="store_true",
+                       help="with --execute: start the group on the topic if it has no "
+                            "offsets there yet")
     groups.set_defaults(func=_lazy("groups_command"))
 
 

@@ -22,10 +22,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO, TextIO
 
-from broker.client.aio import Address, Connection, Reply, ToolError
+from broker.client.aio import Address, Connection, ConnectionLost, Reply, ToolError
 from broker.v1.codec import is_plain_key, is_plain_value
 
 __all__ = ["ProduceOptions", "ProduceSummary", "produce", "request_args", "count_lines"]
@@ -53,11 +53,21 @@ class ProduceOptions:
 @dataclass
 class ProduceSummary:
     produced: int = 0
+    """Messages the broker acknowledged (answered OK)."""
     errors: int = 0
+    """Lines refused: by this tool (not ``key:value``, ...) or by the broker (``ERR``)."""
     seconds: float = 0.0
     stopped: str | None = None
     """Why the run ended early (the connection was lost, Ctrl-C), or None."""
     interrupted: bool = False
+    last_acknowledged: int = 0
+    """Input line number of the last message the broker acknowledged; 0: none."""
+    resume_line: int = 1
+    """The first input line not dealt with: every line before it was acknowledged,
+    refused or skipped, so sending again from here loses nothing."""
+    unanswered: list[int] = field(default_factory=list)
+    """Input lines sent but never answered (the connection was lost): stored or not,
+    nobody knows; they are from ``resume_line`` on, so a resend repeats the stored ones."""
 
     def line(self, topic: str) -> str:
         rate = self.produced / max(self.seconds, 1e-3)
@@ -66,6 +76,14 @@ class ProduceSummary:
                 f"({rate:,.0f} msgs/s); {self.errors} error{'' if self.errors == 1 else 's'}")
         if self.stopped:
             text += f"; stopped: {self.stopped}"
+            if self.unanswered:
+                count = len(self.unanswered)
+                text += (f"; {count} message{'' if count == 1 else 's'} sent without an "
+                         f"answer (lines {self.unanswered[0]}-{self.unanswered[-1]}), "
+                         "stored or not")
+            last = self.last_acknowledged
+            text += (f"; last acknowledged line {last}" if last else "; no line acknowledged")
+            text += f", resume from line {self.resume_line}"
         return text
 
 
@@ -133,9 +151,10 @@ def _show_progress(options: ProduceOptions, stdin: IO[bytes], err: TextIO) -> bo
 
 def _read_stdin(stream: BinaryIO, loop: asyncio.AbstractEventLoop,
                 queue: asyncio.Queue[list[bytes] | BaseException | None],
-                stop: threading.Event) -> None:
+                slots: threading.Semaphore, stop: threading.Event) -> None:
     """Thread body: push lists of complete lines (``\\n`` removed) as they arrive, then
-    None at the end (or the exception that ended reading)."""
+    None at the end (or the exception that ended reading). Each push takes one of
+    ``slots``, which the loop gives back when it takes the item off ``queue``."""
     # os.read on the descriptor when there is one: a thread blocked in the buffered
     # object's read would hold its lock, and the interpreter's exit (after Ctrl-C) waits
     # for that lock.
@@ -147,20 +166,15 @@ def _read_stdin(stream: BinaryIO, loop: asyncio.AbstractEventLoop,
         else (lambda size: os.read(fd, size))
 
     def put(item: list[bytes] | BaseException | None) -> None:
+        # No coroutine is made here: one made for a loop that closes before running it
+        # (Ctrl-C) would be reported as "never awaited" at exit.
+        while not slots.acquire(timeout=0.5):
+            if stop.is_set():
+                return
         try:
-            future = asyncio.run_coroutine_threadsafe(queue.put(item), loop)
+            loop.call_soon_threadsafe(queue.put_nowait, item)
         except RuntimeError:  # the loop is gone
             return
-        while True:  # the one put either happens or is cancelled: never sent twice
-            try:
-                future.result(timeout=0.5)
-                return
-            except TimeoutError:
-                if stop.is_set():
-                    future.cancel()
-                    return
-            except BaseException:  # cancelled, or the loop closed under it
-                return
 
     tail = b""
     try:
@@ -218,7 +232,8 @@ async def produce(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
     """Send every line of ``stdin``; returns the counts (errors are printed to ``err``)."""
     conn = await Connection.open(options.address, options.timeout)
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[list[bytes] | BaseException | None] = asyncio.Queue(maxsize=8)
+    queue: asyncio.Queue[list[bytes] | BaseException | None] = asyncio.Queue()
+    slots = threading.Semaphore(8)  # chunks read ahead at most
     stop = threading.Event()
     show = _show_progress(options, stdin, err)
     progress = _Progress(show, count_lines(stdin) if show else None, err, options.topic)
@@ -234,37 +249,58 @@ async def produce(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
         elif shown == _MAX_ERRORS_SHOWN + 1:
             progress.write("skerry produce: (more errors; only the count is shown from now)")
 
+    # Sent and not answered yet, oldest first: (input line numbers, their answers).
     inflight: deque[tuple[list[int], asyncio.Future[list[Reply]]]] = deque()
     in_flight = 0
     piece = max(1, options.window // 4)
+    lineno = 0
+    sent_through = 0  # every input line up to this one was sent (or skipped and reported)
+
+    def account(numbers: list[int], replies: list[Reply]) -> None:
+        for number, reply in zip(numbers, replies, strict=True):
+            if reply.ok:
+                summary.produced += 1
+                summary.last_acknowledged = number
+            else:
+                report(number, f"{reply.code}: {reply.payload}")
+        progress.update(len(numbers))
 
     async def settle(limit: int) -> None:
         """Account answers until at most ``limit`` requests are in flight (and take every
         answer already there)."""
         nonlocal in_flight
         while inflight and (in_flight > limit or inflight[0][1].done()):
-            numbers, future = inflight.popleft()
+            numbers, future = inflight[0]
             replies = await conn.result(future, "PRODUCE")
+            inflight.popleft()  # only once answered: a wait cut short leaves it in place
             in_flight -= len(numbers)
-            for lineno, reply in zip(numbers, replies, strict=True):
-                if reply.ok:
-                    summary.produced += 1
-                else:
-                    report(lineno, f"{reply.code}: {reply.payload}")
-            progress.update(len(numbers))
+            account(numbers, replies)
 
-    reader = threading.Thread(target=_read_stdin, args=(stdin, loop, queue, stop),
-                              name="skerry-produce-stdin", daemon=True)
-    start = clock()
-    reader.start()
-    lineno = 0
-    try:
+    def unanswered() -> None:
+        """Account what is still in flight when the run ends early: the answers of a batch
+        that arrived before the connection went are counted, the rest is unanswered."""
+        while inflight:
+            numbers, future = inflight.popleft()
+            replies: list[Reply] = []
+            if future.done() and not future.cancelled():
+                exc = future.exception()
+                if exc is None:
+                    replies = future.result()
+                elif isinstance(exc, ConnectionLost):
+                    replies = exc.replies
+            account(numbers[:len(replies)], replies)
+            summary.unanswered.extend(numbers[len(replies):])
+
+    async def send_all() -> None:
+        """Read stdin to its end, sending its lines in windows, and take every answer."""
+        nonlocal lineno, sent_through, in_flight
         while True:
             if queue.empty():
                 # Nothing more to send yet (a person typing, a slow pipe): take the answers
                 # now, so counts and errors show as they happen, not at the next line.
                 await settle(0)
             chunk = await queue.get()
+            slots.release()
             if chunk is None:
                 break
             if isinstance(chunk, BaseException):
@@ -294,19 +330,42 @@ async def produce(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
                 inflight.append((numbers[first:first + piece],
                                  conn.send_batch("PRODUCE", part)))
                 in_flight += len(part)
+                sent_through = numbers[first + len(part) - 1]
                 await conn.drain()
+            sent_through = lineno
             await settle(options.window)
         await settle(0)
+
+    reader = threading.Thread(target=_read_stdin, args=(stdin, loop, queue, slots, stop),
+                              name="skerry-produce-stdin", daemon=True)
+    start = clock()
+    reader.start()
+    try:
+        try:
+            await send_all()
+        except asyncio.CancelledError:
+            # Ctrl-C (or SIGTERM): send nothing more, but take the answers to what was sent,
+            # so the count is exact and a resend from ``resume_line`` repeats nothing.
+            summary.stopped = "interrupted"
+            summary.interrupted = True
+            stop.set()
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            try:
+                await settle(0)
+            except asyncio.CancelledError:  # a second Ctrl-C: stop waiting for answers
+                conn.abort()
     except ToolError as exc:
         if not conn.closed:
             raise
-        summary.stopped = exc.message
-        summary.errors += in_flight
-    except asyncio.CancelledError:  # Ctrl-C: what was answered is counted, nothing more
-        summary.stopped = "interrupted"
-        summary.interrupted = True
+        summary.stopped = f"interrupted, then {exc.message}" if summary.interrupted \
+            else exc.message
     finally:
         stop.set()
+        unanswered()
+        summary.resume_line = summary.unanswered[0] if summary.unanswered \
+            else sent_through + 1
         summary.seconds = clock() - start
         progress.close()
         await conn.close()

@@ -36,19 +36,26 @@ T = TypeVar("T")
 
 
 def _run(coroutine: Callable[[], Awaitable[T]]) -> T:
-    """Run on a fresh loop; SIGTERM cancels like Ctrl-C does (asyncio.run handles SIGINT)."""
+    """Run on a fresh loop. Ctrl-C (SIGINT) and SIGTERM cancel the command, which then
+    finishes what it must (a producer takes the answers to what it sent, a group member
+    commits and leaves); a second one cancels that too. ``KeyboardInterrupt`` when the
+    command ends cancelled."""
 
     async def main() -> T:
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         if task is not None:
-            try:
-                loop.add_signal_handler(signal.SIGTERM, task.cancel)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass  # not the main thread (tests calling main() in-process)
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.add_signal_handler(signum, task.cancel)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    continue  # not the main thread (tests calling main() in-process)
         return await coroutine()
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt from None
 
 
 def _address(args: argparse.Namespace) -> Address:
@@ -130,6 +137,9 @@ def consume_command(args: argparse.Namespace) -> int:
         problems.append("a numeric --offset needs --partition")
     if args.consumer_id is not None and args.group is None:
         problems.append("--consumer-id needs --group")
+    if args.format == "json" and (args.print_key or args.print_timestamp):
+        problems.append("--print-key and --print-timestamp are for the plain format; "
+                        "--format json always has the key and the timestamp")
     if problems:
         for problem in problems:
             print(f"skerry consume: {problem}", file=sys.stderr)
@@ -142,8 +152,9 @@ def consume_command(args: argparse.Namespace) -> int:
             else parse_timestamp(args.from_timestamp),
             follow=args.follow, max_messages=args.max_messages, group=args.group,
             consumer_id=args.consumer_id, session_timeout_ms=args.session_timeout_ms,
-            output_format=args.format, wait_ms=args.wait_ms, timeout=args.timeout)
-        summary = _run(lambda: consume(options, sys.stdout.buffer))
+            output_format=args.format, print_key=args.print_key,
+            print_timestamp=args.print_timestamp, wait_ms=args.wait_ms, timeout=args.timeout)
+        summary = _run(lambda: consume(options, sys.stdout.buffer, sys.stderr))
     except ToolError as exc:
         return _fail("consume", exc)
     except KeyboardInterrupt:
@@ -180,7 +191,7 @@ def _admin(command: str, args: argparse.Namespace,
 
 
 def topics_command(args: argparse.Namespace) -> int:
-    """``skerry topics list|describe|create|delete``."""
+    """``skerry topics list|describe|create|alter|delete``."""
     from broker.cli import admin
 
     command = f"topics {args.topics_command}"
@@ -193,16 +204,24 @@ def topics_command(args: argparse.Namespace) -> int:
     if args.topics_command == "create":
         spec = admin.CreateTopic(args.topic, args.partitions, args.replication_factor,
                                  args.min_isr, args.retention_ms, args.retention_bytes)
-        return _admin(command, args, lambda c: admin.create_topic(c, spec),
-                      lambda d: f"created topic {d['topic']}: {d['partitions']} partition"
-                                f"{'' if d['partitions'] == 1 else 's'}, replication factor "
-                                f"{d['replication_factor']}\n")
+        return _admin(command, args,
+                      lambda c: admin.create_topic(c, spec, args.if_not_exists),
+                      admin.render_create)
+    if args.topics_command == "alter":
+        retention = {key: getattr(args, key) for key in ("retention_ms", "retention_bytes")
+                     if hasattr(args, key)}
+        if args.partitions is None and not retention:
+            print("skerry topics alter: nothing to change; give --partitions, --retention-ms "
+                  "or --retention-bytes", file=sys.stderr)
+            return 2
+        alter = admin.AlterTopic(args.topic, args.partitions, **retention)
+        return _admin(command, args, lambda c: admin.alter_topic(c, alter), admin.render_alter)
     return _admin(command, args, lambda c: admin.delete_topic(c, args.topic),
                   lambda d: f"deleted topic {d['topic']}\n")
 
 
 def groups_command(args: argparse.Namespace) -> int:
-    """``skerry groups list|describe|reset-offsets``."""
+    """``skerry groups list|describe|delete|reset-offsets``."""
     from broker.cli import admin
 
     command = f"groups {args.groups_command}"
@@ -211,7 +230,24 @@ def groups_command(args: argparse.Namespace) -> int:
     if args.groups_command == "describe":
         return _admin(command, args, lambda c: admin.describe_groups(c, args.group, args.topic),
                       admin.render_groups)
-    target = "earliest" if args.to_earliest else "latest" if args.to_latest \
-        else str(args.to_offset)
-    spec = admin.ResetOffsets(args.group, args.topic, target, args.partition, args.execute)
+    if args.groups_command == "delete":
+        return _admin(command, args, lambda c: admin.delete_groups(c, args.group, args.topic),
+                      admin.render_group_delete)
+    from broker.cli.consume import parse_timestamp
+
+    value: int | None = None
+    if args.to_earliest or args.to_latest:
+        target = "earliest" if args.to_earliest else "latest"
+    elif args.to_offset is not None:
+        target, value = "offset", args.to_offset
+    elif args.to_datetime is not None:
+        target = "datetime"
+        try:
+            value = parse_timestamp(args.to_datetime, "--to-datetime")
+        except ToolError as exc:
+            return _fail(command, exc)
+    else:
+        target, value = "shift", args.shift_by
+    spec = admin.ResetOffsets(args.group, args.topic, target, value, args.partition,
+                              args.execute, args.create, args.to_datetime or "")
     return _admin(command, args, lambda c: admin.reset_offsets(c, spec), admin.render_reset)

@@ -18,6 +18,7 @@ import base64
 import binascii
 import os
 import re
+import socket
 import ssl
 from collections import deque
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ __all__ = [
     "Address",
     "BrokerError",
     "Connection",
+    "ConnectionLost",
     "Message",
     "Reply",
     "ToolError",
@@ -56,6 +58,16 @@ class BrokerError(ToolError):
         super().__init__(f"{command + ': ' if command else ''}{code}: {message}")
         self.code = code
         self.broker_message = message
+
+
+class ConnectionLost(ToolError):
+    """The connection ended before a request was answered. For a ``send_batch``,
+    ``replies`` are the answers that did arrive: those of the batch's first
+    ``len(replies)`` requests, in order; the rest may or may not have been applied."""
+
+    def __init__(self, message: str, replies: Sequence[Reply] = ()) -> None:
+        super().__init__(message)
+        self.replies = list(replies)
 
 
 @dataclass(frozen=True)
@@ -158,6 +170,23 @@ def parse_detail_messages(reply: Reply, partition: int) -> list[Message]:
     return out
 
 
+_TLS_RECORDS = (b"\x15\x03", b"\x16\x03")
+"""The first two bytes of a TLS alert and of a TLS handshake record (RFC 8446 5.1)."""
+
+
+def _http_port(address: Address) -> str:
+    return (f"{address} answered in HTTP: this is an HTTP port (metrics?), not a Skerry V1 "
+            "port; see --bootstrap (the V1 port is the broker's `port`, 9092 by default)")
+
+
+def _fail(future: asyncio.Future[Any], exc: ToolError) -> None:
+    """Fail ``future`` with ``exc`` for whoever awaits it. A request nobody waits for any
+    more (its waiter was cancelled by Ctrl-C) is simply dropped: no "Future exception was
+    never retrieved" traceback at exit."""
+    future.set_exception(exc)
+    future.exception()  # marks it retrieved; an awaiting caller still gets the exception
+
+
 class _Batch:
     """The replies of one ``send_batch``, in order; ``future`` fires when all arrived."""
 
@@ -183,6 +212,8 @@ class Connection:
         self.timeout = timeout
         self._pending: deque[tuple[bytes, str, Any]] = deque()
         self._next_cid = 0
+        self._probed = False
+        self._answered = False
         self.closed = False
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
 
@@ -195,8 +226,14 @@ class Connection:
                     address.host, address.port, limit=_LINE_LIMIT, ssl=address.tls,
                     server_hostname=address.host if address.tls is not None else None)
         except ssl.SSLError as exc:
-            raise ToolError(f"TLS with the broker at {address} failed: "
-                            f"{exc.reason or exc}") from None
+            why = exc.reason or str(exc)
+            hint = " (a plain port, not TLS? then drop --tls/--cafile)" \
+                if why == "WRONG_VERSION_NUMBER" else ""
+            raise ToolError(f"TLS with the broker at {address} failed: {why}{hint}") from None
+        except socket.gaierror as exc:
+            raise ToolError(f"cannot connect to the broker at {address}: the host name "
+                            f"{address.host} cannot be resolved ({exc.strerror}); see "
+                            "--bootstrap") from None
         except (TimeoutError, OSError) as exc:
             if isinstance(exc, OSError) and exc.errno:
                 why = os.strerror(exc.errno)  # asyncio's own text repeats the address
@@ -218,13 +255,13 @@ class Connection:
         """Write one request now; the future gets its ``Reply`` (or ``ToolError``)."""
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         if self.closed:
-            future.set_exception(ToolError(f"connection to {self.address} is closed"))
+            _fail(future, ConnectionLost(f"connection to {self.address} is closed"))
             return future
         self._next_cid += 1
         cid = b"%d" % self._next_cid
         body = args if isinstance(args, bytes) else args.encode()
         self._pending.append((cid, command, future))
-        self._writer.write(b"V1|%b|%b|%b\n" % (cid, command.encode(), body))
+        self._write(b"V1|%b|%b|%b\n" % (cid, command.encode(), body))
         return future
 
     def send_batch(self, command: str, args: Sequence[bytes]) -> asyncio.Future[list[Reply]]:
@@ -232,7 +269,7 @@ class Connection:
         replies, in order, once the last one arrived."""
         future: asyncio.Future[list[Reply]] = asyncio.get_running_loop().create_future()
         if self.closed:
-            future.set_exception(ToolError(f"connection to {self.address} is closed"))
+            _fail(future, ConnectionLost(f"connection to {self.address} is closed"))
             return future
         if not args:
             future.set_result([])
@@ -248,30 +285,42 @@ class Connection:
             pending.append((token, command, batch))
             lines.append(b"V1|%b|%b|%b\n" % (token, name, body))
         self._next_cid = cid
-        self._writer.write(b"".join(lines))
+        self._write(b"".join(lines))
         return future
+
+    def _write(self, data: bytes) -> None:
+        if not self._probed:
+            # Two empty lines after the first request: V1 ignores them, while an HTTP
+            # server (the metrics port given by mistake) takes them as the end of a bad
+            # request and answers at once, so the mistake is told at once, not after the
+            # timeout.
+            self._probed = True
+            data += b"\r\n\r\n"
+        self._writer.write(data)
 
     async def drain(self) -> None:
         """Wait until the socket took what was written (flow control for big batches)."""
         try:
             await self._writer.drain()
         except (ConnectionError, OSError) as exc:
-            raise ToolError(f"lost the connection to {self.address}: {exc}") from None
+            why = f"lost the connection to {self.address}: {exc}"
+            self.abort(why)  # closed before the reader notices: every waiter learns why
+            raise ConnectionLost(why) from None
 
     async def result(self, future: asyncio.Future[T], what: str = "",
                      timeout: float | None = None) -> T:
         """``future``'s result, or ``ToolError`` (and the connection dropped) when no answer
-        came within ``timeout`` (default: the connection's)."""
-        if future.done():
-            return future.result()
-        limit = self.timeout if timeout is None else timeout
-        try:
-            async with asyncio.timeout(limit):
-                return await future
-        except TimeoutError:
-            self.abort()
-            raise ToolError(f"no answer from {self.address} to {what or 'a request'} "
-                            f"within {limit:g} s") from None
+        came within ``timeout`` (default: the connection's). The future itself is never
+        cancelled: after a timeout it holds the ``ConnectionLost`` of the dropped connection
+        (with a batch's answers that did arrive)."""
+        if not future.done():
+            limit = self.timeout if timeout is None else timeout
+            await asyncio.wait((future,), timeout=limit)
+            if not future.done():
+                self.abort()
+                raise ToolError(f"no answer from {self.address} to {what or 'a request'} "
+                                f"within {limit:g} s")
+        return future.result()
 
     async def wait(self, future: asyncio.Future[Reply], command: str = "",
                    timeout: float | None = None, *, check: bool = True) -> Reply:
@@ -286,14 +335,14 @@ class Connection:
         """Send one request and wait for its reply (see ``wait``)."""
         return await self.wait(self.send(command, args), command, timeout, check=check)
 
-    def abort(self) -> None:
-        """Drop the connection at once, failing every request still waiting."""
+    def abort(self, why: str | None = None) -> None:
+        """Drop the connection at once, failing every request still waiting (with ``why``)."""
         if self.closed:
             return
         self.closed = True
         self._writer.transport.abort()
         self._reader_task.cancel()
-        self._fail_all(f"connection to {self.address} dropped")
+        self._fail_all(why or f"connection to {self.address} dropped")
 
     async def close(self) -> None:
         if self.closed:
@@ -311,9 +360,11 @@ class Connection:
     def _fail_all(self, why: str) -> None:
         while self._pending:
             target = self._pending.popleft()[2]
-            future = target.future if type(target) is _Batch else target
-            if not future.done():
-                future.set_exception(ToolError(why))
+            if type(target) is _Batch:
+                if not target.future.done():
+                    _fail(target.future, ConnectionLost(why, target.replies))
+            elif not target.done():
+                _fail(target, ConnectionLost(why))
 
     async def _read_loop(self) -> None:
         why = f"the broker at {self.address} closed the connection"
@@ -323,7 +374,11 @@ class Connection:
             while True:
                 data = await self._reader.read(1 << 16)
                 if not data:
+                    if not self._answered:
+                        why = self._closed_unanswered(b"".join(partial))
                     break
+                if not self._answered and data[:2] in _TLS_RECORDS:
+                    raise ToolError(self._closed_unanswered(data))
                 if b"\n" not in data:
                     partial.append(data)
                     size += len(data)
@@ -353,7 +408,21 @@ class Connection:
             self._writer.transport.abort()
             self._fail_all(why)
 
+    def _closed_unanswered(self, data: bytes) -> str:
+        """Why a connection ended before its first answer, judged by what came."""
+        if data[:2] in _TLS_RECORDS:  # a TLS alert or handshake record
+            return (f"{self.address} answered with TLS: it is a TLS port; add --tls, or "
+                    "--cafile for a certificate your system does not trust")
+        if data.startswith(b"HTTP/"):
+            return _http_port(self.address)
+        return (f"the broker at {self.address} closed the connection before answering "
+                "(a TLS port? then add --tls)")
+
     def _answer(self, line: bytes) -> None:
+        if not self._answered:
+            if line.startswith(b"HTTP/1.") or line.startswith(b"HTTP/2"):
+                raise ToolError(_http_port(self.address))
+            self._answered = True
         if not self._pending:
             raise ToolError(f"unexpected line from the broker: {line[:200]!r}")
         cid, command, target = self._pending.popleft()

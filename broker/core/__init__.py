@@ -466,6 +466,16 @@ class BrokerCore:
         log.info("topic %s now has %d partitions", name, count)
         return topic
 
+    def alter_topic(self, name: str, changes: dict[str, int | None]) -> Any:
+        """Change a topic's retention (``retention_ms``, ``retention_bytes``; None: no
+        limit), kept in its ``topic.json``; the next retention pass applies it."""
+        if self.store.topic(name) is None:
+            raise BadRequest("unknown topic")
+        topic = self.store.alter_topic(name, changes)
+        log.info("topic %s altered: %s", name,
+                 " ".join(f"{key}={value}" for key, value in sorted(changes.items())))
+        return topic
+
     # ---------------------------------------------------------------- produce
 
     def _key_info(self, key: bytes) -> tuple[int, bytes]:

@@ -327,6 +327,18 @@ class AdminAddPartitions:
 
 
 @dataclass(frozen=True, slots=True)
+class AdminAlterTopic:
+    """Additive: ``ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms|none>]
+    [retention_bytes=<n|none>]``. ``changes`` holds the settings given, sorted by name, each
+    with its new value (None for ``none``: no limit); a setting left out keeps its value."""
+
+    name: ClassVar[str] = "ADMIN_ALTER_TOPIC"
+    cid: str
+    topic: str
+    changes: tuple[tuple[str, int | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Metadata:
     """Additive: ``METADATA [<topic>]``; ``topic`` is None for the topic list."""
 
@@ -470,6 +482,7 @@ Command: TypeAlias = (
     | AdminCreateTopic
     | AdminDeleteTopic
     | AdminAddPartitions
+    | AdminAlterTopic
     | Metadata
     | Offsets
     | DescribeGroup
@@ -502,6 +515,7 @@ COMMANDS: dict[str, type[Any]] = {
         AdminCreateTopic,
         AdminDeleteTopic,
         AdminAddPartitions,
+        AdminAlterTopic,
         Metadata,
         Offsets,
         DescribeGroup,
@@ -548,6 +562,8 @@ _USAGE: dict[str, str] = {
     "[min_isr=<n>] [retention_ms=<ms>] [retention_bytes=<n>]",
     "ADMIN_DELETE_TOPIC": "ADMIN_DELETE_TOPIC <topic>",
     "ADMIN_ADD_PARTITIONS": "ADMIN_ADD_PARTITIONS <topic> <partitions>",
+    "ADMIN_ALTER_TOPIC": "ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms or none>] "
+    "[retention_bytes=<n or none>]",
     "METADATA": "METADATA [<topic>]",
     "OFFSETS": "OFFSETS <topic> <partition> [ts=<ms>]",
     "DESCRIBE_GROUP": "DESCRIBE_GROUP <group> <topic>",
@@ -580,6 +596,7 @@ _POSITIONAL_COUNT: dict[str, int] = {
     "ADMIN_CREATE_TOPIC": 3,
     "ADMIN_DELETE_TOPIC": 1,
     "ADMIN_ADD_PARTITIONS": 2,
+    "ADMIN_ALTER_TOPIC": 1,
     "OFFSETS": 2,
     "DESCRIBE_GROUP": 2,
     "LIST_GROUPS": 0,
@@ -598,6 +615,7 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
     "CONSUME": ("max", "wait_ms", "enc", "detail"),
     "JOIN": ("assignor", "session_timeout_ms"),
     "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes"),
+    "ADMIN_ALTER_TOPIC": ("retention_ms", "retention_bytes"),
     "OFFSETS": ("ts",),
     "ADMIN_RESET_OFFSETS": ("partition",),
     "REPLICA_PULL": ("wait_ms", "max_bytes"),
@@ -1047,6 +1065,16 @@ def _parse_admin_add_partitions(cid: str, args: str) -> AdminAddPartitions:
     return AdminAddPartitions(cid, _name(tokens[0], "topic"), _uint_min(tokens[1], "partitions", 1))
 
 
+def _parse_admin_alter_topic(cid: str, args: str) -> AdminAlterTopic:
+    tokens, options = _split("ADMIN_ALTER_TOPIC", args)
+    topic = _name(tokens[0], "topic")
+    if not options:
+        raise BadRequest("nothing to alter; usage: " + _USAGE["ADMIN_ALTER_TOPIC"])
+    changes = tuple((option, None if text == "none" else _uint_min(text, option, 1))
+                    for option, text in sorted(options.items()))
+    return AdminAlterTopic(cid, topic, changes)
+
+
 def _parse_metadata(cid: str, args: str) -> Metadata:
     tokens = _tokens(args)
     if not tokens:
@@ -1187,6 +1215,7 @@ class Codec:
             "ADMIN_CREATE_TOPIC": _parse_admin_create_topic,
             "ADMIN_DELETE_TOPIC": _parse_admin_delete_topic,
             "ADMIN_ADD_PARTITIONS": _parse_admin_add_partitions,
+            "ADMIN_ALTER_TOPIC": _parse_admin_alter_topic,
             "METADATA": _parse_metadata,
             "OFFSETS": _parse_offsets,
             "DESCRIBE_GROUP": _parse_describe_group,

@@ -44,6 +44,11 @@ class Connection(ProduceSink, Protocol):
 _lst = c.format_list
 _bool = c.format_bool
 
+
+def _limit(value: int | None) -> str:
+    """A retention setting on the wire: the number, or ``none`` for no limit."""
+    return "none" if value is None else str(value)
+
 _PULL_DEFAULT_BYTES = 1048576
 _PULL_MAX_BYTES = 16 * 1048576
 """REPLICA_PULL ``max_bytes``: the default, and the most one answer may carry."""
@@ -108,6 +113,7 @@ class Handlers:
             c.AdminCreateTopic: self.admin_create_topic,
             c.AdminDeleteTopic: self.admin_delete_topic,
             c.AdminAddPartitions: self.admin_add_partitions,
+            c.AdminAlterTopic: self.admin_alter_topic,
             c.Metadata: self.metadata,
             c.Offsets: self.offsets,
             c.DescribeGroup: self.describe_group,
@@ -466,6 +472,11 @@ class Handlers:
     def admin_add_partitions(self, cmd: c.AdminAddPartitions, slot: Slot, conn: Connection) -> bytes:
         topic = self.core.add_partitions(cmd.topic, cmd.partitions)
         return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions}")
+
+    def admin_alter_topic(self, cmd: c.AdminAlterTopic, slot: Slot, conn: Connection) -> bytes:
+        config = self.core.alter_topic(cmd.topic, dict(cmd.changes)).config
+        return c.ok(cmd.cid, f"topic={cmd.topic} retention_ms={_limit(config.retention_ms)} "
+                             f"retention_bytes={_limit(config.retention_bytes)}")
 
     def metadata(self, cmd: c.Metadata, slot: Slot, conn: Connection) -> bytes:
         store = self.core.store

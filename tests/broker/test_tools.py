@@ -319,6 +319,104 @@ class ProduceTests:
         assert SUMMARY_RE.fullmatch(piped.stderr.decode().strip()), piped.stderr
 
 
+STOPPED_RE = re.compile(
+    r"produced (\d+) messages? to \S+ in [0-9.]+ s \([0-9,]+ msgs/s\); (\d+) errors?; "
+    r"stopped: (.+?)(?:; (\d+) messages? sent without an answer \(lines (\d+)-(\d+)\), "
+    r"stored or not)?; last acknowledged line (\d+), resume from line (\d+)")
+ENDLESS = ("import sys\ni = 0\nwhile True:\n    i += 1\n"
+           "    sys.stdout.write(f'k{i % 7}:{i}\\n')\n")
+"""A program writing numbered ``k<i mod 7>:<i>`` lines without end: input never runs out."""
+
+
+def stored_messages(broker: BrokerProcess, topic: str) -> int:
+    """How many messages ``topic`` holds (every partition's hw + 1), straight over V1."""
+    client = broker.client()
+    try:
+        reply = client.request(f"V1|1|METADATA|{topic}")
+    finally:
+        client.close()
+    if not reply.startswith("V1|1|OK|"):
+        return 0
+    return sum(int(hw) + 1 for hw in re.search(r"hw=\[([^\]]*)\]", reply).group(1).split())
+
+
+def produce_endlessly(broker: BrokerProcess, topic: str) -> tuple[subprocess.Popen[bytes],
+                                                                  subprocess.Popen[bytes]]:
+    """``skerry produce topic`` fed by ``ENDLESS`` through a pipe, once the topic holds at
+    least 20000 of its messages: (the producer, the feeder)."""
+    feeder = subprocess.Popen([sys.executable, "-c", ENDLESS], stdout=subprocess.PIPE)
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "broker", "produce", topic], stdin=feeder.stdout,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env_for(broker),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert feeder.stdout is not None
+    feeder.stdout.close()
+    wait_for(lambda: stored_messages(broker, topic) >= 20_000, "20000 messages stored",
+             timeout=60)
+    assert producer.poll() is None, producer.stderr.read() if producer.stderr else ""
+    return producer, feeder
+
+
+def stopped_report(broker: BrokerProcess, topic: str,
+                   stop: Callable[[subprocess.Popen[bytes]], None],
+                   exit_code: int) -> tuple[str | None, ...]:
+    """Produce to ``topic`` without end, ``stop(producer)`` in the middle, and return the
+    groups of the producer's report (``STOPPED_RE``), having checked its exit status and
+    that no traceback was printed."""
+    producer, feeder = produce_endlessly(broker, topic)
+    try:
+        stop(producer)
+        _, err = producer.communicate(timeout=60)
+    finally:
+        producer.kill()
+        feeder.kill()
+        feeder.wait()
+    text = err.decode()
+    assert producer.returncode == exit_code, text
+    assert "Traceback" not in text and "never retrieved" not in text, text
+    match = STOPPED_RE.fullmatch(text.strip())
+    assert match, text
+    return match.groups()
+
+
+def stored_numbers(broker: BrokerProcess, topic: str) -> set[int]:
+    out = skerry(broker, "consume", topic, "-q", timeout=120)
+    assert out.returncode == 0, out.stderr
+    return {int(value) for value in out.stdout.split()}
+
+
+class InterruptedProduceTests:
+    def test_ctrl_c_reports_exactly_what_the_topic_holds(self, broker: BrokerProcess) -> None:
+        """Ctrl-C in the middle of a stream: the producer sends nothing more, takes the
+        answers to what it sent, and reports exactly the count the topic holds, the last
+        acknowledged input line and the line to resume from, without any traceback."""
+        report = stopped_report(broker, "t-sigint",
+                                lambda producer: producer.send_signal(signal.SIGINT), 130)
+        produced, errors, why, unanswered, _, _, last, resume = report
+        assert (errors, why, unanswered) == ("0", "interrupted", None)
+        stored = stored_messages(broker, "t-sigint")
+        assert int(produced) == stored >= 20_000
+        assert int(last) == stored and int(resume) == stored + 1
+        assert stored_numbers(broker, "t-sigint") == set(range(1, stored + 1))
+
+    def test_a_lost_connection_names_the_unanswered_lines(self, tmp_path: Path) -> None:
+        """The broker killed in the middle of a stream: the report counts every
+        acknowledged message (also answers of a batch cut short), names the lines sent
+        without an answer, and resuming from the line it names loses nothing; exit 1 and
+        no traceback."""
+        with BrokerProcess(tmp_path) as doomed:
+            report = stopped_report(doomed, "t-lost", lambda _: doomed.kill9(), 1)
+            produced, errors, why, unanswered, first, final, last, resume = report
+            assert errors == "0" and ("closed the connection" in why or "lost" in why), why
+            assert int(last) == int(produced) and int(resume) == int(produced) + 1
+            if unanswered is not None:
+                assert int(first) == int(resume)
+                assert int(final) - int(first) + 1 == int(unanswered)
+            doomed.start()
+            numbers = stored_numbers(doomed, "t-lost")
+            sent = int(final) if unanswered is not None else int(last)
+            assert set(range(1, int(last) + 1)) <= numbers <= set(range(1, sent + 1))
+
 class ConsumeTests:
     def test_json_lines_have_partition_offset_timestamp_key_value(
             self, broker: BrokerProcess) -> None:
@@ -474,6 +572,52 @@ class ConsumeTests:
         assert away.stderr.startswith(b"skerry topics list: cannot connect to the broker at "
                                       b"127.0.0.1:1")
 
+    def test_print_key_and_timestamp_in_the_plain_format(self, broker: BrokerProcess) -> None:
+        """--print-timestamp and --print-key put the timestamp (ms) and the key before each
+        value, tab-separated; with --format json they are refused (exit 2)."""
+        skerry(broker, "produce", "t-print", "--partition", "0", stdin=b"k1:a\nk2:b c\n")
+        before = int(time.time() * 1000)
+        out = skerry(broker, "consume", "t-print", "--print-key", "-q")
+        assert out.stdout == b"k1\ta\nk2\tb c\n"
+        both = skerry(broker, "consume", "t-print", "--print-timestamp", "--print-key", "-q")
+        rows = [line.split(b"\t") for line in both.stdout.splitlines()]
+        assert [row[1:] for row in rows] == [[b"k1", b"a"], [b"k2", b"b c"]]
+        assert all(before - 60_000 < int(row[0]) <= before for row in rows), rows
+        stamps = skerry(broker, "consume", "t-print", "--print-timestamp", "-q")
+        assert [line.split(b"\t")[1] for line in stamps.stdout.splitlines()] == [b"a", b"b c"]
+        refused = skerry(broker, "consume", "t-print", "--print-key", "--format", "json")
+        assert refused.returncode == 2
+        assert b"--print-key and --print-timestamp are for the plain format" in refused.stderr
+
+    def test_follow_waits_for_a_topic_to_be_created(self, broker: BrokerProcess) -> None:
+        """--follow on a topic that does not exist says it waits, does not create it, and
+        prints what is produced once it exists, from its start."""
+        proc = spawn(broker, "consume", "t-later", "--follow", "-n", "2")
+        try:
+            assert proc.stderr is not None
+            fd = proc.stderr.fileno()
+            said = b""
+            while not said.endswith(b"\n"):
+                assert select.select([fd], [], [], 20)[0], f"no word that it waits: {said!r}"
+                chunk = os.read(fd, 4096)
+                assert chunk, said
+                said += chunk
+            assert said == (b"skerry consume: topic t-later does not exist yet; waiting for "
+                            b"it to be created (Ctrl-C to stop)\n")
+            time.sleep(1.0)  # a few looks for the topic
+            assert proc.poll() is None
+            assert stored_messages(broker, "t-later") == 0
+            listed = skerry(broker, "topics", "list", "--json").stdout
+            assert "t-later" not in {t["topic"] for t in json.loads(listed)}
+            skerry(broker, "produce", "t-later", stdin=b"k:one\nk:two\n")
+            assert read_lines(proc, 2) == [b"one", b"two"]
+            assert proc.wait(timeout=30) == 0
+        finally:
+            proc.kill()
+        unknown = skerry(broker, "consume", "t-never")
+        assert (unknown.returncode, unknown.stderr) == \
+            (1, b"skerry consume: unknown topic t-never\n")
+
 
 class TopicsTests:
     def test_create_list_describe_delete(self, broker: BrokerProcess) -> None:
@@ -511,6 +655,46 @@ class TopicsTests:
         gone = skerry(broker, "topics", "describe", "t-admin")
         assert (gone.returncode, gone.stderr) == \
             (1, b"skerry topics describe: unknown topic t-admin\n")
+
+    def test_create_if_not_exists_and_alter(self, broker: BrokerProcess) -> None:
+        """--if-not-exists leaves an existing topic as it is (exit 0); topics alter adds
+        partitions and replaces the retention, kept in topic.json; asking for fewer
+        partitions, nothing, or an unknown topic is refused."""
+        first = skerry(broker, "topics", "create", "t-alter", "--partitions", "2",
+                       "--if-not-exists")
+        assert first.stdout == b"created topic t-alter: 2 partitions, replication factor 1\n"
+        again = skerry(broker, "topics", "create", "t-alter", "--partitions", "5",
+                       "--if-not-exists")
+        assert (again.returncode, again.stdout) == (0, b"topic t-alter exists already (2 "
+                                                       b"partitions, replication factor 1); "
+                                                       b"left as it is\n")
+        doc = json.loads(skerry(broker, "topics", "create", "t-alter", "--if-not-exists",
+                                "--json").stdout)
+        assert doc == {"topic": "t-alter", "partitions": 2, "replication_factor": 1,
+                       "created": False}
+        altered = skerry(broker, "topics", "alter", "t-alter", "--partitions", "4",
+                         "--retention-ms", "3600000")
+        assert altered.stdout == (b"altered topic t-alter: partitions 2 -> 4, retention_ms "
+                                  b"3600000, retention_bytes none\n"), altered.stderr
+        config = json.loads((broker.data_dir / "topics" / "t-alter" / "topic.json").read_text())
+        assert (config["partitions"], config["retention_ms"], config["retention_bytes"]) == \
+            (4, 3_600_000, None)
+        doc = json.loads(skerry(broker, "topics", "alter", "t-alter", "--retention-ms", "none",
+                                "--retention-bytes", "1048576", "--json").stdout)
+        assert doc == {"topic": "t-alter", "partitions_before": 4, "partitions": 4,
+                       "retention_ms": None, "retention_bytes": 1048576}
+        config = json.loads((broker.data_dir / "topics" / "t-alter" / "topic.json").read_text())
+        assert (config["retention_ms"], config["retention_bytes"]) == (None, 1048576)
+        fewer = skerry(broker, "topics", "alter", "t-alter", "--partitions", "3")
+        assert (fewer.returncode, fewer.stderr) == (1, b"skerry topics alter: topic t-alter "
+                                                       b"has 4 partitions; --partitions must "
+                                                       b"be more (partitions are never "
+                                                       b"removed)\n")
+        nothing = skerry(broker, "topics", "alter", "t-alter")
+        assert nothing.returncode == 2 and b"nothing to change" in nothing.stderr
+        unknown = skerry(broker, "topics", "alter", "t-nothere", "--retention-ms", "5")
+        assert (unknown.returncode, unknown.stderr) == \
+            (1, b"skerry topics alter: unknown topic t-nothere\n")
 
 
 class GroupsTests:
@@ -563,6 +747,123 @@ class GroupsTests:
         assert (missing.returncode, missing.stderr) == \
             (1, b"skerry groups describe: no consumer group g-none\n")
 
+    def test_delete_a_group_on_one_or_every_topic(self, broker: BrokerProcess) -> None:
+        """groups delete forgets a group on --topic, or on every topic it consumes; an
+        unknown group and a group with live members are refused (exit 1)."""
+        client = broker.client()
+        for i, topic in enumerate(("t-da", "t-db", "t-dc")):
+            assert client.request(f"V1|{i}|ADMIN_CREATE_TOPIC|{topic} 1 1").startswith(
+                f"V1|{i}|OK")
+            assert client.request(f"V1|c{i}|ADMIN_COMMIT|g-del {topic} 0 0") == \
+                f"V1|c{i}|OK|committed=true"
+        one = skerry(broker, "groups", "delete", "g-del", "--topic", "t-da")
+        assert one.stdout == b"deleted group g-del on topic t-da\n", one.stderr
+        assert group_state(broker, "g-del", "t-da") is None
+        doc = json.loads(skerry(broker, "groups", "delete", "g-del", "--json").stdout)
+        assert doc == {"group": "g-del", "deleted_topics": ["t-db", "t-dc"]}
+        assert group_state(broker, "g-del", "t-db") is None
+        gone = skerry(broker, "groups", "delete", "g-del")
+        assert (gone.returncode, gone.stderr) == \
+            (1, b"skerry groups delete: no consumer group g-del\n")
+        assert client.request("V1|j|JOIN|g-live t-da member-1").startswith("V1|j|OK")
+        client.close()
+        live = skerry(broker, "groups", "delete", "g-live")
+        assert live.returncode == 1
+        assert live.stderr.startswith(b"skerry groups delete: cannot delete group g-live on "
+                                      b"topic t-da: ")
+        assert members(broker, "g-live", "t-da") == {"member-1": [0]}
+
+    def test_reset_offsets_to_a_datetime_and_by_a_shift(self, broker: BrokerProcess) -> None:
+        """--to-datetime moves to the first message at or after the time (the end when
+        there is none); --shift-by moves from the committed offset, forwards or back."""
+        assert skerry(broker, "topics", "create", "t-when", "--partitions", "1").returncode == 0
+        skerry(broker, "produce", "t-when", stdin=b"k:old1\nk:old2\nk:old3\n")
+        time.sleep(0.05)
+        middle = datetime.now(UTC)
+        time.sleep(0.05)
+        skerry(broker, "produce", "t-when", stdin=b"k:new1\nk:new2\n")
+        client = broker.client()
+        assert client.request("V1|1|ADMIN_COMMIT|g-when t-when 0 1") == "V1|1|OK|committed=true"
+        client.close()
+        iso = middle.isoformat().replace("+00:00", "Z")
+        plan = skerry(broker, "groups", "reset-offsets", "g-when", "--topic", "t-when",
+                      "--to-datetime", iso)
+        assert plan.stdout.decode().splitlines() == [
+            f"plan to reset group g-when on topic t-when to {iso}",
+            "PARTITION  BEFORE  AFTER",
+            "        0       1      3",
+            "dry run: nothing changed; add --execute to apply",
+        ]
+        done = json.loads(skerry(broker, "groups", "reset-offsets", "g-when", "--topic",
+                                 "t-when", "--to-datetime", str(int(middle.timestamp() * 1000)),
+                                 "--execute", "--json").stdout)
+        assert done["offsets"] == [{"partition": 0, "before": 1, "after": 3}]
+        assert group_state(broker, "g-when", "t-when")["committed"] == [3]
+        future = json.loads(skerry(broker, "groups", "reset-offsets", "g-when", "--topic",
+                                   "t-when", "--to-datetime", "2999-01-01T00:00:00Z",
+                                   "--json").stdout)
+        assert future["offsets"][0]["after"] == 5 and future["clamped"] == []
+        back = skerry(broker, "groups", "reset-offsets", "g-when", "--topic", "t-when",
+                      "--shift-by", "-2", "--execute")
+        assert back.stdout.decode().splitlines()[0] == \
+            "reset group g-when on topic t-when by -2"
+        assert group_state(broker, "g-when", "t-when")["committed"] == [1]
+        skerry(broker, "groups", "reset-offsets", "g-when", "--topic", "t-when",
+               "--shift-by", "+3", "--execute")
+        assert group_state(broker, "g-when", "t-when")["committed"] == [4]
+        bad = skerry(broker, "groups", "reset-offsets", "g-when", "--topic", "t-when",
+                     "--to-datetime", "yesterday")
+        assert bad.returncode == 2 and b"--to-datetime must be" in bad.stderr
+
+    def test_reset_offsets_says_when_it_clamps(self, broker: BrokerProcess) -> None:
+        """An offset past the end (or a shift below the start) is moved into the range,
+        and the output says so, in the plan, after --execute and in --json."""
+        assert skerry(broker, "topics", "create", "t-clamp", "--partitions", "1").returncode == 0
+        skerry(broker, "produce", "t-clamp", stdin=b"k:a\nk:b\n")
+        client = broker.client()
+        assert client.request("V1|1|ADMIN_COMMIT|g-clamp t-clamp 0 1") == \
+            "V1|1|OK|committed=true"
+        client.close()
+        note = ("note: partition 0: offset 99 is past the end (latest 2: hw + 1); moved to 2 "
+                "instead")
+        plan = skerry(broker, "groups", "reset-offsets", "g-clamp", "--topic", "t-clamp",
+                      "--to-offset", "99").stdout.decode().splitlines()
+        assert plan[2:4] == ["        0       1      2", note]
+        done = skerry(broker, "groups", "reset-offsets", "g-clamp", "--topic", "t-clamp",
+                      "--to-offset", "99", "--execute").stdout.decode().splitlines()
+        assert done == ["reset group g-clamp on topic t-clamp to 99",
+                        "PARTITION  BEFORE  AFTER", "        0       1      2", note]
+        doc = json.loads(skerry(broker, "groups", "reset-offsets", "g-clamp", "--topic",
+                                "t-clamp", "--shift-by", "-5", "--json").stdout)
+        assert doc["clamped"] == [{"partition": 0, "requested": -3, "after": 0, "earliest": 0,
+                                   "latest": 2}]
+        exact = skerry(broker, "groups", "reset-offsets", "g-clamp", "--topic", "t-clamp",
+                       "--to-offset", "1").stdout.decode()
+        assert "note:" not in exact
+
+    def test_execute_refuses_an_unknown_group_unless_create(
+            self, broker: BrokerProcess) -> None:
+        """--execute on a group without offsets on the topic (a typo) is refused and
+        creates nothing; the dry run says so; --create starts it."""
+        assert skerry(broker, "topics", "create", "t-typo", "--partitions", "1").returncode == 0
+        refused = skerry(broker, "groups", "reset-offsets", "g-tpyo", "--topic", "t-typo",
+                         "--to-earliest", "--execute")
+        assert (refused.returncode, refused.stderr.decode()) == (
+            1, "skerry groups reset-offsets: no consumer group g-tpyo on topic t-typo: check "
+               "the name (skerry groups list), or add --create to start it with these "
+               "offsets\n")
+        assert group_state(broker, "g-tpyo", "t-typo") is None
+        plan = skerry(broker, "groups", "reset-offsets", "g-tpyo", "--topic", "t-typo",
+                      "--to-earliest").stdout.decode()
+        assert "note: group g-tpyo on topic t-typo has no offsets yet; --execute starts it " \
+               "only with --create" in plan
+        created = skerry(broker, "groups", "reset-offsets", "g-tpyo", "--topic", "t-typo",
+                         "--to-earliest", "--execute", "--create")
+        assert created.returncode == 0, created.stderr
+        assert created.stdout.decode().splitlines()[-1] == \
+            "started group g-tpyo on topic t-typo (--create)"
+        assert group_state(broker, "g-tpyo", "t-typo")["committed"] == [0]
+
 
 class SecurityTests:
     def test_auth_and_tls(self, tmp_path: Path) -> None:
@@ -601,3 +902,60 @@ class SecurityTests:
             assert (no_token.returncode, no_token.stderr) == \
                 (2, b"skerry topics list: --user alice needs its token in $SKERRY_TOKEN\n")
         assert token not in secured.log_text()
+
+
+class WrongAddressTests:
+    """The usual ways of pointing the tools at the wrong place each get a message that
+    says what is wrong, at once."""
+
+    def test_a_host_name_that_cannot_be_resolved_is_named(self, tmp_path: Path) -> None:
+        """An unknown host says that its name cannot be resolved (not "Unknown error -2")."""
+        result = subprocess.run([sys.executable, "-m", "broker", "topics", "list",
+                                 "--bootstrap", "nosuchhost.invalid:9092"],
+                                capture_output=True, cwd=ROOT, timeout=60)
+        assert result.returncode == 1
+        err = result.stderr.decode()
+        assert err.startswith("skerry topics list: cannot connect to the broker at "
+                              "nosuchhost.invalid:9092: the host name nosuchhost.invalid "
+                              "cannot be resolved ("), err
+        assert "Unknown error" not in err
+
+    def test_the_metrics_port_is_recognised_as_http_at_once(self, tmp_path: Path) -> None:
+        """The broker's HTTP metrics port given as --bootstrap is named as such at once,
+        not after the answer timeout."""
+        with BrokerProcess(tmp_path, {"metrics_port": 0}) as metered:
+            port = re.search(r"metrics=127\.0\.0\.1:(\d+)", metered.log_text()).group(1)
+            for name, command in (("topics list", ["topics", "list"]),
+                                  ("consume", ["consume", "t-any"])):
+                started = time.monotonic()
+                result = skerry(metered, *command, "--bootstrap", f"127.0.0.1:{port}",
+                                "--timeout", "30")
+                assert time.monotonic() - started < 10, command
+                assert result.returncode == 1
+                assert result.stderr.decode() == (
+                    f"skerry {name}: 127.0.0.1:{port} answered in HTTP: this is "
+                    "an HTTP port (metrics?), not a Skerry V1 port; see --bootstrap (the V1 "
+                    "port is the broker's `port`, 9092 by default)\n")
+
+    def test_a_plain_client_against_a_tls_broker_is_told_to_add_tls(
+            self, tmp_path: Path) -> None:
+        """Without --tls against a TLS broker the message suggests --tls; with --tls
+        against a plain broker it suggests dropping it."""
+        cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
+                        "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+        with BrokerProcess(tmp_path / "b", {"tls": {"cert": str(cert), "key": str(key)}}) \
+                as secured:
+            for name, command in (("topics list", ["topics", "list"]),
+                                  ("consume", ["consume", "t-any"])):
+                result = skerry(secured, *command)
+                assert result.returncode == 1
+                err = result.stderr.decode()
+                assert err.startswith(f"skerry {name}: "), err
+                assert "add --tls" in err, err
+        with BrokerProcess(tmp_path / "p") as unsecured:
+            plain = skerry(unsecured, "topics", "list", "--cafile", str(cert))
+        assert plain.returncode == 1
+        assert "(a plain port, not TLS? then drop --tls/--cafile)" in plain.stderr.decode()
+

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 import broker.harness.check
-from broker.cli import main
+from broker.cli import build_parser, main
 from broker.harness.check import Checker, Observation, chaos_schedule, format_report, percentile
 from broker.harness.runner import _chart_unavailable
 from tests.support import ROOT, BrokerProcess
@@ -255,6 +255,23 @@ class CommandLineTests:
         port = probe.getsockname()[1]
         probe.close()
         assert main(["harness", "--bootstrap", f"127.0.0.1:{port}", "--duration", "1"]) == 2
+        assert f"cannot connect to 127.0.0.1:{port}" in capsys.readouterr().err
+
+    def test_bootstrap_defaults_to_skerry_bootstrap_like_every_command(
+            self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        """Without --bootstrap the harness, like produce, consume, topics, groups and
+        pipeline, goes to $SKERRY_BOOTSTRAP (here an address where nothing listens: exit 2
+        naming it), not to a fixed 127.0.0.1:9092."""
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        monkeypatch.setenv("SKERRY_BOOTSTRAP", f"127.0.0.1:{port}")
+        parser = build_parser()
+        for command in (["harness"], ["produce", "t"], ["consume", "t"], ["topics", "list"],
+                        ["groups", "list"], ["pipeline", "seed"]):
+            assert parser.parse_args(command).bootstrap == f"127.0.0.1:{port}", command
+        assert main(["harness", "--duration", "1"]) == 2
         assert f"cannot connect to 127.0.0.1:{port}" in capsys.readouterr().err
 
     @pytest.mark.parametrize("args, message", [
