@@ -1,0 +1,38 @@
+"""The Kafka codec: frames, requests, responses and MessageSets, as pure bytes <-> frozen
+dataclasses (kafka-wire-notes: request versions of the 0.8.2-0.10.1 clients, magic 0/1).
+
+A package split by job; it re-exports the public names of its modules:
+
+* ``framing``: ``FrameSplitter`` (+ ``FrameTooLarge``), ``RequestHeader``, ``frame_response``;
+* ``requests``: ``ApiKey``, ``SUPPORTED_VERSIONS``, one dataclass per request,
+  ``parse_request`` -> request | ``UnsupportedRequest`` | ``MalformedRequest``;
+* ``responses``: one dataclass per response, ``encode_response``, ``api_versions_response``;
+* ``messages``: ``Record``, ``decode_message_set`` (CRCs, compressed wrappers),
+  ``encode_message_set``, ``CorruptMessageSet``;
+* ``compression``: ``Codec`` and ``decompress`` (cramjam's gzip, snappy, LZ4);
+* ``error_codes``: ``ErrorCode``, the wire error codes;
+* ``primitives``: the ``Reader``/``Writer`` of Kafka's primitive types (internal).
+
+Nothing here raises on bad peer bytes except ``decode_message_set`` (``CorruptMessageSet``,
+answered per partition); ``ValueError`` from an encoder is a caller bug.
+
+Must not import (nor may any module of the package): Twisted, sockets, files, the core
+(``broker.core``), the store (``data``), groups, anything with state.
+"""
+
+from __future__ import annotations
+
+from broker.kafka.codec.compression import *  # noqa: F403
+from broker.kafka.codec.compression import __all__ as _compression
+from broker.kafka.codec.error_codes import *  # noqa: F403
+from broker.kafka.codec.error_codes import __all__ as _error_codes
+from broker.kafka.codec.framing import *  # noqa: F403
+from broker.kafka.codec.framing import __all__ as _framing
+from broker.kafka.codec.messages import *  # noqa: F403
+from broker.kafka.codec.messages import __all__ as _messages
+from broker.kafka.codec.requests import *  # noqa: F403
+from broker.kafka.codec.requests import __all__ as _requests
+from broker.kafka.codec.responses import *  # noqa: F403
+from broker.kafka.codec.responses import __all__ as _responses
+
+__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_messages, *_compression]

@@ -1,0 +1,91 @@
+"""Decompressing the value of a compressed wrapper message (kafka-wire-notes §4.1).
+
+Owns: ``Codec`` (the attribute bits 0-2) and ``decompress``. The codecs themselves are
+``cramjam``'s (gzip, raw snappy, LZ4 frames); this module only recognises the two container
+quirks around them:
+
+* snappy: librdkafka sends one **raw** snappy block; kafka-python sends **xerial** framing
+  (``82 'SNAPPY' 00``, int32 version, int32 compatible version, then blocks of ``int32
+  length`` + raw snappy block). The 8-byte magic tells them apart.
+* LZ4 in **magic 0** wrappers: Kafka 0.8/0.9 clients compute the frame header checksum over
+  the frame magic *and* the descriptor (KAFKA-3160), so a correct LZ4 decoder refuses it.
+  For magic 0 the header checksum byte is recomputed (xxh32 of the descriptor, second byte)
+  before decoding; magic 1 frames are correct and decoded as they are.
+
+Decompression failures raise ``CompressionFailed``; ``messages`` turns that into a corrupt
+message set (error 2). Must not import: Twisted, sockets, files, the core, the store, the
+other codec modules.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import cramjam
+import xxhash
+
+from broker.kafka.codec.primitives import INT32
+
+__all__ = ["Codec", "CompressionFailed", "decompress"]
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER_BYTES = 16  # magic, int32 version, int32 compatible version
+LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
+
+
+class Codec(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+
+
+class CompressionFailed(Exception):
+    """A wrapper's value does not decompress with its codec."""
+
+
+def _snappy(data: bytes) -> bytes:
+    if not data.startswith(XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    pos, out = XERIAL_HEADER_BYTES, []
+    if len(data) < pos:
+        raise CompressionFailed("xerial snappy header is truncated")
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise CompressionFailed(f"xerial snappy block length truncated at byte {pos}")
+        (n,) = INT32.unpack_from(data, pos)
+        pos += 4
+        if n < 0 or pos + n > len(data):
+            raise CompressionFailed(f"xerial snappy block of {n} bytes at byte {pos} "
+                                    f"overruns the {len(data)}-byte value")
+        out.append(bytes(cramjam.snappy.decompress_raw(data[pos:pos + n])))
+        pos += n
+    return b"".join(out)
+
+
+def _fix_lz4_header_checksum(data: bytes) -> bytes:
+    """Recompute an LZ4 frame's header checksum (for Kafka's broken magic-0 frames)."""
+    if len(data) < 7 or not data.startswith(LZ4_FRAME_MAGIC):
+        raise CompressionFailed("not an LZ4 frame (bad magic or truncated header)")
+    flg = data[4]
+    end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)  # content size, dict id
+    if len(data) <= end:
+        raise CompressionFailed("LZ4 frame descriptor is truncated")
+    hc = (xxhash.xxh32_intdigest(data[4:end]) >> 8) & 0xFF
+    return data[:end] + bytes([hc]) + data[end + 1:]
+
+
+def decompress(codec: int, data: bytes, magic: int) -> bytes:
+    """The inner MessageSet bytes of a wrapper with ``codec`` and ``magic``."""
+    try:
+        if codec == Codec.GZIP:
+            return bytes(cramjam.gzip.decompress(data))
+        if codec == Codec.SNAPPY:
+            return _snappy(data)
+        if codec == Codec.LZ4:
+            if magic == 0:
+                data = _fix_lz4_header_checksum(data)
+            return bytes(cramjam.lz4.decompress(data))
+    except cramjam.DecompressionError as e:
+        raise CompressionFailed(f"{Codec(codec).name.lower()}: {e}") from None
+    raise CompressionFailed(f"unknown compression codec {codec}")
