@@ -10,6 +10,7 @@ Must not import: Twisted, ``broker.core``, the store, ``broker.tank.codec``.
 from __future__ import annotations
 
 import socket
+from collections import deque
 from collections.abc import Sequence
 
 from broker.tank.client import api
@@ -29,6 +30,7 @@ class TankClient:
                  expect_ping: bool = True) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self._buf = bytearray()
+        self._frames: deque[tuple[int, bytes]] = deque()
         self._replies: dict[int, tuple[int, bytes]] = {}
         self._next_id = 1
         self.pings = 0
@@ -53,18 +55,13 @@ class TankClient:
         return rid
 
     def _read_frame(self) -> tuple[int, bytes]:
-        while True:
-            frames = split_frames(self._buf)
-            if frames:
-                first, *rest = frames
-                # put any later frames back in front of what is still buffered
-                for msg_id, payload in reversed(rest):
-                    self._buf[:0] = bytes([msg_id]) + len(payload).to_bytes(4, "little") + payload
-                return first
+        while not self._frames:
             data = self.sock.recv(65536)
             if not data:
                 raise ConnectionError("the broker closed the connection")
             self._buf += data
+            self._frames.extend(split_frames(self._buf))
+        return self._frames.popleft()
 
     def send(self, frame: bytes) -> None:
         self.sock.sendall(frame)
