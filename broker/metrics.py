@@ -4,8 +4,8 @@ Owns:
 
 - ``BrokerMetrics``: a private ``prometheus_client.CollectorRegistry`` per broker. The hot
   paths feed plain ints and lock-free histograms on the reactor thread, once per batch or
-  per read, never per message: messages and bytes in (``BrokerCore._append``) and out
-  (``BrokerCore.read``) per topic, requests and their latency per command
+  per read, never per message: messages and bytes in (``broker.core.produce``) and out
+  (``broker.core.reads``) per topic, requests and their latency per command
   (``broker.v1.protocol``; pipelined PRODUCE runs are counted in bulk and timed once per read,
   weighted by their count). fsync latency comes from the group committer's thread through a
   ``prometheus_client.Histogram`` (thread-safe; one observation per fsync). Everything else
