@@ -30,7 +30,6 @@ from broker.core.ports import (
     CommitWaiter,
     CoreMetrics,
     GroupEvents,
-    ProduceSink,
     ReplicationView,
     StoreView,
 )
@@ -75,6 +74,10 @@ class BrokerCore:
             self._topics, clock, replication, self.committer, self._producers,
             fsync=config["storage.fsync"], hw=marks.hw, notify_hw=self._reads.notify_hw)
         self._periodic = Periodic(config, store, clock, run_in_thread)
+        self.produce_to = self._produce.produce_to
+        """Queue one message for this turn's append; the result goes to a ``ProduceSink``
+        (``ProducePipeline.produce_to``: refusals, idempotence, acks). The pipeline's
+        method itself: the per-message hot path skips a delegation frame."""
 
     @property
     def metrics(self) -> CoreMetrics | None:
@@ -213,13 +216,6 @@ class BrokerCore:
                 acks: str, callback: ProduceCallback) -> None:
         """Queue one message; ``callback`` gets a ``ProduceResult`` or a ``SkerryError``."""
         self._produce.produce(topic_name, partition, key, value, acks, callback)
-
-    def produce_to(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
-                   acks: str, sink: ProduceSink, token: Any, pid: str | None = None,
-                   seq: int | None = None) -> None:
-        """Queue one message for this turn's append; the result goes to ``sink``
-        (``ProducePipeline.produce_to``: refusals, idempotence, acks)."""
-        self._produce.produce_to(topic_name, partition, key, value, acks, sink, token, pid, seq)
 
     def produce_batch(self, topic_name: str, partition: int, payloads: Sequence[bytes],
                       user_headers: Sequence[bytes] | None, ids: Sequence[int] | None,

@@ -198,7 +198,14 @@ class ProducePipeline:
             plog = topic.partitions[partition]
             self._topics.check_writable(topic_name, partition, plog)
             batch = self._new_batch(topic_name, partition, plog, acks)
-        batch.add(value, header, acks, sink, token)
+        elif not batch.mixed and batch.acks[0] != acks:
+            batch.mixed = True
+        # _Batch.add inlined: this runs once per message.
+        batch.payloads.append(value)
+        batch.headers.append(header)
+        batch.acks.append(acks)
+        batch.sinks.append(sink)
+        batch.tokens.append(token)
 
     def _new_batch(self, topic_name: str, partition: int, plog: PartitionLog,
                    acks: str) -> _Batch:
