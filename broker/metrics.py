@@ -4,8 +4,8 @@ Owns:
 
 - ``BrokerMetrics``: a private ``prometheus_client.CollectorRegistry`` per broker. The hot
   paths feed plain ints and lock-free histograms on the reactor thread, once per batch or
-  per read, never per message: messages and bytes in (``BrokerCore._append``) and out
-  (``BrokerCore.read``) per topic, requests and their latency per command
+  per read, never per message: messages and bytes in (``broker.core.produce``) and out
+  (``broker.core.reads``) per topic, requests and their latency per command
   (``broker.v1.protocol``; pipelined PRODUCE runs are counted in bulk and timed once per read,
   weighted by their count). fsync latency comes from the group committer's thread through a
   ``prometheus_client.Histogram`` (thread-safe; one observation per fsync). Everything else
@@ -31,8 +31,9 @@ tests): from the read that carried a request to its reply being queued, in order
 socket.
 
 Must not import: the store, groups or replication modules directly, or ``broker.v1.protocol``
-(which calls in here); it reads the objects it is given (``BrokerCore``, ``V1Factory``)
-through their public attributes, at scrape time, on the reactor thread.
+(which calls in here); it reads the objects it is given (``BrokerCore``, ``V1Factory``, the
+group and replication services, typed by the small protocols below) through their public
+methods, at scrape time, on the reactor thread.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import (
@@ -66,6 +67,23 @@ from twisted.web.server import NOT_DONE_YET, Site
 from broker.auth import FIRST_DELAY_S, TokenStore, bind_refusal, is_loopback
 from broker.errors import SkerryError
 from data.format import HEADER_SIZE
+
+if TYPE_CHECKING:
+    from broker.core import BrokerCore
+
+
+class GroupsView(Protocol):
+    """What the metrics read of the group service."""
+
+    def list_groups(self) -> list[tuple[str, str]]: ...
+
+    def describe(self, group: str, topic: str) -> Any: ...
+
+
+class ReplicationStatusView(Protocol):
+    """What the metrics read of the replication service."""
+
+    def describe(self, topic: str, partition: int) -> Any: ...
 
 __all__ = [
     "BrokerMetrics",
@@ -153,15 +171,20 @@ class BrokerMetrics:
             "skerry_fsync_seconds", "Time of one fsync of a partition log by the group "
             "committer (one fsync covers every append waiting at that moment).",
             buckets=FSYNC_BUCKETS, registry=self.registry)
-        self._core: Any = None
+        self._core: BrokerCore | None = None
+        self._groups: GroupsView | None = None
+        self._replication: ReplicationStatusView | None = None
         self._factory: Any = None
         self.registry.register(_Collector(self))
         ProcessCollector(registry=self.registry)
 
-    def bind(self, core: Any, factory: Any) -> None:
-        """Read topics, partitions, groups (``core``) and connections (``factory``) at
-        scrape time."""
+    def bind(self, core: BrokerCore, factory: Any, groups: GroupsView | None = None,
+             replication: ReplicationStatusView | None = None) -> None:
+        """Read topics and partitions (``core``), connections (``factory``), groups
+        (``groups``) and replica state (``replication``) at scrape time."""
         self._core = core
+        self._groups = groups
+        self._replication = replication
         self._factory = factory
 
     # --------------------------------------------------------------- hot paths
@@ -248,8 +271,12 @@ class _Collector:
     def collect(self) -> Iterator[Metric]:
         m = self.m
         core = m._core
-        topics = dict(core.store.topics) if core is not None else {}
+        topics: dict[str, Any] = {}
         if core is not None:
+            for name in core.topic_names():
+                config = core.topic_config(name)
+                if config is not None:
+                    topics[name] = config
             for table in (m.messages_in, m.bytes_in, m.messages_out, m.bytes_out):
                 for gone in [t for t in table if t not in topics]:
                     del table[gone]  # a deleted topic's counters go with it
@@ -265,9 +292,9 @@ class _Collector:
             connections.add_metric(["v1"], float(len(m._factory.connections)))
             yield connections
         if core is not None:
-            yield from self._partitions(core, topics)
-            if core.groups is not None:
-                yield from self._groups(core)
+            yield from self._partitions(core, m._replication, topics)
+        if m._groups is not None:
+            yield from self._groups(m._groups)
 
     def _traffic(self) -> Iterator[Metric]:
         m = self.m
@@ -300,7 +327,8 @@ class _Collector:
             latency.add_metric([command], histogram.buckets(), histogram.total)
         yield latency
 
-    def _partitions(self, core: Any, topics: dict[str, Any]) -> Iterator[Metric]:
+    def _partitions(self, core: BrokerCore, replication: ReplicationStatusView | None,
+                    topics: dict[str, Any]) -> Iterator[Metric]:
         labels = ["topic", "partition"]
         hw = GaugeMetricFamily("skerry_partition_high_watermark",
                                "Last committed offset (-1: none).", labels=labels)
@@ -321,22 +349,22 @@ class _Collector:
                                   "1 when the ISR is smaller than the replication factor.",
                                   labels=labels)
         total_under = 0
-        for name, topic in sorted(topics.items()):
-            rf = topic.config.replication_factor
-            for p, plog in enumerate(topic.partitions):
+        for name, config in sorted(topics.items()):
+            rf = config.replication_factor
+            for p in range(config.partitions):
+                summary = core.partition_summary(name, p)
                 key = [name, str(p)]
-                leo.add_metric(key, float(plog.next_offset))
-                start.add_metric(key, float(plog.first_offset))
-                size.add_metric(key, float(plog.size_bytes()))
-                segments.add_metric(key, float(plog.segment_count))
+                leo.add_metric(key, float(summary.next_offset))
+                start.add_metric(key, float(summary.first_offset))
+                size.add_metric(key, float(summary.size_bytes))
+                segments.add_metric(key, float(summary.segment_count))
                 replicas.add_metric(key, float(rf))
                 try:
-                    info = core.replication.describe(name, p) if core.replication is not None \
-                        else None
+                    info = replication.describe(name, p) if replication is not None else None
                 except SkerryError:
                     info = None
                 if info is None:
-                    hw.add_metric(key, float(plog.next_offset - 1))
+                    hw.add_metric(key, float(summary.next_offset - 1))
                     continue
                 hw.add_metric(key, float(info.hw))
                 isr.add_metric(key, float(len(info.isr)))
@@ -348,7 +376,7 @@ class _Collector:
         count.add_metric([], float(total_under))
         yield from (hw, leo, start, size, segments, isr, replicas, under, count)
 
-    def _groups(self, core: Any) -> Iterator[Metric]:
+    def _groups(self, groups: GroupsView) -> Iterator[Metric]:
         labels = ["group", "topic"]
         rebalances = CounterMetricFamily(
             "skerry_group_rebalances", "Rebalances of a group on a topic (its generation: "
@@ -362,9 +390,9 @@ class _Collector:
         committed = GaugeMetricFamily("skerry_group_committed_offset",
                                       "Committed offset (the next one to read).",
                                       labels=[*labels, "partition"])
-        for group, topic in core.groups.list_groups():
+        for group, topic in groups.list_groups():
             try:
-                info = core.groups.describe(group, topic)
+                info = groups.describe(group, topic)
             except SkerryError:
                 continue
             rebalances.add_metric([group, topic], float(info.generation))
@@ -506,12 +534,14 @@ class MetricsService:
         self._port: Any = None
 
     @classmethod
-    def for_broker(cls, core: Any, factory: Any, clock: IReactorTime,
+    def for_broker(cls, core: BrokerCore, factory: Any, clock: IReactorTime, *,
+                   groups: GroupsView | None = None,
+                   replication: ReplicationStatusView | None = None,
                    tokens: TokenStore | None = None) -> MetricsService:
         """Build the metrics of a broker and hook them into its core and V1 factory;
         with ``tokens`` (the V1 users), ``/metrics`` needs their credentials."""
         metrics = BrokerMetrics(clock)
-        metrics.bind(core, factory)
+        metrics.bind(core, factory, groups, replication)
         core.metrics = metrics
         factory.metrics = metrics
         return cls(metrics, None if tokens is None else HttpAuth(tokens, clock))

@@ -26,7 +26,7 @@ from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.internet.interfaces import IReactorTime
 
 from broker.config import Config
-from broker.core import BrokerCore
+from broker.core import BrokerCore, Watermarks
 from broker.iggy.service import IggyService
 from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
@@ -50,6 +50,8 @@ class Broker:
     config: Config
     core: BrokerCore
     v1_factory: V1Factory
+    store: Store
+    replication: ReplicationService
     ports: list[Any] = field(default_factory=list)
     replicas: ReplicaManager | None = None
     """The fetch loops and leader probes of a cluster member (None on a single broker)."""
@@ -104,8 +106,7 @@ class Broker:
         clock = self.core.clock
         if self.replicas is not None:
             self.replicas.stop()
-        if self.core.replication is not None:
-            self.core.replication.release_pulls()
+        self.replication.release_pulls()
 
         def wait_answered(_: object) -> Deferred[None]:
             self.core.flush()
@@ -113,7 +114,7 @@ class Broker:
             deadline = clock.seconds() + 5.0
 
             def check() -> None:
-                if (self.v1_factory.all_idle() and self.core.committer.idle()
+                if (self.v1_factory.all_idle() and self.core.idle()
                         and (self.iggy is None or self.iggy.all_idle())) \
                         or clock.seconds() > deadline:
                     d.callback(None)
@@ -164,22 +165,14 @@ def build_broker(config: Config, clock: IReactorTime, *,
         fsync_always=config["storage.fsync"] == "always",
         cluster=config.cluster,
     )
-    core = BrokerCore(config, store, clock, replication, None, run_in_thread)
-    replication.set_log_syncer(lambda plog, upto: _when_durable(core, plog, upto))
-    # Long polls wake when hw moves for any reason, timer-driven ISR changes included.
-    replication.add_hw_listener(core.notify_hw)
-    replication.add_change_listener(core.forget_producers)
 
     def partitions_for(topic: str) -> int:
         found = store.topic(topic)
         return 0 if found is None else found.config.partitions
 
-    def earliest_for(topic: str, partition: int) -> int:
-        return store.partition(topic, partition).first_offset
-
-    def latest_for(topic: str, partition: int) -> int:
-        return core.hw(topic, partition) + 1
-
+    # The group service reads offsets from the store and the replication service directly,
+    # so it exists before the core, which tells it of topic changes.
+    marks = Watermarks(store, replication)
     coordinator = GroupCoordinator(
         partitions_for=partitions_for,
         session_timeout_ms=config["groups.session_timeout_ms"],
@@ -187,10 +180,16 @@ def build_broker(config: Config, clock: IReactorTime, *,
         max_members_per_group=config["limits.max_members_per_group"],
     )
     groups = GroupService(coordinator, clock, data_dir, fs=fs, run_in_thread=run_in_thread,
-                          hw_for=core.hw, earliest_for=earliest_for, latest_for=latest_for)
-    core.groups = groups
+                          hw_for=marks.hw, earliest_for=marks.earliest,
+                          latest_for=marks.latest)
+    core = BrokerCore(config, store, clock, replication=replication, groups=groups,
+                      run_in_thread=run_in_thread)
+    replication.set_log_syncer(core.when_durable)
+    # Long polls wake when hw moves for any reason, timer-driven ISR changes included.
+    replication.add_hw_listener(core.notify_hw)
+    replication.add_change_listener(core.forget_producers)
     core.start()
-    handlers = Handlers(core)
+    handlers = Handlers(core, groups, replication)
     if config["auth.tokens_file"] is not None:
         from broker.auth import TokenStore
 
@@ -233,29 +232,16 @@ def build_broker(config: Config, clock: IReactorTime, *,
     if config["metrics_port"] is not None:
         from broker.metrics import MetricsService
 
-        metrics = MetricsService.for_broker(core, factory, clock, tokens=handlers.auth_tokens)
+        metrics = MetricsService.for_broker(core, factory, clock, groups=groups,
+                                            replication=replication,
+                                            tokens=handlers.auth_tokens)
     tls = None
     if config["tls.cert"] is not None:
         from broker.tls import server_options
 
         tls = server_options(config["tls.cert"], config["tls.key"])
-    return Broker(config, core, factory, replicas=manager, iggy=iggy, metrics=metrics,
-                  tls=tls)
-
-
-def _when_durable(core: BrokerCore, plog: Any, upto: int) -> Deferred[None]:
-    """A Deferred for the group committer's ``wait``: fires once offsets ``< upto`` are
-    fsynced, fails with the fsync's error."""
-    d: Deferred[None] = Deferred()
-
-    def waiter(error: Any) -> None:
-        if error is None:
-            d.callback(None)
-        else:
-            d.errback(error)
-
-    core.committer.wait(plog, upto, waiter)
-    return d
+    return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
+                  metrics=metrics, tls=tls)
 
 
 def raise_open_file_limit() -> int:
@@ -361,9 +347,9 @@ def run(config: Config) -> int:
         addresses = broker.listen(reactor)
     except Exception as exc:  # CannotListenError and friends: a clear line, no traceback
         log.error("cannot listen: %s", exc)
-        broker.core.store.close()
+        broker.store.close()
         return 1
-    store = broker.core.store
+    store = broker.store
     _log_always(log, "skerry listening on %s; data in %s; %d topic(s): %s; fsync=%s; "
                 "open-file limit %d; started in %.2fs",
                 " ".join(addresses), os.path.abspath(config["data_dir"]), len(store.topics),

@@ -24,7 +24,9 @@ from twisted.python.failure import Failure
 from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
 from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated
+from broker.services.groups import GroupService
 from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
+from broker.services.replication import ReplicationService
 from broker.v1 import codec as c
 
 __all__ = ["Handlers", "Slot"]
@@ -94,10 +96,14 @@ def _pull_reply(cid: str, result: Any) -> bytes:
 
 
 class Handlers:
-    """The V1 handler table over one ``BrokerCore``."""
+    """The V1 handler table over one ``BrokerCore``, the group service and the
+    replication service (the shell passes all three in)."""
 
-    def __init__(self, core: BrokerCore) -> None:
+    def __init__(self, core: BrokerCore, groups: GroupService,
+                 replication: ReplicationService) -> None:
         self.core = core
+        self.groups = groups
+        self.replication = replication
         self.table: dict[type, Callable[[Any, Slot, Connection], bytes | None]] = {
             c.Ping: self.ping,
             c.Produce: self.produce,
@@ -243,14 +249,12 @@ class Handlers:
 
     def fetch(self, cmd: c.Fetch, slot: Slot, conn: Connection) -> bytes:
         """Additive FETCH: committed records as their on-disk bytes (binary-safe bulk read)."""
-        topic = self.core.resolve(cmd.topic, cmd.partition, False)
-        plog = topic.partitions[cmd.partition]
-        hw = self.core.hw(cmd.topic, cmd.partition)
         max_bytes = min(cmd.max_bytes or _PULL_DEFAULT_BYTES, _PULL_MAX_BYTES)
         max_messages = min(cmd.max_messages or _FETCH_MAX_MESSAGES, _FETCH_MAX_MESSAGES)
-        result = plog.read_raw(cmd.offset, max_messages, max_bytes, hw + 1)
+        result, hw, start = self.core.fetch_raw(cmd.topic, cmd.partition, cmd.offset,
+                                                max_messages, max_bytes)
         reply = c.fetch_raw_reply if cmd.raw else c.fetch_reply
-        return reply(cmd.cid, hw=hw, start=plog.first_offset, next_offset=result.next_offset,
+        return reply(cmd.cid, hw=hw, start=start, next_offset=result.next_offset,
                      count=result.count, data=result.raw)
 
     def produce_batch(self, cmd: c.ProduceBatch, slot: Slot, conn: Connection) -> None:
@@ -272,7 +276,7 @@ class Handlers:
         return None
 
     def consume(self, cmd: c.Consume, slot: Slot, conn: Connection) -> bytes | None:
-        if cmd.topic.startswith(STORE_PREFIX) and self.core.store.topic(cmd.topic) is None:
+        if cmd.topic.startswith(STORE_PREFIX) and self.core.topic_config(cmd.topic) is None:
             raise _reserved_topic(cmd.topic)  # read it if it exists; never auto-create it
         if not cmd.detail:  # the common form: straight from the stored bytes, no records
             raw, hw = self.core.read_raw(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
@@ -285,7 +289,7 @@ class Handlers:
         if result.records or not cmd.wait_ms:
             return c.consume_reply(cmd.cid, result.records, hw, b64=cmd.b64, detail=cmd.detail)[0]
         # Long poll: answer once a committed message at the offset exists, or at the deadline.
-        start = max(cmd.offset, self.core.store.partition(cmd.topic, cmd.partition).first_offset)
+        start = max(cmd.offset, self.core.earliest_offset(cmd.topic, cmd.partition))
         d = self.core.wait_for_data(cmd.topic, cmd.partition, start, cmd.wait_ms)
 
         def render(_: object) -> bytes:
@@ -297,16 +301,15 @@ class Handlers:
 
     # ------------------------------------------------------------- groups
 
-    def _group_topic(self, topic: str, partition: int | None = None) -> Any:
+    def _group_topic(self, topic: str, partition: int | None = None) -> None:
         """Existence and range checks for member-scoped group commands (no auto-create)."""
-        top = self.core.store.topic(topic)
-        if top is None:
+        config = self.core.topic_config(topic)
+        if config is None:
             from broker.errors import UnknownGroup
             raise UnknownGroup("no such group (unknown topic)")
-        if partition is not None and partition >= top.config.partitions:
+        if partition is not None and partition >= config.partitions:
             raise BadRequest(f"partition {partition} out of range; topic {topic} has "
-                             f"{top.config.partitions} partitions")
-        return top
+                             f"{config.partitions} partitions")
 
     def _check_session_timeout(self, value: int | None) -> None:
         if value is not None and not 100 <= value <= 3_600_000:
@@ -315,26 +318,26 @@ class Handlers:
     def join(self, cmd: c.Join, slot: Slot, conn: Connection) -> None:
         self._check_session_timeout(cmd.session_timeout_ms)
         self.core.resolve(cmd.topic, None, True)
-        d = maybeDeferred(self.core.groups.join, cmd.group, cmd.topic, cmd.member_id,
+        d = maybeDeferred(self.groups.join, cmd.group, cmd.topic, cmd.member_id,
                           cmd.assignor, cmd.session_timeout_ms)
         self._later(cmd, d, lambda r: c.ok(cmd.cid, c.assignment_payload(r[0], r[1])), slot, conn)
         return None
 
     def sync(self, cmd: c.Sync, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic)
-        d = maybeDeferred(self.core.groups.sync, cmd.group, cmd.topic, cmd.member_id,
+        d = maybeDeferred(self.groups.sync, cmd.group, cmd.topic, cmd.member_id,
                           cmd.generation)
         self._later(cmd, d, lambda r: c.ok(cmd.cid, c.assignment_payload(r[0], r[1])), slot, conn)
         return None
 
     def heartbeat(self, cmd: c.Heartbeat, slot: Slot, conn: Connection) -> bytes:
         self._group_topic(cmd.topic)
-        self.core.groups.heartbeat(cmd.group, cmd.topic, cmd.member_id, cmd.generation)
+        self.groups.heartbeat(cmd.group, cmd.topic, cmd.member_id, cmd.generation)
         return c.ok(cmd.cid, "heartbeat=ok")
 
     def leave(self, cmd: c.Leave, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic)
-        d = maybeDeferred(self.core.groups.leave, cmd.group, cmd.topic, cmd.member_id,
+        d = maybeDeferred(self.groups.leave, cmd.group, cmd.topic, cmd.member_id,
                           cmd.generation)
         self._later(cmd, d, lambda _: c.ok(cmd.cid, "left=true"), slot, conn)
         return None
@@ -347,22 +350,22 @@ class Handlers:
     def commit(self, cmd: c.Commit, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic, cmd.partition)
         self._check_commit_offset(cmd.topic, cmd.partition, cmd.offset)
-        d = maybeDeferred(self.core.groups.commit, cmd.group, cmd.topic, cmd.member_id,
+        d = maybeDeferred(self.groups.commit, cmd.group, cmd.topic, cmd.member_id,
                           cmd.generation, cmd.partition, cmd.offset)
         self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, conn)
         return None
 
     def offset(self, cmd: c.Offset, slot: Slot, conn: Connection) -> bytes:
-        top = self.core.store.topic(cmd.topic)
-        if top is None:
+        config = self.core.topic_config(cmd.topic)
+        if config is None:
             return c.ok(cmd.cid, "offset=0")
-        if cmd.partition >= top.config.partitions:
+        if cmd.partition >= config.partitions:
             raise BadRequest(f"partition {cmd.partition} out of range; topic {cmd.topic} has "
-                             f"{top.config.partitions} partitions")
-        return c.ok(cmd.cid, f"offset={self.core.groups.offset(cmd.group, cmd.topic, cmd.partition)}")
+                             f"{config.partitions} partitions")
+        return c.ok(cmd.cid, f"offset={self.groups.offset(cmd.group, cmd.topic, cmd.partition)}")
 
     def describe_group(self, cmd: c.DescribeGroup, slot: Slot, conn: Connection) -> bytes:
-        info = self.core.groups.describe(cmd.group, cmd.topic)
+        info = self.groups.describe(cmd.group, cmd.topic)
         members = " ".join(f"{m}:{','.join(str(p) for p in parts)}"
                            for m, parts in info.members)
         return c.ok(cmd.cid, (
@@ -371,17 +374,17 @@ class Handlers:
             f"committed={_lst(info.committed)} hw={_lst(info.hw)} lag={_lst(info.lag)}"))
 
     def list_groups(self, cmd: c.ListGroups, slot: Slot, conn: Connection) -> bytes:
-        pairs = self.core.groups.list_groups()
+        pairs = self.groups.list_groups()
         return c.ok(cmd.cid, "groups=" + _lst(f"{g}:{t}" for g, t in pairs))
 
     def admin_delete_group(self, cmd: c.AdminDeleteGroup, slot: Slot, conn: Connection) -> None:
-        d = maybeDeferred(self.core.groups.delete_group, cmd.group, cmd.topic)
+        d = maybeDeferred(self.groups.delete_group, cmd.group, cmd.topic)
         self._later(cmd, d, lambda _: c.ok(cmd.cid, "deleted=true"), slot, conn)
         return None
 
     def admin_reset_offsets(self, cmd: c.AdminResetOffsets, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic, cmd.partition)
-        d = maybeDeferred(self.core.groups.reset_offsets, cmd.group, cmd.topic, cmd.target,
+        d = maybeDeferred(self.groups.reset_offsets, cmd.group, cmd.topic, cmd.target,
                           cmd.partition)
         self._later(cmd, d, lambda offsets: c.ok(
             cmd.cid, "offsets=" + _lst(f"{p}:{o}" for p, o in sorted(offsets.items()))),
@@ -391,7 +394,7 @@ class Handlers:
     def admin_commit(self, cmd: c.AdminCommit, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic, cmd.partition)
         self._check_commit_offset(cmd.topic, cmd.partition, cmd.offset)
-        d = maybeDeferred(self.core.groups.admin_commit, cmd.group, cmd.topic, cmd.partition,
+        d = maybeDeferred(self.groups.admin_commit, cmd.group, cmd.topic, cmd.partition,
                           cmd.offset)
         self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, conn)
         return None
@@ -400,7 +403,7 @@ class Handlers:
 
     def replica_fetch(self, cmd: c.ReplicaFetch, slot: Slot, conn: Connection) -> bytes:
         self.core.resolve(cmd.topic, cmd.partition, False)
-        result = self.core.replication.replica_fetch(cmd.topic, cmd.partition, cmd.replica_id,
+        result = self.replication.replica_fetch(cmd.topic, cmd.partition, cmd.replica_id,
                                                      cmd.offset)
         self.core.notify_hw(cmd.topic, cmd.partition)
         return c.ok(cmd.cid, c.replica_fetch_payload(result.replica, result.acked_offset,
@@ -409,7 +412,7 @@ class Handlers:
 
     def set_partition_role(self, cmd: c.SetPartitionRole, slot: Slot, conn: Connection) -> bytes:
         self.core.resolve(cmd.topic, cmd.partition, False)
-        hw = self.core.replication.set_role(cmd.topic, cmd.partition, cmd.role)
+        hw = self.replication.set_role(cmd.topic, cmd.partition, cmd.role)
         self.core.notify_hw(cmd.topic, cmd.partition)
         return c.ok(cmd.cid, c.role_payload(cmd.topic, cmd.partition, cmd.role, hw))
 
@@ -419,7 +422,7 @@ class Handlers:
         """A follower's fetch: records from ``offset`` on; long-polls with ``wait_ms`` when
         the follower is caught up (so an idle cluster does not spin)."""
         self.core.resolve(cmd.topic, cmd.partition, False)
-        replication = self.core.replication
+        replication = self.replication
         max_bytes = min(cmd.max_bytes or _PULL_DEFAULT_BYTES, _PULL_MAX_BYTES)
         result = replication.pull(cmd.topic, cmd.partition, cmd.replica_id, cmd.offset,
                                   cmd.epoch, max_bytes=max_bytes)
@@ -439,7 +442,7 @@ class Handlers:
 
     def replica_epoch(self, cmd: c.ReplicaEpoch, slot: Slot, conn: Connection) -> bytes:
         self.core.resolve(cmd.topic, cmd.partition, False)
-        answer = self.core.replication.epoch_query(cmd.topic, cmd.partition, cmd.replica_id,
+        answer = self.replication.epoch_query(cmd.topic, cmd.partition, cmd.replica_id,
                                                    cmd.epoch, cmd.last_epoch)
         return c.ok(cmd.cid, c.replica_epoch_payload(
             str(answer.role), answer.epoch, answer.confirmed, answer.end_epoch,
@@ -447,7 +450,7 @@ class Handlers:
 
     def replica_status(self, cmd: c.ReplicaStatus, slot: Slot, conn: Connection) -> bytes:
         self.core.resolve(cmd.topic, cmd.partition, False)
-        info = self.core.replication.status(cmd.topic, cmd.partition)
+        info = self.replication.status(cmd.topic, cmd.partition)
         return c.ok(cmd.cid, c.replica_status_payload(
             role=str(info.role), epoch=info.epoch, confirmed=info.confirmed, hw=info.hw,
             leo=info.leo, start=info.start, isr=info.isr,
@@ -460,8 +463,8 @@ class Handlers:
         topic = self.core.create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
                                        cmd.min_insync_replicas, cmd.retention_ms,
                                        cmd.retention_bytes)
-        if getattr(self.core.replication, "cluster", None) is not None:
-            self.core.replication.topic_created(cmd.topic)  # followers start fetching now
+        if self.replication.cluster is not None:
+            self.replication.topic_created(cmd.topic)  # followers start fetching now
         return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions} "
                              f"replication_factor={topic.config.replication_factor}")
 
@@ -479,36 +482,33 @@ class Handlers:
                              f"retention_bytes={_limit(config.retention_bytes)}")
 
     def metadata(self, cmd: c.Metadata, slot: Slot, conn: Connection) -> bytes:
-        store = self.core.store
         if cmd.topic is None:
-            return c.ok(cmd.cid, "topics=" + _lst(sorted(store.topics)))
-        topic = store.topic(cmd.topic)
-        if topic is None:
+            return c.ok(cmd.cid, "topics=" + _lst(sorted(self.core.topic_names())))
+        cfg = self.core.topic_config(cmd.topic)
+        if cfg is None:
             raise BadRequest("unknown topic")
-        roles, hws, earliest, nexts, under = [], [], [], [], []
-        for p, plog in enumerate(topic.partitions):
-            info = self.core.replication.describe(cmd.topic, p)
+        roles, hws, under = [], [], []
+        summaries = [self.core.partition_summary(cmd.topic, p) for p in range(cfg.partitions)]
+        for p in range(cfg.partitions):
+            info = self.replication.describe(cmd.topic, p)
             roles.append(info.role)
             hws.append(info.hw)
-            earliest.append(plog.first_offset)
-            nexts.append(plog.next_offset)
             under.append(_bool(info.under_replicated))
-        cfg = topic.config
         return c.ok(cmd.cid, (
             f"topic={cmd.topic} partitions={cfg.partitions} "
             f"replication_factor={cfg.replication_factor} "
             f"min_insync_replicas={cfg.min_insync_replicas} roles={_lst(roles)} hw={_lst(hws)} "
-            f"earliest={_lst(earliest)} next={_lst(nexts)} under_replicated={_lst(under)}"
+            f"earliest={_lst(ps.first_offset for ps in summaries)} "
+            f"next={_lst(ps.next_offset for ps in summaries)} under_replicated={_lst(under)}"
             # Additive, for `skerry topics describe`: record bytes and segment files.
-            f" size={_lst(plog.size_bytes() for plog in topic.partitions)}"
-            f" segments={_lst(plog.segment_count for plog in topic.partitions)}"))
+            f" size={_lst(ps.size_bytes for ps in summaries)}"
+            f" segments={_lst(ps.segment_count for ps in summaries)}"))
 
     def offsets(self, cmd: c.Offsets, slot: Slot, conn: Connection) -> bytes:
-        topic = self.core.resolve(cmd.topic, cmd.partition, False)
-        plog = topic.partitions[cmd.partition]
+        self.core.resolve(cmd.topic, cmd.partition, False)
         hw = self.core.hw(cmd.topic, cmd.partition)
-        payload = f"earliest={plog.first_offset} latest={hw + 1}"
+        payload = f"earliest={self.core.earliest_offset(cmd.topic, cmd.partition)} latest={hw + 1}"
         if cmd.ts_ms is not None:
-            found = plog.offset_for_timestamp(cmd.ts_ms * 1000)
+            found = self.core.offset_for_timestamp(cmd.topic, cmd.partition, cmd.ts_ms * 1000)
             payload += f" offset={-1 if found is None or found > hw else found}"
         return c.ok(cmd.cid, payload)

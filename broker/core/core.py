@@ -1,0 +1,297 @@
+"""``BrokerCore``: the one object every transport goes through, composed of the core's
+parts.
+
+Owns: building the parts over the collaborators the shell passes in (``topics.Topics``,
+``reads.Reads``, ``produce.ProducePipeline``, ``producers.Producers``,
+``durability.GroupCommitter``, ``periodic.Periodic``), the public methods transports call
+(each a delegation to one part, or a short sequence where two parts meet: a delete
+flushes the produce pipeline first), start and the orderly stop.
+
+Transports (V1, Iggy) parse and format only: they call the methods here with plain values
+and get plain values (or errors from ``broker.errors``) back. The group and replication
+services are not reached through the core: the shell hands them to the transports that
+need them.
+
+Must not import: transports, sockets. Time comes from the injected ``clock``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.interfaces import IReactorTime
+
+from broker.config import Config
+from broker.core.durability import GroupCommitter
+from broker.core.periodic import Periodic
+from broker.core.ports import (
+    CommitWaiter,
+    CoreMetrics,
+    GroupEvents,
+    ReplicationView,
+    StoreView,
+)
+from broker.core.produce import ProduceCallback, ProducePipeline
+from broker.core.producers import Producers
+from broker.core.reads import PartitionSummary, Reads, Watermarks
+from broker.core.topics import Topics
+from broker.errors import SkerryError
+from data.log import PartitionLog, RawReadResult, ReadResult
+from data.store import Topic, TopicConfig
+
+__all__ = ["BrokerCore"]
+
+RunInThread = Callable[[Callable[[], Any]], Deferred[Any]]
+
+
+class BrokerCore:
+    """Everything a transport may ask of the broker."""
+
+    def __init__(self, config: Config, store: StoreView, clock: IReactorTime, *,
+                 replication: ReplicationView, groups: GroupEvents,
+                 run_in_thread: RunInThread) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = store
+        """The store, for the shell and tests; transports use the methods below."""
+        self.replication = replication
+        """The replication service, for the shell and tests (transports get it from the
+        shell)."""
+        self.groups = groups
+        """The group service, for the shell and tests (transports get it from the shell)."""
+        self.closing = False
+        self._run_in_thread = run_in_thread
+        self._metrics: CoreMetrics | None = None
+        self.committer = GroupCommitter(self._run_sync, self._after_sync)
+        """Group commit, for the shell and tests (``syncs``)."""
+        self._topics = Topics(config, store, replication, groups)
+        marks = self._marks = Watermarks(store, replication)
+        self._reads = Reads(config, store, self._topics, marks, clock)
+        self._producers = Producers()
+        self._produce = ProducePipeline(
+            self._topics, clock, replication, self.committer, self._producers,
+            fsync=config["storage.fsync"], hw=marks.hw, notify_hw=self._reads.notify_hw)
+        self._periodic = Periodic(config, store, clock, run_in_thread)
+        self.produce_to = self._produce.produce_to
+        """Queue one message for this turn's append; the result goes to a ``ProduceSink``
+        (``ProducePipeline.produce_to``: refusals, idempotence, acks). The pipeline's
+        method itself: the per-message hot path skips a delegation frame."""
+
+    @property
+    def metrics(self) -> CoreMetrics | None:
+        """``broker.metrics.BrokerMetrics`` when ``metrics_port`` is set: fed per append,
+        per read and per fsync."""
+        return self._metrics
+
+    @metrics.setter
+    def metrics(self, metrics: CoreMetrics | None) -> None:
+        self._metrics = self._produce.metrics = self._reads.metrics = metrics
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Create configured topics and start periodic work (fsync interval, retention)."""
+        self._topics.ensure_configured()
+        self._periodic.start()
+
+    def stop(self) -> Deferred[None]:
+        """Flush pending produces, wait for their fsyncs, stop timers, close the store."""
+        self.closing = True
+        self.flush()
+        self._periodic.stop()
+        self._reads.wake_all()
+
+        def drained() -> Deferred[Any]:
+            if self.committer.idle():
+                return succeed(None)
+            d: Deferred[Any] = Deferred()
+            self.clock.callLater(0.01, lambda: drained().chainDeferred(d))
+            return d
+
+        def close_groups(_: object) -> Deferred[None]:
+            # The last group writes (COMMITs already answered are on disk; this flushes
+            # liveness changes) finish before the store closes.
+            return self.groups.close()
+
+        def close_store(_: object) -> None:
+            self.replication.close()
+            self.store.close()
+
+        return DeferredList([drained()]).addCallback(close_groups).addCallback(close_store)
+
+    def idle(self) -> bool:
+        """True when no produce waits for an fsync (the shell's drain check)."""
+        return self.committer.idle()
+
+    # ---------------------------------------------------------------- durability
+
+    def _run_sync(self, sync: Callable[[], Any]) -> Deferred[Any]:
+        """The group committer's thread runner; times each fsync when metrics are on."""
+        metrics = self._metrics
+        return self._run_in_thread(sync if metrics is None else metrics.timed_fsync(sync))
+
+    def _after_sync(self, plog: PartitionLog) -> None:
+        """An fsync of ``plog`` finished: ``hw`` may move, and long polls may wake."""
+        self.replication.on_durable(plog.topic, plog.partition)
+        self._reads.notify_hw(plog.topic, plog.partition)
+
+    def wait_synced(self, name: str, partition: int, callback: CommitWaiter) -> None:
+        """Call ``callback(None)`` once everything appended to the partition so far is
+        fsynced, ``callback(error)`` when the fsync failed."""
+        plog = self.store.partition(name, partition)
+        self.committer.wait(plog, plog.next_offset, callback)
+
+    def when_durable(self, plog: PartitionLog, upto: int) -> Deferred[None]:
+        """A Deferred that fires once ``plog``'s offsets ``< upto`` are fsynced and fails
+        with the fsync's error (the replication service's log syncer)."""
+        d: Deferred[None] = Deferred()
+
+        def waiter(error: SkerryError | None) -> None:
+            if error is None:
+                d.callback(None)
+            else:
+                d.errback(error)
+
+        self.committer.wait(plog, upto, waiter)
+        return d
+
+    # ---------------------------------------------------------------- topics
+
+    def resolve(self, name: str, partition: int | None, create: bool) -> Topic:
+        """The topic, after checking ``partition`` against its count (``Topics.resolve``:
+        auto-created with the defaults when ``create`` and the configuration allow it)."""
+        return self._topics.resolve(name, partition, create)
+
+    def topic_names(self) -> list[str]:
+        """The name of every topic."""
+        return self._topics.topic_names()
+
+    def topic_config(self, name: str) -> TopicConfig | None:
+        """A topic's settings (partition count, replication, retention); None when there is
+        no such topic."""
+        return self._topics.topic_config(name)
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     min_insync_replicas: int | None, retention_ms: int | None,
+                     retention_bytes: int | None) -> Topic:
+        """Create a topic; the settings not given come from ``topic_defaults``."""
+        return self._topics.create_topic(name, partitions, replication_factor,
+                                         min_insync_replicas, retention_ms, retention_bytes)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic, once the messages queued for it this turn were appended."""
+        self._topics.require(name)
+        self.flush()
+        self._topics.delete_topic(name)
+
+    def add_partitions(self, name: str, count: int) -> Topic:
+        """Grow a topic to ``count`` partitions."""
+        return self._topics.add_partitions(name, count)
+
+    def alter_topic(self, name: str, changes: dict[str, int | None]) -> Topic:
+        """Change a topic's retention, kept in its ``topic.json``."""
+        return self._topics.alter_topic(name, changes)
+
+    def set_topic_retention(self, name: str, retention_ms: int | None,
+                            retention_bytes: int | None) -> None:
+        """Change a topic's retention for this process only (``Topics.set_topic_retention``)."""
+        self._topics.set_topic_retention(name, retention_ms, retention_bytes)
+
+    def delete_oldest_segments(self, name: str, partition: int, count: int) -> int:
+        """Delete up to ``count`` of a partition's oldest sealed segments, once the messages
+        queued for it this turn were appended; returns how many went."""
+        self._topics.resolve(name, partition, False)
+        self.flush()
+        return self._topics.delete_oldest_segments(name, partition, count)
+
+    # ---------------------------------------------------------------- produce
+
+    def partition_for_key(self, key: bytes, partitions: int) -> int:
+        """The partition a key goes to among ``partitions`` (FNV-1a)."""
+        return self._produce.partition_for_key(key, partitions)
+
+    def produce(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
+                acks: str, callback: ProduceCallback) -> None:
+        """Queue one message; ``callback`` gets a ``ProduceResult`` or a ``SkerryError``."""
+        self._produce.produce(topic_name, partition, key, value, acks, callback)
+
+    def produce_batch(self, topic_name: str, partition: int, payloads: Sequence[bytes],
+                      user_headers: Sequence[bytes] | None, ids: Sequence[int] | None,
+                      origin_timestamps: Sequence[int] | None, acks: str,
+                      callback: ProduceCallback) -> None:
+        """Append a whole batch to one partition in one store append; answer once
+        (``ProducePipeline.produce_batch``)."""
+        self._produce.produce_batch(topic_name, partition, payloads, user_headers, ids,
+                                    origin_timestamps, acks, callback)
+
+    def produce_framed(self, topic_name: str, partition: int, messages: bytes,
+                       ends: Sequence[int] | None, acks: str,
+                       callback: ProduceCallback) -> None:
+        """``produce_batch`` for messages already framed as records (Iggy's SendMessages)."""
+        self._produce.produce_framed(topic_name, partition, messages, ends, acks, callback)
+
+    def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
+                            payloads: Sequence[bytes], acks: str, callback: ProduceCallback,
+                            pid: str | None = None, seq: int | None = None) -> None:
+        """``produce_batch`` for keyed V1 messages (PRODUCE_BATCH), idempotent with
+        ``pid``/``seq`` (``ProducePipeline.produce_keyed_batch``)."""
+        self._produce.produce_keyed_batch(topic_name, partition, keys, payloads, acks,
+                                          callback, pid, seq)
+
+    def flush(self) -> None:
+        """Append every partition's queued messages now."""
+        self._produce.flush()
+
+    def forget_producers(self, topic: str, partition: int) -> None:
+        """Replication changed the partition (its role, its epoch, a confirmed leadership):
+        drop its idempotent-produce state, rebuilt from the log at its next use. While it
+        was not leading, the log may have taken another leader's records or been truncated;
+        a state kept across that would miss those producers (appending their resends
+        again) or point at offsets that now hold other messages (dropping a resend)."""
+        self._producers.forget(topic, partition)
+
+    # ---------------------------------------------------------------- reads
+
+    def hw(self, topic: str, partition: int) -> int:
+        """The partition's high watermark: its last committed offset (-1: none)."""
+        return self._reads.hw(topic, partition)
+
+    def earliest_offset(self, topic: str, partition: int) -> int:
+        """The partition's first retained offset (``KeyError``/``IndexError`` when it does
+        not exist)."""
+        return self._marks.earliest(topic, partition)
+
+    def read(self, topic_name: str, partition: int, offset: int,
+             max_messages: int | None, create: bool = True) -> tuple[ReadResult, int]:
+        """Committed messages from ``offset`` (``<= hw``), bounded by the configured limits."""
+        return self._reads.read(topic_name, partition, offset, max_messages, create)
+
+    def read_raw(self, topic_name: str, partition: int, offset: int,
+                 max_messages: int | None, create: bool = True) -> tuple[RawReadResult, int]:
+        """``read`` without decoding: the stored bytes and a count."""
+        return self._reads.read_raw(topic_name, partition, offset, max_messages, create)
+
+    def fetch_raw(self, topic_name: str, partition: int, offset: int, max_messages: int,
+                  max_bytes: int) -> tuple[RawReadResult, int, int]:
+        """Committed records as stored, with the caller's limits: ``(result, hw, first
+        retained offset)`` (``Reads.fetch_raw``)."""
+        return self._reads.fetch_raw(topic_name, partition, offset, max_messages, max_bytes)
+
+    def partition_summary(self, name: str, partition: int) -> PartitionSummary:
+        """A partition's offsets and size (``KeyError``/``IndexError`` when it does not exist)."""
+        return self._reads.partition_summary(name, partition)
+
+    def offset_for_timestamp(self, name: str, partition: int, timestamp_us: int) -> int | None:
+        """The first offset whose record timestamp is ``>= timestamp_us`` (None if none)."""
+        return self._reads.offset_for_timestamp(name, partition, timestamp_us)
+
+    def wait_for_data(self, topic: str, partition: int, offset: int,
+                      timeout_ms: int) -> Deferred[None]:
+        """Fires when a committed message at ``offset`` may exist, or after ``timeout_ms``."""
+        return self._reads.wait_for_data(topic, partition, offset, timeout_ms)
+
+    def notify_hw(self, topic: str, partition: int) -> None:
+        """Tell long polls that ``hw`` of a partition may have moved (replication events)."""
+        self._reads.notify_hw(topic, partition)

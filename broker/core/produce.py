@@ -1,0 +1,534 @@
+"""The produce pipeline: from a transport's call to the answer, once the messages are as
+durable as ``acks`` asks.
+
+The path of one V1 PRODUCE (``produce_to``): the topic is resolved (auto-created when
+allowed), the partition picked by the key's FNV-1a hash unless given, the write refusals
+checked (``Topics.check_writable``: NotLeader, a failed partition); the message joins its
+partition's ``_Batch`` for this reactor turn, and the first message of a turn schedules
+``flush`` with ``callLater(0)``. ``flush`` makes one store append per partition
+(``PartitionLog.append``: the records go to the page cache), then answers by ``acks``:
+``0`` (and ``1`` unless ``storage.fsync`` is ``always``) at once; ``1`` with fsync
+``always`` once the group committer's fsync covers the batch (``durability.py``: one
+fsync per partition covers every append waiting at that moment); ``all`` once the
+replication service reports the offsets committed by the in-sync replicas. Answers go to
+the ``ProduceSink`` (the connection), one ``flush`` per sink per group of answers.
+
+Batch produces (``produce_batch``, ``produce_framed``, ``produce_keyed_batch``: Iggy's
+SendMessages, V1 PRODUCE_BATCH) skip the per-turn batch: one store append per request,
+answered once. Idempotent produces (``pid``/``seq``) consult ``producers.Producers``.
+
+Must not import: transports, sockets, files (the store's logs are reached through the
+``Topics`` passed in). Time comes from the injected ``clock``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.python.failure import Failure
+
+from broker.core.ports import Committer, CoreMetrics, ProduceSink, ReplicationView
+from broker.core.producers import (
+    Producers,
+    ProducerState,
+    check_next,
+    no_longer_retained,
+    producer_headers,
+)
+from broker.core.topics import Topics
+from broker.errors import BadRequest, SkerryError, StorageError
+from data.format import key_header
+from data.log import PartitionLog
+
+__all__ = ["BatchProduceResult", "ProduceCallback", "ProducePipeline", "ProduceResult",
+           "fnv1a_32"]
+
+log = logging.getLogger("skerry.core")
+
+ProduceCallback = Callable[[Any], None]  # called with ProduceResult or a SkerryError
+
+
+def fnv1a_32(data: bytes) -> int:
+    """FNV-1a, 32 bits: the reference broker's key-to-partition hash."""
+    value = 0x811C9DC5
+    for byte in data:
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    """What one produce answers: where the message (or a batch's first) went, and ``hw``."""
+
+    partition: int
+    offset: int
+    hw: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchProduceResult:
+    """What ``produce_keyed_batch`` answers: the batch's first ``duplicates`` messages were
+    already held (an idempotent resend: not appended again); the other ``count`` went to
+    offsets ``offset .. offset + count - 1``. With ``count == 0``, ``offset`` is where the
+    batch's first message went originally."""
+
+    partition: int
+    offset: int
+    count: int
+    duplicates: int
+    hw: int
+
+
+class _CallbackSink:
+    """Adapts ``produce(..., callback)`` (one callable per message) to the sink interface."""
+
+    def produced(self, token: Any, partition: int, offset: int, hw: int,
+                 error: SkerryError | None) -> None:
+        token(error if error is not None else ProduceResult(partition, offset, hw))
+
+    def flush(self) -> None:
+        return None
+
+
+_CALLBACK_SINK = _CallbackSink()
+
+
+class _Batch:
+    """Messages for one partition collected during one reactor turn."""
+
+    __slots__ = ("topic", "partition", "log", "payloads", "headers", "acks", "sinks",
+                 "tokens", "mixed", "idem")
+
+    def __init__(self, topic: str, partition: int, plog: PartitionLog, acks: str) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.log = plog
+        self.payloads: list[bytes] = []
+        self.headers: list[bytes] = []
+        self.acks: list[str] = []
+        self.sinks: list[ProduceSink] = []
+        self.tokens: list[Any] = []
+        self.mixed = False  # True once two acks levels share the batch
+        self.idem: list[tuple[int, str, int]] = []  # (index, pid, seq) of idempotent ones
+
+    def add(self, value: bytes, header: bytes, acks: str, sink: ProduceSink,
+            token: Any) -> None:
+        """Queue one message."""
+        if not self.mixed and self.acks and self.acks[0] != acks:
+            self.mixed = True
+        self.payloads.append(value)
+        self.headers.append(header)
+        self.acks.append(acks)
+        self.sinks.append(sink)
+        self.tokens.append(token)
+
+
+class ProducePipeline:
+    """Appends produced messages and answers them by ``acks``."""
+
+    def __init__(self, topics: Topics, clock: IReactorTime, replication: ReplicationView,
+                 committer: Committer, producers: Producers, *, fsync: str,
+                 hw: Callable[[str, int], int],
+                 notify_hw: Callable[[str, int], None]) -> None:
+        """``hw`` reads a partition's high watermark; ``notify_hw`` wakes the long polls
+        of a partition whose ``hw`` may have moved; ``fsync`` is ``storage.fsync``."""
+        self._topics = topics
+        self._by_name = topics.by_name
+        self._clock = clock
+        self._replication = replication
+        self._committer = committer
+        self._producers = producers
+        self._fsync = fsync
+        self._hw = hw
+        self._hw_changed = notify_hw
+        self._batches: dict[tuple[str, int], _Batch] = {}
+        self._flush_call: IDelayedCall | None = None
+        self._key_cache: dict[bytes, tuple[int, bytes]] = {}
+        self.metrics: CoreMetrics | None = None
+
+    # ---------------------------------------------------------------- one message at a time
+
+    def _key_info(self, key: bytes) -> tuple[int, bytes]:
+        """(FNV-1a hash, user-header bytes) of a key, cached: keys repeat."""
+        cache = self._key_cache
+        info = cache.get(key)
+        if info is None:
+            if len(cache) > 65536:
+                cache.clear()
+            info = cache[key] = (fnv1a_32(key), key_header(key) if key else b"")
+        return info
+
+    def partition_for_key(self, key: bytes, partitions: int) -> int:
+        """The partition a key goes to among ``partitions`` (FNV-1a, as V1 clients hash)."""
+        return self._key_info(key)[0] % partitions
+
+    def produce(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
+                acks: str, callback: ProduceCallback) -> None:
+        """Queue one message; ``callback`` gets a ``ProduceResult`` or a ``SkerryError``."""
+        self.produce_to(topic_name, partition, key, value, acks, _CALLBACK_SINK, callback)
+
+    def produce_to(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
+                   acks: str, sink: ProduceSink, token: Any, pid: str | None = None,
+                   seq: int | None = None) -> None:
+        """Queue one message for this turn's append; the result goes to ``sink``.
+
+        Refusals that change nothing (unknown topic with auto-create off, partition out of
+        range, NOT_LEADER, a failed partition) raise at once instead.
+
+        With ``pid`` and ``seq`` (idempotent produce) a sequence number the partition already
+        holds for that producer is not appended again: the sink gets the original offset, once
+        that message is as durable as ``acks`` asks. A sequence beyond the next one expected
+        (a gap) is BAD_REQUEST; an unknown producer may start at any sequence.
+        """
+        if pid is not None and seq is not None:
+            self._idempotent(topic_name, partition, key, value, acks, sink, token, pid, seq)
+            return
+        topic = self._by_name.get(topic_name)
+        if topic is None or partition is not None:
+            topic = self._topics.resolve(topic_name, partition, True)
+        hashed, header = self._key_info(key)
+        if partition is None:
+            partition = hashed % topic.config.partitions
+        batch = self._batches.get((topic_name, partition))
+        if batch is None:
+            plog = topic.partitions[partition]
+            self._topics.check_writable(topic_name, partition, plog)
+            batch = self._new_batch(topic_name, partition, plog, acks)
+        elif not batch.mixed and batch.acks[0] != acks:
+            batch.mixed = True
+        # _Batch.add inlined: this runs once per message.
+        batch.payloads.append(value)
+        batch.headers.append(header)
+        batch.acks.append(acks)
+        batch.sinks.append(sink)
+        batch.tokens.append(token)
+
+    def _new_batch(self, topic_name: str, partition: int, plog: PartitionLog,
+                   acks: str) -> _Batch:
+        """Start this turn's batch of a partition (and the turn's flush, if not yet)."""
+        batch = self._batches[(topic_name, partition)] = _Batch(topic_name, partition, plog, acks)
+        if self._flush_call is None:
+            self._flush_call = self._clock.callLater(0, self.flush)
+        return batch
+
+    def _idempotent(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
+                    acks: str, sink: ProduceSink, token: Any, pid: str, seq: int) -> None:
+        """Queue one idempotent produce, or answer it as a duplicate of what the log holds."""
+        topic = self._topics.resolve(topic_name, partition, True)
+        if partition is None:
+            partition = self._key_info(key)[0] % topic.config.partitions
+        self._topics.check_leader(topic_name, partition)
+        plog = topic.partitions[partition]
+        state = self._producers.state(topic_name, partition, plog)
+        last = check_next(state, topic_name, partition, pid, seq)
+        if last is None or seq == last + 1:
+            # Only a new message meets a failed partition's refusal; a resend is answered
+            # as its original is.
+            self._topics.check_healthy(topic_name, partition, plog)
+            header = producer_headers(self._key_info(key)[1], pid, seq)
+            batch = self._batches.get((topic_name, partition))
+            if batch is None:
+                batch = self._new_batch(topic_name, partition, plog, acks)
+            state.last_seq[pid] = seq
+            batch.idem.append((len(batch.payloads), pid, seq))
+            batch.add(value, header, acks, sink, token)
+            return
+        offset = state.offset_of(pid, seq)
+        if offset is None:  # the original is still queued for this turn's append
+            self.flush()
+            offset = state.offset_of(pid, seq)
+        if offset is None:
+            raise no_longer_retained(topic_name, partition, pid, seq)
+        self._clock.callLater(0, self._answer_duplicate, topic_name, partition, plog, offset,
+                              acks, sink, token)
+
+    def _answer_duplicate(self, topic: str, partition: int, plog: PartitionLog, offset: int,
+                          acks: str, sink: ProduceSink, token: Any) -> None:
+        """Answer a duplicate as its original is answered: once as durable as ``acks`` asks."""
+
+        def answer(error: SkerryError | None) -> None:
+            if error is not None:
+                sink.produced(token, partition, -1, -1, error)
+            else:
+                sink.produced(token, partition, offset, self._hw(topic, partition), None)
+            sink.flush()
+
+        if acks == "all":
+            self._replication.wait_for_all(topic, partition, offset).addCallbacks(
+                lambda _hw: answer(None), lambda failure: answer(_as_error(failure)))
+        elif acks != "0" and self._fsync == "always":
+            self._committer.wait(plog, offset + 1, answer)
+        else:
+            answer(None)
+
+    def flush(self) -> None:
+        """Append every partition's queued messages: one store append per partition."""
+        if self._flush_call is not None:
+            if self._flush_call.active():
+                self._flush_call.cancel()
+            self._flush_call = None
+        if not self._batches:
+            return
+        batches, self._batches = self._batches, {}
+        for batch in batches.values():
+            self._append(batch)
+
+    def _append(self, batch: _Batch) -> None:
+        """One partition's turn: one store append, then the answers by ``acks``."""
+        plog = batch.log
+        count = len(batch.payloads)
+        try:
+            first = plog.append(batch.payloads, batch.headers)
+        except SkerryError as error:
+            log.error("append to %s/%d failed: %s", batch.topic, batch.partition, error.message)
+            self._answer(batch, -1, range(count), error)
+            return
+        if self.metrics is not None:
+            self.metrics.appended(batch.topic, batch.payloads, batch.headers)
+        topic, partition = batch.topic, batch.partition
+        if batch.idem:
+            state = self._producers.known(topic, partition)
+            if state is not None:
+                for index, pid, seq in batch.idem:
+                    state.record(pid, seq, first + index)
+        self._replication.on_appended(topic, partition)
+        always = self._fsync == "always"
+        if batch.mixed:
+            acks = batch.acks
+            quick = [i for i in range(count) if acks[i] == "0" or (acks[i] == "1" and not always)]
+            later = [i for i in range(count) if acks[i] == "1" and always]
+            waiting_all = [i for i in range(count) if acks[i] == "all"]
+        else:
+            level = batch.acks[0]
+            everyone = range(count)
+            quick = everyone if level == "0" or (level == "1" and not always) else ()
+            later = everyone if level == "1" and always else ()
+            waiting_all = everyone if level == "all" else ()
+        if quick:
+            self._answer(batch, first, quick, None)
+        if not later and not waiting_all:
+            self._hw_changed(topic, partition)
+            return
+
+        def durable(error: SkerryError | None) -> None:
+            if later:
+                self._answer(batch, first, later, error)
+            if waiting_all:
+                if error is not None:
+                    self._answer(batch, first, waiting_all, error)
+                else:
+                    self._wait_all(batch, first, waiting_all)
+
+        if always:
+            self._committer.wait(plog, first + count, durable)
+        else:
+            self._hw_changed(topic, partition)
+            durable(None)
+
+    def _wait_all(self, batch: _Batch, first: int, group: Sequence[int]) -> None:
+        d = self._replication.wait_for_all(batch.topic, batch.partition, first + group[-1])
+        d.addCallbacks(lambda _hw: self._answer(batch, first, group, None),
+                       lambda failure: self._answer(batch, first, group, _as_error(failure)))
+
+    def _answer(self, batch: _Batch, first: int, group: Sequence[int],
+                error: SkerryError | None) -> None:
+        """Hand each message's result to its sink, then flush each sink once."""
+        partition = batch.partition
+        sinks, tokens = batch.sinks, batch.tokens
+        if error is not None:
+            offset = hw = -1
+        else:
+            hw = self._hw(batch.topic, partition)
+        touched: dict[int, ProduceSink] = {}
+        for index in group:
+            sink = sinks[index]
+            if error is None:
+                offset = first + index
+            sink.produced(tokens[index], partition, offset, hw, error)
+            touched[id(sink)] = sink
+        for sink in touched.values():
+            sink.flush()
+
+    # ---------------------------------------------------------------- whole batches
+
+    def produce_batch(self, topic_name: str, partition: int, payloads: Sequence[bytes],
+                      user_headers: Sequence[bytes] | None, ids: Sequence[int] | None,
+                      origin_timestamps: Sequence[int] | None, acks: str,
+                      callback: Callable[[Any], None]) -> None:
+        """Append a whole batch to one partition in one store append; answer once.
+
+        For transports whose requests are batches already (Iggy's SendMessages). The
+        messages get consecutive offsets in order; ``ids`` of 0 become UUIDv4s; messages
+        ``produce`` queued earlier in this turn for the same partition land first.
+        ``callback`` gets one ``ProduceResult`` (``offset`` = the first message's) once the
+        batch is as durable as ``acks`` asks (the same rules as ``produce``), or a
+        ``SkerryError``. Refusals that change nothing raise at once: unknown topic (never
+        auto-created here), partition out of range, NOT_LEADER, a failed partition, and
+        ``BadRequest`` for input the store refuses.
+        """
+        plog = self._batch_target(topic_name, partition)
+        first = self._append_batch(topic_name, partition, plog, payloads, user_headers, ids,
+                                   origin_timestamps, callback)
+        if first is not None:
+            self._batch_appended(topic_name, partition, plog, first, len(payloads), acks, callback)
+
+    def _append_batch(self, topic_name: str, partition: int, plog: PartitionLog,
+                      payloads: Sequence[bytes], user_headers: Sequence[bytes] | None,
+                      ids: Sequence[int] | None, origin_timestamps: Sequence[int] | None,
+                      callback: Callable[[Any], None]) -> int | None:
+        """The store append of ``produce_batch``: the first offset, or None after answering
+        ``callback`` with the partition's failure; ``BadRequest`` for input the store refuses
+        (nothing written)."""
+        try:
+            first = plog.append(payloads, user_headers, ids=ids,
+                                origin_timestamps=origin_timestamps)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        except SkerryError as error:
+            log.error("append to %s/%d failed: %s", topic_name, partition, error.message)
+            callback(error)
+            return None
+        if self.metrics is not None:
+            self.metrics.appended(topic_name, payloads, user_headers)
+        return first
+
+    def produce_framed(self, topic_name: str, partition: int, messages: bytes,
+                       ends: Sequence[int] | None, acks: str,
+                       callback: Callable[[Any], None]) -> None:
+        """``produce_batch`` for messages already framed as records (Iggy's SendMessages
+        message area, ``ends`` its index table's end positions): the store stamps them in
+        one pass (``PartitionLog.append_framed``) instead of rebuilding every record.
+
+        The same offsets, ids, answers and refusals as ``produce_batch`` with the messages
+        split apart; ``BadRequest`` when the store refuses the framing.
+        """
+        plog = self._batch_target(topic_name, partition)
+        try:
+            first = plog.append_framed(messages, ends)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        except SkerryError as error:
+            log.error("append to %s/%d failed: %s", topic_name, partition, error.message)
+            callback(error)
+            return
+        count = plog.next_offset - first
+        if self.metrics is not None:
+            self.metrics.produced(topic_name, count, len(messages))
+        self._batch_appended(topic_name, partition, plog, first, count, acks, callback)
+
+    def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
+                            payloads: Sequence[bytes], acks: str, callback: Callable[[Any], None],
+                            pid: str | None = None, seq: int | None = None) -> None:
+        """``produce_batch`` for V1 messages (the additive PRODUCE_BATCH): each non-empty key
+        is stored as the key header, as ``produce`` stores it, and ``callback`` gets one
+        ``BatchProduceResult`` (or a ``SkerryError``) once the batch is as durable as
+        ``acks`` asks. The batch is appended with one store append, after every message was
+        built (nothing is written when one is refused). Never creates a topic.
+
+        With ``pid`` and ``seq`` the messages carry sequence numbers ``seq, seq + 1, ...``
+        (as ``produce_to`` with pid/seq would give them one by one): messages whose number
+        the partition already holds for that producer form a prefix of the batch that is not
+        appended again (a resend after a failure, also one that was cut short), the rest is
+        appended; a first number beyond the next one expected is ``BadRequest``.
+        """
+        plog = self._batch_target(topic_name, partition)  # refusals; queued produces land first
+        count = len(payloads)
+        if len(keys) != count:
+            raise BadRequest(f"{len(keys)} keys for {count} messages")
+        # Keys repeat: one key header per distinct key, then C-level lookups per message.
+        by_key = {key: self._key_info(key)[1] if key else b"" for key in dict.fromkeys(keys)}
+        skip = 0
+        state: ProducerState | None = None
+        if pid is not None and seq is not None:
+            state = self._producers.state(topic_name, partition, plog)
+            last = check_next(state, topic_name, partition, pid, seq)
+            if last is not None and seq <= last:
+                skip = min(count, last + 1 - seq)
+            if skip == count:
+                self._answer_held_batch(topic_name, partition, plog, state, pid, seq, count, acks,
+                                        callback)
+                return
+            tail = producer_headers(b"", pid, 0)[:-8]  # the pid and seq headers but seq's value
+            left = count - skip
+            by_key = {key: header + tail for key, header in by_key.items()}
+            seqs = map(int.to_bytes, range(seq + skip, seq + count), [8] * left, ["little"] * left)
+            headers = list(map(bytes.__add__, map(by_key.__getitem__, keys[skip:]), seqs))
+            payloads = payloads[skip:]
+        else:
+            headers = list(map(by_key.__getitem__, keys))
+        appended = count - skip
+
+        def done(result: Any) -> None:
+            if isinstance(result, SkerryError):
+                callback(result)
+            else:
+                callback(BatchProduceResult(partition, result.offset, appended, skip, result.hw))
+
+        first = self._append_batch(topic_name, partition, plog, payloads, headers, None, None, done)
+        if first is None:
+            return
+        if state is not None and pid is not None and seq is not None:
+            # Recorded before anything is answered or woken: an answer or a woken long poll
+            # can run another connection's held request at once, maybe this producer's resend.
+            state.record_run(pid, seq + skip, first, appended)
+            state.last_seq[pid] = seq + count - 1
+        self._batch_appended(topic_name, partition, plog, first, appended, acks, done)
+
+    def _answer_held_batch(self, topic_name: str, partition: int, plog: PartitionLog,
+                           state: ProducerState, pid: str, seq: int, count: int, acks: str,
+                           callback: Callable[[Any], None]) -> None:
+        """A batch the partition holds entirely: answered with its original first offset once
+        its last message is as durable as ``acks`` asks (as ``_answer_duplicate`` does)."""
+        first = state.offset_of(pid, seq)
+        last = state.offset_of(pid, seq + count - 1)
+        if first is None or last is None:
+            raise no_longer_retained(topic_name, partition, pid, seq)
+
+        def held(result: Any) -> None:
+            if isinstance(result, SkerryError):
+                callback(result)
+            else:
+                callback(BatchProduceResult(partition, first, 0, count, result.hw))
+
+        self._clock.callLater(0, self._answer_duplicate, topic_name, partition, plog, last, acks,
+                              _CALLBACK_SINK, held)
+
+    def _batch_target(self, topic_name: str, partition: int) -> PartitionLog:
+        """The partition a batch goes to, after the refusals that change nothing."""
+        plog = self._topics.resolve(topic_name, partition, False).partitions[partition]
+        self._topics.check_writable(topic_name, partition, plog)
+        if (topic_name, partition) in self._batches:
+            self.flush()
+        return plog
+
+    def _batch_appended(self, topic_name: str, partition: int, plog: PartitionLog, first: int,
+                        count: int, acks: str, callback: Callable[[Any], None]) -> None:
+        """Answer ``callback`` once an appended batch is as durable as ``acks`` asks."""
+        self._replication.on_appended(topic_name, partition)
+
+        def answer(error: SkerryError | None) -> None:
+            callback(error if error is not None
+                     else ProduceResult(partition, first, self._hw(topic_name, partition)))
+
+        def durable(error: SkerryError | None) -> None:
+            if error is not None or acks != "all":
+                answer(error)
+                return
+            d = self._replication.wait_for_all(topic_name, partition, first + count - 1)
+            d.addCallbacks(lambda _hw: answer(None), lambda failure: answer(_as_error(failure)))
+
+        if acks != "0" and self._fsync == "always":
+            self._committer.wait(plog, first + count, durable)
+        else:
+            self._hw_changed(topic_name, partition)
+            durable(None)
+
+
+def _as_error(failure: Failure) -> SkerryError:
+    """A failed wait's error as produce answers carry it."""
+    value = failure.value
+    return value if isinstance(value, SkerryError) else StorageError(failure.getErrorMessage())

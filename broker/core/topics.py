@@ -1,0 +1,257 @@
+"""Topic lifecycle and the refusals every write starts with.
+
+Owns: the topics of the ``topics:`` configuration section (created or grown at start),
+resolving a topic by name (auto-creating it with the defaults when allowed), the admin
+operations (create, delete, add partitions, alter or override retention, delete oldest
+segments), the limits they are held to (``limits.max_topics``,
+``limits.max_partitions_per_topic``, replica placement in a cluster), and the one place
+that refuses a write to a partition this broker does not lead (``NotLeader``) or that
+failed after an I/O error (``StorageError``).
+
+Topic changes are announced to the replication and group services passed in at
+construction. Flushing queued produces before a delete is the caller's job (the facade,
+``broker.core.BrokerCore``): this module knows nothing of the produce pipeline.
+
+Must not import: transports, Twisted, the other core modules but ``ports``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+
+from broker.config import Config, TopicSettings
+from broker.core.ports import GroupEvents, ReplicationView, StoreView
+from broker.errors import BadRequest, NotLeader, StorageError
+from data.errors import TopicQuarantined
+from data.log import PartitionLog
+from data.store import Topic, TopicConfig
+
+__all__ = ["Topics"]
+
+log = logging.getLogger("skerry.core")
+
+
+class Topics:
+    """Topic lifecycle over one store, with the limits of one configuration."""
+
+    def __init__(self, config: Config, store: StoreView, replication: ReplicationView,
+                 groups: GroupEvents) -> None:
+        self._config = config
+        self._store = store
+        self._replication = replication
+        self._groups = groups
+        self.by_name: Mapping[str, Topic] = store.topics
+        """Every topic by name: the store's live, read-only mapping (the produce hot path
+        looks a topic up here before it needs ``resolve``)."""
+
+    # ---------------------------------------------------------------- start
+
+    def ensure_configured(self) -> None:
+        """Create the topics of the configuration that do not exist yet, and grow those
+        that have fewer partitions than configured (partitions are never removed)."""
+        for name, settings in self._config.topics.items():
+            existing = self._store.topic(name)
+            if existing is None:
+                try:
+                    self._create(name, settings)
+                except BadRequest as error:
+                    if not isinstance(error.__cause__, TopicQuarantined):
+                        raise
+                    # The broker starts with everything else, as it does after quarantining.
+                    log.error("topic %s of the configuration not created: %s", name,
+                              error.message)
+            elif settings.partitions > existing.config.partitions:
+                self.add_partitions(name, settings.partitions)
+            elif settings.partitions < existing.config.partitions:
+                log.warning("topic %s: config asks for %d partitions but it has %d; partitions "
+                            "are never removed", name, settings.partitions,
+                            existing.config.partitions)
+
+    # ---------------------------------------------------------------- lookups
+
+    def resolve(self, name: str, partition: int | None, create: bool) -> Topic:
+        """The topic, after checking ``partition`` against its count.
+
+        A missing topic is auto-created with the defaults when ``create`` and
+        ``auto_create_topics`` allow it, but only once the request passed its checks: a
+        partition beyond the would-be count is refused first and creates nothing.
+        """
+        topic = self._store.topic(name)
+        if topic is None:
+            if not (create and self._config["auto_create_topics"]):
+                raise BadRequest("unknown topic")
+            defaults = self._config.topic_defaults
+            if partition is not None and partition >= defaults.partitions:
+                raise BadRequest(f"partition {partition} out of range; topic {name} would "
+                                 f"have {defaults.partitions} partitions")
+            return self._create(name, defaults)
+        if partition is not None and partition >= topic.config.partitions:
+            raise BadRequest(f"partition {partition} out of range; topic {name} has "
+                             f"{topic.config.partitions} partitions")
+        return topic
+
+    def require(self, name: str) -> Topic:
+        """The topic; ``BadRequest("unknown topic")`` when there is none (never creates)."""
+        topic = self._store.topic(name)
+        if topic is None:
+            raise BadRequest("unknown topic")
+        return topic
+
+    def topic_names(self) -> list[str]:
+        """The name of every topic."""
+        return list(self._store.topics)
+
+    def topic_config(self, name: str) -> TopicConfig | None:
+        """A topic's settings; None when there is no such topic."""
+        topic = self._store.topic(name)
+        return None if topic is None else topic.config
+
+    # ---------------------------------------------------------------- write refusals
+
+    def check_leader(self, topic: str, partition: int) -> None:
+        """``NotLeader`` unless this broker accepts writes for the partition."""
+        if not self._replication.is_leader(topic, partition):
+            raise NotLeader(f"partition {partition} of {topic} is a follower on this broker")
+
+    @staticmethod
+    def check_healthy(topic: str, partition: int, plog: PartitionLog) -> None:
+        """``StorageError`` when the partition refuses writes after an I/O error."""
+        if plog.failed is not None:
+            raise StorageError(f"partition {partition} of {topic} refuses writes "
+                               f"after an I/O error: {plog.failed.message}")
+
+    def check_writable(self, topic: str, partition: int, plog: PartitionLog) -> None:
+        """The refusals of every write that change nothing: ``NotLeader``, then a failed
+        partition's ``StorageError``."""
+        self.check_leader(topic, partition)
+        self.check_healthy(topic, partition, plog)
+
+    # ---------------------------------------------------------------- admin
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     min_insync_replicas: int | None, retention_ms: int | None,
+                     retention_bytes: int | None) -> Topic:
+        """Create a topic; the settings not given come from ``topic_defaults``."""
+        if self._store.topic(name) is not None:
+            raise BadRequest("topic already exists")
+        if partitions < 1 or replication_factor < 1:
+            raise BadRequest("partitions and replication_factor must be at least 1")
+        defaults = self._config.topic_defaults
+        return self._create(name, TopicSettings(
+            partitions=partitions,
+            replication_factor=replication_factor,
+            min_insync_replicas=min(replication_factor, defaults.min_insync_replicas)
+            if min_insync_replicas is None else min_insync_replicas,
+            retention_ms=defaults.retention_ms if retention_ms is None else retention_ms,
+            retention_bytes=defaults.retention_bytes if retention_bytes is None else retention_bytes,
+        ))
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and tell the replication and group services (flush the produce
+        pipeline first: nothing may still be queued for it)."""
+        self.require(name)
+        self._store.delete_topic(name)
+        self._replication.forget_topic(name)
+        self._groups.topic_deleted(name)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, count: int) -> Topic:
+        """Grow a topic to ``count`` partitions (never fewer than it has)."""
+        topic = self.require(name)
+        if count <= topic.config.partitions:
+            raise BadRequest(f"topic {name} already has {topic.config.partitions} partitions; "
+                             "the new count must be larger")
+        self._check_partition_limit(count)
+        topic = self._store.add_partitions(name, count)
+        self._replication.partitions_added(name)
+        self._groups.partitions_changed(name)
+        log.info("topic %s now has %d partitions", name, count)
+        return topic
+
+    def alter_topic(self, name: str, changes: dict[str, int | None]) -> Topic:
+        """Change a topic's retention (``retention_ms``, ``retention_bytes``; None: no
+        limit), kept in its ``topic.json``; the next retention pass applies it."""
+        self.require(name)
+        topic = self._store.alter_topic(name, changes)
+        log.info("topic %s altered: %s", name,
+                 " ".join(f"{key}={value}" for key, value in sorted(changes.items())))
+        return topic
+
+    def set_topic_retention(self, name: str, retention_ms: int | None,
+                            retention_bytes: int | None) -> None:
+        """Change a topic's retention for this process (``topic.json`` keeps the values
+        the topic was created with; a transport that changes them re-applies its own
+        record at start). The next retention pass applies them."""
+        topic = self.require(name)
+        topic.config = replace(topic.config, retention_ms=retention_ms,
+                               retention_bytes=retention_bytes)
+
+    def delete_oldest_segments(self, name: str, partition: int, count: int) -> int:
+        """Delete up to ``count`` of a partition's oldest sealed segments (never the active
+        one); returns how many went. Their messages are gone; offsets do not change."""
+        plog = self.resolve(name, partition, False).partitions[partition]
+        removed = 0
+        while removed < count and plog.segment_count > 1:
+            # now_us=0: no time-based roll or expiry, only the size rule, which removes
+            # exactly the oldest sealed segment when the limit is one byte under the size.
+            gone = plog.enforce_retention(0, None, plog.size_bytes() - 1)
+            if not gone:
+                break
+            removed += len(gone)
+        if removed:
+            log.info("deleted %d segment(s) of %s/%d", removed, name, partition)
+        return removed
+
+    # ---------------------------------------------------------------- creation
+
+    def _check_partition_limit(self, count: int) -> None:
+        limit = self._config["limits.max_partitions_per_topic"]
+        if count > limit:
+            raise BadRequest(f"at most {limit} partitions per topic")
+
+    def _create(self, name: str, settings: TopicSettings) -> Topic:
+        max_topics = self._config["limits.max_topics"]
+        if len(self._store.topics) >= max_topics:
+            raise BadRequest(f"topic limit reached (limits.max_topics={max_topics})")
+        self._check_partition_limit(settings.partitions)
+        if settings.min_insync_replicas > settings.replication_factor:
+            raise BadRequest("min_isr is greater than the replication factor")
+        self._check_placement(name, settings)
+        try:
+            topic = self._store.create_topic(name, TopicConfig(
+                partitions=settings.partitions,
+                replication_factor=settings.replication_factor,
+                min_insync_replicas=settings.min_insync_replicas,
+                retention_ms=settings.retention_ms,
+                retention_bytes=settings.retention_bytes,
+            ))
+        except OSError as exc:
+            raise StorageError(f"cannot create topic {name}: {exc.strerror}") from exc
+        except TopicQuarantined as exc:
+            raise BadRequest(f"{exc}: repair or remove it first (docs/operations.md, "
+                             "Recovering a damaged log)") from exc
+        log.info("created topic %s (partitions=%d replication_factor=%d)", name,
+                 settings.partitions, settings.replication_factor)
+        return topic
+
+    def _check_placement(self, name: str, settings: TopicSettings) -> None:
+        """In a cluster, ``BadRequest`` unless every partition's replica list can be built:
+        no more replicas than brokers, and as many as an explicit ``cluster.replicas`` list
+        names (the rule the ``topics:`` section is held to at startup). A single broker
+        takes any factor: REPLICA_FETCH reports stand in for its followers (V1 spec,
+        Replication)."""
+        cluster = self._config.cluster
+        if cluster is None:
+            return
+        rf = settings.replication_factor
+        brokers = len(cluster.brokers)
+        if rf > brokers:
+            raise BadRequest(f"replication factor {rf} is larger than the number of brokers "
+                             f"({brokers})")
+        for partition in range(settings.partitions):
+            try:
+                cluster.replicas(name, partition, rf)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
