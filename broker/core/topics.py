@@ -138,6 +138,15 @@ class Topics:
             raise BadRequest("topic already exists")
         if partitions < 1 or replication_factor < 1:
             raise BadRequest("partitions and replication_factor must be at least 1")
+        if replication_factor > 1 and self._config.cluster is None:
+            # Kafka's rule (replication factor larger than available brokers). The V1
+            # contract's stand-in followers (REPLICA_FETCH reports) stay available for
+            # topics an operator declares in the config, where that setup is deliberate.
+            raise BadRequest(
+                f"replication factor {replication_factor} is larger than the number of "
+                f"brokers (1): a single broker has no follower to copy it to; declare the "
+                f"topic in the config's topics: section to have REPLICA_FETCH reports stand "
+                f"in for its followers (docs/protocol.md, Replication)")
         defaults = self._config.topic_defaults
         return self._create(name, TopicSettings(
             partitions=partitions,

@@ -179,9 +179,10 @@ class StateTests:
     def test_isr_size_and_under_replicated_partitions(self, tmp_path: Path) -> None:
         """A new replication-factor-2 partition is under-replicated (followers start
         outside the ISR) until its follower reports the leader's last offset."""
-        h = Harness(tmp_path)
+        h = Harness(tmp_path, topics={"orders": {"partitions": 1},
+                                      "rt": {"partitions": 1, "replication_factor": 2}})
         proto, tr = h.connect()
-        h.send(proto, "V1|1|ADMIN_CREATE_TOPIC|rt 1 2", "V1|2|PRODUCE|rt k:v")
+        h.send(proto, "V1|2|PRODUCE|rt k:v")
         key = {"topic": "rt", "partition": "0"}
         s = h.samples()
         assert value(s, "skerry_partition_isr_size", **key) == 1

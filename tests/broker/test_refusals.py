@@ -155,14 +155,31 @@ class ReplicationFactorTests:
             "V1|2|ERR|BAD_REQUEST|cluster.replicas.pinned[0] lists 2 brokers")
         assert client.request("METADATA|") == "V1|3|OK|topics=[t]"
 
-    def test_single_broker_keeps_the_spec_replication_model(self, tmp_path: Path) -> None:
-        """Without a ``cluster`` section RF > 1 stays accepted: the V1 spec's single-broker
-        replication has REPLICA_FETCH reports stand in for followers 1 .. RF-1
-        (tests/replication/test_single_broker_e2e.py)."""
+    def test_single_broker_refuses_an_admin_replication_factor_it_cannot_place(
+            self, tmp_path: Path) -> None:
+        """A single broker has no follower: ADMIN_CREATE_TOPIC (what ``skerry topics
+        create --replication-factor`` sends) with RF > 1 is refused and creates nothing,
+        as Kafka refuses a factor larger than its brokers."""
         h = InMemoryBroker(tmp_path / "data")
         try:
-            assert ask(h, "V1|1|ADMIN_CREATE_TOPIC|payments 1 3") == \
-                "V1|1|OK|topic=payments partitions=1 replication_factor=3"
+            reply = ask(h, "V1|1|ADMIN_CREATE_TOPIC|y 1 3")
+            assert reply.startswith(
+                "V1|1|ERR|BAD_REQUEST|replication factor 3 is larger than the number of "
+                "brokers (1): a single broker has no follower to copy it to"), reply
+            assert ask(h, "V1|2|METADATA|") == "V1|2|OK|topics=[]"
+            assert ask(h, "V1|3|ADMIN_CREATE_TOPIC|y 1 1") == \
+                "V1|3|OK|topic=y partitions=1 replication_factor=1"
+        finally:
+            h.close()
+
+    def test_single_broker_keeps_the_spec_replication_model_for_declared_topics(
+            self, tmp_path: Path) -> None:
+        """A topic declared in the config with RF > 1 stays accepted: the V1 spec's
+        single-broker replication has REPLICA_FETCH reports stand in for followers
+        1 .. RF-1 (tests/replication/test_single_broker_e2e.py)."""
+        h = InMemoryBroker(tmp_path / "data",
+                           topics={"payments": {"partitions": 1, "replication_factor": 3}})
+        try:
             assert ask(h, "V1|2|REPLICA_FETCH|payments 0 2 0").startswith("V1|2|OK|replica=2 ")
         finally:
             h.close()
