@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from support import BrokerProcess  # noqa: E402
 
-from data.spark.client import SkerryClient, encode_batch  # noqa: E402
+from broker.client.sync import Client, encode_batch  # noqa: E402
 
 LOAD_BATCH = 4000
 """Messages per PRODUCE_BATCH of the load step (about 450 KiB: under the line limit)."""
@@ -83,7 +83,7 @@ def main() -> int:
         n, parts = args.messages, args.partitions
         value = b"x" * args.value_bytes
         t0 = time.perf_counter()
-        with SkerryClient(bs) as c:
+        with Client(bs) as c:
             c.request("ADMIN_CREATE_TOPIC", f"bench {parts} 1")
             loaded = sum(a.count for a in c.produce_batches("bench", load_batches(n, parts, value), window=4))
         load = time.perf_counter() - t0
@@ -114,7 +114,7 @@ def main() -> int:
         def write(i: int) -> None:
             topic = f"bench-out{i + args.warmup}"
             df.write.format("skerry").option("bootstrap", bs).option("topic", topic).mode("append").save()
-            with SkerryClient(bs) as c:
+            with Client(bs) as c:
                 hws = c.metadata(topic)["hw"]
                 assert isinstance(hws, list) and sum(h + 1 for h in hws) == n, hws
                 c.request("ADMIN_DELETE_TOPIC", topic)

@@ -34,6 +34,7 @@ This is the only Twisted module of ``replication``. Must not import: the global 
 
 from __future__ import annotations
 
+import binascii
 import enum
 import itertools
 import logging
@@ -48,19 +49,23 @@ from twisted.internet.protocol import Factory
 from twisted.internet.protocol import Protocol as TwistedProtocol
 from twisted.python.failure import Failure
 
+from broker.client.codec import (
+    NotLeaderError,
+    ProtocolViolation,
+    Reply,
+    bool_field,
+    encode_request,
+    int_field,
+    int_list_field,
+    list_field,
+    parse_reply,
+    payload_fields,
+)
 from broker.errors import BadRequest, NotLeader, SkerryError
 from replication.cluster import BrokerAddress, ClusterConfig
-from replication.epochs import EpochLookup, PeerEpoch, choose_leader
+from replication.epochs import EpochEntry, EpochLookup, PeerEpoch, choose_leader
 from replication.roles import Role
-from replication.wire import (
-    EpochReply,
-    ProtocolViolation,
-    PullReply,
-    Reply,
-    epoch_request,
-    parse_reply,
-    pull_request,
-)
+from replication.wire import EpochReply, PullReply
 
 __all__ = [
     "PeerProtocol",
@@ -76,12 +81,81 @@ __all__ = [
     "ReplicaView",
     "ReplicaDirectory",
     "FetchSettings",
+    "epoch_request",
+    "parse_epoch_reply",
+    "parse_pull_reply",
+    "pull_request",
 ]
 
 log = logging.getLogger("skerry.follower")
 
 MAX_REPLY_BYTES = 256 * 1024 * 1024
 """A reply line longer than this drops the connection (a pull answer is a few MiB)."""
+
+
+# ---------------------------------------------------------------------------- cluster commands
+# Requests and replies on the shared client codec (``broker.client.codec``); the broker's side
+# of both is ``broker.v1.codec``.
+
+
+def pull_request(cid: str, topic: str, partition: int, replica_id: int, offset: int,
+                 epoch: int, *, wait_ms: int | None = None,
+                 max_bytes: int | None = None) -> bytes:
+    """A ``REPLICA_PULL`` request line, with its ``\\n``."""
+    options = ""
+    if wait_ms is not None:
+        options += f" wait_ms={wait_ms}"
+    if max_bytes is not None:
+        options += f" max_bytes={max_bytes}"
+    return encode_request(cid, "REPLICA_PULL",
+                          f"{topic} {partition} {replica_id} {offset} {epoch}{options}")
+
+
+def epoch_request(cid: str, topic: str, partition: int, replica_id: int, epoch: int,
+                  last_epoch: int | None) -> bytes:
+    """A ``REPLICA_EPOCH`` request line, with its ``\\n`` (no ``last_epoch=`` when the
+    asker's log has no history)."""
+    option = "" if last_epoch is None or last_epoch < 0 else f" last_epoch={last_epoch}"
+    return encode_request(cid, "REPLICA_EPOCH",
+                          f"{topic} {partition} {replica_id} {epoch}{option}")
+
+
+def parse_pull_reply(payload: str | bytes) -> PullReply:
+    """A leader's REPLICA_PULL payload; ``ProtocolViolation`` when a field is missing or the
+    data does not match its count."""
+    text = payload.decode() if isinstance(payload, bytes) else payload
+    head, sep, data = text.partition(" data=")
+    if not sep:
+        raise ProtocolViolation("REPLICA_PULL reply without data=")
+    fields = payload_fields(head)
+    try:
+        raw = binascii.a2b_base64(data, strict_mode=True) if data else b""
+    except binascii.Error as exc:
+        raise ProtocolViolation(f"REPLICA_PULL data= is not base64: {exc}") from None
+    count = int_field(fields, "count")
+    if (count == 0) != (not raw):
+        raise ProtocolViolation(f"REPLICA_PULL count={count} with {len(raw)} data bytes")
+    epochs = []
+    for item in list_field(fields, "epochs"):
+        epoch, colon, start = item.partition(":")
+        if not (colon and epoch.isdigit() and start.isdigit()):
+            raise ProtocolViolation(f"bad epoch entry {item!r}")
+        epochs.append(EpochEntry(int(epoch), int(start)))
+    return PullReply(int_field(fields, "epoch"), int_field(fields, "hw"),
+                     int_field(fields, "leo"), int_field(fields, "start"),
+                     int_list_field(fields, "isr"), tuple(epochs), count, raw)
+
+
+def parse_epoch_reply(payload: str | bytes) -> EpochReply:
+    """A replica's REPLICA_EPOCH payload; ``ProtocolViolation`` for an unknown role, a
+    missing field or a non-boolean ``confirmed``."""
+    fields = payload_fields(payload)
+    role = fields.get("role")
+    if role not in ("leader", "follower"):
+        raise ProtocolViolation(f"REPLICA_EPOCH reply with role={role!r}")
+    return EpochReply(Role(role), int_field(fields, "epoch"), bool_field(fields, "confirmed"),
+                      int_field(fields, "end_epoch"), int_field(fields, "end_offset"),
+                      int_field(fields, "leo"), int_field(fields, "hw"))
 
 
 # ---------------------------------------------------------------------------- connections
@@ -500,7 +574,7 @@ class PartitionFetcher:
                           result.message)
                 continue
             try:
-                answers[bid] = EpochReply.from_payload(result.payload)
+                answers[bid] = parse_epoch_reply(result.payload)
             except ProtocolViolation as exc:
                 log.warning("%s: broker %d: %s", self._name, bid, exc)
         newest = max((a.epoch for a in answers.values()), default=-1)
@@ -583,15 +657,15 @@ class PartitionFetcher:
         view = self.view
         if not reply.ok:
             error = reply.error()
-            if isinstance(error, NotLeader):
-                log.info("%s: broker %s: %s", self._name, self.leader, error.message)
+            if isinstance(error, NotLeaderError):
+                log.info("%s: broker %s: %s", self._name, self.leader, error.broker_message)
                 self._discover()
             else:
                 self._backoff(f"broker {self.leader} refused the fetch: {error.code} "
-                              f"{error.message}")
+                              f"{error.broker_message}")
             return
         try:
-            pulled = PullReply.from_payload(reply.payload)
+            pulled = parse_pull_reply(reply.payload)
         except ProtocolViolation as exc:
             self._backoff(f"bad fetch answer from broker {self.leader}: {exc}")
             return
@@ -718,7 +792,7 @@ class LeaderProbe:
                 self._pending.discard(bid)
                 continue
             try:
-                answer = EpochReply.from_payload(result.payload)
+                answer = parse_epoch_reply(result.payload)
             except ProtocolViolation as exc:
                 log.warning("%s: broker %d: %s", self._name, bid, exc)
                 continue

@@ -7,9 +7,8 @@ sent line by line while a fast file is sent in big batches, keeping at most ``wi
 requests in flight on one connection, the progress bar (tqdm on stderr: only when stdin is
 a file or a pipe and stderr is a terminal), and the summary line and exit code.
 
-Must not import: Twisted or the broker's server side. ``broker.v1.codec`` is used only for its
-pure plain-key and plain-value rules, so the tool and the broker agree on what needs
-``enc=b64``.
+Must not import: Twisted or the broker's server side. The plain-key and plain-value rules
+(what needs ``enc=b64``) come from the client codec, ``broker.client.codec``.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO, TextIO
 
 from broker.client.aio import Address, Connection, ConnectionLost, Reply, ToolError
-from broker.v1.codec import is_plain_key, is_plain_value
+from broker.client.codec import is_plain_key, is_plain_value
 
 __all__ = ["ProduceOptions", "ProduceSummary", "produce", "request_args", "count_lines"]
 

@@ -95,7 +95,7 @@ def _quiet_stdout() -> None:
 def produce_command(args: argparse.Namespace) -> int:
     """``skerry produce``: stdin to a topic; exit 1 if any line failed."""
     from broker.cli.produce import ProduceOptions, produce
-    from broker.v1.codec import is_plain_key
+    from broker.client.codec import is_plain_key
 
     key = None
     if args.key is not None:

@@ -1,11 +1,14 @@
-"""The wire side of the ``skerry`` operator tools: one pipelined V1 connection on asyncio.
+"""The asyncio face of the Python client: one pipelined V1 connection (what the ``skerry``
+commands and the harness use).
 
 Owns: ``Connection`` (requests written at once and matched to replies in request order, a
-timeout on every answer, every waiter failed when the broker goes away), ``Reply`` and the
-payload readers (``key=value`` fields read to the next space, ``[a b c]`` lists,
-``messages=`` items in the ``detail=true enc=b64`` form), the broker's ``Address`` (with
-the ``AUTH`` credentials and TLS context of its connections), and ``ToolError``, the one
-exception the tools print as a single line.
+timeout on every answer, every waiter failed when the broker goes away, the send and answer
+times of every request), the broker's ``Address`` (with the ``AUTH`` credentials and TLS
+context of its connections) and the messages that tell a wrong address apart (nothing
+there, a name that does not resolve, an HTTP port, a TLS port). Lines are encoded and
+parsed by ``broker.client.codec``; its ``Reply``, ``Message`` and exceptions are re-exported
+here (``ToolError`` is the codec's ``ClientError``: the one exception the tools print as a
+single line).
 
 Must not import: Twisted, or the broker's server side (core, handlers, store, groups,
 replication). The tools are clients and judge the broker by its wire answers only.
@@ -14,20 +17,31 @@ replication). The tools are clients and judge the broker by its wire answers onl
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import os
-import re
 import socket
 import ssl
+import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from broker.client.codec import (
+    BrokerError,
+    ClientError,
+    ConnectionLost,
+    Message,
+    ProtocolViolation,
+    Reply,
+    encode_request,
+    parse_messages,
+    parse_reply,
+)
 
 __all__ = [
     "Address",
     "BrokerError",
+    "ClientError",
     "Connection",
     "ConnectionLost",
     "Message",
@@ -41,33 +55,8 @@ T = TypeVar("T")
 _LINE_LIMIT = 64 * 1024 * 1024
 """Longest reply line read (a CONSUME reply of 1 MiB of values in base64 is ~1.4 MB)."""
 
-
-class ToolError(Exception):
-    """A failure the tool reports as one line on stderr, then exits with ``exit_code``."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-
-
-class BrokerError(ToolError):
-    """The broker answered ``ERR``: ``code`` is the wire code, ``message`` its text."""
-
-    def __init__(self, code: str, message: str, command: str = "") -> None:
-        super().__init__(f"{command + ': ' if command else ''}{code}: {message}")
-        self.code = code
-        self.broker_message = message
-
-
-class ConnectionLost(ToolError):
-    """The connection ended before a request was answered. For a ``send_batch``,
-    ``replies`` are the answers that did arrive: those of the batch's first
-    ``len(replies)`` requests, in order; the rest may or may not have been applied."""
-
-    def __init__(self, message: str, replies: Sequence[Reply] = ()) -> None:
-        super().__init__(message)
-        self.replies = list(replies)
+ToolError = ClientError
+"""The tools' name for ``ClientError``: a failure told in one line, then ``exit_code``."""
 
 
 @dataclass(frozen=True)
@@ -94,80 +83,10 @@ def parse_address(text: str) -> Address:
     return Address(host, int(port))
 
 
-@dataclass(frozen=True)
-class Reply:
-    """One answer: ``ok``; for an error its ``code``; the OK payload or the error message."""
-
-    ok: bool
-    code: str | None
-    payload: str
-
-    def field(self, key: str) -> str:
-        """A ``key=value`` field, read to the next space (the SDK's rule)."""
-        match = re.search(rf"(?:^| ){re.escape(key)}=(\S*)", self.payload)
-        if match is None:
-            raise ToolError(f"unexpected answer from the broker (no {key}=): "
-                            f"{self.payload[:200]!r}")
-        return match.group(1)
-
-    def has(self, key: str) -> bool:
-        return re.search(rf"(?:^| ){re.escape(key)}=", self.payload) is not None
-
-    def number(self, key: str) -> int:
-        """An integer ``key=<n>`` field."""
-        return _to_int(self.field(key), key)
-
-    def items(self, key: str) -> list[str]:
-        """A ``key=[a b c]`` list field (``[]`` is the empty list)."""
-        match = re.search(rf"(?:^| ){re.escape(key)}=\[([^\]]*)\]", self.payload)
-        if match is None:
-            raise ToolError(f"unexpected answer from the broker (no {key}=[...]): "
-                            f"{self.payload[:200]!r}")
-        return match.group(1).split()
-
-    def ints(self, key: str) -> list[int]:
-        return [_to_int(item, key) for item in self.items(key)]
-
-    def bools(self, key: str) -> list[bool]:
-        return [item == "true" for item in self.items(key)]
-
-
-def _to_int(text: str, key: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ToolError(f"unexpected answer from the broker: {key}={text!r} is not a "
-                        "number") from None
-
-
-@dataclass(frozen=True)
-class Message:
-    """One message of a ``CONSUME ... enc=b64 detail=true`` answer, decoded."""
-
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes
-    value: bytes
-
-
 def parse_detail_messages(reply: Reply, partition: int) -> list[Message]:
     """The ``messages=`` of a ``detail=true enc=b64`` CONSUME answer: items split on ``,``,
     each ``<offset>:<timestamp_ms>:<key b64>:<value b64>``."""
-    raw = reply.field("messages")
-    if not raw:
-        return []
-    out = []
-    for item in raw.split(","):
-        parts = item.split(":", 3)
-        try:
-            offset, ts, key, value = parts
-            out.append(Message(partition, int(offset), int(ts), base64.b64decode(key),
-                               base64.b64decode(value)))
-        except (ValueError, binascii.Error):
-            raise ToolError(f"unexpected message in the broker's answer: {item[:200]!r}") \
-                from None
-    return out
+    return parse_messages(reply, partition, b64=True, detail=True)
 
 
 _TLS_RECORDS = (b"\x15\x03", b"\x16\x03")
@@ -202,15 +121,23 @@ class Connection:
     """One V1 connection. ``send`` writes a request at once and returns a future for its
     reply, so many can be in flight; ``send_batch`` writes many in one write with one
     future for all their replies; ``request`` sends one and waits for it. Replies come in
-    request order (the protocol's promise) and are matched by correlation id."""
+    request order (the protocol's promise) and are matched by correlation id.
+
+    Every ``Reply`` carries the ``clock`` times its request was sent and answered.
+    ``on_reply``, when set, sees every reply as it arrives, also those whose waiter gave up;
+    ``unanswered`` lists the requests still waiting (the harness judges sessions by both).
+    """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 address: Address, timeout: float) -> None:
+                 address: Address, timeout: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._reader = reader
         self._writer = writer
         self.address = address
         self.timeout = timeout
-        self._pending: deque[tuple[bytes, str, Any]] = deque()
+        self.clock = clock
+        self.on_reply: Callable[[str, Reply], None] | None = None
+        self._pending: deque[tuple[bytes, str, Any, float]] = deque()
         self._next_cid = 0
         self._probed = False
         self._answered = False
@@ -218,7 +145,8 @@ class Connection:
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
-    async def open(cls, address: Address, timeout: float = 10.0) -> Connection:
+    async def open(cls, address: Address, timeout: float = 10.0,
+                   clock: Callable[[], float] = time.monotonic) -> Connection:
         """Connect; ``ToolError`` naming the address when nothing answers there."""
         try:
             async with asyncio.timeout(timeout):
@@ -241,7 +169,7 @@ class Connection:
                 why = str(exc) or "timed out"
             raise ToolError(f"cannot connect to the broker at {address}: {why} "
                             "(is `skerry serve` running there? see --bootstrap)") from None
-        conn = cls(reader, writer, address, timeout)
+        conn = cls(reader, writer, address, timeout, clock)
         if address.user is not None:
             reply = await conn.request("AUTH", f"{address.user} {address.token or ''}",
                                        check=False)
@@ -259,9 +187,8 @@ class Connection:
             return future
         self._next_cid += 1
         cid = b"%d" % self._next_cid
-        body = args if isinstance(args, bytes) else args.encode()
-        self._pending.append((cid, command, future))
-        self._write(b"V1|%b|%b|%b\n" % (cid, command.encode(), body))
+        self._pending.append((cid, command, future, self.clock()))
+        self._write(encode_request(self._next_cid, command, args))
         return future
 
     def send_batch(self, command: str, args: Sequence[bytes]) -> asyncio.Future[list[Reply]]:
@@ -275,15 +202,14 @@ class Connection:
             future.set_result([])
             return future
         batch = _Batch(len(args), future)
-        name = command.encode()
         lines = []
         pending = self._pending
         cid = self._next_cid
+        sent = self.clock()
         for body in args:
             cid += 1
-            token = b"%d" % cid
-            pending.append((token, command, batch))
-            lines.append(b"V1|%b|%b|%b\n" % (token, name, body))
+            pending.append((b"%d" % cid, command, batch, sent))
+            lines.append(encode_request(cid, command, body))
         self._next_cid = cid
         self._write(b"".join(lines))
         return future
@@ -327,13 +253,23 @@ class Connection:
         """The reply of ``future``; ``BrokerError`` for ``ERR`` when ``check``."""
         reply = await self.result(future, command, timeout)
         if check and not reply.ok:
-            raise BrokerError(reply.code or "?", reply.payload, command)
+            raise reply.error(command)
         return reply
 
     async def request(self, command: str, args: str | bytes = "", *,
                       timeout: float | None = None, check: bool = True) -> Reply:
         """Send one request and wait for its reply (see ``wait``)."""
         return await self.wait(self.send(command, args), command, timeout, check=check)
+
+    def unanswered(self) -> list[tuple[str, float]]:
+        """``(command, sent time)`` of every request still waiting for its answer."""
+        return [(command, sent) for _cid, command, _target, sent in self._pending]
+
+    async def settle(self, timeout: float) -> None:
+        """Wait (at most ``timeout``) until every request sent has its answer."""
+        deadline = self.clock() + timeout
+        while self._pending and not self.closed and self.clock() < deadline:
+            await asyncio.sleep(0.005)
 
     def abort(self, why: str | None = None) -> None:
         """Drop the connection at once, failing every request still waiting (with ``why``)."""
@@ -425,21 +361,17 @@ class Connection:
             self._answered = True
         if not self._pending:
             raise ToolError(f"unexpected line from the broker: {line[:200]!r}")
-        cid, command, target = self._pending.popleft()
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        parts = line.split(b"|", 4)
+        cid, command, target, sent = self._pending.popleft()
+        try:
+            reply = parse_reply(line, sent, self.clock())
+        except ProtocolViolation:
+            reply = None
         # cid 0: the broker could not read the request at all (e.g. line too long).
-        if len(parts) < 3 or parts[0] != b"V1" or (parts[1] != cid and parts[1] != b"0"):
+        if reply is None or (reply.cid != cid.decode() and reply.cid != "0"):
             raise ToolError(f"answer {line[:200]!r} does not match request {cid.decode()} "
                             f"({command})")
-        if parts[2] == b"OK":
-            reply = Reply(True, None, parts[3].decode("utf-8", "replace")
-                          if len(parts) > 3 else "")
-        else:
-            reply = Reply(False, parts[3].decode("utf-8", "replace") if len(parts) > 3
-                          else "?", parts[4].decode("utf-8", "replace") if len(parts) > 4
-                          else "")
+        if self.on_reply is not None:
+            self.on_reply(command, reply)
         if type(target) is _Batch:
             target.replies.append(reply)
             if len(target.replies) == target.expected and not target.future.done():

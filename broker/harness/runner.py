@@ -1,36 +1,38 @@
 """``skerry harness``: simulated consumers, chaos and invariant checks against a running broker.
 
-Owns: the harness's I/O on asyncio streams: ``LineClient`` (one pipelined V1 connection with
-a timeout on every request), ``SimConsumer`` (JOIN/SYNC, then HEARTBEAT every session
-timeout / 3 beside a CONSUME/COMMIT loop; any GENERATION_MISMATCH means re-JOIN), the
-producer that feeds the topic, the observer (DESCRIBE_GROUP every 20 ms), the prober
-(deliberately fenced requests and OFFSET checks), the chaos executor, and ``run`` with its
-exit code. Every wait is bounded: each request by ``request_timeout_s``, the whole run by
-duration + settle + a fixed margin. It only ever connects to the one bootstrap address.
+Owns: the harness's I/O on asyncio streams: ``MemberConnection`` (the shared client's
+pipelined connection, ``broker.client.aio``, that also tracks a member's last refreshed
+session), ``SimConsumer`` (JOIN/SYNC, then HEARTBEAT every session timeout / 3 beside a
+CONSUME/COMMIT loop; any GENERATION_MISMATCH means re-JOIN), the producer that feeds the
+topic, the observer (DESCRIBE_GROUP every 20 ms), the prober (deliberately fenced requests
+and OFFSET checks), the chaos executor, and ``run`` with its exit code. Every wait is
+bounded: each request by ``request_timeout_s``, the whole run by duration + settle + a
+fixed margin. It only ever connects to the one bootstrap address.
 
 The rules live in ``broker.harness.check`` (pure); this module feeds it what was sent and
 answered, with the monotonic times of both.
 
 Must not import: Twisted, or any of the broker's own code (``broker.core``, ``broker.v1.codec``,
-``groups``...) other than its own ``broker.harness.check`` and ``broker.harness.chart``. The
-harness is a client and judges the broker by its wire answers only.
+``groups``...) other than the Python client ``broker.client`` and its own
+``broker.harness.check`` and ``broker.harness.chart``. The harness is a client and judges
+the broker by its wire answers only.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import random
-import re
 import secrets
 import sys
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from broker.client.aio import Address, ClientError, Connection, ConnectionLost, Reply
+from broker.client.codec import parse_messages
 from broker.harness.check import (
     ChaosEvent,
     Checker,
@@ -40,10 +42,8 @@ from broker.harness.check import (
 )
 
 __all__ = [
-    "ConnectionLost",
     "HarnessOptions",
-    "LineClient",
-    "Reply",
+    "MemberConnection",
     "SetupError",
     "run",
 ]
@@ -55,16 +55,11 @@ IDLE_POLL_S = 0.05  # a consumer with nothing to read waits this long
 PROBE_INTERVAL_S = 0.2  # one fencing probe this often
 OFFSET_CHECK_INTERVAL_S = 0.5
 CONSUME_MAX = 100
-_LINE_LIMIT = 16 * 1024 * 1024
 _MIN_PAUSE_MARGIN_S = 0.2
 
 
 class SetupError(Exception):
     """The run could not start (no broker at the address, unusable topic or group)."""
-
-
-class ConnectionLost(Exception):
-    """A connection closed, failed or a request timed out."""
 
 
 @dataclass(frozen=True)
@@ -99,173 +94,33 @@ class HarnessOptions:
 
 # ---------------------------------------------------------------------------- wire client
 
-@dataclass(frozen=True)
-class Reply:
-    """One answer: ``ok``, the error ``code`` (None when ok), the OK payload or the error
-    message, and the monotonic send and answer times of its request."""
+class MemberConnection(Connection):
+    """The shared client's ``Connection`` (``broker.client.aio``) that also tracks what
+    the broker last heard from the member using it: the send time of the last accepted
+    refreshing request. ``request`` returns ERR answers instead of raising them: the
+    harness records refusals as observations."""
 
-    ok: bool
-    code: str | None
-    payload: str
-    sent: float
-    answered: float
-
-    def field(self, key: str) -> str:
-        """A ``key=value`` payload field, read to the next space (the SDK's rule)."""
-        match = re.search(rf"(?:^| ){re.escape(key)}=(\S*)", self.payload)
-        if match is None:
-            raise ConnectionLost(f"answer has no {key}=: {self.payload[:200]!r}")
-        return match.group(1)
-
-    def items(self, key: str) -> list[str]:
-        """A ``key=[a b c]`` list field."""
-        match = re.search(rf"(?:^| ){re.escape(key)}=\[([^\]]*)\]", self.payload)
-        if match is None:
-            raise ConnectionLost(f"answer has no {key}=[...]: {self.payload[:200]!r}")
-        return match.group(1).split()
-
-    def ints(self, key: str) -> list[int]:
-        return [int(x) for x in self.items(key)]
-
-
-@dataclass
-class _Pending:
-    cid: str
-    command: str
-    sent: float
-    future: asyncio.Future[Reply]
-
-
-class LineClient:
-    """One V1 connection: requests are pipelined and matched to replies in order (the
-    protocol answers in request order); every request has a timeout, after which the
-    connection is dropped. It also tracks what the broker last heard from the member that
-    uses it: the send time of the last accepted refreshing request."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
-                 timeout: float, name: str,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._timeout = timeout
-        self.name = name
-        self._clock = clock
-        self._pending: deque[_Pending] = deque()
-        self._next_cid = 0
-        self.closed = False
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.last_refresh_ok = float("-inf")
-        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop())
+        self.on_reply = self._note_refresh
 
-    @classmethod
-    async def connect(cls, host: str, port: int, *, timeout: float, name: str) -> LineClient:
-        try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(host, port, limit=_LINE_LIMIT)
-        except (TimeoutError, OSError) as exc:
-            raise ConnectionLost(f"cannot connect to {host}:{port}: "
-                                 f"{exc or type(exc).__name__}") from exc
-        return cls(reader, writer, timeout=timeout, name=name)
+    def _note_refresh(self, command: str, reply: Reply) -> None:
+        if reply.ok and command in REFRESHING:
+            self.last_refresh_ok = max(self.last_refresh_ok, reply.sent)
 
-    async def request(self, command: str, args: str = "", *,
-                      timeout: float | None = None) -> Reply:
-        """Send one request and wait for its answer; ``ConnectionLost`` on a closed
+    async def request(self, command: str, args: str | bytes = "", *,
+                      timeout: float | None = None, check: bool = False) -> Reply:
+        """Send one request and wait for its answer, OK or ERR; ``ClientError`` on a closed
         connection or when no answer came within the timeout (the connection is then
         dropped, since the answers after it could no longer be trusted to be on time)."""
-        if self.closed:
-            raise ConnectionLost(f"{self.name}: connection closed")
-        self._next_cid += 1
-        cid = str(self._next_cid)
-        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-        sent = self._clock()
-        self._pending.append(_Pending(cid, command, sent, future))
-        self._writer.write(f"V1|{cid}|{command}|{args}\n".encode())
-        # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation
-        # that arrives as the answer does, and a loop that ignores its cancellation hangs
-        # whoever waits for it.
-        try:
-            async with asyncio.timeout(timeout or self._timeout):
-                return await future
-        except TimeoutError:
-            self.abort()
-            raise ConnectionLost(f"{self.name}: no answer to {command} within "
-                                 f"{timeout or self._timeout:g} s") from None
+        return await super().request(command, args, timeout=timeout, check=check)
 
     def refresh_anchor(self) -> float:
         """The latest moment the broker may have refreshed the member's session: the send
         time of its last accepted refreshing request, or of one still unanswered."""
-        unanswered = [p.sent for p in self._pending if p.command in REFRESHING]
+        unanswered = [sent for command, sent in self.unanswered() if command in REFRESHING]
         return max([self.last_refresh_ok, *unanswered])
-
-    async def settle(self, timeout: float) -> None:
-        """Wait (at most ``timeout``) until every request sent has its answer."""
-        deadline = self._clock() + timeout
-        while self._pending and not self.closed and self._clock() < deadline:
-            await asyncio.sleep(0.005)
-
-    def abort(self) -> None:
-        """Drop the connection at once (RST), failing every request still waiting."""
-        if self.closed:
-            return
-        self.closed = True
-        transport = self._writer.transport
-        transport.abort()
-        self._reader_task.cancel()
-        self._fail_all(f"{self.name}: connection dropped")
-
-    async def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self._reader_task.cancel()
-        self._writer.close()
-        try:
-            async with asyncio.timeout(1.0):
-                await self._writer.wait_closed()
-        except (TimeoutError, OSError):
-            pass
-        self._fail_all(f"{self.name}: connection closed")
-
-    def _fail_all(self, why: str) -> None:
-        while self._pending:
-            pending = self._pending.popleft()
-            if not pending.future.done():
-                pending.future.set_exception(ConnectionLost(why))
-
-    async def _read_loop(self) -> None:
-        try:
-            while True:
-                line = await self._reader.readline()
-                if not line.endswith(b"\n"):
-                    break  # EOF
-                answered = self._clock()
-                self._answer(line.rstrip(b"\r\n").decode("utf-8", "replace"), answered)
-        except (OSError, ValueError, ConnectionLost, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            return
-        if not self.closed:
-            self.closed = True
-            self._writer.transport.abort()
-            self._fail_all(f"{self.name}: connection closed by the broker")
-
-    def _answer(self, line: str, answered: float) -> None:
-        parts = line.split("|", 4)
-        if not self._pending:
-            raise ConnectionLost(f"{self.name}: unexpected line {line[:200]!r}")
-        pending = self._pending.popleft()
-        if len(parts) < 3 or parts[0] != "V1" or parts[1] != pending.cid:
-            raise ConnectionLost(f"{self.name}: answer {line[:200]!r} does not match "
-                                 f"request {pending.cid} ({pending.command})")
-        if parts[2] == "OK":
-            reply = Reply(True, None, parts[3] if len(parts) > 3 else "", pending.sent, answered)
-            if pending.command in REFRESHING:
-                self.last_refresh_ok = max(self.last_refresh_ok, pending.sent)
-        else:
-            code = parts[3] if len(parts) > 3 else "?"
-            reply = Reply(False, code, parts[4] if len(parts) > 4 else "", pending.sent,
-                          answered)
-        if not pending.future.done():
-            pending.future.set_result(reply)
 
 
 def _assignment(reply: Reply) -> tuple[int, tuple[int, ...]]:
@@ -274,12 +129,7 @@ def _assignment(reply: Reply) -> tuple[int, tuple[int, ...]]:
 
 def _messages(reply: Reply) -> list[tuple[int, bytes]]:
     """``messages=<offset>:<base64>,...`` of a CONSUME ... enc=b64 answer."""
-    text = reply.field("messages")
-    out = []
-    for item in text.split(",") if text else ():
-        offset, _, value = item.partition(":")
-        out.append((int(offset), base64.b64decode(value)))
-    return out
+    return [(m.offset, m.value) for m in parse_messages(reply, 0, b64=True)]
 
 
 # ---------------------------------------------------------------------------- consumers
@@ -294,7 +144,7 @@ class SimConsumer:
         self.h = harness
         self.member_id = member_id
         self.state = "new"
-        self.conn: LineClient | None = None
+        self.conn: MemberConnection | None = None
         self.generation = 0
         self.assigned: tuple[int, ...] = ()
         self.positions: dict[int, int] = {}
@@ -339,7 +189,7 @@ class SimConsumer:
         self._set_state(LIVE)
         try:
             await self._join()
-        except ConnectionLost as exc:
+        except ClientError as exc:
             self.h.checker.error(f"{self.member_id} resuming: {exc}")
             await self._reconnect()
         self._task = self.h.spawn(self._supervise())
@@ -364,7 +214,7 @@ class SimConsumer:
                                               timeout=2.0)
                     if left.ok or left.code != "GENERATION_MISMATCH":
                         break
-            except ConnectionLost:
+            except ClientError:
                 pass
         self._set_state(LEFT)
         if conn is not None:
@@ -404,7 +254,7 @@ class SimConsumer:
                 for task in done:
                     task.result()
                 return
-            except ConnectionLost as exc:
+            except ClientError as exc:
                 if self.state != LIVE or self.h.stopping:
                     return  # killed or paused under our feet: not a failure
                 self.h.checker.error(f"{self.member_id}: {exc}")
@@ -424,7 +274,7 @@ class SimConsumer:
                 self.conn = await self.h.connect(f"consumer {self.member_id}")
                 await self._join()
                 return
-            except ConnectionLost as exc:
+            except ClientError as exc:
                 self.h.checker.error(f"{self.member_id} reconnecting: {exc}")
 
     async def _heartbeat_loop(self) -> None:
@@ -562,7 +412,7 @@ class SimConsumer:
                 reply = await self._request("HEARTBEAT", f"{self._ids()} {generation}")
                 checker.record_probe("zombie_heartbeat", reply.ok, reply.code, reply.answered,
                                      f"{self.member_id} generation {generation}")
-        except ConnectionLost as exc:
+        except ClientError as exc:
             checker.error(f"{self.member_id} zombie probe: {exc}")
 
 
@@ -595,9 +445,13 @@ class Harness:
         self.producing = True
         self._last_committed: list[int] = []
 
-    async def connect(self, name: str) -> LineClient:
-        return await LineClient.connect(self.options.host, self.options.port,
-                                        timeout=self.options.request_timeout_s, name=name)
+    async def connect(self, name: str) -> MemberConnection:
+        """A connection for ``name`` (a consumer, the observer...); ``ClientError`` with the
+        shared client's message when the address is wrong."""
+        conn = await MemberConnection.open(Address(self.options.host, self.options.port),
+                                           self.options.request_timeout_s, self.clock)
+        assert isinstance(conn, MemberConnection)
+        return conn
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -619,21 +473,21 @@ class Harness:
 
     # ------------------------------------------------------------------ setup
 
-    async def setup(self) -> LineClient:
+    async def setup(self) -> MemberConnection:
         """Check the broker answers, create (or adopt) the topic, refuse a group that
         already has members."""
         try:
             control = await self.connect("control")
-        except ConnectionLost as exc:
+        except ClientError as exc:
             raise SetupError(str(exc)) from None
         try:
             await self._prepare(control)
-        except (SetupError, ConnectionLost) as exc:
+        except (SetupError, ClientError) as exc:
             await control.close()
             raise SetupError(str(exc)) from None
         return control
 
-    async def _prepare(self, control: LineClient) -> None:
+    async def _prepare(self, control: MemberConnection) -> None:
         opts = self.options
         ping = await control.request("PING")
         if not ping.ok:
@@ -693,7 +547,7 @@ class Harness:
         self.consumers[member_id] = consumer
         try:
             await consumer.start()
-        except ConnectionLost as exc:
+        except ClientError as exc:
             self.checker.error(f"{member_id} could not start: {exc}")
             consumer._set_state(KILLED)
 
@@ -777,7 +631,7 @@ class Harness:
                 elif reply.code != "GENERATION_MISMATCH":
                     checker.error(f"DESCRIBE_GROUP refused: {reply.code} {reply.payload}")
                 await asyncio.sleep(max(0.0, tick + POLL_INTERVAL_S - self.clock()))
-        except ConnectionLost as exc:
+        except ClientError as exc:
             checker.error(f"observer: {exc}")
         finally:
             await conn.close()
@@ -814,12 +668,12 @@ class Harness:
                 if self.clock() - last_offsets >= OFFSET_CHECK_INTERVAL_S:
                     last_offsets = self.clock()
                     await self._check_offsets(conn)
-        except ConnectionLost as exc:
+        except ClientError as exc:
             checker.error(f"prober: {exc}")
         finally:
             await conn.close()
 
-    async def _probe_not_owner(self, conn: LineClient, rng: random.Random) -> None:
+    async def _probe_not_owner(self, conn: MemberConnection, rng: random.Random) -> None:
         """COMMIT, in the newest observed generation, of a partition that the committing
         member does not own in it; the offset is the committed one, so even a wrongly
         accepted probe moves nothing."""
@@ -838,7 +692,7 @@ class Harness:
         self.checker.record_probe("not_owner", reply.ok, reply.code, reply.answered,
                                   f"{member} partition {partition} generation {obs.generation}")
 
-    async def _check_offsets(self, conn: LineClient) -> None:
+    async def _check_offsets(self, conn: MemberConnection) -> None:
         """OFFSET of every partition, pipelined; none may be below an acknowledged commit."""
         opts, checker = self.options, self.checker
         floors = {p: checker.acked_floor(p) for p in range(self.partitions)}
@@ -879,16 +733,16 @@ class Harness:
                     else:
                         checker.error(f"PRODUCE refused: {reply.code} {reply.payload}")
                 await asyncio.sleep(max(0.0, started + tick - self.clock()))
-        except ConnectionLost as exc:
+        except ClientError as exc:
             checker.error(f"producer: {exc}")
         finally:
             await conn.close()
 
-    async def _final_checks(self, conn: LineClient) -> None:
+    async def _final_checks(self, conn: MemberConnection) -> None:
         """After the consumers stopped: every acknowledged commit is still there."""
         try:
             await self._check_offsets(conn)
-        except ConnectionLost as exc:
+        except ClientError as exc:
             self.checker.error(f"final OFFSET check: {exc}")
         self.checker.finish(self.clock())
 

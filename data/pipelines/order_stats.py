@@ -11,7 +11,8 @@ sink is idempotent (data/spark/source.py) and the Parquet sink is Spark's own fi
 A record that is not an order stops the pipeline with ``MalformedOrder``: one line naming
 the record, instead of Spark's cast error and its Java traces.
 
-Must not import: Twisted, the broker.
+Must not import: Twisted, the broker's server side (the Python client ``broker.client``
+is fine).
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ def seed(bootstrap: str, topic: str, count: int) -> int:
     second of event time, ending now."""
     import time
 
-    from data.spark.client import SkerryClient, fnv1a_32
+    from broker.client.sync import Client, fnv1a_32
 
-    with SkerryClient(bootstrap) as client:
+    with Client(bootstrap) as client:
         partitions = client.partitions(topic)  # created on the first seed
         msgs = []
         now_ms = int(time.time() * 1000)

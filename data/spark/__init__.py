@@ -6,7 +6,8 @@ Owns: registering both sources with a SparkSession (``register(spark)``). The mo
 -> PRODUCE_BATCH requests), ``offsets`` (offset specs, ranges, admission control), ``source``
 (``skerry``), ``logsource`` (``skerry-log``).
 
-Must not import: Twisted or the broker (executors only speak the wire protocol or read files).
+Must not import: Twisted or the broker's server side (executors only speak the wire protocol,
+through the Python client ``broker.client``, or read files).
 pyspark is imported lazily so that ``data`` stays importable without the ``spark`` extra.
 """
 

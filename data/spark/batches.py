@@ -112,7 +112,7 @@ def partition_rows(batch: pa.RecordBatch, partitions: int) -> tuple[np.ndarray, 
 
 def encode_columns(keys: pa.Array, values: pa.Array, start: int, end: int) -> bytes:
     """The PRODUCE_BATCH batch of rows ``start .. end - 1`` of two binary arrays (the same
-    bytes as ``data.spark.client.encode_batch`` of those messages)."""
+    bytes as ``broker.client.codec.encode_batch`` of those messages)."""
     koff, voff = _offsets(keys), _offsets(values)
     count = end - start
     return b"".join((

@@ -7,7 +7,8 @@ micro-batch end offsets, checkpointed offsets), the executor-side reads (pipelin
 (Arrow batches cut into idempotent PRODUCE_BATCH requests by ``data.spark.batches``, so a
 replayed micro-batch or a retried task is not written twice).
 
-Must not import: Twisted, the broker (only the wire protocol, via ``data.spark.client``).
+Must not import: Twisted, the broker's server side (only the wire protocol, via the
+Python client ``broker.client.sync``).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from broker.client.sync import MAX_BATCH_BYTES, Client, ClientError, Fetched
 from data.spark.batches import requests
-from data.spark.client import MAX_BATCH_BYTES, BrokerError, Fetched, SkerryClient
 from data.spark.offsets import (
     DataLoss,
     OffsetRange,
@@ -136,7 +137,7 @@ class RangePartition(InputPartition):
         self.range = r
 
 
-def _bounds(client: SkerryClient, opts: SkerryOptions) -> dict[str, dict[int, tuple[int, int]]]:
+def _bounds(client: Client, opts: SkerryOptions) -> dict[str, dict[int, tuple[int, int]]]:
     """``{topic: {partition: (earliest, latest)}}`` for the selected partitions."""
     out: dict[str, dict[int, tuple[int, int]]] = {}
     for topic in opts.topics:
@@ -148,7 +149,7 @@ def _bounds(client: SkerryClient, opts: SkerryOptions) -> dict[str, dict[int, tu
     return out
 
 
-def _starts(client: SkerryClient, opts: SkerryOptions, bounds: dict[str, dict[int, tuple[int, int]]],
+def _starts(client: Client, opts: SkerryOptions, bounds: dict[str, dict[int, tuple[int, int]]],
             default: str) -> dict[str, dict[int, int]]:
     if opts.starting_ts is not None and not opts.starting:
         out: dict[str, dict[int, int]] = {}
@@ -173,7 +174,7 @@ def read_range(opts: SkerryOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The rows of offsets ``[r.start, r.end)`` (executor side), one batch per FETCH."""
     if r.end <= r.start:
         return
-    with SkerryClient(opts.bootstrap) as client:
+    with Client(opts.bootstrap) as client:
         for got in _fetches(client, opts, r):
             pos = record_starts(got.data)
             if got.next_offset > r.end:  # never: max= bounds it; kept as a guard
@@ -181,7 +182,7 @@ def read_range(opts: SkerryOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
             yield to_batch(got.data, pos, r.topic, r.partition, opts.include_headers)
 
 
-def _fetches(client: SkerryClient, opts: SkerryOptions, r: OffsetRange) -> Iterator[Fetched]:
+def _fetches(client: Client, opts: SkerryOptions, r: OffsetRange) -> Iterator[Fetched]:
     """The FETCH answers covering ``[r.start, r.end)`` in offset order, with up to
     ``FETCHES_IN_FLIGHT`` requests sent ahead for the next windows (``FETCH_MAX_RECORDS``
     records at first).
@@ -241,7 +242,7 @@ class SkerryBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
-        with SkerryClient(self.opts.bootstrap) as client:
+        with Client(self.opts.bootstrap) as client:
             bounds = _bounds(client, self.opts)
             starts = _starts(client, self.opts, bounds, "earliest")
         ends = _ends(self.opts, bounds)
@@ -262,11 +263,11 @@ class SkerryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._until: dict[str, dict[int, int]] | None = None  # Trigger.AvailableNow's end
 
     def _latest(self) -> dict[str, dict[int, int]]:
-        with SkerryClient(self.opts.bootstrap) as client:
+        with Client(self.opts.bootstrap) as client:
             return {t: {p: lt for p, (_e, lt) in parts.items()} for t, parts in _bounds(client, self.opts).items()}
 
     def initialOffset(self) -> dict:
-        with SkerryClient(self.opts.bootstrap) as client:
+        with Client(self.opts.bootstrap) as client:
             bounds = _bounds(client, self.opts)
             return to_json_offsets(_starts(client, self.opts, bounds, "latest"))
 
@@ -310,11 +311,11 @@ class SkerryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not self.opts.group:
             return
         try:
-            with SkerryClient(self.opts.bootstrap) as client:
+            with Client(self.opts.bootstrap) as client:
                 for topic, parts in from_json_offsets(end).items():
                     for p, offset in parts.items():
                         client.admin_commit(self.opts.group, topic, p, offset)
-        except (BrokerError, OSError) as exc:  # progress publication is best effort
+        except (ClientError, OSError) as exc:  # progress publication is best effort
             log.warning("could not publish offsets to group %s: %s", self.opts.group, exc)
 
 
@@ -343,7 +344,7 @@ def write_batches(opts: SkerryOptions, batches: Iterator[pa.RecordBatch], pid: s
     if len(opts.topics) != 1:
         raise ValueError("writing needs exactly one topic option")
     topic = opts.topics[0]
-    with SkerryClient(opts.bootstrap) as client:
+    with Client(opts.bootstrap) as client:
         partitions = client.partitions(topic)
         if opts.test_kill_after is not None:
             batches = _limit(batches, opts.test_kill_after)

@@ -12,6 +12,7 @@ import struct
 
 import pytest
 
+from broker.client.codec import encode_batch
 from broker.v1.codec import (
     ALL_COMMANDS,
     DATA_COMMANDS,
@@ -26,7 +27,6 @@ from broker.v1.codec import (
     ok,
     produce_batch_payload,
 )
-from data.spark.client import encode_batch
 
 CODEC = Codec()
 
@@ -120,7 +120,7 @@ class BatchLayoutTests:
 
     @pytest.mark.parametrize("count", [1, 2, 3, 100])
     def test_client_encoder_matches_the_broker_decoder(self, count: int) -> None:
-        """data.spark.client.encode_batch writes exactly the documented layout, and
+        """broker.client.codec.encode_batch writes exactly the documented layout, and
         decode_batch reads it back to the same keys and values."""
         keys = [KEYS[i % len(KEYS)] for i in range(count)]
         values = [BINARY[i % len(BINARY)] + b"%d" % i for i in range(count)]

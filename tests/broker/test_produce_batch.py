@@ -17,7 +17,8 @@ from typing import Any
 
 from twisted.internet.testing import StringTransport
 
-from data.spark.client import SkerryClient, encode_batch
+from broker.client.codec import encode_batch
+from broker.client.sync import Client
 from data.spark.records import record_starts, to_batch
 from tests.fakes.fs import RecordingFileLayer
 from tests.reliability.inmemory import InMemoryBroker
@@ -168,7 +169,7 @@ def test_end_to_end_pipelined_batches_and_raw_fetches(tmp_path: Path) -> None:
     """Against a broker process over TCP: pipelined PRODUCE_BATCHes of binary values land
     in order, and pipelined FETCH enc=raw reads them back exactly, newlines and all."""
     with BrokerProcess(tmp_path) as broker:
-        with SkerryClient(f"127.0.0.1:{broker.port}") as client:
+        with Client(f"127.0.0.1:{broker.port}") as client:
             client.request("ADMIN_CREATE_TOPIC", "e 2 1")
             values = [struct.pack("<I", i) + b"\n|," * (i % 5) for i in range(3000)]
             batches = [(i % 2, encode_batch([b"key%d" % i] * 500, values[i * 500:(i + 1) * 500]), 500)

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
+from broker.client.codec import encode_batch
 from data import paths
-from data.spark.client import encode_batch
 from tests.reliability.inmemory import InMemoryBroker
 from tests.support import ROOT, BrokerProcess
 

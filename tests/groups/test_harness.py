@@ -249,13 +249,15 @@ class CommandLineTests:
 
     def test_no_broker_at_the_bootstrap_address_exits_2(
             self, capsys: pytest.CaptureFixture[str]) -> None:
-        """A bootstrap address where nothing listens gives exit 2 and one clear line."""
+        """A bootstrap address where nothing listens gives exit 2 and one clear line: the
+        shared client's, as every skerry command says it."""
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
         probe.close()
         assert main(["harness", "--bootstrap", f"127.0.0.1:{port}", "--duration", "1"]) == 2
-        assert f"cannot connect to 127.0.0.1:{port}" in capsys.readouterr().err
+        assert (f"cannot connect to the broker at 127.0.0.1:{port}: Connection refused "
+                "(is `skerry serve` running there? see --bootstrap)") in capsys.readouterr().err
 
     def test_bootstrap_defaults_to_skerry_bootstrap_like_every_command(
             self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -272,7 +274,8 @@ class CommandLineTests:
                         ["groups", "list"], ["pipeline", "seed"]):
             assert parser.parse_args(command).bootstrap == f"127.0.0.1:{port}", command
         assert main(["harness", "--duration", "1"]) == 2
-        assert f"cannot connect to 127.0.0.1:{port}" in capsys.readouterr().err
+        assert (f"cannot connect to the broker at 127.0.0.1:{port}: Connection refused "
+                "(is `skerry serve` running there? see --bootstrap)") in capsys.readouterr().err
 
     @pytest.mark.parametrize("args, message", [
         (["--bootstrap", "nohost"], "--bootstrap must be host:port"),

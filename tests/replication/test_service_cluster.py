@@ -13,11 +13,13 @@ import pytest
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
+from broker.client.codec import parse_reply
 from broker.config import config_from_mapping
 from broker.core.durability import synchronous
 from broker.server import build_broker
+from replication.follower import parse_pull_reply
 from replication.roles import Role
-from replication.wire import PullReply, parse_reply
+from replication.wire import PullReply
 from tests.replication.cluster_harness import TOPIC, Network
 
 
@@ -32,7 +34,7 @@ def lone_leader(tmp_path: Path, **kwargs: Any) -> Network:
 def pull(net: Network, args: str) -> PullReply:
     reply = parse_reply(net.client(0).request(f"REPLICA_PULL|{TOPIC} 0 {args}").encode())
     assert reply.ok, reply
-    return PullReply.from_payload(reply.payload)
+    return parse_pull_reply(reply.payload)
 
 
 def state(net: Network, broker: int) -> dict[str, Any]:

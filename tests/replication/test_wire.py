@@ -1,6 +1,6 @@
 """The cluster commands on the wire, both sides: the broker's codec parses the requests
-``replication/wire.py`` writes, and ``wire`` parses the replies the codec formats, with
-record bytes of any value (commas, pipes, newlines, NUL) arriving unchanged."""
+``replication/follower.py`` writes, and the follower (on ``broker.client.codec``) parses
+the replies the codec formats, with record bytes of any value (commas, pipes, newlines, NUL) arriving unchanged."""
 
 from __future__ import annotations
 
@@ -8,19 +8,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.client.codec import (
+    BadRequestError,
+    NotLeaderError,
+    ProtocolViolation,
+    ReplicationTimeoutError,
+    parse_reply,
+    payload_fields,
+)
 from broker.errors import BadRequest, NotLeader, ReplicationTimeout
 from broker.v1 import codec as c
 from replication.epochs import EpochEntry
+from replication.follower import epoch_request, parse_epoch_reply, parse_pull_reply, pull_request
 from replication.roles import Role
-from replication.wire import (
-    EpochReply,
-    ProtocolViolation,
-    PullReply,
-    epoch_request,
-    parse_reply,
-    payload_fields,
-    pull_request,
-)
+from replication.wire import EpochReply, PullReply
 
 CODEC = c.Codec()
 
@@ -85,7 +86,7 @@ class ReplyTests:
         assert line.endswith(b"\n") and line.count(b"\n") == 1
         reply = parse_reply(line[:-1])
         assert reply.ok and reply.cid == "9"
-        pulled = PullReply.from_payload(reply.payload)
+        pulled = parse_pull_reply(reply.payload)
         assert pulled == PullReply(epoch, hw, hw + 5, 0, (0, 2),
                                    (EpochEntry(0, 0), EpochEntry(epoch, 4)), count, data)
 
@@ -95,7 +96,7 @@ class ReplyTests:
         assert payload == ("role=leader epoch=4 confirmed=true end_epoch=3 end_offset=990 "
                            "leo=1200 hw=1100")
         reply = parse_reply(c.ok("2", payload)[:-1])
-        assert EpochReply.from_payload(reply.payload) == EpochReply(Role.LEADER, 4, True, 3, 990,
+        assert parse_epoch_reply(reply.payload) == EpochReply(Role.LEADER, 4, True, 3, 990,
                                                                     1200, 1100)
 
     def test_status_payload_lists(self) -> None:
@@ -110,14 +111,15 @@ class ReplyTests:
 
     def test_error_replies_map_to_error_classes(self) -> None:
         """ERR replies become the error class of their code, message kept."""
-        cases = [(NotLeader("fenced by epoch 3"), NotLeader),
-                 (BadRequest("unknown topic"), BadRequest),
-                 (ReplicationTimeout("slow"), ReplicationTimeout)]
+        cases = [(NotLeader("fenced by epoch 3"), NotLeaderError),
+                 (BadRequest("unknown topic"), BadRequestError),
+                 (ReplicationTimeout("slow"), ReplicationTimeoutError)]
         for error, cls in cases:
             reply = parse_reply(c.err("5", error)[:-1])
             assert not reply.ok and reply.cid == "5"
             assert isinstance(reply.error(), cls)
-            assert reply.error().message == error.message
+            assert reply.error().code == error.code
+            assert reply.error().broker_message == error.message
 
     @pytest.mark.parametrize("line", [b"", b"V2|1|OK", b"V1|1", b"V1|1|MAYBE|x", b"V1|1|ERR"])
     def test_not_a_reply(self, line: bytes) -> None:
@@ -136,11 +138,11 @@ class ReplyTests:
     def test_bad_pull_payloads(self, payload: bytes) -> None:
         """A pull answer missing a field, or with inconsistent data, is refused."""
         with pytest.raises(ProtocolViolation):
-            PullReply.from_payload(payload)
+            parse_pull_reply(payload)
 
     def test_bad_epoch_payload(self) -> None:
         """An epoch answer with an unknown role or a non-boolean is refused."""
         for payload in (b"role=boss epoch=1 confirmed=true end_epoch=0 end_offset=0 leo=0 hw=0",
                         b"role=leader epoch=1 confirmed=yes end_epoch=0 end_offset=0 leo=0 hw=0"):
             with pytest.raises(ProtocolViolation):
-                EpochReply.from_payload(payload)
+                parse_epoch_reply(payload)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from broker.client.codec import fnv1a_32
 from broker.v1.codec import decode_batch
 from data.spark.batches import fnv1a_32_column, requests
-from data.spark.client import fnv1a_32
 
 
 def decoded(batch: pa.RecordBatch, partitions: int, max_bytes: int) -> dict[int, list[tuple[bytes, bytes]]]:

@@ -48,8 +48,8 @@ pd = pytest.importorskip("pandas", reason="the spark extra is not installed")
 pytest.importorskip("pyarrow", reason="the spark extra is not installed")
 
 from broker.cli import build_parser  # noqa: E402
+from broker.client.sync import Client  # noqa: E402
 from broker.config import load_config  # noqa: E402
-from data.spark.client import SkerryClient  # noqa: E402
 from data.spark.offsets import OffsetRange  # noqa: E402
 from data.spark.source import SkerryOptions, read_range  # noqa: E402
 from tests.support import ROOT, BrokerProcess  # noqa: E402
@@ -195,7 +195,7 @@ class Shell:
 
 def topic_messages(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes]]:
     """Every ``(key, value)`` of a topic, read with the Spark source's FETCH reader."""
-    with SkerryClient(bootstrap) as client:
+    with Client(bootstrap) as client:
         meta = client.metadata(topic)
     earliest, hws = meta["earliest"], meta["hw"]
     assert isinstance(earliest, list) and isinstance(hws, list)

@@ -8,8 +8,8 @@ from collections import deque
 
 import pytest
 
+from broker.client.codec import Fetched
 from data.format import encode_record
-from data.spark.client import Fetched
 from data.spark.offsets import DataLoss, OffsetRange
 from data.spark.source import FETCH_MAX_RECORDS, SkerryOptions, _fetches
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from broker import cli
-from data.spark.client import SkerryClient
+from broker.client.sync import Client
 
 pytest.importorskip("pyspark")
 
@@ -21,7 +21,7 @@ from data.pipelines import order_stats  # noqa: E402
 
 def _topic_with(broker: Any, topic: str, messages: list[tuple[bytes | None, bytes]]) -> None:
     """A one-partition topic holding ``messages`` (key, value) at offsets 0, 1, ..."""
-    with SkerryClient(f"127.0.0.1:{broker.port}") as client:
+    with Client(f"127.0.0.1:{broker.port}") as client:
         client.request("ADMIN_CREATE_TOPIC", f"{topic} 1 1")
         client.produce_many(topic, [(k or b"", v, 0) for k, v in messages])
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from data.spark.client import SkerryClient
+from broker.client.sync import Client
 
 pytest.importorskip("pyspark")
 
@@ -19,12 +19,12 @@ def _bs(broker: Any) -> str:
 
 
 def _create(broker: Any, topic: str, partitions: int) -> None:
-    with SkerryClient(_bs(broker)) as c:
+    with Client(_bs(broker)) as c:
         c.request("ADMIN_CREATE_TOPIC", f"{topic} {partitions} 1")
 
 
 def _produce(broker: Any, topic: str, messages: list[tuple[bytes, bytes, int]]) -> list[tuple[int, int]]:
-    with SkerryClient(_bs(broker)) as c:
+    with Client(_bs(broker)) as c:
         return c.produce_many(topic, messages)
 
 
@@ -109,7 +109,7 @@ class WriteTests:
         ',', '|', newlines and zero bytes are stored byte for byte."""
         from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
-        from data.spark.client import fnv1a_32
+        from broker.client.codec import fnv1a_32
 
         _create(broker, "w_out", 3)
         data = [(None if i % 4 == 0 else f"key{i % 5}", b"v%d,|\n\x00" % i, i % 3 if i % 2 else None)
@@ -148,7 +148,7 @@ class StreamingTests:
         assert run() == [250, 50]
         out = sorted(bytes(r["value"]) for r in _read(spark, broker, "s_out").collect())
         assert out == sorted(b"m%d" % i for i in range(900))
-        with SkerryClient(_bs(broker)) as c:
+        with Client(_bs(broker)) as c:
             # Spark commits a micro-batch's source offsets when it plans the next one, so the
             # group trails by the last batch (50 offsets: 25 per partition).
             assert "committed=[425 425] hw=[449 449] lag=[25 25]" in c.request(
@@ -163,8 +163,8 @@ class StreamingTests:
         exactly once (the broker drops the resent sequence numbers)."""
         import pyarrow as pa
 
+        from broker.client.codec import MAX_BATCH_BYTES
         from data.spark.batches import requests
-        from data.spark.client import MAX_BATCH_BYTES
 
         _create(broker, "k_in", 1)
         values = [b"r%05d:" % i + b"x" * 993 for i in range(3000)]  # 1000 bytes each

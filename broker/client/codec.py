@@ -1,0 +1,458 @@
+"""The client side of the V1 line protocol, sans I/O: bytes of requests out, values of replies in.
+
+Owns: encoding request lines (``V1|<cid>|<COMMAND>|<arguments>\\n``, with a correlation id
+the caller chooses); splitting a reply line into ``Reply`` (OK payload, or ERR code and
+message); reading a payload: ``key=value`` fields (to the next space), ``[a b]`` lists,
+``messages=`` items in their plain, ``enc=b64`` and ``detail=true`` forms, ``FETCH`` bodies
+(base64 in the line, or ``enc=raw`` bytes after it) and ``PRODUCE_BATCH`` batches; the
+client's exceptions, and ``for_code``, which maps a wire code back to its ``BrokerError``
+class (as aiokafka's ``errors.for_code`` does); the client-side rules a request must keep
+(names, plain keys and values) and the key hash that picks a partition.
+
+Every V1 client of this repository goes through this module: ``broker.client.sync``,
+``broker.client.aio`` (the ``skerry`` commands and the harness), the Spark connector, and the
+replication fetcher's Twisted protocol.
+
+Must not import: Twisted, asyncio, sockets, or anything of the broker's server side
+(``broker.v1``, ``broker.core``, ``broker.errors``...), ``groups``, ``replication``, ``data``.
+It is pure bytes in, values out, and the Spark workers import it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import sys
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "MAX_KEY_BYTES",
+    "BadRequestError",
+    "BatchAck",
+    "BrokerError",
+    "ClientError",
+    "ConnectionLost",
+    "Fetched",
+    "GenerationMismatchError",
+    "Message",
+    "NotLeaderError",
+    "ProtocolViolation",
+    "Reply",
+    "encode_batch",
+    "encode_request",
+    "fnv1a_32",
+    "for_code",
+    "is_plain_key",
+    "is_plain_value",
+    "is_valid_name",
+    "parse_fetch",
+    "parse_messages",
+    "parse_reply",
+    "partition_for_key",
+    "payload_fields",
+]
+
+MAX_KEY_BYTES = 255
+"""The longest key, in UTF-8 bytes (docs/protocol.md, Names, numbers, keys and values)."""
+
+MAX_BATCH_BYTES = 512 * 1024
+"""The default size limit of one PRODUCE_BATCH's batch before base64: its line (a third
+longer) stays under the broker's default ``limits.max_line_bytes`` of 1 MiB."""
+
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_BAD_VALUE_RE = re.compile(r"[\s,|]")
+_BAD_KEY_RE = re.compile(r"[\s,|:]")
+_FIELD_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\[[^\]]*\]|[^ ]*)")
+
+
+# -------------------------------------------------------------------------------- errors
+
+class ClientError(Exception):
+    """A failure of a client call, told in one line (``message``). ``exit_code`` is what the
+    ``skerry`` commands exit with when it ends them."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+class ConnectionLost(ClientError):
+    """The connection ended before a request was answered. ``replies`` are the answers that
+    did arrive for a batch of requests: those of its first ``len(replies)`` requests, in
+    order; the rest may or may not have been applied."""
+
+    def __init__(self, message: str, replies: Sequence[Reply] = ()) -> None:
+        super().__init__(message)
+        self.replies = list(replies)
+
+
+class ProtocolViolation(ClientError, ValueError):
+    """A line that is not what the V1 protocol promises (a bug, or a stranger on the port):
+    the connection it came from cannot be trusted any more."""
+
+
+class BrokerError(ClientError):
+    """The broker answered ``ERR``: ``code`` is the wire code, ``broker_message`` its text,
+    ``command`` what was asked (for the one-line ``message``). ``for_code`` picks the
+    subclass of a code; an unknown code stays a plain ``BrokerError``."""
+
+    code_name: ClassVar[str] = ""
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, code: str, message: str, command: str = "") -> None:
+        super().__init__(f"{command + ': ' if command else ''}{code}: {message}")
+        self.code = code
+        self.broker_message = message
+        self.command = command
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.code_name:
+            _BY_CODE.setdefault(cls.code_name, cls)
+
+
+_BY_CODE: dict[str, type[BrokerError]] = {}
+
+
+class BadRequestError(BrokerError):
+    """``BAD_REQUEST``: malformed or inapplicable request; fix it, do not retry."""
+
+    code_name = "BAD_REQUEST"
+
+
+class UnknownCommandError(BrokerError):
+    code_name = "UNKNOWN_COMMAND"
+
+
+class ReplicationTimeoutError(BrokerError):
+    """``acks=all`` was not met in time; the message may still become committed."""
+
+    code_name = "REPLICATION_TIMEOUT"
+    retriable = True
+
+
+class NotLeaderError(BrokerError):
+    code_name = "NOT_LEADER"
+    retriable = True
+
+
+class GenerationMismatchError(BrokerError):
+    """Stale generation, unknown member or group, or a partition not owned: rejoin."""
+
+    code_name = "GENERATION_MISMATCH"
+    retriable = True
+
+
+class UnavailableError(BrokerError):
+    code_name = "UNAVAILABLE"
+    retriable = True
+
+
+class UnauthenticatedError(BrokerError):
+    code_name = "UNAUTHENTICATED"
+
+
+class BrokerStorageError(BrokerError):
+    code_name = "STORAGE_ERROR"
+
+
+class BrokerInternalError(BrokerError):
+    code_name = "INTERNAL"
+
+
+def for_code(code: str) -> type[BrokerError]:
+    """The ``BrokerError`` class of a wire code (``BrokerError`` itself for an unknown one)."""
+    return _BY_CODE.get(code, BrokerError)
+
+
+# -------------------------------------------------------------------------------- rules
+
+def is_valid_name(text: str) -> bool:
+    """A topic, group, consumer or producer id: 1-249 of ``A-Z a-z 0-9 . _ -``, not ``.``/``..``."""
+    return _NAME_RE.fullmatch(text) is not None and text != "." and text != ".."
+
+
+def is_plain_value(value: bytes) -> bool:
+    """True when ``value`` may travel unencoded: UTF-8 without whitespace, '|' or ','."""
+    try:
+        text = value.decode()
+    except UnicodeDecodeError:
+        return False
+    if text.isprintable():  # the only printable whitespace is the space
+        return " " not in text and "," not in text and "|" not in text
+    return _BAD_VALUE_RE.search(text) is None
+
+
+def is_plain_key(key: bytes) -> bool:
+    """True when ``key`` may travel: <= 255 bytes of UTF-8 without whitespace, '|', ',', ':'."""
+    if len(key) > MAX_KEY_BYTES:
+        return False
+    try:
+        text = key.decode()
+    except UnicodeDecodeError:
+        return False
+    return _BAD_KEY_RE.search(text) is None
+
+
+def fnv1a_32(data: bytes) -> int:
+    """FNV-1a 32-bit: the broker's key-to-partition hash (docs/protocol.md, PRODUCE)."""
+    value = 0x811C9DC5
+    for byte in data:
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return value
+
+
+def partition_for_key(key: bytes, partitions: int) -> int:
+    """The partition a PRODUCE without ``partition=`` goes to."""
+    return fnv1a_32(key) % partitions
+
+
+# -------------------------------------------------------------------------------- requests
+
+def encode_request(cid: str | int, command: str, args: str | bytes = b"") -> bytes:
+    """One request line with its ``\\n``: ``V1|<cid>|<command>|<args>``."""
+    body = args if isinstance(args, bytes) else args.encode()
+    return b"V1|%b|%b|%b\n" % (str(cid).encode(), command.encode(), body)
+
+
+def encode_batch(keys: Sequence[bytes], values: Sequence[bytes]) -> bytes:
+    """The PRODUCE_BATCH batch of ``(keys[i], values[i])`` (docs/protocol.md): count u32,
+    key lengths (u8 each), value lengths (u32 each), the keys, the values; little-endian.
+    An empty key is no key; a key has at most 255 bytes."""
+    count = len(values)
+    if len(keys) != count or count == 0:
+        raise ValueError(f"a batch needs one key per value and at least one message "
+                         f"({len(keys)} keys, {count} values)")
+    key_lengths = bytes(map(len, keys))  # ValueError for a key over 255 bytes
+    value_lengths = array("I", map(len, values))
+    if sys.byteorder == "big":  # pragma: no cover
+        value_lengths.byteswap()
+    return b"".join((count.to_bytes(4, "little"), key_lengths, value_lengths.tobytes(),
+                     *keys, *values))
+
+
+# -------------------------------------------------------------------------------- replies
+
+def _to_int(text: str, key: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ProtocolViolation(f"unexpected answer from the broker: {key}={text!r} is not "
+                                "a number") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One answer: ``ok``; for an error its ``code``; ``payload`` is the OK payload or the
+    error message; ``cid`` the correlation id it echoed. ``sent`` and ``answered`` are the
+    monotonic times of the request and of its answer when a connection measured them."""
+
+    ok: bool
+    code: str | None
+    payload: str
+    cid: str = ""
+    sent: float = 0.0
+    answered: float = 0.0
+
+    @property
+    def message(self) -> str:
+        """The error message of an ERR reply (the payload)."""
+        return self.payload
+
+    def error(self, command: str = "") -> BrokerError:
+        """The ``BrokerError`` an ERR reply stands for."""
+        code = self.code or "?"
+        return for_code(code)(code, self.payload, command)
+
+    def check(self, command: str = "") -> Reply:
+        """This reply when OK; raises its ``BrokerError`` when ERR."""
+        if not self.ok:
+            raise self.error(command)
+        return self
+
+    def field(self, key: str) -> str:
+        """A ``key=value`` field, read to the next space (the protocol's rule)."""
+        match = re.search(rf"(?:^| ){re.escape(key)}=(\S*)", self.payload)
+        if match is None:
+            raise ProtocolViolation(f"unexpected answer from the broker (no {key}=): "
+                                    f"{self.payload[:200]!r}")
+        return match.group(1)
+
+    def has(self, key: str) -> bool:
+        return re.search(rf"(?:^| ){re.escape(key)}=", self.payload) is not None
+
+    def number(self, key: str) -> int:
+        """An integer ``key=<n>`` field."""
+        return _to_int(self.field(key), key)
+
+    def items(self, key: str) -> list[str]:
+        """A ``key=[a b c]`` list field (``[]`` is the empty list)."""
+        match = re.search(rf"(?:^| ){re.escape(key)}=\[([^\]]*)\]", self.payload)
+        if match is None:
+            raise ProtocolViolation(f"unexpected answer from the broker (no {key}=[...]): "
+                                    f"{self.payload[:200]!r}")
+        return match.group(1).split()
+
+    def ints(self, key: str) -> list[int]:
+        return [_to_int(item, key) for item in self.items(key)]
+
+    def bools(self, key: str) -> list[bool]:
+        return [item == "true" for item in self.items(key)]
+
+    def fields(self) -> dict[str, str]:
+        """Every ``key=value`` pair; a list keeps its brackets (``[0 1 2]``)."""
+        return payload_fields(self.payload)
+
+
+def parse_reply(line: bytes, sent: float = 0.0, answered: float = 0.0) -> Reply:
+    """Split one reply line (without its ``\\n``; one ``\\r`` is dropped).
+    ``ProtocolViolation`` for anything but ``V1|<cid>|OK[|payload]`` and
+    ``V1|<cid>|ERR|<code>|<message>``."""
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    parts = line.split(b"|", 4)
+    if len(parts) < 3 or parts[0] != b"V1":
+        raise ProtocolViolation(f"not a V1 reply: {line[:200]!r}")
+    cid = parts[1].decode("utf-8", "replace")
+    status = parts[2]
+    if status == b"OK":
+        payload = line[len(parts[1]) + 7:] if len(parts) > 3 else b""
+        return Reply(True, None, payload.decode("utf-8", "replace"), cid, sent, answered)
+    if status == b"ERR" and len(parts) > 3:
+        code = parts[3].decode("utf-8", "replace")
+        message = parts[4].decode("utf-8", "replace") if len(parts) > 4 else ""
+        return Reply(False, code, message, cid, sent, answered)
+    raise ProtocolViolation(f"not a V1 reply: {line[:200]!r}")
+
+
+def payload_fields(payload: bytes | str) -> dict[str, str]:
+    """``key=value`` pairs of a payload; a list value keeps its brackets (``[0 1 2]``)."""
+    text = payload.decode() if isinstance(payload, bytes) else payload
+    return {m.group(1): m.group(2) for m in _FIELD_RE.finditer(text)}
+
+
+def int_field(fields: dict[str, str], key: str) -> int:
+    """``fields[key]`` as a number; ``ProtocolViolation`` when missing or not one."""
+    try:
+        return int(fields[key])
+    except (KeyError, ValueError):
+        raise ProtocolViolation(f"reply field {key}= missing or not a number: "
+                                f"{fields.get(key)!r}") from None
+
+
+def list_field(fields: dict[str, str], key: str) -> list[str]:
+    """``fields[key]`` as the items of a ``[a b c]`` list."""
+    raw = fields.get(key, "")
+    if not (raw.startswith("[") and raw.endswith("]")):
+        raise ProtocolViolation(f"reply field {key}= is not a list: {raw!r}")
+    return raw[1:-1].split()
+
+
+def int_list_field(fields: dict[str, str], key: str) -> tuple[int, ...]:
+    """``fields[key]`` as a ``[1 2 3]`` list of numbers."""
+    try:
+        return tuple(int(item) for item in list_field(fields, key))
+    except ValueError:
+        raise ProtocolViolation(f"reply field {key}= is not a list of numbers: "
+                                f"{fields.get(key)!r}") from None
+
+
+def bool_field(fields: dict[str, str], key: str) -> bool:
+    """``fields[key]`` as ``true`` or ``false``."""
+    raw = fields.get(key)
+    if raw not in ("true", "false"):
+        raise ProtocolViolation(f"reply field {key}= is not true or false: {raw!r}")
+    return raw == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a CONSUME answer. ``timestamp_ms`` and ``key`` come only with
+    ``detail=true`` (else ``None`` and ``b""``)."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int | None
+    key: bytes
+    value: bytes
+
+
+def parse_messages(reply: Reply, partition: int, *, b64: bool = False,
+                   detail: bool = False) -> list[Message]:
+    """The ``messages=`` of a CONSUME answer asked with ``enc=b64`` and ``detail=true`` as
+    given: items split on ``,``; each ``<offset>:<value>`` (split at the first ``:``), or
+    with detail ``<offset>:<timestamp_ms>:<key>:<value>``; keys and values decoded from
+    base64 with ``b64``."""
+    raw = reply.field("messages")
+    if not raw:
+        return []
+    out = []
+    for item in raw.split(","):
+        try:
+            if detail:
+                offset, ts, key, value = item.split(":", 3)
+                timestamp: int | None = int(ts)
+            else:
+                offset, value = item.split(":", 1)
+                timestamp, key = None, ""
+            if b64:
+                out.append(Message(partition, int(offset), timestamp, base64.b64decode(key),
+                                   base64.b64decode(value)))
+            else:
+                out.append(Message(partition, int(offset), timestamp, key.encode(),
+                                   value.encode()))
+        except (ValueError, binascii.Error):
+            raise ProtocolViolation(f"unexpected message in the broker's answer: "
+                                    f"{item[:200]!r}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One FETCH answer: ``count`` records as on-disk bytes in ``data``."""
+
+    hw: int
+    start: int
+    next_offset: int
+    count: int
+    data: bytes | bytearray
+
+
+def parse_fetch(reply: Reply) -> tuple[Fetched, int | None]:
+    """A FETCH answer: with ``enc=b64`` the records are in the line (``size`` is None);
+    with ``enc=raw`` the ``Fetched`` has no data yet and ``size`` bytes follow the line:
+    the caller reads them and replaces ``data``."""
+    head, sep, data = reply.payload.partition(" data=")
+    fields = payload_fields(head)
+    fetched = Fetched(int_field(fields, "hw"), int_field(fields, "start"),
+                      int_field(fields, "next"), int_field(fields, "count"), b"")
+    if sep:
+        try:
+            raw = binascii.a2b_base64(data) if data else b""
+        except binascii.Error as exc:
+            raise ProtocolViolation(f"FETCH data= is not base64: {exc}") from None
+        return Fetched(fetched.hw, fetched.start, fetched.next_offset, fetched.count, raw), None
+    return fetched, int_field(fields, "size")
+
+
+@dataclass(frozen=True)
+class BatchAck:
+    """One PRODUCE_BATCH answer: ``count`` messages appended at ``offset`` onwards after
+    ``duplicates`` the partition already held (idempotent resend)."""
+
+    partition: int
+    offset: int
+    count: int
+    duplicates: int
+
+    @classmethod
+    def from_reply(cls, reply: Reply) -> BatchAck:
+        fields = reply.fields()
+        return cls(int_field(fields, "partition"), int_field(fields, "offset"),
+                   int_field(fields, "count"), int(fields.get("duplicates", "0")))

@@ -1,0 +1,491 @@
+"""The blocking face of the Python client: one V1 connection on a plain socket.
+
+Owns: ``Client`` (connect with ``AUTH`` and TLS; produce with acks, keys and binary values,
+single, pipelined or as PRODUCE_BATCH batches, idempotent with a producer id; consume and
+long poll; FETCH, also ``enc=raw`` with the bytes after the reply line; OFFSETS and
+METADATA; the group member's JOIN/SYNC/HEARTBEAT/COMMIT/LEAVE/OFFSET; the admin commands)
+and the small typed answers it returns. Lines are encoded and parsed by
+``broker.client.codec``; an ``ERR`` answer raises the ``BrokerError`` of its code.
+
+The Spark source and sink run it in executors, so it must stay light.
+
+Must not import: Twisted, asyncio, pyspark, or anything of the broker's server side
+(``broker.v1``, ``broker.core``, ``broker.errors``...), ``groups``, ``replication``.
+"""
+
+from __future__ import annotations
+
+import binascii
+import os
+import socket
+import ssl
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from broker.client.codec import (
+    MAX_BATCH_BYTES,
+    BatchAck,
+    BrokerError,
+    ClientError,
+    ConnectionLost,
+    Fetched,
+    Message,
+    Reply,
+    encode_batch,
+    encode_request,
+    fnv1a_32,
+    int_field,
+    is_plain_key,
+    is_plain_value,
+    parse_fetch,
+    parse_messages,
+    parse_reply,
+)
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "Assignment",
+    "BatchAck",
+    "BrokerError",
+    "Client",
+    "ClientError",
+    "Consumed",
+    "Fetched",
+    "Message",
+    "Produced",
+    "encode_batch",
+    "fnv1a_32",
+    "parse_bootstrap",
+]
+
+
+def parse_bootstrap(text: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` (the first of a comma list) as ``(host, port)``."""
+    first = text.split(",")[0].strip()
+    host, _, port = first.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit():
+        raise ValueError(f"bootstrap must be host:port, got {text!r}")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class Produced:
+    """A PRODUCE answer: where the message went and the partition's high watermark then."""
+
+    partition: int
+    offset: int
+    hw: int
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """A CONSUME answer: the messages (with keys and timestamps) and the partition's ``hw``.
+    ``next_offset`` is where the next CONSUME continues."""
+
+    messages: list[Message]
+    hw: int
+    next_offset: int
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A JOIN or SYNC answer: the group's generation and this member's partitions."""
+
+    generation: int
+    partitions: tuple[int, ...]
+
+
+def _value_arg(key: bytes, value: bytes) -> tuple[bytes, bool]:
+    """``key:value`` as sent, and whether it needed ``enc=b64``."""
+    if not is_plain_key(key):
+        raise ClientError(f"key {key[:60]!r} cannot be sent: a key is at most 255 bytes of "
+                          "UTF-8 without whitespace, '|', ',' or ':'")
+    if is_plain_value(value):
+        return key + b":" + value, False
+    return key + b":" + binascii.b2a_base64(value, newline=False), True
+
+
+def _bytes(data: bytes | str) -> bytes:
+    return data.encode() if isinstance(data, str) else data
+
+
+class Client:
+    """One blocking V1 connection. Not thread-safe: use one per thread or task.
+
+    ``bootstrap`` is ``host:port``; ``user`` and ``token`` send ``AUTH`` first; ``tls`` wraps
+    the socket. Every call waits at most ``timeout`` seconds for the broker."""
+
+    def __init__(self, bootstrap: str, timeout: float = 60.0, *, user: str | None = None,
+                 token: str | None = None, tls: ssl.SSLContext | None = None) -> None:
+        host, port = parse_bootstrap(bootstrap)
+        self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except socket.gaierror as exc:
+            raise ClientError(f"cannot connect to the broker at {self.address}: the host "
+                              f"name {host} cannot be resolved ({exc.strerror})") from None
+        except OSError as exc:
+            why = os.strerror(exc.errno) if exc.errno else (str(exc) or "timed out")
+            raise ClientError(f"cannot connect to the broker at {self.address}: {why}") \
+                from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            try:
+                sock = tls.wrap_socket(sock, server_hostname=host)
+            except ssl.SSLError as exc:
+                sock.close()
+                raise ClientError(f"TLS with the broker at {self.address} failed: "
+                                  f"{exc.reason or exc}") from None
+        self.sock = sock
+        self._buf = bytearray()
+        self._at = 0  # where the unread part of _buf starts
+        self._cid = 0
+        self._sent: deque[tuple[str, bool]] = deque()  # FETCHes sent, not yet answered
+        if user is not None:
+            reply = self.call("AUTH", f"{user} {token or ''}", check=False)
+            if not reply.ok:
+                self.close()
+                raise reply.error(f"AUTH as {user}")
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ framing
+
+    def _readline(self) -> bytes:
+        buf = self._buf
+        at = self._at
+        start = at
+        while True:
+            end = buf.find(b"\n", start)
+            if end >= 0:
+                line = bytes(buf[at:end])
+                self._at = end + 1
+                if self._at > 1 << 20 and self._at * 2 > len(buf):  # compact now and then
+                    del buf[: self._at]
+                    self._at = 0
+                return line
+            start = len(buf)
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionLost(f"the broker at {self.address} closed the connection")
+            buf += chunk
+
+    def _read_exact(self, size: int) -> bytearray:
+        """The next ``size`` bytes of the stream (after a reply line announcing them)."""
+        buf = self._buf
+        have = len(buf) - self._at
+        out = bytearray(size)
+        take = min(have, size)
+        out[:take] = buf[self._at:self._at + take]
+        self._at += take
+        if self._at == len(buf):
+            del buf[:]
+            self._at = 0
+        view = memoryview(out)
+        got = take
+        while got < size:
+            n = self.sock.recv_into(view[got:], min(size - got, 1 << 22))
+            if not n:
+                raise ConnectionLost(f"the broker at {self.address} closed the connection")
+            got += n
+        return out
+
+    def _next_cid(self) -> int:
+        self._cid += 1
+        return self._cid
+
+    def send(self, command: str, args: str | bytes = "") -> None:
+        """Write one request without waiting; ``receive`` reads the answers in order."""
+        self.sock.sendall(encode_request(self._next_cid(), command, args))
+
+    def receive(self, command: str = "", *, check: bool = True) -> Reply:
+        """The answer to the oldest request sent and not yet received."""
+        reply = parse_reply(self._readline())
+        return reply.check(command) if check else reply
+
+    def call(self, command: str, args: str | bytes = "", *, check: bool = True) -> Reply:
+        """Send one request and wait for its ``Reply`` (``BrokerError`` on ERR when ``check``)."""
+        self.send(command, args)
+        return self.receive(command, check=check)
+
+    def request(self, command: str, args: str | bytes = "") -> str:
+        """Send one request and return its OK payload (``BrokerError`` on ERR)."""
+        return self.call(command, args).payload
+
+    # ------------------------------------------------------------ produce
+
+    def ping(self) -> None:
+        self.call("PING")
+
+    def produce(self, topic: str, value: bytes | str, key: bytes | str = b"", *,
+                acks: str = "1", partition: int | None = None) -> Produced:
+        """Append one message (``acks`` ``0``, ``1`` or ``all``). Without ``partition`` the
+        broker picks it by the key's hash. Values that are not plain travel in base64."""
+        body, b64 = _value_arg(_bytes(key), _bytes(value))
+        args = b"%b %b acks=%b" % (topic.encode(), body, acks.encode())
+        if b64:
+            args += b" enc=b64"
+        if partition is not None:
+            args += b" partition=%d" % partition
+        reply = self.call("PRODUCE", args)
+        return Produced(reply.number("partition"), reply.number("offset"), reply.number("hw"))
+
+    def produce_many(self, topic: str, messages: Iterable[tuple[bytes, bytes, int]],
+                     acks: str = "1", pid: str | None = None,
+                     first_seq: dict[int, int] | None = None,
+                     window: int = 2000) -> list[tuple[int, int]]:
+        """Pipelined PRODUCE of ``(key, value, partition)`` triples; values travel as base64.
+
+        With ``pid`` every message carries ``pid=<pid> seq=<n>``, ``n`` counting per partition
+        from ``first_seq`` (default 0): the broker drops what it already holds and answers
+        with the original offsets. Returns ``(partition, offset)`` per message, in order.
+        """
+        seqs = dict(first_seq or {})
+        results: list[tuple[int, int]] = []
+        pending: list[bytes] = []
+        b2a = binascii.b2a_base64
+        suffix = f" acks={acks}".encode()
+        name = topic.encode()
+        for key, value, partition in messages:
+            extra = b""
+            if pid is not None:
+                seq = seqs.get(partition, 0)
+                seqs[partition] = seq + 1
+                extra = b" pid=%b seq=%d" % (pid.encode(), seq)
+            pending.append(encode_request(self._next_cid(), "PRODUCE", b"%b %b:%b enc=b64 "
+                                          b"partition=%d%b%b" % (name, key,
+                                                                 b2a(value, newline=False),
+                                                                 partition, suffix, extra)))
+            if len(pending) >= window:
+                self._send_and_collect(pending, results)
+                pending = []
+        if pending:
+            self._send_and_collect(pending, results)
+        return results
+
+    def _send_and_collect(self, lines: Sequence[bytes], results: list[tuple[int, int]]) -> None:
+        self.sock.sendall(b"".join(lines))
+        error: BrokerError | None = None
+        for line in lines:
+            try:
+                reply = self.receive(line[:200].decode(errors="replace").rstrip("\n"))
+                results.append((reply.number("partition"), reply.number("offset")))
+            except BrokerError as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+
+    def produce_batch(self, topic: str, partition: int, keys: Sequence[bytes],
+                      values: Sequence[bytes], *, acks: str = "1", pid: str | None = None,
+                      seq: int = 0) -> BatchAck:
+        """One PRODUCE_BATCH of ``(keys[i], values[i])`` to one partition (an empty key is
+        no key); with ``pid`` the messages are numbered ``seq``, ``seq + 1``, ..."""
+        return self.produce_batches(topic, [(partition, encode_batch(keys, values),
+                                             len(values))], acks, pid,
+                                    {partition: seq} if pid is not None else None)[0]
+
+    def produce_batches(self, topic: str, batches: Iterable[tuple[int, bytes, int]],
+                        acks: str = "1", pid: str | None = None,
+                        first_seq: dict[int, int] | None = None,
+                        window: int = 4) -> list[BatchAck]:
+        """PRODUCE_BATCH for each ``(partition, batch, count)`` (``batch`` from
+        ``encode_batch``), up to ``window`` requests in flight; the answers in order.
+
+        With ``pid`` each batch carries ``pid=<pid> seq=<n>``, ``n`` counting messages per
+        partition from ``first_seq`` (default 0), so a resend of the same messages is not
+        appended twice. An ``ERR`` answer raises ``BrokerError`` once the requests in flight
+        are answered.
+        """
+        seqs = dict(first_seq or {})
+        acks_out: list[BatchAck] = []
+        in_flight: deque[str] = deque()
+        error: BrokerError | None = None
+        b2a = binascii.b2a_base64
+
+        def collect() -> None:
+            nonlocal error
+            head = in_flight.popleft()
+            try:
+                acks_out.append(BatchAck.from_reply(self.receive(head)))
+            except BrokerError as exc:
+                error = error or exc
+
+        for partition, batch, count in batches:
+            extra = ""
+            if pid is not None:
+                seq = seqs.get(partition, 0)
+                seqs[partition] = seq + count
+                extra = f" pid={pid} seq={seq}"
+            head = f"{topic} {partition} acks={acks}{extra} data="
+            self.send("PRODUCE_BATCH", head.encode() + b2a(batch, newline=False))
+            in_flight.append(f"PRODUCE_BATCH {head}...")
+            if len(in_flight) >= window:
+                collect()
+        while in_flight:
+            collect()
+        if error is not None:
+            raise error
+        return acks_out
+
+    # ------------------------------------------------------------ read
+
+    def consume(self, topic: str, partition: int, offset: int, *, max_messages: int | None = None,
+                wait_ms: int | None = None) -> Consumed:
+        """Committed messages from ``offset`` on, with keys and timestamps (``enc=b64
+        detail=true``, so every value can be read). ``wait_ms``: long poll, the broker
+        answers as soon as a message is committed or after ``wait_ms`` with none."""
+        args = f"{topic} {partition} {offset} enc=b64 detail=true"
+        if max_messages is not None:
+            args += f" max={max_messages}"
+        if wait_ms is not None:
+            args += f" wait_ms={wait_ms}"
+        reply = self.call("CONSUME", args)
+        messages = parse_messages(reply, partition, b64=True, detail=True)
+        return Consumed(messages, reply.number("hw"),
+                        messages[-1].offset + 1 if messages else offset)
+
+    def fetch(self, topic: str, partition: int, offset: int, max_messages: int = 100_000,
+              max_bytes: int = 16 << 20, raw: bool = True) -> Fetched:
+        """Committed records from ``offset`` on, as on-disk bytes (the FETCH command; ``raw``:
+        ``enc=raw``, the bytes follow the reply line as they are, else base64 in it)."""
+        self.send_fetch(topic, partition, offset, max_messages, max_bytes, raw)
+        return self.receive_fetch()
+
+    def send_fetch(self, topic: str, partition: int, offset: int, max_messages: int = 100_000,
+                   max_bytes: int = 16 << 20, raw: bool = True) -> None:
+        """Send a FETCH without waiting: ``receive_fetch`` reads the answers in order, so a
+        reader can keep the next FETCH in flight while it decodes the last one."""
+        args = (f"{topic} {partition} {offset} max={max_messages} max_bytes={max_bytes}"
+                f"{' enc=raw' if raw else ''}")
+        self.send("FETCH", args)
+        self._sent.append((f"FETCH {args}", raw))
+
+    def receive_fetch(self) -> Fetched:
+        """The answer to the oldest FETCH sent with ``send_fetch``."""
+        what, _raw = self._sent.popleft()
+        fetched, size = parse_fetch(self.receive(what))
+        if size is None:
+            return fetched
+        return Fetched(fetched.hw, fetched.start, fetched.next_offset, fetched.count,
+                       self._read_exact(size))
+
+    def offsets(self, topic: str, partition: int,
+                ts_ms: int | None = None) -> tuple[int, int, int | None]:
+        """``(earliest, latest, offset for ts)``; latest is ``hw + 1``."""
+        args = f"{topic} {partition}" + (f" ts={ts_ms}" if ts_ms is not None else "")
+        fields = self.call("OFFSETS", args).fields()
+        found = int_field(fields, "offset") if "offset" in fields else None
+        return int_field(fields, "earliest"), int_field(fields, "latest"), found
+
+    def metadata(self, topic: str) -> dict[str, list[int] | int]:
+        """``partitions``, ``hw``, ``earliest`` and ``next`` of a topic."""
+        reply = self.call("METADATA", topic)
+        return {"partitions": reply.number("partitions"), "hw": reply.ints("hw"),
+                "earliest": reply.ints("earliest"), "next": reply.ints("next")}
+
+    def partitions(self, topic: str) -> int:
+        """The topic's partition count, creating the topic first when the broker does not
+        know it (a CONSUME auto-creates, where the broker allows; ``enc=b64`` so that no
+        stored value can make it refuse)."""
+        try:
+            return self.call("METADATA", topic).number("partitions")
+        except BrokerError:
+            self.call("CONSUME", f"{topic} 0 0 max=1 enc=b64")
+            return self.call("METADATA", topic).number("partitions")
+
+    def topics(self) -> list[str]:
+        return self.call("METADATA").items("topics")
+
+    # ------------------------------------------------------------ group member
+
+    def join(self, group: str, topic: str, member_id: str, *, assignor: str | None = None,
+             session_timeout_ms: int | None = None) -> Assignment:
+        """JOIN the group; the answer is the new generation and this member's partitions."""
+        args = f"{group} {topic} {member_id}"
+        if assignor is not None:
+            args += f" assignor={assignor}"
+        if session_timeout_ms is not None:
+            args += f" session_timeout_ms={session_timeout_ms}"
+        reply = self.call("JOIN", args)
+        return Assignment(reply.number("generation"), tuple(reply.ints("assigned")))
+
+    def sync(self, group: str, topic: str, member_id: str, generation: int) -> Assignment:
+        reply = self.call("SYNC", f"{group} {topic} {member_id} {generation}")
+        return Assignment(reply.number("generation"), tuple(reply.ints("assigned")))
+
+    def heartbeat(self, group: str, topic: str, member_id: str, generation: int) -> None:
+        """Keep the member's session; ``GenerationMismatchError`` means rejoin."""
+        self.call("HEARTBEAT", f"{group} {topic} {member_id} {generation}")
+
+    def commit(self, group: str, topic: str, member_id: str, generation: int, partition: int,
+               offset: int) -> None:
+        """Commit ``offset``, the next offset to read, for an assigned partition."""
+        self.call("COMMIT", f"{group} {topic} {member_id} {generation} {partition} {offset}")
+
+    def leave(self, group: str, topic: str, member_id: str, generation: int) -> None:
+        self.call("LEAVE", f"{group} {topic} {member_id} {generation}")
+
+    def committed(self, group: str, topic: str, partition: int) -> int:
+        """The group's committed offset of a partition (0 when none: OFFSET)."""
+        return self.call("OFFSET", f"{group} {topic} {partition}").number("offset")
+
+    # ------------------------------------------------------------ admin
+
+    def create_topic(self, topic: str, partitions: int, replication_factor: int = 1, *,
+                     min_isr: int | None = None, retention_ms: int | None = None,
+                     retention_bytes: int | None = None) -> None:
+        args = f"{topic} {partitions} {replication_factor}"
+        for name, value in (("min_isr", min_isr), ("retention_ms", retention_ms),
+                            ("retention_bytes", retention_bytes)):
+            if value is not None:
+                args += f" {name}={value}"
+        self.call("ADMIN_CREATE_TOPIC", args)
+
+    def delete_topic(self, topic: str) -> None:
+        self.call("ADMIN_DELETE_TOPIC", topic)
+
+    def add_partitions(self, topic: str, total: int) -> None:
+        self.call("ADMIN_ADD_PARTITIONS", f"{topic} {total}")
+
+    def alter_topic(self, topic: str, *, retention_ms: int | str | None = None,
+                    retention_bytes: int | str | None = None) -> Reply:
+        """Change retention (``"none"`` removes a limit); the answer holds the new values."""
+        args = topic
+        if retention_ms is not None:
+            args += f" retention_ms={retention_ms}"
+        if retention_bytes is not None:
+            args += f" retention_bytes={retention_bytes}"
+        return self.call("ADMIN_ALTER_TOPIC", args)
+
+    def describe_group(self, group: str, topic: str) -> Reply:
+        return self.call("DESCRIBE_GROUP", f"{group} {topic}")
+
+    def list_groups(self) -> list[str]:
+        """``<group>:<topic>`` of every group."""
+        return self.call("LIST_GROUPS").items("groups")
+
+    def delete_group(self, group: str, topic: str) -> None:
+        self.call("ADMIN_DELETE_GROUP", f"{group} {topic}")
+
+    def reset_offsets(self, group: str, topic: str, to: str | int,
+                      partition: int | None = None) -> dict[int, int]:
+        """Set committed offsets to ``earliest``, ``latest`` or an offset; the new ones."""
+        args = f"{group} {topic} {to}" + (f" partition={partition}" if partition is not None
+                                          else "")
+        out = {}
+        for item in self.call("ADMIN_RESET_OFFSETS", args).items("offsets"):
+            p, _, o = item.partition(":")
+            out[int(p)] = int(o)
+        return out
+
+    def admin_commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+        self.call("ADMIN_COMMIT", f"{group} {topic} {partition} {offset}")
