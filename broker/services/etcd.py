@@ -517,14 +517,20 @@ class LeaseKeeper:
 # --- the real transport -----------------------------------------------------------------
 
 class TreqTransport:
-    """``HttpTransport`` over ``treq`` with a persistent connection pool on ``reactor``."""
+    """``HttpTransport`` over ``treq`` on ``reactor``, one TCP connection per call.
+
+    Why not a persistent pool: a pooled connection to a member that just died fails *after*
+    the request was written (``ResponseNeverReceived``), which for a write is an unknown
+    outcome; a fresh connection to a dead member is refused, which is certainly "not sent"
+    and moves on to the next endpoint. etcd calls are few (a keepalive every ttl/3, ISR and
+    leadership changes), so the extra handshake costs nothing that matters.
+    """
 
     def __init__(self, reactor: Any) -> None:
         import treq
         from twisted.web.client import Agent, HTTPConnectionPool
 
-        self._pool = HTTPConnectionPool(reactor, persistent=True)
-        self._pool.maxPersistentPerHost = 4
+        self._pool = HTTPConnectionPool(reactor, persistent=False)
         self._pool.retryAutomatically = False   # a resent write is our decision, not theirs
         self._http = treq.client.HTTPClient(Agent(reactor, pool=self._pool))
 
