@@ -8,8 +8,9 @@ proposal whose txn is in flight) and the rules that move it:
   moved the partition meanwhile), nothing was acknowledged on the smaller set.
 - **An expansion counts as soon as it is proposed** (Kafka's "maximal ISR"): waiting for
   one more replica is always safe.
-- **A follower is proposed for the ISR only when its progress reached ``hw``**, so the
-  committed ISR never names a replica that misses a committed offset.
+- **A follower is proposed for the ISR only when its progress reached ``hw``** (and the
+  start of the leader's epoch, ``propose_expand``), so the committed ISR never names a
+  replica that misses a committed offset.
 - One proposal in flight per partition; its answer (``committed`` / ``abandoned``) clears it.
 
 So the set the high watermark and ``acks=all`` wait for is ``committed | pending`` (the
@@ -61,19 +62,27 @@ class IsrView:
         """``acks=all`` may be accepted: the committed ISR has at least ``min_isr`` members."""
         return len(self.committed) >= min_isr
 
-    def propose_expand(self, replica: int, progress: int, high_watermark: int) -> IsrView:
+    def propose_expand(self, replica: int, progress: int, high_watermark: int, *,
+                       epoch_start_offset: int = -1) -> IsrView:
         """Propose ``replica`` for the ISR; it counts for ``hw`` at once.
 
-        Raises ``NotCaughtUp`` when its progress (last offset it holds) is below ``hw``,
+        ``epoch_start_offset``: the leader's last offset when its epoch began. A new
+        leader's ``hw`` can lag what its predecessor committed, so "progress >= hw" alone
+        could admit a replica missing a committed offset; Kafka also requires the follower
+        to reach the leader epoch's start (``Partition.isFollowerInSync``). The bar is
+        ``max(high_watermark, epoch_start_offset)``.
+
+        Raises ``NotCaughtUp`` when its progress (last offset it holds) is below the bar,
         ``IsrChangeInFlight`` when a proposal is pending, ``InvalidIsr`` when it is a member.
         """
         if self.pending is not None:
             raise IsrChangeInFlight(f"ISR change to {sorted(self.pending)} still in flight")
         if replica in self.committed:
             raise InvalidIsr(f"replica {replica} is already in the ISR")
-        if progress < high_watermark:
+        if progress < max(high_watermark, epoch_start_offset):
             raise NotCaughtUp(f"replica {replica} holds up to {progress}, below the high "
-                              f"watermark {high_watermark}")
+                              f"watermark {high_watermark} or the epoch's start "
+                              f"{epoch_start_offset}")
         return IsrView(self.committed, self.committed | {replica})
 
     def propose_shrink(self, out: Collection[int], *, leader: int) -> IsrView:
