@@ -1,0 +1,50 @@
+"""The control plane's refusals, in the control plane's words (no wire codes, no etcd codes).
+
+Owns: ``ControlError`` and its subclasses, raised by the pure rules of
+``replication.control`` (key layout, stored values, ISR changes, txn builders).
+
+Must not import: ``broker`` (a domain package never does), Twisted, anything doing I/O.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ControlError",
+    "BadKey",
+    "MalformedValue",
+    "IsrChangeInFlight",
+    "NotCaughtUp",
+    "InvalidIsr",
+    "NotPartitionLeader",
+]
+
+
+class ControlError(Exception):
+    """Base class of the control plane's errors."""
+
+
+class BadKey(ControlError):
+    """A key (or a name going into a key) is not one of the layout's shapes."""
+
+
+class MalformedValue(ControlError):
+    """A value read from etcd is not the JSON document its key holds: a peer's bug or a
+    foreign writer under our prefix, never ours to guess around."""
+
+
+class IsrChangeInFlight(ControlError):
+    """An ISR change was proposed while another one's txn had not answered yet (one in
+    flight per partition, as Kafka's AlterPartition)."""
+
+
+class NotCaughtUp(ControlError):
+    """A follower was proposed for the ISR before its progress reached the high watermark."""
+
+
+class InvalidIsr(ControlError):
+    """A proposed ISR that no rule allows: empty, without its leader, or naming a broker
+    outside the partition's replica list."""
+
+
+class NotPartitionLeader(ControlError):
+    """A broker tried to write a partition's ISR without being the leader the key names."""

@@ -1,0 +1,106 @@
+"""Real etcd members for tests: ``etcd`` processes on free 127.0.0.1 ports in a tmp dir.
+
+Owns: ``etcd_binary`` (finds ``etcd``; when it is missing, installs Debian's
+``etcd-server`` with ``apt-get`` if running as root with apt available, else skips the test
+with a one-line reason) and ``EtcdCluster`` (starts 1..n members with short heartbeat and
+election timeouts, waits for ``/health``, kills a member with SIGKILL, stops all).
+
+Must not import: the broker. Only the processes it started are ever signalled, by pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+__all__ = ["etcd_binary", "EtcdCluster"]
+
+
+def etcd_binary() -> str:
+    """The ``etcd`` binary's path, installing it or skipping the test when missing."""
+    found = shutil.which("etcd")
+    if found:
+        return found
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip("etcd is not installed and apt-get is unavailable or not root")
+    proc = subprocess.run(["apt-get", "install", "-y", "etcd-server"], capture_output=True,
+                          timeout=600, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    found = shutil.which("etcd")
+    if proc.returncode != 0 or not found:
+        pytest.skip(f"apt-get install etcd-server failed (rc {proc.returncode})")
+    return found
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        sockets.append(s)
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+class EtcdCluster:
+    """``size`` etcd members on loopback; ``endpoints[i]`` is member i's client URL."""
+
+    def __init__(self, tmp: Path, size: int) -> None:
+        binary = etcd_binary()
+        ports = _free_ports(2 * size)
+        self.endpoints = [f"http://127.0.0.1:{ports[2 * i]}" for i in range(size)]
+        peers = [f"http://127.0.0.1:{ports[2 * i + 1]}" for i in range(size)]
+        initial = ",".join(f"m{i}={peers[i]}" for i in range(size))
+        self.procs: list[subprocess.Popen[bytes]] = []
+        for i in range(size):
+            log = open(tmp / f"m{i}.log", "wb")  # noqa: SIM115 - closed with the process
+            self.procs.append(subprocess.Popen(
+                [binary, "--name", f"m{i}", "--data-dir", str(tmp / f"m{i}"),
+                 "--listen-client-urls", self.endpoints[i],
+                 "--advertise-client-urls", self.endpoints[i],
+                 "--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+                 "--initial-cluster", initial, "--initial-cluster-state", "new",
+                 "--initial-cluster-token", f"skerry-test-{ports[0]}",
+                 "--heartbeat-interval", "50", "--election-timeout", "500",
+                 "--logger", "zap", "--log-level", "error"],
+                stdout=log, stderr=subprocess.STDOUT))
+            log.close()
+        try:
+            self.wait_healthy(range(size), timeout=15.0)
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_healthy(self, members: range | list[int], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for i in members:
+            while True:
+                try:
+                    with urllib.request.urlopen(self.endpoints[i] + "/health", timeout=1) as r:
+                        if json.loads(r.read()).get("health") == "true":
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"etcd member {i} not healthy after {timeout} s")
+                time.sleep(0.05)
+
+    def kill(self, index: int) -> None:
+        """SIGKILL member ``index`` (a process this cluster started)."""
+        proc = self.procs[index]
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        for i in range(len(self.procs)):
+            self.kill(i)
