@@ -14,7 +14,13 @@ from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
-from broker.services.etcd import EtcdClient, LeaseKeeper, TreqTransport, WatchEvent
+from broker.services.etcd import (
+    EtcdClient,
+    LeaseKeeper,
+    OutcomeUnknown,
+    TreqTransport,
+    WatchEvent,
+)
 from replication.control.keys import BrokerRegistration, KeyLayout, PartitionState, TopicRecord
 from replication.control.txn import (
     PartitionWrite,
@@ -122,6 +128,19 @@ async def test_control_txns_are_compare_and_swap(one: EtcdCluster) -> None:
 
 
 @pytest_twisted.ensureDeferred
+async def put_once(client: EtcdClient, key: str, value: bytes) -> None:
+    """A put as a careful caller makes it while the cluster elects a new leader: a write
+    with no answer may have committed, so read the key before sending it again."""
+    for _ in range(5):
+        try:
+            await client.put(key, value)
+            return
+        except OutcomeUnknown:
+            if (await client.range(key)).kvs:
+                return
+    raise AssertionError(f"{key} never written")
+
+
 async def test_watch_resumes_after_member_killed(three: EtcdCluster) -> None:
     """kill -9 of the member serving a prefix watch: the watch reopens on a survivor from
     the revision after the last event it delivered; every write is seen once, in order."""
@@ -135,8 +154,8 @@ async def test_watch_resumes_after_member_killed(three: EtcdCluster) -> None:
         await until(lambda: len(seen) == 1, 3.0)
         three.kill(serving)
         for i in range(2, 6):
-            await client.put(f"/w/{i}", str(i).encode())
-        await until(lambda: len(seen) == 5, 5.0)
+            await put_once(client, f"/w/{i}", str(i).encode())
+        await until(lambda: len(seen) == 5, 15.0)
         await sleep(0.2)
         assert [e.kv.key for e in seen] == ["/w/a", "/w/2", "/w/3", "/w/4", "/w/5"]
         revisions = [e.kv.mod_revision for e in seen]
