@@ -48,7 +48,8 @@ from twisted.internet.protocol import Factory
 from twisted.internet.protocol import Protocol as TwistedProtocol
 from twisted.python.failure import Failure
 
-from broker.errors import BadRequest, NotLeader, SkerryError
+from broker.errors import BadRequest, InvalidReplicaRequest, NotLeader, SkerryError
+from broker.v1.errors import for_code
 from replication.cluster import BrokerAddress, ClusterConfig
 from replication.epochs import EpochLookup, PeerEpoch, choose_leader
 from replication.roles import Role
@@ -582,12 +583,12 @@ class PartitionFetcher:
             return
         view = self.view
         if not reply.ok:
-            error = reply.error()
+            error = for_code(reply.code)(reply.message)
             if isinstance(error, NotLeader):
                 log.info("%s: broker %s: %s", self._name, self.leader, error.message)
                 self._discover()
             else:
-                self._backoff(f"broker {self.leader} refused the fetch: {error.code} "
+                self._backoff(f"broker {self.leader} refused the fetch: {reply.code} "
                               f"{error.message}")
             return
         try:
@@ -620,7 +621,7 @@ class PartitionFetcher:
     def _apply_failed(self, failure: Failure, gen: int) -> None:
         if gen != self._gen or self.state is not FetcherState.FETCHING:
             return
-        if failure.check(ValueError, BadRequest):
+        if failure.check(ValueError, BadRequest, InvalidReplicaRequest):
             self._backoff(f"the leader's records do not continue the local log "
                           f"({failure.getErrorMessage()}); a new session truncates first")
         elif failure.check(NotLeader):

@@ -3,10 +3,11 @@
 Owns: formatting ``REPLICA_PULL`` and ``REPLICA_EPOCH`` request lines, splitting any V1
 reply line into OK/ERR, payload ``key=value`` fields (lists ``[a b c]`` included), and
 turning the two cluster replies into typed values (``PullReply``, ``EpochReply``). An
-error reply becomes the ``broker.errors`` class of its code. The server side (parsing
+error reply keeps its code and message; the fetch shell (``replication.follower``) turns
+them into the exception class of the code (``broker.v1.errors.for_code``). The server side (parsing
 requests, formatting replies) is ``broker.v1.codec``; the tests check both against each other.
 
-Must not import: Twisted, sockets, the store. Pure bytes in, values out.
+Must not import: Twisted, sockets, the store, anything of ``broker``. Pure bytes in, values out.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import binascii
 import re
 from dataclasses import dataclass
 
-from broker.errors import SkerryError, for_code
 from replication.epochs import EpochEntry
 from replication.roles import Role
 
@@ -47,10 +47,6 @@ class Reply:
     payload: bytes = b""
     code: str = ""
     message: str = ""
-
-    def error(self) -> SkerryError:
-        """The error an ERR reply stands for (``broker.errors`` class of its code)."""
-        return for_code(self.code)(self.message)
 
 
 def parse_reply(line: bytes) -> Reply:

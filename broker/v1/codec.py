@@ -11,7 +11,8 @@ of them answer BAD_REQUEST (UNKNOWN_COMMAND for the second); existence, generati
 membership and ownership are the handlers' business.
 
 Must not import: Twisted, sockets, the store, ``groups`` or ``replication``; it does no I/O
-and reads no clock. Only ``broker.errors`` is imported, for the error classes it raises.
+and reads no clock. Only ``broker.errors`` (the error classes it raises) and ``broker.v1.errors``
+(their wire codes) are imported.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any, ClassVar, TypeAlias
 import numpy as np
 
 from broker.errors import BadRequest, SkerryError, UnknownCommand
+from broker.v1.errors import code_for
 from data.format import HEADER_SIZE, PAYLOAD_LENGTH_OFFSET, header_rows
 
 __all__ = [
@@ -642,7 +644,7 @@ class CommandError(Exception):
         self.error = error
 
     def __str__(self) -> str:
-        return f"cid={self.cid} {self.error.code}: {self.error.message}"
+        return f"cid={self.cid} {code_for(self.error)}: {self.error.message}"
 
     def reply(self) -> bytes:
         """The complete error line for this refusal (with the trailing newline)."""
@@ -1478,7 +1480,7 @@ def err(cid: str, error: SkerryError) -> bytes:
             message.replace("|", "/").replace("\r", " ").replace("\n", " ").strip()
             or error.description
         )
-    return f"V1|{cid}|ERR|{error.code}|{message}\n".encode()
+    return f"V1|{cid}|ERR|{code_for(error)}|{message}\n".encode()
 
 
 def produce_payload(partition: int, offset: int, hw: int) -> str:
