@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections.abc import Callable
 from typing import Any
+
+from data.names import is_valid_name
 
 __all__ = ["add_tool_parsers"]
 
@@ -28,11 +29,10 @@ USER_ENV = "SKERRY_USER"
 TOKEN_ENV = "SKERRY_TOKEN"
 BOOTSTRAP_ENV = "SKERRY_BOOTSTRAP"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 def _name(text: str) -> str:
-    if not _NAME_RE.fullmatch(text) or text in (".", ".."):
+    if not is_valid_name(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a valid name (1-249 of A-Z a-z 0-9 . _ -)")
     return text
