@@ -151,3 +151,43 @@ class WireTableTests:
         for cls in refusal_classes():
             rows = [base for base in cls.__mro__ if base in STATUS_BY_ERROR]
             assert rows, f"{cls.__module__}.{cls.__name__} has no row in the Iggy table"
+
+
+PRODUCT_PACKAGES = ("broker", "groups", "replication", "data")
+
+ONE_PLACE = {
+    # a rule spelled as code -> the one module that may spell it
+    "[A-Za-z0-9._-]{1,": Path("data/names.py"),
+    "0x811c9dc5": Path("data/keys.py"),
+    "0x01000193": Path("data/keys.py"),
+}
+
+
+class OnePlaceTests:
+    @pytest.mark.parametrize("spelling", sorted(ONE_PLACE))
+    def test_a_rule_is_spelled_in_one_module(self, spelling: str) -> None:
+        """The name rule's regex and the key hash's constants appear in code (not prose:
+        docstrings and comments are skipped) only in the module that owns them."""
+        owner = ONE_PLACE[spelling]
+        found = []
+        for package in PRODUCT_PACKAGES:
+            for path in sorted((ROOT / package).rglob("*.py")):
+                rel = path.relative_to(ROOT)
+                tree = ast.parse(path.read_text(encoding="utf-8"))
+                docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                              if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+                              and node.body and isinstance(node.body[0], ast.Expr)}
+                for node in ast.walk(tree):
+                    if id(node) in docstrings:
+                        continue
+                    if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+                        text = node.value if isinstance(node.value, str) else node.value.decode(
+                            "latin-1")
+                        hit = spelling.lower() in text.lower()
+                    elif isinstance(node, ast.Constant) and isinstance(node.value, int):
+                        hit = spelling.startswith("0x") and node.value == int(spelling, 16)
+                    else:
+                        continue
+                    if hit and rel != owner:
+                        found.append(f"{rel}:{node.lineno}")
+        assert found == []

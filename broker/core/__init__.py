@@ -29,6 +29,7 @@ from broker.core.durability import GroupCommitter
 from broker.errors import BadRequest, NotLeader, SkerryError, StorageError
 from data.errors import TopicQuarantined
 from data.format import HeaderKind, decode_user_headers, encode_user_headers, key_header
+from data.keys import fnv1a_32
 from data.log import PartitionLog, RawReadResult, ReadResult
 from data.store import Store, TopicConfig
 
@@ -38,14 +39,6 @@ __all__ = ["BatchProduceResult", "BrokerCore", "PartitionSummary", "ProduceResul
 log = logging.getLogger("skerry.core")
 
 ProduceCallback = Callable[[Any], None]  # called with ProduceResult or a SkerryError
-
-
-def fnv1a_32(data: bytes) -> int:
-    """FNV-1a, 32 bits: the reference broker's key-to-partition hash."""
-    value = 0x811C9DC5
-    for byte in data:
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return value
 
 
 @dataclass(frozen=True, slots=True)

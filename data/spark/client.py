@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from data.keys import fnv1a_32
+
 __all__ = ["BatchAck", "BrokerError", "Fetched", "SkerryClient", "encode_batch", "fnv1a_32",
            "parse_bootstrap", "payload_fields"]
 
@@ -71,14 +73,6 @@ def encode_batch(keys: Sequence[bytes], values: Sequence[bytes]) -> bytes:
     if sys.byteorder == "big":  # pragma: no cover
         value_lengths.byteswap()
     return b"".join((count.to_bytes(4, "little"), key_lengths, value_lengths.tobytes(), *keys, *values))
-
-
-def fnv1a_32(data: bytes) -> int:
-    """FNV-1a 32-bit: the broker's key-to-partition hash (the same as ``broker.core``)."""
-    value = 0x811C9DC5
-    for byte in data:
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return value
 
 
 def parse_bootstrap(text: str) -> tuple[str, int]:
