@@ -27,6 +27,8 @@ import secrets
 import sys
 from collections.abc import Mapping, Sequence
 
+from data.names import NAME_PATTERN
+
 __all__ = [
     "AuthFileError",
     "TokenStore",
@@ -38,7 +40,7 @@ __all__ = [
     "main",
 ]
 
-_USER_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_USER_RE = re.compile(NAME_PATTERN)
 _HASH_RE = re.compile(r"[0-9a-f]{64}")
 _DUMMY_HASH = "0" * 64
 

@@ -13,13 +13,13 @@ Must not import: Twisted, the store, sockets. (``replication.cluster`` is pure.)
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from data.names import MAX_NAME_CHARS, NAME_CHARS, is_valid_name
 from replication.cluster import ClusterConfig
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "reference_markdown",
 ]
 
-_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 class ConfigError(ValueError):
@@ -205,8 +204,8 @@ def _check(key: Key, value: Any, where: str) -> Any:
 
 def _topic(name: Any, raw: Any, defaults: TopicSettings) -> TopicSettings:
     where = f"topics.{name}"
-    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name in (".", ".."):
-        raise ConfigError(f"{where}: a topic name is 1-249 characters of [A-Za-z0-9._-]")
+    if not is_valid_name(name):
+        raise ConfigError(f"{where}: a topic name is 1-{MAX_NAME_CHARS} characters of [{NAME_CHARS}]")
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):

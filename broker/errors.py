@@ -1,128 +1,100 @@
-"""The one error hierarchy of Skerry.
+"""The broker's own refusals, and the one import point for every refusal a handler sees.
 
-Owns: every exception that can reach a client, with its wire ``code`` (exactly the codes of
-``spec/v1-protocol.md`` plus the additive ones), a ``retriable`` flag and a description,
-and the ``for_code`` registry that maps a wire code back to its class.
+Owns: the broker-level exceptions (``BadRequest``, ``UnknownCommand``, ``Unavailable``,
+``Unauthenticated``, ``InternalError``). Re-exports, under their usual names, the root
+``SkerryError`` (``data.refusal``) and the domain's classes (``groups.errors``,
+``replication.errors``, ``data.errors``), so ``from broker.errors import NotLeader`` works
+in the broker. None of them carries a wire code: each transport maps classes onto its own
+codes in one table (``broker.v1.errors``: codes and the ``for_code`` registry;
+``broker.iggy.errors``: statuses).
 
-Must not import: Twisted, the store, sockets. Domain packages (``groups``, ``replication``,
-``data``) raise these; transports translate them into their own error shape.
-
-Finer classes (stale generation, unknown member, partition not owned) map onto the spec's
-codes and keep their own message, so the log tells them apart while the wire stays exact.
+Must not import: Twisted, the store, sockets, any transport.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any
+
+from data.errors import StorageError
+from data.refusal import SkerryError
+from groups.errors import (
+    GenerationMismatch,
+    GroupError,
+    InvalidGroupRequest,
+    PartitionNotOwned,
+    StaleGeneration,
+    TooManyGroups,
+    TooManyMembers,
+    UnknownGroup,
+    UnknownMember,
+)
+from replication.errors import (
+    InvalidReplicaRequest,
+    NotLeader,
+    ReplicationError,
+    ReplicationTimeout,
+)
 
 __all__ = [
     "SkerryError",
     "BadRequest",
     "UnknownCommand",
-    "ReplicationTimeout",
-    "NotLeader",
+    "Unavailable",
+    "Unauthenticated",
+    "InternalError",
+    # re-exported from the domain
+    "GroupError",
     "GenerationMismatch",
     "StaleGeneration",
     "UnknownMember",
     "UnknownGroup",
     "PartitionNotOwned",
-    "Unavailable",
-    "Unauthenticated",
+    "InvalidGroupRequest",
+    "TooManyMembers",
+    "TooManyGroups",
+    "ReplicationError",
+    "NotLeader",
+    "InvalidReplicaRequest",
+    "ReplicationTimeout",
     "StorageError",
-    "InternalError",
-    "for_code",
 ]
-
-_REGISTRY: dict[str, type[SkerryError]] = {}
-
-
-class SkerryError(Exception):
-    """A failure a client is told about. ``str(error)`` is the wire message."""
-
-    code: ClassVar[str] = "INTERNAL"
-    retriable: ClassVar[bool] = False
-    description: ClassVar[str] = "internal error"
-
-    def __init__(self, message: str | None = None) -> None:
-        text = message if message else self.description
-        # Wire messages are never empty and never contain '|' or a newline (spec: Framing).
-        text = text.replace("|", "/").replace("\r", " ").replace("\n", " ").strip() or self.description
-        super().__init__(text)
-        self.message = text
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        # The first class declaring a code owns it in the registry; subclasses that only
-        # refine the message (StaleGeneration -> GENERATION_MISMATCH) do not replace it.
-        if "code" in cls.__dict__ and cls.code not in _REGISTRY:
-            _REGISTRY[cls.code] = cls
 
 
 class BadRequest(SkerryError):
-    code = "BAD_REQUEST"
+    """A malformed envelope, invalid arguments, or a request that cannot apply."""
+
     description = "malformed envelope or invalid command arguments"
 
 
 class UnknownCommand(SkerryError):
-    code = "UNKNOWN_COMMAND"
+    """The command name is not one the transport knows."""
+
     description = "unsupported command"
 
 
-class ReplicationTimeout(SkerryError):
-    code = "REPLICATION_TIMEOUT"
-    retriable = True
-    description = "acks=all could not be satisfied before the ack timeout"
-
-
-class NotLeader(SkerryError):
-    code = "NOT_LEADER"
-    retriable = True
-    description = "partition is in follower role on this broker"
-
-
-class GenerationMismatch(SkerryError):
-    code = "GENERATION_MISMATCH"
-    retriable = True
-    description = "stale generation, unknown member or group, or partition not owned"
-
-
-class StaleGeneration(GenerationMismatch):
-    description = "stale generation"
-
-
-class UnknownMember(GenerationMismatch):
-    description = "unknown member"
-
-
-class UnknownGroup(GenerationMismatch):
-    description = "unknown group"
-
-
-class PartitionNotOwned(GenerationMismatch):
-    description = "partition not assigned to this member"
-
-
 class Unavailable(SkerryError):
-    code = "UNAVAILABLE"
-    retriable = True
+    """The broker refuses for now (connection limit, overload, shutting down)."""
+
     description = "broker unavailable"
 
 
 class Unauthenticated(SkerryError):
-    code = "UNAUTHENTICATED"
+    """Authentication is required or failed."""
+
     description = "authentication required"
 
 
-class StorageError(SkerryError):
-    code = "STORAGE_ERROR"
-    description = "storage failure; nothing was acknowledged"
-
-
 class InternalError(SkerryError):
-    code = "INTERNAL"
+    """A bug in the broker, answered as such; the connection stays usable."""
+
     description = "internal error"
 
 
-def for_code(code: str) -> type[SkerryError]:
-    """The exception class for a wire code (``InternalError`` for an unknown one)."""
-    return _REGISTRY.get(code, InternalError)
+def __getattr__(name: str) -> Any:
+    # ``for_code`` (wire code -> class) moved to the V1 wire table; kept reachable here for
+    # callers written before the move. Imported lazily: broker.v1.errors imports this module.
+    if name == "for_code":
+        from broker.v1.errors import for_code
+
+        return for_code
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,16 +1,28 @@
 """The storage package's own exceptions, in the store's words.
 
 Owns: ``DataDirError`` and its kinds (the directory is a file, or another process holds its
-lock) and ``TopicQuarantined`` (a refusal a caller can act on). Plain classes with no wire
-code: the broker shell turns the first into one line for the operator, each transport maps
-the second onto its own errors.
+lock), ``TopicQuarantined`` (a refusal a caller can act on) and ``StorageError`` (a read,
+write or fsync failed; nothing was acknowledged). Plain classes with no wire code: the
+broker shell turns the first into one line for the operator, the core wraps the second in
+its own refusal, each transport maps ``StorageError`` onto its own errors
+(``broker.v1.errors``, ``broker.iggy.errors``).
 
-Must not import: Twisted, anything of ``broker``.
+Must not import: Twisted, anything of ``broker``. Only the neutral root
+``data.refusal.SkerryError``.
 """
 
 from __future__ import annotations
 
-__all__ = ["DataDirError", "DataDirIsAFile", "DataDirLocked", "TopicQuarantined"]
+from data.refusal import SkerryError
+
+__all__ = ["DataDirError", "DataDirIsAFile", "DataDirLocked", "TopicQuarantined", "StorageError"]
+
+
+class StorageError(SkerryError):
+    """The store could not write or read; nothing was acknowledged. ``message`` names the
+    partition or file and the operating system's reason."""
+
+    description = "storage failure; nothing was acknowledged"
 
 
 class DataDirError(Exception):

@@ -34,9 +34,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from broker.errors import StorageError
 from data import paths
 from data.atomic import read_json, write_json_atomic
+from data.errors import StorageError
 from data.format import HEADER, HEADER_SIZE, MAX_U32, Record, check_record
 from data.fs import FileLayer
 from data.index import (

@@ -20,13 +20,15 @@ Owns: how names are built and recognised (``LevelDB filename.h``; Iggy's
 Names starting with ``~`` can never be topics (topic names are ``[A-Za-z0-9._-]``), so the
 store's own entries never collide with a topic.
 
-Must not import: Twisted, anything else of Skerry. No I/O here.
+Must not import: Twisted, anything else of Skerry but ``data.names`` (the name rule). No I/O here.
 """
 
 from __future__ import annotations
 
 import os
 import re
+
+from data.names import is_valid_name
 
 __all__ = [
     "LOCK_FILE",
@@ -75,14 +77,14 @@ DELETED_PREFIX = "~del-"
 QUARANTINED_PREFIX = "~bad-"
 _DIGITS = 20
 
-_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _SEGMENT_RE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex)")
 _PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,8}")
 
 
 def is_valid_topic_name(name: str) -> bool:
-    """1-249 characters of ``[A-Za-z0-9._-]``, and not ``.`` or ``..`` (spec: Names)."""
-    return bool(_TOPIC_RE.fullmatch(name)) and name not in (".", "..")
+    """The name rule (``data.names``): 1-249 characters of ``[A-Za-z0-9._-]``, and not
+    ``.`` or ``..`` (spec: Names)."""
+    return is_valid_name(name)
 
 
 def lock_path(root: str) -> str:

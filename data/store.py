@@ -36,10 +36,9 @@ from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from broker.errors import StorageError
 from data import paths
 from data.atomic import read_json, write_atomic, write_json_atomic
-from data.errors import TopicQuarantined
+from data.errors import StorageError, TopicQuarantined
 from data.format import HEADER_SIZE, MAX_U32
 from data.fs import OS_FS, FileLayer
 from data.lock import DataDirLock

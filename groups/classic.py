@@ -23,12 +23,12 @@ clock (no ``time.time()``); the Kafka transport's handlers and shell come later.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol as TypingProtocol
 
+from data.names import is_valid_name
 from groups.classic_effects import (
     CancelTimer,
     ClassicEffect,
@@ -85,7 +85,6 @@ ProtocolOf = Callable[[str], str | None]
 """``protocol_of(group_id)``: the name of *another* protocol that holds the group id live
 (V1 members on any topic: ``"v1"``), or None. Asked on every JoinGroup and simple commit."""
 
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 class OffsetBook(TypingProtocol):
@@ -512,7 +511,7 @@ class ClassicGroupCoordinator:
 
     @staticmethod
     def _check_group_id(group_id: str) -> None:
-        if not _NAME.fullmatch(group_id) or group_id in (".", ".."):
+        if not is_valid_name(group_id):
             raise InvalidGroupId(f"group id {group_id!r} is not a name of 1-249 characters "
                                  f"from [A-Za-z0-9._-]")
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from collections.abc import Iterable
 from typing import Any
 
+from data.names import is_valid_name
 from groups.classic_group import ClassicGroup, ClassicMember
 from groups.classic_state import ClassicGroupState
 
@@ -46,7 +46,6 @@ __all__ = [
 CLASSIC_GROUPS_FILE = "kafka-groups.json"
 CLASSIC_FORMAT_VERSION = 1
 
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _GROUP_KEYS = {"group_id", "state", "generation", "protocol_type", "protocol", "leader",
                "members"}
 _MEMBER_KEYS = {"member_id", "client_id", "client_host", "session_timeout_ms",
@@ -114,7 +113,7 @@ def classic_groups_from_json(doc: Any, source: str = CLASSIC_GROUPS_FILE) -> lis
 def _group(entry: Any, where: str) -> ClassicGroup:
     _keys(entry, _GROUP_KEYS, where)
     group_id = entry["group_id"]
-    if not isinstance(group_id, str) or not _NAME.fullmatch(group_id) \
+    if not isinstance(group_id, str) or not is_valid_name(group_id) \
             or group_id in (".", ".."):
         raise ValueError(f"{where}.group_id: {group_id!r} is not a valid group id")
     state = _SAVED_STATES.get(entry["state"])

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from broker.errors import BadRequest, Unavailable, UnknownGroup
 from groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, assignor_choices
 from groups.effects import (
     CancelExpiry,
@@ -29,6 +28,7 @@ from groups.effects import (
     ScheduleExpiry,
     expiry_key,
 )
+from groups.errors import InvalidGroupRequest, TooManyGroups, TooManyMembers, UnknownGroup
 from groups.group import Group, Member
 from groups.state import GroupState
 
@@ -220,11 +220,11 @@ class GroupCoordinator:
         assignor other than the group's switches it, with a rebalance, when no other member
         is live, and is BAD_REQUEST otherwise."""
         if assignor is not None and assignor not in ASSIGNORS:
-            raise BadRequest(f"unknown assignor {assignor}; expected {assignor_choices()}")
+            raise InvalidGroupRequest(f"unknown assignor {assignor}; expected {assignor_choices()}")
         if session_timeout_ms is not None:
             low, high = self.config.min_session_timeout_ms, self.config.max_session_timeout_ms
             if not low <= session_timeout_ms <= high:
-                raise BadRequest(f"session_timeout_ms must be between {low} and {high}")
+                raise InvalidGroupRequest(f"session_timeout_ms must be between {low} and {high}")
         key = (group, topic)
         grp = self._groups.get(key)
         created = grp is None
@@ -235,11 +235,11 @@ class GroupCoordinator:
         switching = assignor is not None and assignor != grp.assignor
         others = len(grp.members) - (member is not None)
         if switching and others:
-            raise BadRequest(f"group {group} on topic {topic} uses assignor {grp.assignor}; "
-                             f"another assignor is accepted only when no other member is live")
+            raise InvalidGroupRequest(f"group {group} on topic {topic} uses assignor {grp.assignor}; "
+                                      f"another assignor is accepted only when no other member is live")
         if member is None and len(grp.members) >= self.config.max_members_per_group:
-            raise BadRequest(f"group {group} on topic {topic} is full "
-                             f"({self.config.max_members_per_group} members)")
+            raise TooManyMembers(f"group {group} on topic {topic} is full "
+                                 f"({self.config.max_members_per_group} members)")
         rebalance = member is None or switching
         partitions = self._partitions_for(topic) if rebalance else grp.partitions
         effects: list[Effect] = []
@@ -337,7 +337,7 @@ class GroupCoordinator:
         clamped into ``[earliest_for(t, p), latest_for(t, p)]``. Refused (BAD_REQUEST) while
         the group has live members. Replies ``{partition: new offset}``."""
         if not isinstance(target, int) and target not in ("earliest", "latest"):
-            raise BadRequest("reset target must be earliest, latest or an offset")
+            raise InvalidGroupRequest("reset target must be earliest, latest or an offset")
         key = (group, topic)
         self._require_no_members(key, "ADMIN_RESET_OFFSETS")
         partitions = range(self._partitions_for(topic)) if partition is None else (partition,)
@@ -406,15 +406,15 @@ class GroupCoordinator:
         grp = self._groups.get(key)
         if grp is not None and grp.members:
             count = len(grp.members)
-            raise BadRequest(f"{command} refused: group {key[0]} on topic {key[1]} has "
-                             f"{count} live member{'s' if count > 1 else ''}; stop them first")
+            raise InvalidGroupRequest(f"{command} refused: group {key[0]} on topic {key[1]} has "
+                                      f"{count} live member{'s' if count > 1 else ''}; stop them first")
 
     def _check_room_for(self, key: GroupKey) -> None:
         if key in self._groups or key in self._offsets:
             return
         if len(self._groups.keys() | self._offsets.keys()) >= self.config.max_groups:
-            raise Unavailable(f"too many groups: at most {self.config.max_groups} "
-                              f"group/topic pairs")
+            raise TooManyGroups(f"too many groups: at most {self.config.max_groups} "
+                                f"group/topic pairs")
 
     def _refresh(self, group: Group, member: Member, now_ms: int) -> ScheduleExpiry:
         """Arm the member's session timer from ``now_ms`` with a new token."""

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from broker.errors import PartitionNotOwned, StaleGeneration, UnknownMember
 from groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
+from groups.errors import PartitionNotOwned, StaleGeneration, UnknownMember
 from groups.state import GroupState, check_transition
 
 __all__ = ["Member", "Group"]

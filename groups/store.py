@@ -29,10 +29,10 @@ are not stored, restored members get a fresh session timeout)::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from data.names import is_valid_name
 from groups.assignors import ASSIGNORS
 from groups.coordinator import GroupKey
 from groups.group import Group, Member
@@ -51,7 +51,6 @@ GROUPS_FILE = "groups.json"
 OFFSETS_FILE = "offsets.json"
 FORMAT_VERSION = 1
 
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _GROUP_KEYS = {"group", "topic", "generation", "assignor", "partitions", "members"}
 _MEMBER_KEYS = {"member_id", "session_timeout_ms", "assigned"}
 _OFFSET_KEYS = {"group", "topic", "committed"}
@@ -214,6 +213,6 @@ def _int(value: Any, where: str, minimum: int) -> int:
 
 
 def _name(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not _NAME.fullmatch(value) or value in (".", ".."):
+    if not is_valid_name(value):
         raise ValueError(f"{where}: {value!r} is not a valid name")
     return value

@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from data.names import is_valid_name
+
 __all__ = ["BrokerAddress", "ClusterConfig", "default_replicas"]
 
 _HOST_PORT_RE = re.compile(r"(?P<host>[^\s:]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
-_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +148,7 @@ class ClusterConfig:
                                  "broker ids")
             for topic, lists in raw_replicas.items():
                 where = f"cluster.replicas.{topic}"
-                if not isinstance(topic, str) or not _NAME_RE.fullmatch(topic) \
-                        or topic in (".", ".."):
+                if not is_valid_name(topic):
                     raise ValueError(f"{where}: not a topic name")
                 replicas[topic] = _replica_lists(lists, brokers, where)
         return cls(broker_id, dict(sorted(brokers.items())), replicas)

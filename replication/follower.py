@@ -61,7 +61,7 @@ from broker.client.codec import (
     parse_reply,
     payload_fields,
 )
-from broker.errors import BadRequest, NotLeader, SkerryError
+from broker.errors import BadRequest, InvalidReplicaRequest, NotLeader, SkerryError
 from replication.cluster import BrokerAddress, ClusterConfig
 from replication.epochs import EpochEntry, EpochLookup, PeerEpoch, choose_leader
 from replication.roles import Role
@@ -694,7 +694,7 @@ class PartitionFetcher:
     def _apply_failed(self, failure: Failure, gen: int) -> None:
         if gen != self._gen or self.state is not FetcherState.FETCHING:
             return
-        if failure.check(ValueError, BadRequest):
+        if failure.check(ValueError, BadRequest, InvalidReplicaRequest):
             self._backoff(f"the leader's records do not continue the local log "
                           f"({failure.getErrorMessage()}); a new session truncates first")
         elif failure.check(NotLeader):

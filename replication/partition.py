@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from broker.errors import BadRequest, NotLeader
 from replication.epochs import EpochEntry, EpochHistory, EpochLookup, divergence_offset
+from replication.errors import InvalidReplicaRequest, NotLeader
 from replication.roles import ReplicationCheckpoint, Role, check_transition
 
 __all__ = [
@@ -411,13 +411,13 @@ class PartitionReplication:
         broker; any replica id but this broker's own in a cluster)."""
         if replica_id not in self._followers:
             if self._local != LEADER_REPLICA:
-                raise BadRequest(f"replica_id {replica_id} is not a follower; expected 0 to "
-                                 f"{self._rf - 1} other than {self._local} (this broker)")
+                raise InvalidReplicaRequest(f"replica_id {replica_id} is not a follower; expected 0 to "
+                                            f"{self._rf - 1} other than {self._local} (this broker)")
             if self._rf == 1:
-                raise BadRequest(f"replica_id {replica_id} is not a follower: replication "
-                                 "factor is 1, so the partition has no followers")
-            raise BadRequest(f"replica_id {replica_id} is not a follower; expected 1 to "
-                             f"{self._rf - 1} (replication factor {self._rf}, 0 is the leader)")
+                raise InvalidReplicaRequest(f"replica_id {replica_id} is not a follower: replication "
+                                            "factor is 1, so the partition has no followers")
+            raise InvalidReplicaRequest(f"replica_id {replica_id} is not a follower; expected 1 to "
+                                        f"{self._rf - 1} (replication factor {self._rf}, 0 is the leader)")
 
     def record_fetch(self, replica_id: int, offset: int, now_ms: int, *,
                      allow_backwards: bool = False) -> FetchOutcome:
@@ -430,7 +430,7 @@ class PartitionReplication:
         """
         self.validate_replica_id(replica_id)
         if offset < (-1 if allow_backwards else 0):
-            raise BadRequest(f"offset must not be negative, not {offset}")
+            raise InvalidReplicaRequest(f"offset must not be negative, not {offset}")
         if self._role is not Role.LEADER:
             raise NotLeader("partition is in follower role on this broker")
         isr_changed = self._expire(now_ms)

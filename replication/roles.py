@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.errors import BadRequest
 from replication.epochs import EpochHistory
+from replication.errors import InvalidReplicaRequest
 
 __all__ = [
     "Role",
@@ -74,7 +74,7 @@ def parse_role(text: str | Role) -> Role:
     try:
         return Role(text)
     except ValueError:
-        raise BadRequest(f"invalid role {text!r}; expected leader or follower") from None
+        raise InvalidReplicaRequest(f"invalid role {text!r}; expected leader or follower") from None
 
 
 CHECKPOINT_VERSION = 1

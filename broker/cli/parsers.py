@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from broker.client.codec import is_valid_name
+from data.names import is_valid_name
 
 __all__ = ["add_tool_parsers"]
 

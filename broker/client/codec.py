@@ -29,6 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from data.keys import fnv1a_32
+from data.names import is_valid_name
+
 __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_KEY_BYTES",
@@ -64,7 +67,6 @@ MAX_BATCH_BYTES = 512 * 1024
 """The default size limit of one PRODUCE_BATCH's batch before base64: its line (a third
 longer) stays under the broker's default ``limits.max_line_bytes`` of 1 MiB."""
 
-_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _BAD_VALUE_RE = re.compile(r"[\s,|]")
 _BAD_KEY_RE = re.compile(r"[\s,|:]")
 _FIELD_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\[[^\]]*\]|[^ ]*)")
@@ -173,11 +175,6 @@ def for_code(code: str) -> type[BrokerError]:
 
 # -------------------------------------------------------------------------------- rules
 
-def is_valid_name(text: str) -> bool:
-    """A topic, group, consumer or producer id: 1-249 of ``A-Z a-z 0-9 . _ -``, not ``.``/``..``."""
-    return _NAME_RE.fullmatch(text) is not None and text != "." and text != ".."
-
-
 def is_plain_value(value: bytes) -> bool:
     """True when ``value`` may travel unencoded: UTF-8 without whitespace, '|' or ','."""
     try:
@@ -198,14 +195,6 @@ def is_plain_key(key: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return _BAD_KEY_RE.search(text) is None
-
-
-def fnv1a_32(data: bytes) -> int:
-    """FNV-1a 32-bit: the broker's key-to-partition hash (docs/protocol.md, PRODUCE)."""
-    value = 0x811C9DC5
-    for byte in data:
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return value
 
 
 def partition_for_key(key: bytes, partitions: int) -> int:

@@ -42,6 +42,7 @@ from broker.core.producers import (
 from broker.core.topics import Topics
 from broker.errors import BadRequest, SkerryError, StorageError
 from data.format import key_header
+from data.keys import fnv1a_32
 from data.log import PartitionLog
 
 __all__ = ["BatchProduceResult", "ProduceCallback", "ProducePipeline", "ProduceResult",
@@ -50,14 +51,6 @@ __all__ = ["BatchProduceResult", "ProduceCallback", "ProducePipeline", "ProduceR
 log = logging.getLogger("skerry.core")
 
 ProduceCallback = Callable[[Any], None]  # called with ProduceResult or a SkerryError
-
-
-def fnv1a_32(data: bytes) -> int:
-    """FNV-1a, 32 bits: the reference broker's key-to-partition hash."""
-    value = 0x811C9DC5
-    for byte in data:
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return value
 
 
 @dataclass(frozen=True, slots=True)

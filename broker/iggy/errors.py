@@ -1,6 +1,7 @@
 """The Iggy transport's wire errors: which status answers which of Skerry's exceptions
-(``broker.errors``: the core, groups, storage; ``broker.services.errors``: the Iggy
-catalog and users).
+(``broker.errors``: the broker's own, re-exporting the domain's ``groups.errors``,
+``replication.errors`` and ``data.errors``; ``broker.services.errors``: the Iggy catalog
+and users).
 
 Owns: ``STATUS_BY_ERROR`` (the one table, one row per exception class: the class that
 raised it, or the nearest base class with a row, decides the status), ``status_for``
@@ -22,11 +23,15 @@ from collections.abc import Mapping
 from broker.errors import (
     BadRequest,
     GenerationMismatch,
+    InternalError,
+    InvalidGroupRequest,
+    InvalidReplicaRequest,
     NotLeader,
     PartitionNotOwned,
     ReplicationTimeout,
     SkerryError,
     StorageError,
+    TooManyGroups,
     Unauthenticated,
     Unavailable,
     UnknownCommand,
@@ -67,18 +72,26 @@ from broker.services.errors import (
 __all__ = ["Status", "IggyError", "STATUS_BY_ERROR", "REFUSALS", "status_for"]
 
 STATUS_BY_ERROR: Mapping[type[BaseException], Status] = {
-    # broker.errors: the core, consumer groups, replication, storage
+    # broker.errors: the broker's own refusals
     Unauthenticated: Status.UNAUTHENTICATED,
+    BadRequest: Status.INVALID_COMMAND,
+    UnknownCommand: Status.INVALID_COMMAND,
+    Unavailable: Status.ERROR,
+    InternalError: Status.ERROR,
+    SkerryError: Status.ERROR,
+    # groups.errors: consumer groups
     UnknownMember: Status.CONSUMER_GROUP_MEMBER_NOT_FOUND,
     PartitionNotOwned: Status.CONSUMER_GROUP_PARTITION_NOT_OWNED,
     UnknownGroup: Status.CONSUMER_GROUP_NAME_NOT_FOUND,
     GenerationMismatch: Status.CONSUMER_GROUP_MEMBER_NOT_FOUND,  # and StaleGeneration
+    InvalidGroupRequest: Status.INVALID_COMMAND,  # and TooManyMembers
+    TooManyGroups: Status.ERROR,
+    # replication.errors
     ReplicationTimeout: Status.TASK_TIMEOUT,
-    StorageError: Status.IO_ERROR,
-    BadRequest: Status.INVALID_COMMAND,
-    UnknownCommand: Status.INVALID_COMMAND,
     NotLeader: Status.ERROR,
-    Unavailable: Status.ERROR,
+    InvalidReplicaRequest: Status.INVALID_COMMAND,
+    # data.errors: storage
+    StorageError: Status.IO_ERROR,
     # broker.services.iggy_catalog: streams, topics, consumer groups
     UnknownStreamId: Status.STREAM_ID_NOT_FOUND,
     UnknownStreamName: Status.STREAM_NAME_NOT_FOUND,

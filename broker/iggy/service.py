@@ -16,7 +16,6 @@ layer: it reads and writes no file itself (what the transport keeps on disk,
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -26,6 +25,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.task import LoopingCall
 
+from broker.auth import is_loopback
 from broker.core import BrokerCore
 from broker.iggy.handlers import IggyHandlers, NodeInfo
 from broker.iggy.protocol import IggyFactory
@@ -46,16 +46,6 @@ log = logging.getLogger("skerry.iggy")
 
 DEFAULT_ROOT = ("iggy", "iggy")
 """The real clients' default login, used only for a listener on a loopback address."""
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def root_credentials(config: Any, environ: Mapping[str, str], host: str) -> tuple[str, str]:

@@ -7,7 +7,7 @@ They carry no wire code: each transport maps them onto its own (the Iggy transpo
 ``broker.iggy.errors``).
 
 Must not import: anything (they are plain classes): not Twisted, not the transports, not
-``broker.errors`` (whose classes carry the V1 wire codes).
+``broker.errors``.
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ from broker.services.errors import (
 )
 from data.atomic import read_json, write_json_atomic
 from data.fs import OS_FS, FileLayer
+from data.names import MAX_NAME_CHARS, NAME_CHARS
 from data.paths import is_valid_topic_name
 
 __all__ = [
@@ -355,7 +356,7 @@ class Catalog:
         if stream.is_default and (not is_valid_topic_name(name) or name.startswith(STORE_PREFIX)):
             raise InvalidTopicName(
                             f"topic {name!r}: topics of stream {DEFAULT_STREAM_NAME} are V1 "
-                            f"topics: 1-249 characters of [A-Za-z0-9._-], not starting with "
+                            f"topics: 1-{MAX_NAME_CHARS} characters of [{NAME_CHARS}], not starting with "
                             f"{STORE_PREFIX}")
         if stream.topic(name) is not None:
             raise TopicNameTaken(

@@ -11,7 +11,8 @@ of them answer BAD_REQUEST (UNKNOWN_COMMAND for the second); existence, generati
 membership and ownership are the handlers' business.
 
 Must not import: Twisted, sockets, the store, ``groups`` or ``replication``; it does no I/O
-and reads no clock. Only ``broker.errors`` is imported, for the error classes it raises.
+and reads no clock. Only ``broker.errors`` (the error classes it raises) and ``broker.v1.errors``
+(their wire codes) are imported.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from typing import Any, ClassVar, TypeAlias
 import numpy as np
 
 from broker.errors import BadRequest, SkerryError, UnknownCommand
+from broker.v1.errors import code_for
 from data.format import HEADER_SIZE, PAYLOAD_LENGTH_OFFSET, header_rows
+from data.names import MAX_NAME_CHARS, NAME_PATTERN, is_valid_name
 
 __all__ = [
     "AdminAddPartitions",
@@ -98,8 +101,6 @@ __all__ = [
 VERSION = "V1"
 MAX_INT = 2**63 - 1
 """Largest number accepted in any numeric field (a signed 64-bit integer)."""
-MAX_NAME_CHARS = 249
-"""Longest topic, group or consumer id."""
 MAX_KEY_BYTES = 255
 """Longest message key, in UTF-8 bytes."""
 
@@ -642,7 +643,7 @@ class CommandError(Exception):
         self.error = error
 
     def __str__(self) -> str:
-        return f"cid={self.cid} {self.error.code}: {self.error.message}"
+        return f"cid={self.cid} {code_for(self.error)}: {self.error.message}"
 
     def reply(self) -> bytes:
         """The complete error line for this refusal (with the trailing newline)."""
@@ -670,7 +671,6 @@ _DEFAULT_LIMITS = CodecLimits()
 # Field validation
 # --------------------------------------------------------------------------------------------
 
-_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 # Python's str ``\s`` is exactly ``str.isspace`` (both use Py_UNICODE_ISSPACE); a test pins it.
 _BAD_VALUE_RE = re.compile(r"[\s,|]")
 _BAD_KEY_RE = re.compile(r"[\s,|:]")
@@ -696,7 +696,7 @@ def _name(text: str, what: str) -> str:
     """A topic, group or consumer id: 1-249 chars of [A-Za-z0-9._-], not '.' or '..'."""
     if text.isalnum() and text.isascii() and len(text) <= MAX_NAME_CHARS:
         return text
-    if _NAME_RE.fullmatch(text) is not None and text != "." and text != "..":
+    if is_valid_name(text):
         return text
     raise BadRequest(
         f"invalid {what} {_show(text)}; names are 1 to {MAX_NAME_CHARS} characters of "
@@ -1181,7 +1181,7 @@ _Parser: TypeAlias = Callable[[str, str], Any]
 # ',' or '|'; cid: no '|'. PRODUCE_LINE_RE also matches the line's terminator, so the
 # transport can walk a whole read with ``match(buf, pos)`` without slicing lines.
 _FAST_CID = rb"([\x21-\x7b\x7d\x7e]+)"
-_FAST_TOPIC = rb"([A-Za-z0-9._-]{1,249})"
+_FAST_TOPIC = b"(" + NAME_PATTERN.encode() + b")"
 _FAST_KEY = rb"([\x21-\x2b\x2d-\x39\x3b-\x7b\x7d\x7e]{0,255})"
 _FAST_VALUE = rb"([\x21-\x2b\x2d-\x7b\x7d\x7e]*)"
 _FAST_BODY = (rb"V1\|" + _FAST_CID + rb"\|PRODUCE\|" + _FAST_TOPIC + rb" " + _FAST_KEY + rb":"
@@ -1478,7 +1478,7 @@ def err(cid: str, error: SkerryError) -> bytes:
             message.replace("|", "/").replace("\r", " ").replace("\n", " ").strip()
             or error.description
         )
-    return f"V1|{cid}|ERR|{error.code}|{message}\n".encode()
+    return f"V1|{cid}|ERR|{code_for(error)}|{message}\n".encode()
 
 
 def produce_payload(partition: int, offset: int, hw: int) -> str:

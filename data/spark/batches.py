@@ -19,11 +19,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from data.keys import FNV_OFFSET_BASIS as _FNV_BASIS
+from data.keys import FNV_PRIME as _FNV_PRIME
+
 __all__ = ["MAX_KEY_BYTES", "encode_columns", "fnv1a_32_column", "partition_rows", "requests"]
 
 MAX_KEY_BYTES = 255
-_FNV_BASIS = 0x811C9DC5
-_FNV_PRIME = 0x01000193
 _BATCH_HEAD = 4  # the message count
 _PER_MESSAGE = 5  # a key length (u8) and a value length (u32)
 

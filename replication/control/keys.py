@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from data.names import NAME_CHARS, NAME_PATTERN
 from replication.control.errors import BadKey, MalformedValue
 
 __all__ = [
@@ -49,8 +50,8 @@ __all__ = [
 NO_LEADER = -1
 """``PartitionState.leader`` of an offline partition."""
 
-_CLUSTER_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_CLUSTER_ID_RE = re.compile(f"[{NAME_CHARS}]{{1,64}}")
+_TOPIC_RE = re.compile(NAME_PATTERN)
 _INT_RE = re.compile(r"0|[1-9][0-9]{0,9}")
 
 

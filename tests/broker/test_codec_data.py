@@ -27,6 +27,7 @@ from broker.v1.codec import (
     ok,
     produce_batch_payload,
 )
+from broker.v1.errors import code_for
 
 CODEC = Codec()
 
@@ -98,7 +99,7 @@ class DataCommandParseTests:
         """A malformed request is BAD_REQUEST with the request's cid and a message that says
         what is wrong; nothing is half-parsed."""
         error = refusal(line)
-        assert (error.cid, error.error.code) == ("2", "BAD_REQUEST")
+        assert (error.cid, code_for(error.error)) == ("2", "BAD_REQUEST")
         assert message in error.error.message
 
     def test_both_commands_are_data_commands(self) -> None:

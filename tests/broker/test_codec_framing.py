@@ -26,6 +26,7 @@ from broker.v1.codec import (
     Ping,
     Produce,
 )
+from broker.v1.errors import code_for
 
 CODEC = Codec()
 
@@ -70,7 +71,7 @@ def run(data: bytes, size: int, max_line_bytes: int = 1 << 20) -> list[object]:
             try:
                 command = CODEC.parse_command(line)
             except CommandError as exc:
-                results.append((exc.cid, exc.error.code))
+                results.append((exc.cid, code_for(exc.error)))
             else:
                 if command is not None:
                     results.append(command)

@@ -10,6 +10,7 @@ from twisted.internet.defer import Deferred
 
 from broker.core.durability import GroupCommitter
 from broker.errors import StorageError
+from broker.v1.errors import code_for
 
 
 class FakeLog:
@@ -103,7 +104,7 @@ def test_failed_fsync_answers_every_waiter_with_storage_error() -> None:
         committer.wait(plog, offset + 1, errors.append)
     thread.finish_one()
     assert len(errors) == 3
-    assert all(isinstance(e, StorageError) and e.code == "STORAGE_ERROR" for e in errors)
+    assert all(isinstance(e, StorageError) and code_for(e) == "STORAGE_ERROR" for e in errors)
     assert plog.durable_offset == 0
 
 

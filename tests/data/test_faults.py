@@ -10,6 +10,7 @@ import os
 import pytest
 
 from broker.errors import StorageError
+from broker.v1.errors import code_for
 from data import paths
 from data.store import StorageConfig, Store, TopicConfig
 from tests.data.support import partition_path
@@ -46,7 +47,7 @@ class WriteFaultTests:
         fs.arm("write", path_contains=_p0(root) + "0000", error=code, partial=partial)
         with pytest.raises(StorageError, match="refused until restart"):
             p0.append([b"lost-%d" % i * 20 for i in range(10)])
-        assert p0.failed is not None and p0.failed.code == "STORAGE_ERROR"
+        assert p0.failed is not None and code_for(p0.failed) == "STORAGE_ERROR"
         assert (p0.next_offset, p0.durable_offset) == (2, 2)
         with pytest.raises(StorageError):
             p0.append([b"refused"])

@@ -6,10 +6,10 @@ from __future__ import annotations
 from twisted.trial.unittest import SynchronousTestCase
 
 from broker.errors import (
-    BadRequest,
+    InvalidGroupRequest,
     PartitionNotOwned,
     StaleGeneration,
-    Unavailable,
+    TooManyGroups,
     UnknownGroup,
     UnknownMember,
 )
@@ -93,7 +93,7 @@ class JoinTests(SynchronousTestCase):
         """A session_timeout_ms outside the configured bounds is BAD_REQUEST naming them."""
         coordinator, _ = _coordinator(min_session_timeout_ms=100, max_session_timeout_ms=60_000)
         for value in (0, 99, 60_001):
-            with self.assertRaises(BadRequest) as caught:
+            with self.assertRaises(InvalidGroupRequest) as caught:
                 coordinator.join("g", "orders", "c1", 0, session_timeout_ms=value)
             self.assertIn("between 100 and 60000", caught.exception.message)
         self.assertEqual(coordinator.list_groups(), [])
@@ -120,7 +120,7 @@ class JoinTests(SynchronousTestCase):
     def test_unknown_assignor(self) -> None:
         """An assignor name that does not exist is BAD_REQUEST listing the valid ones."""
         coordinator, _ = _coordinator()
-        with self.assertRaises(BadRequest) as caught:
+        with self.assertRaises(InvalidGroupRequest) as caught:
             coordinator.join("g", "orders", "c1", 0, assignor="roundrobin")
         self.assertEqual(caught.exception.message,
                          "unknown assignor roundrobin; expected round_robin, range or sticky")
@@ -143,7 +143,7 @@ class AssignorSwitchTests(SynchronousTestCase):
         coordinator.join("g", "orders", "c1", 0)
         coordinator.join("g", "orders", "c2", 0)
         for member in ("c1", "c3"):
-            with self.assertRaises(BadRequest) as caught:
+            with self.assertRaises(InvalidGroupRequest) as caught:
                 coordinator.join("g", "orders", member, 0, assignor="range")
             self.assertIn("uses assignor round_robin", caught.exception.message)
         group = coordinator.group("g", "orders")
@@ -347,11 +347,11 @@ class LimitTests(SynchronousTestCase):
         coordinator, _ = _coordinator(max_groups=2)
         coordinator.join("a", "orders", "c1", 0)
         coordinator.admin_commit("b", "orders", 0, 5)
-        with self.assertRaises(Unavailable) as caught:
+        with self.assertRaises(TooManyGroups) as caught:
             coordinator.join("c", "orders", "c1", 0)
         self.assertIn("at most 2", caught.exception.message)
-        self.assertRaises(Unavailable, coordinator.admin_commit, "c", "orders", 0, 1)
-        self.assertRaises(Unavailable, coordinator.reset_offsets, "c", "orders", "earliest",
+        self.assertRaises(TooManyGroups, coordinator.admin_commit, "c", "orders", 0, 1)
+        self.assertRaises(TooManyGroups, coordinator.reset_offsets, "c", "orders", "earliest",
                           earliest_for=lambda t, p: 0, latest_for=lambda t, p: 0)
         self.assertEqual(coordinator.join("b", "orders", "c1", 0).reply.generation, 1)
         self.assertEqual(coordinator.list_groups(), [("a", "orders"), ("b", "orders")])
@@ -362,7 +362,7 @@ class LimitTests(SynchronousTestCase):
         coordinator, _ = _coordinator(max_members_per_group=2)
         coordinator.join("g", "orders", "c1", 0)
         coordinator.join("g", "orders", "c2", 0)
-        with self.assertRaises(BadRequest) as caught:
+        with self.assertRaises(InvalidGroupRequest) as caught:
             coordinator.join("g", "orders", "c3", 0)
         self.assertIn("is full (2 members)", caught.exception.message)
         self.assertEqual(coordinator.join("g", "orders", "c2", 0).reply.generation, 2)
@@ -388,7 +388,7 @@ class AdminTests(SynchronousTestCase):
             lambda: self.coordinator.delete_group("g", "orders"),
         ]
         for call in calls:
-            with self.assertRaises(BadRequest) as caught:
+            with self.assertRaises(InvalidGroupRequest) as caught:
                 call()
             self.assertIn("has 1 live member; stop them first", caught.exception.message)
         self.assertEqual(self.coordinator.committed(), {("g", "orders"): {1: 4}})
@@ -423,7 +423,7 @@ class AdminTests(SynchronousTestCase):
             self.assertEqual(result.effects, (PersistOffsets(),))
             for p, offset in expected.items():
                 self.assertEqual(self.coordinator.offset("g", "orders", p), offset)
-        with self.assertRaises(BadRequest):
+        with self.assertRaises(InvalidGroupRequest):
             self.coordinator.reset_offsets("g", "orders", "middle", **lookups)  # type: ignore[arg-type]
 
     def test_delete_group(self) -> None:

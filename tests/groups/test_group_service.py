@@ -16,8 +16,16 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from broker.errors import BadRequest, StaleGeneration, StorageError, Unavailable, UnknownMember
+from broker.errors import (
+    InvalidGroupRequest,
+    StaleGeneration,
+    StorageError,
+    TooManyMembers,
+    Unavailable,
+    UnknownMember,
+)
 from broker.services.groups import GroupService
+from broker.v1.errors import code_for
 from data.fs import OS_FS
 from groups.coordinator import Assignment, GroupCoordinator
 
@@ -322,7 +330,7 @@ class OffsetPersistenceTests(_ServiceTestCase):
         self.clock.advance(0)
         self.runner.run_next()
         failure = self.failureResultOf(d, StorageError)
-        self.assertEqual(failure.value.code, "STORAGE_ERROR")
+        self.assertEqual(code_for(failure.value), "STORAGE_ERROR")
         self.assertIn("could not write offsets.json", failure.value.message)
         self.assertFalse(os.path.exists(os.path.join(self.data_dir, "offsets.json")))
         self.fs.fail.clear()
@@ -394,7 +402,7 @@ class AdminAndShutdownTests(_ServiceTestCase):
         admin changes are refused while the group has live members."""
         service = self.service()
         self.joined(service, "c1")
-        self.assertRaises(BadRequest, service.delete_group, "g", "orders")
+        self.assertRaises(InvalidGroupRequest, service.delete_group, "g", "orders")
         d = service.leave("g", "orders", "c1", 1)
         self.clock.advance(0)
         self.successResultOf(d)
@@ -443,5 +451,5 @@ class AdminAndShutdownTests(_ServiceTestCase):
         """The configured limits apply through the service, refused synchronously."""
         service = self.service(max_members_per_group=1)
         self.joined(service, "c1")
-        self.assertRaises(BadRequest, service.join, "g", "orders", "c2")
+        self.assertRaises(TooManyMembers, service.join, "g", "orders", "c2")
         self.assertRaises(UnknownMember, service.heartbeat, "g", "orders", "c2", 1)

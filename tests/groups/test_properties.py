@@ -18,8 +18,8 @@ from hypothesis.stateful import (
 from twisted.trial.unittest import SynchronousTestCase
 
 from broker.errors import (
-    BadRequest,
     GenerationMismatch,
+    InvalidGroupRequest,
     PartitionNotOwned,
     StaleGeneration,
     UnknownGroup,
@@ -64,8 +64,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
             call()
         except GenerationMismatch as error:
             assert isinstance(error, expected), (error, expected)
-        except BadRequest as error:
-            assert expected is BadRequest, error
+        except InvalidGroupRequest as error:
+            assert expected is InvalidGroupRequest, error
         else:
             raise AssertionError(f"expected {expected.__name__}")
         assert snapshot(self.coordinator) == before
@@ -99,7 +99,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if switching and others:
             self._expect_refusal(lambda: self.coordinator.join(
                 *key, member, self.now, assignor=assignor, session_timeout_ms=timeout),
-                BadRequest)
+                InvalidGroupRequest)
             return
         if current:
             self.old_tokens.setdefault((*key, member), []).append(group.members[member].token)  # type: ignore[union-attr]
@@ -190,7 +190,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         call = (lambda: self.coordinator.delete_group(*key)) if action == "delete" else \
             (lambda: self.coordinator.admin_commit(*key, 0, 1))
         if group is not None and group.members:
-            self._expect_refusal(call, BadRequest)
+            self._expect_refusal(call, InvalidGroupRequest)
         elif action == "delete" and key not in self.coordinator.list_groups():
             self._expect_refusal(call, UnknownGroup)
         else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from twisted.trial.unittest import SynchronousTestCase
 
 from broker.errors import GenerationMismatch, PartitionNotOwned, StaleGeneration, UnknownMember
+from broker.v1.errors import code_for
 from groups.group import Group, Member
 from groups.state import VALID_PREVIOUS_STATES, GroupState, IllegalStateError
 
@@ -110,5 +111,5 @@ class GroupTests(SynchronousTestCase):
             with self.assertRaises(error) as caught:
                 group.validate_member(*args, **kwargs)
             self.assertIsInstance(caught.exception, GenerationMismatch)
-            self.assertEqual(caught.exception.code, "GENERATION_MISMATCH")
+            self.assertEqual(code_for(caught.exception), "GENERATION_MISMATCH")
             self.assertIn(text, caught.exception.message)

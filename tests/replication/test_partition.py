@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.errors import BadRequest, NotLeader
+from broker.errors import InvalidReplicaRequest, NotLeader
 from replication.partition import PartitionReplication, acks_all_offset, high_watermark
 from replication.roles import ReplicationCheckpoint, Role
 
@@ -189,9 +189,9 @@ class PartitionReplicationTests:
         state = leader(3)
         grow(state, 4)
         for bad in (0, 3, 17):
-            with pytest.raises(BadRequest, match="expected 1 to 2"):
+            with pytest.raises(InvalidReplicaRequest, match="expected 1 to 2"):
                 state.record_fetch(bad, 4, now_ms=0)
-        with pytest.raises(BadRequest, match="no followers"):
+        with pytest.raises(InvalidReplicaRequest, match="no followers"):
             leader(1).record_fetch(1, 0, now_ms=0)
         assert state.isr == (0,) and state.follower_offset(1) == -1
 
@@ -326,7 +326,7 @@ class ModelTests:
             elif kind == "report":
                 replica = 1 + (a - 1) % max(rf - 1, 1)
                 if rf == 1:
-                    with pytest.raises(BadRequest):
+                    with pytest.raises(InvalidReplicaRequest):
                         state.record_fetch(a, b, now)
                     continue
                 model.report(replica, b, now)

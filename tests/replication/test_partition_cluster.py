@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.errors import BadRequest, NotLeader
+from broker.errors import InvalidReplicaRequest, NotLeader
 from replication.epochs import EpochEntry, EpochLookup
 from replication.partition import PartitionReplication
 from replication.roles import ReplicationCheckpoint, Role
@@ -33,9 +33,9 @@ class ReplicaIdTests:
         repl.promote(1, now_ms=0)
         repl.validate_replica_id(0)
         repl.validate_replica_id(2)
-        with pytest.raises(BadRequest, match="other than 1"):
+        with pytest.raises(InvalidReplicaRequest, match="other than 1"):
             repl.validate_replica_id(1)
-        with pytest.raises(BadRequest):
+        with pytest.raises(InvalidReplicaRequest):
             repl.validate_replica_id(3)
 
     def test_local_replica_in_range(self) -> None:
@@ -188,7 +188,7 @@ class FollowerHwTests:
         repl.record_fetch(1, 9, now_ms=1, allow_backwards=True)
         outcome = repl.record_fetch(1, -1, now_ms=2, allow_backwards=True)
         assert outcome.acked_offset == -1
-        with pytest.raises(BadRequest):
+        with pytest.raises(InvalidReplicaRequest):
             repl.record_fetch(1, -1, now_ms=3)
 
 

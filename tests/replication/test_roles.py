@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.errors import BadRequest
+from broker.errors import InvalidReplicaRequest
+from broker.v1.errors import code_for
 from replication.roles import (
     ROLE_TRANSITIONS,
     IllegalStateError,
@@ -32,9 +33,9 @@ class RoleTests:
     @pytest.mark.parametrize("text", ["Leader", "LEADER", "lead", "", " leader", "observer"])
     def test_parse_refuses_anything_else(self, text: str) -> None:
         """Any other role word is BAD_REQUEST with a usage hint and no '|'."""
-        with pytest.raises(BadRequest) as caught:
+        with pytest.raises(InvalidReplicaRequest) as caught:
             parse_role(text)
-        assert caught.value.code == "BAD_REQUEST"
+        assert code_for(caught.value) == "BAD_REQUEST"
         assert "expected leader or follower" in caught.value.message
         assert "|" not in caught.value.message
 

@@ -14,8 +14,16 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.task import Clock, LoopingCall
 from twisted.python.failure import Failure
 
-from broker.errors import BadRequest, NotLeader, ReplicationTimeout, StorageError, Unavailable
+from broker.errors import (
+    BadRequest,
+    InvalidReplicaRequest,
+    NotLeader,
+    ReplicationTimeout,
+    StorageError,
+    Unavailable,
+)
 from broker.services.replication import ReplicationService
+from broker.v1.errors import code_for
 from replication.roles import Role
 from tests.replication.fakes import FakeLog, FakeStore
 
@@ -209,9 +217,9 @@ class ReplicaFetchTests:
         """replica_id must be 1 .. RF-1; anything else is BAD_REQUEST and changes nothing."""
         broker.topic(rf=rf)
         broker.append(5)
-        with pytest.raises(BadRequest) as caught:
+        with pytest.raises(InvalidReplicaRequest) as caught:
             broker.fetch(bad, 4)
-        assert caught.value.code == "BAD_REQUEST"
+        assert code_for(caught.value) == "BAD_REQUEST"
         assert broker.isr() == [0]
         assert broker.log().saved == []
 
@@ -358,7 +366,7 @@ class AcksAllTests:
         assert not outcome.fired
         broker.clock.advance(0.001)
         assert outcome.fired and isinstance(outcome.error, ReplicationTimeout)
-        assert outcome.error.code == "REPLICATION_TIMEOUT"
+        assert code_for(outcome.error) == "REPLICATION_TIMEOUT"
         assert "|" not in outcome.error.message
 
     def test_timed_out_message_stays_and_commits_later(self, broker: Broker) -> None:
@@ -458,7 +466,7 @@ class RoleTests:
         assert broker.service.set_role("t", 0, "follower") == 2
         assert not broker.service.is_leader("t", 0)
         assert isinstance(pending.error, NotLeader)
-        assert pending.error.code == "NOT_LEADER"
+        assert code_for(pending.error) == "NOT_LEADER"
         with pytest.raises(NotLeader):
             broker.fetch(1, 3)
         refused = Outcome(broker.service.wait_for_all("t", 0, 3))
@@ -488,7 +496,7 @@ class RoleTests:
     def test_invalid_role(self, broker: Broker) -> None:
         """A role other than leader or follower is BAD_REQUEST."""
         broker.topic()
-        with pytest.raises(BadRequest):
+        with pytest.raises(InvalidReplicaRequest):
             broker.service.set_role("t", 0, "boss")
         assert broker.service.is_leader("t", 0)
 
@@ -498,7 +506,7 @@ class RoleTests:
         broker.log().fail_saves = True
         with pytest.raises(StorageError) as caught:
             broker.service.set_role("t", 0, "follower")
-        assert caught.value.code == "STORAGE_ERROR"
+        assert code_for(caught.value) == "STORAGE_ERROR"
         assert broker.service.is_leader("t", 0)
 
     def test_roles_survive_restart(self, broker: Broker) -> None:

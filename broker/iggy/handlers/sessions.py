@@ -17,10 +17,10 @@ import secrets
 
 from twisted.internet.defer import Deferred, maybeDeferred, succeed
 
-from broker.core import fnv1a_32
 from broker.errors import SkerryError
 from broker.iggy.errors import IggyError, Status
 from broker.iggy.handlers.context import Context, Membership, Session, all_done, logged
+from data.keys import fnv1a_32
 
 __all__ = ["Sessions"]
 

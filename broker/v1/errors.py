@@ -1,0 +1,83 @@
+"""The V1 transport's wire errors: which code of docs/protocol.md answers which exception.
+
+Owns: ``CODE_BY_ERROR`` (the one table, one row per exception class; a class without a row
+takes its nearest base class's, found along the MRO), ``code_for`` (exception -> code;
+``INTERNAL`` for anything the table does not know, i.e. a bug), ``for_code`` (the client
+side: code -> class, for turning an ``ERR`` reply back into an exception) and
+``RETRIABLE`` (the codes docs/protocol.md says a client may retry).
+
+The codes are exactly those of docs/protocol.md's error table; tests/test_architecture.py
+checks the table against the page and against every class a handler can see.
+
+Must not import: Twisted, the store, sockets, the codec, the handlers, the protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from broker.errors import (
+    BadRequest,
+    GenerationMismatch,
+    InternalError,
+    InvalidGroupRequest,
+    InvalidReplicaRequest,
+    NotLeader,
+    ReplicationTimeout,
+    SkerryError,
+    StorageError,
+    TooManyGroups,
+    Unauthenticated,
+    Unavailable,
+    UnknownCommand,
+)
+
+__all__ = ["CODE_BY_ERROR", "code_for", "for_code"]
+
+CODE_BY_ERROR: Mapping[type[BaseException], str] = {
+    # broker.errors: the broker's own refusals
+    BadRequest: "BAD_REQUEST",
+    UnknownCommand: "UNKNOWN_COMMAND",
+    Unavailable: "UNAVAILABLE",
+    Unauthenticated: "UNAUTHENTICATED",
+    InternalError: "INTERNAL",
+    SkerryError: "INTERNAL",  # a refusal class nobody gave a row: answered as a bug
+    # groups.errors (StaleGeneration, UnknownMember, UnknownGroup, PartitionNotOwned take
+    # GenerationMismatch's row; TooManyMembers takes InvalidGroupRequest's)
+    GenerationMismatch: "GENERATION_MISMATCH",
+    InvalidGroupRequest: "BAD_REQUEST",
+    TooManyGroups: "UNAVAILABLE",
+    # replication.errors
+    NotLeader: "NOT_LEADER",
+    InvalidReplicaRequest: "BAD_REQUEST",
+    ReplicationTimeout: "REPLICATION_TIMEOUT",
+    # data.errors
+    StorageError: "STORAGE_ERROR",
+}
+"""Exception class -> V1 code; a class without a row takes its nearest base's."""
+
+_CLASS_BY_CODE: Mapping[str, type[SkerryError]] = {
+    "BAD_REQUEST": BadRequest,
+    "UNKNOWN_COMMAND": UnknownCommand,
+    "REPLICATION_TIMEOUT": ReplicationTimeout,
+    "NOT_LEADER": NotLeader,
+    "GENERATION_MISMATCH": GenerationMismatch,
+    "UNAVAILABLE": Unavailable,
+    "UNAUTHENTICATED": Unauthenticated,
+    "STORAGE_ERROR": StorageError,
+    "INTERNAL": InternalError,
+}
+
+def code_for(error: BaseException) -> str:
+    """The V1 code that answers ``error``: its class's row or its nearest base's,
+    ``INTERNAL`` for an exception the table does not know."""
+    for cls in type(error).__mro__:
+        code = CODE_BY_ERROR.get(cls)
+        if code is not None:
+            return code
+    return "INTERNAL"
+
+
+def for_code(code: str) -> type[SkerryError]:
+    """The exception class for a wire code (``InternalError`` for an unknown one)."""
+    return _CLASS_BY_CODE.get(code, InternalError)

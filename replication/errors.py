@@ -1,0 +1,41 @@
+"""The replication package's own exceptions, in the replica's words.
+
+Owns: ``ReplicationError`` and its kinds: ``NotLeader`` (this replica does not lead the
+partition, or no longer does), ``InvalidReplicaRequest`` (a replica id, role or offset that
+cannot apply) and ``ReplicationTimeout`` (``acks=all`` not satisfied in time; the record
+stays in the log). Plain classes with no wire code: each transport maps them onto its own
+(``broker.v1.errors``, ``broker.iggy.errors``).
+
+Must not import: Twisted, anything of ``broker``. Only the neutral root
+``data.refusal.SkerryError``.
+"""
+
+from __future__ import annotations
+
+from data.refusal import SkerryError
+
+__all__ = ["ReplicationError", "NotLeader", "InvalidReplicaRequest", "ReplicationTimeout"]
+
+
+class ReplicationError(SkerryError):
+    """A replication request or acknowledgement refused."""
+
+    description = "replication request refused"
+
+
+class NotLeader(ReplicationError):
+    """The partition is in follower role on this broker (or leadership moved on)."""
+
+    description = "partition is in follower role on this broker"
+
+
+class InvalidReplicaRequest(ReplicationError):
+    """A replica id, role or offset that cannot apply to this partition."""
+
+    description = "invalid replica request"
+
+
+class ReplicationTimeout(ReplicationError):
+    """``acks=all`` could not be satisfied before the ack timeout."""
+
+    description = "acks=all could not be satisfied before the ack timeout"
