@@ -101,6 +101,11 @@ INTERNAL_TOPIC_PREFIX = "__iggy."
 read them, not write them); ``topics list`` shows them only with ``--internal``."""
 
 
+INTERNAL_GROUP_PREFIX = "iggy.consumer."
+"""Groups the Iggy transport keeps for its consumer groups (reserved for it like the
+topics); ``groups list`` shows them only with ``--internal``."""
+
+
 async def list_topics(conn: Connection, internal: bool = False) -> list[dict[str, Any]]:
     """Every topic with its partition count, replication factor, messages and size; the
     Iggy transport's internal topics only when ``internal``."""
@@ -313,9 +318,12 @@ async def _describe_pairs(conn: Connection,
     return docs
 
 
-async def list_groups(conn: Connection) -> list[dict[str, Any]]:
-    """Every (group, topic) pair with its state, generation, member count and total lag."""
-    docs = await _describe_pairs(conn, await _pairs(conn))
+async def list_groups(conn: Connection, internal: bool = False) -> list[dict[str, Any]]:
+    """Every (group, topic) pair with its state, generation, member count and total lag;
+    the Iggy transport's groups only when ``internal``."""
+    pairs = [(group, topic) for group, topic in await _pairs(conn)
+             if internal or not group.startswith(INTERNAL_GROUP_PREFIX)]
+    docs = await _describe_pairs(conn, pairs)
     return [{"group": d["group"], "topic": d["topic"], "state": d["state"],
              "generation": d["generation"], "members": len(d["members"]), "lag": d["lag"]}
             for d in docs]

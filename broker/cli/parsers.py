@@ -221,8 +221,10 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
                                              "reset offsets")
     gsub = groups.add_subparsers(dest="groups_command", metavar="ACTION")
     gsub.required = True
-    gsub.add_parser("list", parents=parents,
-                    help="every group and topic: state, generation, members, total lag")
+    glist = gsub.add_parser("list", parents=parents,
+                            help="every group and topic: state, generation, members, total lag")
+    glist.add_argument("--internal", action="store_true",
+                       help="also list the Iggy transport's consumer groups (iggy.consumer.*)")
     gdescribe = gsub.add_parser(
         "describe", parents=parents,
         help="members, assignment, committed offset, hw and lag per partition, for every "

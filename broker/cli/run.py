@@ -226,7 +226,8 @@ def groups_command(args: argparse.Namespace) -> int:
 
     command = f"groups {args.groups_command}"
     if args.groups_command == "list":
-        return _admin(command, args, admin.list_groups, admin.render_group_list)
+        return _admin(command, args, lambda c: admin.list_groups(c, args.internal),
+                      admin.render_group_list)
     if args.groups_command == "describe":
         return _admin(command, args, lambda c: admin.describe_groups(c, args.group, args.topic),
                       admin.render_groups)

@@ -362,7 +362,44 @@ class CliTests:
     def test_the_cli_hides_what_the_iggy_transport_names(self) -> None:
         """The CLI (a client: it must not import the server side) keeps its own copy of the
         internal-topic prefix; it is the Iggy mapping's."""
-        from broker.cli.admin import INTERNAL_TOPIC_PREFIX
-        from broker.services.iggy_catalog import STORE_PREFIX
+        from broker.cli.admin import INTERNAL_GROUP_PREFIX, INTERNAL_TOPIC_PREFIX
+        from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 
         assert INTERNAL_TOPIC_PREFIX == STORE_PREFIX
+        assert INTERNAL_GROUP_PREFIX == CONSUMER_GROUP_PREFIX
+
+
+class _FakeGroupsBroker:
+    """Answers LIST_GROUPS and DESCRIBE_GROUP as a broker with one V1 group and one group
+    of the Iggy transport's (which V1 cannot create, so it is seeded here)."""
+
+    DESCRIBED = ("state=stable generation=1 assignor=round_robin members=[c:0] "
+                 "partitions=[0] committed=[0] hw=[-1] lag=[0]")
+
+    async def request(self, command: str, args: str = "") -> Any:
+        from broker.client.codec import Reply
+
+        assert command == "LIST_GROUPS"
+        return Reply(True, None, "groups=[analytics:orders iggy.consumer.1.1:__iggy.1]")
+
+    def send(self, command: str, args: str = "") -> Any:
+        return args
+
+    async def wait(self, future: Any, command: str, check: bool = True) -> Any:
+        from broker.client.codec import Reply
+
+        return Reply(True, None, self.DESCRIBED)
+
+
+class GroupListTests:
+    def test_groups_list_hides_the_iggy_transport_s_groups_unless_asked(self) -> None:
+        """``skerry groups list`` leaves out ``iggy.consumer.*`` groups, as ``topics list``
+        leaves out ``__iggy.*`` topics; ``--internal`` lists them too."""
+        import asyncio
+
+        from broker.cli import admin
+
+        plain = asyncio.run(admin.list_groups(_FakeGroupsBroker()))
+        assert [g["group"] for g in plain] == ["analytics"]
+        full = asyncio.run(admin.list_groups(_FakeGroupsBroker(), internal=True))
+        assert [g["group"] for g in full] == ["analytics", "iggy.consumer.1.1"]
