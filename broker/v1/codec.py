@@ -1,14 +1,17 @@
-"""The V1 line-protocol codec: bytes of one request line in, a typed command out; reply lines out.
+"""The V1 line-protocol codec: bytes of one request line in, a typed command out.
 
 Owns: the exact wire contract of ``spec/v1-protocol.md`` as far as it can be checked without
-state. That is the envelope (``V1|<cid>|<COMMAND>|<args>``), the command table, argument
-syntax and ranges (names, numbers, ``key:value``, options), every reply line the broker
-writes (``V1|<cid>|OK|<payload>`` and ``V1|<cid>|ERR|<CODE>|<message>``), the payload
-shapes of the spec's commands, and a pure line splitter with ``LineReceiver``'s rules (except
-that the ``\\r`` of a ``\\r\\n`` terminator does not count toward the length limit).
-Checks run in the spec's order: envelope -> command known -> argument syntax and ranges. All
-of them answer BAD_REQUEST (UNKNOWN_COMMAND for the second); existence, generation,
-membership and ownership are the handlers' business.
+state: the envelope (``V1|<cid>|<COMMAND>|<args>``), argument syntax and ranges (names,
+numbers, ``key:value``, options), and the PRODUCE fast path, the faster branch of the same
+parser (``Codec.match_produce``: a plain PRODUCE matched in place in the read buffer, no
+line slicing, no command object; whatever it accepts ``parse_command`` accepts with the same
+fields). Checks run in the spec's order: envelope -> command known -> argument syntax and
+ranges. All of them answer BAD_REQUEST (UNKNOWN_COMMAND for the second); existence,
+generation, membership and ownership are the handlers' business.
+
+The rest of the V1 wire lives next door: the command classes in ``broker.v1.commands``, every
+reply line in ``broker.v1.replies``, the line splitter in ``broker.v1.framing``. Their public
+names are re-exported here, so ``from broker.v1.codec import Produce, err`` keeps working.
 
 Must not import: Twisted, sockets, the store, ``groups`` or ``replication``; it does no I/O
 and reads no clock. Only ``broker.errors`` is imported, for the error classes it raises.
@@ -17,20 +20,81 @@ and reads no clock. Only ``broker.errors`` is imported, for the error classes it
 from __future__ import annotations
 
 import binascii
-import functools
 import re
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, ClassVar, TypeAlias
-
-import numpy as np
+from typing import Any, TypeAlias
 
 from broker.errors import BadRequest, SkerryError, UnknownCommand
-from data.format import HEADER_SIZE, PAYLOAD_LENGTH_OFFSET, header_rows
+from broker.v1.commands import (
+    ALL_COMMANDS,
+    BAD_KEY_RE,
+    BAD_VALUE_RE,
+    CLUSTER_COMMANDS,
+    COMMANDS,
+    DATA_COMMANDS,
+    MAX_INT,
+    MAX_KEY_BYTES,
+    MAX_NAME_CHARS,
+    SECURITY_COMMANDS,
+    VERSION,
+    AdminAddPartitions,
+    AdminAlterTopic,
+    AdminCommit,
+    AdminCreateTopic,
+    AdminDeleteGroup,
+    AdminDeleteTopic,
+    AdminResetOffsets,
+    Auth,
+    Command,
+    Commit,
+    Consume,
+    DescribeGroup,
+    Fetch,
+    Heartbeat,
+    Join,
+    Leave,
+    ListGroups,
+    Metadata,
+    Offset,
+    Offsets,
+    Ping,
+    Produce,
+    ProduceBatch,
+    ReplicaEpoch,
+    ReplicaFetch,
+    ReplicaPull,
+    ReplicaStatus,
+    SetPartitionRole,
+    Sync,
+    is_plain_key,
+    is_plain_value,
+)
+from broker.v1.framing import LineSplitter, LineTooLong
+from broker.v1.replies import (
+    LINE_TOO_LONG_REPLY,
+    assignment_payload,
+    consume_reply,
+    consume_reply_raw,
+    err,
+    fetch_raw_reply,
+    fetch_reply,
+    format_bool,
+    format_list,
+    ok,
+    produce_batch_payload,
+    produce_ok,
+    produce_payload,
+    replica_epoch_payload,
+    replica_fetch_payload,
+    replica_pull_reply,
+    replica_status_payload,
+    role_payload,
+)
 
 __all__ = [
     "AdminAddPartitions",
@@ -54,6 +118,13 @@ __all__ = [
     "Codec",
     "CodecLimits",
     "Command",
+    "consume_reply_raw",
+    "produce_ok",
+    "AdminAlterTopic",
+    "ACK_MODES",
+    "FAST_ACKS",
+    "PRODUCE_LINE_RE",
+    "VERSION",
     "CommandError",
     "Commit",
     "Consume",
@@ -95,454 +166,9 @@ __all__ = [
     "role_payload",
 ]
 
-VERSION = "V1"
-MAX_INT = 2**63 - 1
-"""Largest number accepted in any numeric field (a signed 64-bit integer)."""
-MAX_NAME_CHARS = 249
-"""Longest topic, group or consumer id."""
-MAX_KEY_BYTES = 255
-"""Longest message key, in UTF-8 bytes."""
-
-LINE_TOO_LONG_REPLY = b"V1|0|ERR|BAD_REQUEST|line too long\n"
-"""What the broker writes, before closing the connection, for a line over the length limit."""
 
 ACKS_MESSAGE = "invalid ack mode; expected acks=0, acks=1 or acks=all"
 KEY_VALUE_MESSAGE = "message must be key:value"
-
-
-# --------------------------------------------------------------------------------------------
-# Commands
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Ping:
-    """``PING`` (no arguments). Reply: ``V1|<cid>|OK``."""
-
-    name: ClassVar[str] = "PING"
-    cid: str
-
-
-@dataclass(frozen=True, slots=True)
-class Produce:
-    """``PRODUCE <topic> <key>:<value> [acks=..] [partition=<n>] [enc=b64]``.
-
-    ``value`` is always the stored bytes: the UTF-8 of a plain value, or the decoded bytes when
-    ``b64`` is set. ``partition`` (additive) overrides the key hash; its range is the handler's.
-    """
-
-    name: ClassVar[str] = "PRODUCE"
-    cid: str
-    topic: str
-    key: str
-    value: bytes
-    acks: str = "1"
-    partition: int | None = None
-    b64: bool = False
-    pid: str | None = None
-    """Additive idempotent produce: the producer id (a name) and this message's sequence
-    number for the target partition; both or neither (``data/spark`` and docs/protocol.md)."""
-    seq: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Fetch:
-    """Additive: ``FETCH <topic> <partition> <offset> [max=<n>] [max_bytes=<n>]``: committed
-    records as their exact on-disk bytes (binary-safe bulk read for data tools)."""
-
-    name: ClassVar[str] = "FETCH"
-    cid: str
-    topic: str
-    partition: int
-    offset: int
-    max_messages: int | None = None
-    max_bytes: int | None = None
-    raw: bool = False
-    """Additive ``enc=raw``: the records follow the reply line as raw bytes (``size=<n>``)
-    instead of base64 in it (``fetch_raw_reply``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceBatch:
-    """Additive: ``PRODUCE_BATCH <topic> <partition> [acks=..] [pid=<id> seq=<n>]
-    data=<base64>``: messages for one partition in one binary-safe request (docs/protocol.md,
-    the batch layout in ``decode_batch``). ``keys`` and ``values`` are the messages in order
-    (an empty key is no key); with ``pid``, ``seq`` numbers the first message and the others
-    follow it."""
-
-    name: ClassVar[str] = "PRODUCE_BATCH"
-    cid: str
-    topic: str
-    partition: int
-    keys: tuple[bytes, ...]
-    values: tuple[bytes, ...]
-    acks: str = "1"
-    pid: str | None = None
-    seq: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Consume:
-    """``CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=..]``."""
-
-    name: ClassVar[str] = "CONSUME"
-    cid: str
-    topic: str
-    partition: int
-    offset: int
-    max_messages: int | None = None
-    wait_ms: int | None = None
-    b64: bool = False
-    detail: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Join:
-    """``JOIN <group> <topic> <consumer_id> [assignor=..] [session_timeout_ms=<ms>]``."""
-
-    name: ClassVar[str] = "JOIN"
-    cid: str
-    group: str
-    topic: str
-    member_id: str
-    assignor: str | None = None
-    session_timeout_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Sync:
-    """``SYNC <group> <topic> <consumer_id> <generation>``."""
-
-    name: ClassVar[str] = "SYNC"
-    cid: str
-    group: str
-    topic: str
-    member_id: str
-    generation: int
-
-
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """``HEARTBEAT <group> <topic> <consumer_id> <generation>``."""
-
-    name: ClassVar[str] = "HEARTBEAT"
-    cid: str
-    group: str
-    topic: str
-    member_id: str
-    generation: int
-
-
-@dataclass(frozen=True, slots=True)
-class Leave:
-    """``LEAVE <group> <topic> <consumer_id> <generation>``."""
-
-    name: ClassVar[str] = "LEAVE"
-    cid: str
-    group: str
-    topic: str
-    member_id: str
-    generation: int
-
-
-@dataclass(frozen=True, slots=True)
-class Commit:
-    """``COMMIT <group> <topic> <consumer_id> <generation> <partition> <offset>``."""
-
-    name: ClassVar[str] = "COMMIT"
-    cid: str
-    group: str
-    topic: str
-    member_id: str
-    generation: int
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class Offset:
-    """``OFFSET <group> <topic> <partition>``."""
-
-    name: ClassVar[str] = "OFFSET"
-    cid: str
-    group: str
-    topic: str
-    partition: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaFetch:
-    """``REPLICA_FETCH <topic> <partition> <replica_id> <offset>`` (replica range: handler)."""
-
-    name: ClassVar[str] = "REPLICA_FETCH"
-    cid: str
-    topic: str
-    partition: int
-    replica_id: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class SetPartitionRole:
-    """``SET_PARTITION_ROLE <topic> <partition> <leader|follower>``."""
-
-    name: ClassVar[str] = "SET_PARTITION_ROLE"
-    cid: str
-    topic: str
-    partition: int
-    role: str
-
-
-@dataclass(frozen=True, slots=True)
-class AdminCreateTopic:
-    """Additive: ``ADMIN_CREATE_TOPIC <topic> <partitions> <replication_factor>`` + options."""
-
-    name: ClassVar[str] = "ADMIN_CREATE_TOPIC"
-    cid: str
-    topic: str
-    partitions: int
-    replication_factor: int
-    min_insync_replicas: int | None = None
-    retention_ms: int | None = None
-    retention_bytes: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AdminDeleteTopic:
-    """Additive: ``ADMIN_DELETE_TOPIC <topic>``."""
-
-    name: ClassVar[str] = "ADMIN_DELETE_TOPIC"
-    cid: str
-    topic: str
-
-
-@dataclass(frozen=True, slots=True)
-class AdminAddPartitions:
-    """Additive: ``ADMIN_ADD_PARTITIONS <topic> <new total partition count>``."""
-
-    name: ClassVar[str] = "ADMIN_ADD_PARTITIONS"
-    cid: str
-    topic: str
-    partitions: int
-
-
-@dataclass(frozen=True, slots=True)
-class AdminAlterTopic:
-    """Additive: ``ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms|none>]
-    [retention_bytes=<n|none>]``. ``changes`` holds the settings given, sorted by name, each
-    with its new value (None for ``none``: no limit); a setting left out keeps its value."""
-
-    name: ClassVar[str] = "ADMIN_ALTER_TOPIC"
-    cid: str
-    topic: str
-    changes: tuple[tuple[str, int | None], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Metadata:
-    """Additive: ``METADATA [<topic>]``; ``topic`` is None for the topic list."""
-
-    name: ClassVar[str] = "METADATA"
-    cid: str
-    topic: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Offsets:
-    """Additive: ``OFFSETS <topic> <partition> [ts=<ms>]``."""
-
-    name: ClassVar[str] = "OFFSETS"
-    cid: str
-    topic: str
-    partition: int
-    ts_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeGroup:
-    """Additive: ``DESCRIBE_GROUP <group> <topic>``."""
-
-    name: ClassVar[str] = "DESCRIBE_GROUP"
-    cid: str
-    group: str
-    topic: str
-
-
-@dataclass(frozen=True, slots=True)
-class ListGroups:
-    """Additive: ``LIST_GROUPS`` (no arguments)."""
-
-    name: ClassVar[str] = "LIST_GROUPS"
-    cid: str
-
-
-@dataclass(frozen=True, slots=True)
-class AdminDeleteGroup:
-    """Additive: ``ADMIN_DELETE_GROUP <group> <topic>``."""
-
-    name: ClassVar[str] = "ADMIN_DELETE_GROUP"
-    cid: str
-    group: str
-    topic: str
-
-
-@dataclass(frozen=True, slots=True)
-class AdminResetOffsets:
-    """Additive: ``ADMIN_RESET_OFFSETS <group> <topic> <earliest|latest|offset> [partition=<n>]``.
-
-    ``target`` is the string ``"earliest"`` or ``"latest"``, or an offset (int).
-    """
-
-    name: ClassVar[str] = "ADMIN_RESET_OFFSETS"
-    cid: str
-    group: str
-    topic: str
-    target: str | int
-    partition: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AdminCommit:
-    """Additive: ``ADMIN_COMMIT <group> <topic> <partition> <offset>`` (commit by a non-member)."""
-
-    name: ClassVar[str] = "ADMIN_COMMIT"
-    cid: str
-    group: str
-    topic: str
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaPull:
-    """Additive (cluster): ``REPLICA_PULL <topic> <partition> <replica_id> <offset> <epoch>
-    [wait_ms=<ms>] [max_bytes=<n>]``: a follower's fetch. It reports that ``replica_id``
-    holds every offset before ``offset`` and asks for the records from ``offset`` on;
-    ``epoch`` is the newest leader epoch the follower knows."""
-
-    name: ClassVar[str] = "REPLICA_PULL"
-    cid: str
-    topic: str
-    partition: int
-    replica_id: int
-    offset: int
-    epoch: int
-    wait_ms: int | None = None
-    max_bytes: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaEpoch:
-    """Additive (cluster): ``REPLICA_EPOCH <topic> <partition> <replica_id> <epoch>
-    [last_epoch=<n>]``: a replica tells another the newest epoch it knows and asks for its
-    role, epoch and where ``last_epoch`` ends in its log (OffsetsForLeaderEpoch)."""
-
-    name: ClassVar[str] = "REPLICA_EPOCH"
-    cid: str
-    topic: str
-    partition: int
-    replica_id: int
-    epoch: int
-    last_epoch: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Auth:
-    """Additive (security): ``AUTH <user> <token>``. Reply: ``V1|<cid>|OK`` or
-    ``ERR|UNAUTHENTICATED``. ``repr`` never shows the token."""
-
-    name: ClassVar[str] = "AUTH"
-    cid: str
-    user: str
-    token: str = field(repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaStatus:
-    """Additive (cluster and operators): ``REPLICA_STATUS <topic> <partition>``."""
-
-    name: ClassVar[str] = "REPLICA_STATUS"
-    cid: str
-    topic: str
-    partition: int
-
-
-Command: TypeAlias = (
-    Ping
-    | Produce
-    | Consume
-    | Join
-    | Sync
-    | Heartbeat
-    | Leave
-    | Commit
-    | Offset
-    | ReplicaFetch
-    | SetPartitionRole
-    | AdminCreateTopic
-    | AdminDeleteTopic
-    | AdminAddPartitions
-    | AdminAlterTopic
-    | Metadata
-    | Offsets
-    | DescribeGroup
-    | ListGroups
-    | AdminDeleteGroup
-    | AdminResetOffsets
-    | AdminCommit
-    | ReplicaPull
-    | ReplicaEpoch
-    | ReplicaStatus
-    | Fetch
-    | ProduceBatch
-)
-"""Any parsed request (a runtime union: ``isinstance(x, Command)`` works)."""
-
-COMMANDS: dict[str, type[Any]] = {
-    cls.name: cls
-    for cls in (
-        Ping,
-        Produce,
-        Consume,
-        Join,
-        Sync,
-        Heartbeat,
-        Leave,
-        Commit,
-        Offset,
-        ReplicaFetch,
-        SetPartitionRole,
-        AdminCreateTopic,
-        AdminDeleteTopic,
-        AdminAddPartitions,
-        AdminAlterTopic,
-        Metadata,
-        Offsets,
-        DescribeGroup,
-        ListGroups,
-        AdminDeleteGroup,
-        AdminResetOffsets,
-        AdminCommit,
-    )
-}
-"""Wire command name -> command class for the commands of a single broker: the spec's
-table and the additive admin commands."""
-
-CLUSTER_COMMANDS: dict[str, type[Any]] = {
-    cls.name: cls for cls in (ReplicaPull, ReplicaEpoch, ReplicaStatus)
-}
-"""The additive commands of a multi-broker cluster (broker to broker, plus REPLICA_STATUS
-for operators), kept apart from ``COMMANDS`` so that the single-broker set stays as it is."""
-
-DATA_COMMANDS: dict[str, type[Any]] = {cls.name: cls for cls in (Fetch, ProduceBatch)}
-"""Additive commands for data tools (the Spark source and sink): bulk binary-safe reads and
-writes."""
-
-ALL_COMMANDS: dict[str, type[Any]] = {**COMMANDS, **CLUSTER_COMMANDS, **DATA_COMMANDS}
-"""Every command of the data plane (``SECURITY_COMMANDS`` are parsed too)."""
-
-SECURITY_COMMANDS: dict[str, type[Any]] = {"AUTH": Auth}
-"""The additive ``AUTH`` command (``broker/auth.py``), kept apart from the sets above."""
 
 _USAGE: dict[str, str] = {
     "PING": "PING",
@@ -665,15 +291,11 @@ class CodecLimits:
 
 _DEFAULT_LIMITS = CodecLimits()
 
-
 # --------------------------------------------------------------------------------------------
 # Field validation
 # --------------------------------------------------------------------------------------------
 
 _NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
-# Python's str ``\s`` is exactly ``str.isspace`` (both use Py_UNICODE_ISSPACE); a test pins it.
-_BAD_VALUE_RE = re.compile(r"[\s,|]")
-_BAD_KEY_RE = re.compile(r"[\s,|:]")
 _SHOW_CHARS = 40
 
 
@@ -731,7 +353,7 @@ def _key(key: str) -> str:
     """A PRODUCE key: at most 255 UTF-8 bytes, no whitespace, '|', ',' or ':'."""
     if key.isprintable() and "," not in key and (len(key) * 4 <= MAX_KEY_BYTES or _short_key(key)):
         return key  # space, '|' and ':' cannot reach here: the line split removed them
-    match = _BAD_KEY_RE.search(key)
+    match = BAD_KEY_RE.search(key)
     if match is not None:
         raise BadRequest(
             f"key contains {_describe_char(match.group())} at position {match.start()}; "
@@ -748,7 +370,7 @@ def _short_key(key: str) -> bool:
 
 def _plain_value_error(value: str) -> None:
     """Raise BadRequest naming the first character that keeps ``value`` from being plain."""
-    match = _BAD_VALUE_RE.search(value)
+    match = BAD_VALUE_RE.search(value)
     if match is not None:
         raise BadRequest(
             f"value contains {_describe_char(match.group())} at position {match.start()}; "
@@ -784,27 +406,6 @@ def _bool(value: str, option: str) -> bool:
         return False
     raise BadRequest(f"invalid {option} {_show(value)}; expected {option}=true or {option}=false")
 
-
-def is_plain_value(value: bytes) -> bool:
-    """True when ``value`` may travel unencoded: UTF-8 without whitespace, '|' or ','."""
-    try:
-        text = value.decode()
-    except UnicodeDecodeError:
-        return False
-    if text.isprintable():  # the only printable whitespace is the space
-        return " " not in text and "," not in text and "|" not in text
-    return _BAD_VALUE_RE.search(text) is None
-
-
-def is_plain_key(key: bytes) -> bool:
-    """True when ``key`` may travel unencoded: <= 255 bytes of UTF-8 without ws, '|', ',', ':'."""
-    if len(key) > MAX_KEY_BYTES:
-        return False
-    try:
-        text = key.decode()
-    except UnicodeDecodeError:
-        return False
-    return _BAD_KEY_RE.search(text) is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -1188,6 +789,7 @@ _FAST_BODY = (rb"V1\|" + _FAST_CID + rb"\|PRODUCE\|" + _FAST_TOPIC + rb" " + _FA
               + _FAST_VALUE + rb"(?: acks=(0|1|all))?\r?")
 _PRODUCE_FAST_RE = re.compile(_FAST_BODY)
 PRODUCE_LINE_RE = re.compile(_FAST_BODY + rb"\n")
+_match_produce_line = PRODUCE_LINE_RE.match
 FAST_ACKS = {None: "1", b"0": "0", b"1": "1", b"all": "all"}
 
 
@@ -1245,6 +847,17 @@ class Codec:
             return None
         cid, topic, key, value, acks = match.groups()
         return cid, topic, key, value, FAST_ACKS[acks]
+
+    def match_produce(self, buffer: bytes, pos: int) -> re.Match[bytes] | None:
+        """The fast path over a read buffer: the plain PRODUCE line (``\\n`` included) that
+        starts at ``pos``, or None for "not this shape" (the framer then cuts the line and
+        ``parse_command`` reads it). ``match.groups()`` is ``(cid, topic, key, value,
+        acks)``, with acks as on the wire or None (``FAST_ACKS`` maps them). Matching in
+        place is what keeps pipelined PRODUCE fast: no line is sliced, no command built."""
+        match = _match_produce_line(buffer, pos)
+        if match is None or not self.fast_match_ok(match):
+            return None
+        return match
 
     def fast_match_ok(self, match: re.Match[bytes]) -> bool:
         """The rules the fast regex cannot say: value size and the names '.'/'..'. Topics
@@ -1446,324 +1059,3 @@ def _utf8_error(what: str, exc: UnicodeDecodeError, hint: str = "") -> BadReques
 
 def _too_big(size: int, limit: int) -> BadRequest:
     return BadRequest(f"value is {size} bytes; the maximum message size is {limit} bytes")
-
-
-# --------------------------------------------------------------------------------------------
-# Replies and payloads
-# --------------------------------------------------------------------------------------------
-
-
-def format_list(items: Iterable[object]) -> str:
-    """A payload list: ``[a b c]``, space-separated; ``[]`` when empty."""
-    return "[" + " ".join(map(str, items)) + "]"
-
-
-def format_bool(value: bool) -> str:
-    """A payload boolean: ``true`` or ``false``."""
-    return "true" if value else "false"
-
-
-def ok(cid: str, payload: str | None = None) -> bytes:
-    """``V1|<cid>|OK\\n`` or ``V1|<cid>|OK|<payload>\\n``."""
-    if payload is None:
-        return f"V1|{cid}|OK\n".encode()
-    return f"V1|{cid}|OK|{payload}\n".encode()
-
-
-def err(cid: str, error: SkerryError) -> bytes:
-    """``V1|<cid>|ERR|<CODE>|<message>\\n``; the message is never empty, '|' or newline free."""
-    message = error.message
-    if not message or "|" in message or "\n" in message or "\r" in message:
-        message = (
-            message.replace("|", "/").replace("\r", " ").replace("\n", " ").strip()
-            or error.description
-        )
-    return f"V1|{cid}|ERR|{error.code}|{message}\n".encode()
-
-
-def produce_payload(partition: int, offset: int, hw: int) -> str:
-    """``partition=<n> offset=<n> hw=<n>``."""
-    return f"partition={partition} offset={offset} hw={hw}"
-
-
-def assignment_payload(generation: int, assigned: Sequence[int]) -> str:
-    """``generation=<n> assigned=[0 1 2]`` (JOIN and SYNC); ``assigned=[]`` when none."""
-    return f"generation={generation} assigned={format_list(assigned)}"
-
-
-def replica_fetch_payload(
-    replica: int, acked_offset: int, hw: int, isr: Sequence[int], under_replicated: bool
-) -> str:
-    """``replica=<id> acked_offset=<n> hw=<n> isr=[<ids>] under_replicated=<bool>``."""
-    return (
-        f"replica={replica} acked_offset={acked_offset} hw={hw} isr={format_list(isr)} "
-        f"under_replicated={format_bool(under_replicated)}"
-    )
-
-
-def role_payload(topic: str, partition: int, role: str, hw: int) -> str:
-    """``topic=<name> partition=<n> role=<leader|follower> hw=<n>``."""
-    return f"topic={topic} partition={partition} role={role} hw={hw}"
-
-
-def _epoch_list(entries: Iterable[tuple[int, int]]) -> str:
-    return format_list(f"{epoch}:{start}" for epoch, start in entries)
-
-
-def fetch_reply(cid: str, *, hw: int, start: int, next_offset: int, count: int,
-                data: bytes) -> bytes:
-    """The whole FETCH success line: ``hw=<n> start=<n> next=<n> count=<n> data=<base64>``.
-
-    ``data`` is the exact on-disk bytes of ``count`` records (docs/storage.md), standard
-    base64 with padding (``data=`` when empty); ``next`` is the offset to ask for next.
-    """
-    return b"V1|%b|OK|hw=%d start=%d next=%d count=%d data=%b\n" % (
-        cid.encode(), hw, start, next_offset, count, binascii.b2a_base64(data, newline=False))
-
-
-def fetch_raw_reply(cid: str, *, hw: int, start: int, next_offset: int, count: int,
-                    data: bytes) -> bytes:
-    """The FETCH ``enc=raw`` success: the line ``hw=<n> start=<n> next=<n> count=<n>
-    size=<n>``, then exactly ``size`` bytes, the records as stored (no base64, no line
-    terminator after them; the next reply starts right after)."""
-    return b"V1|%b|OK|hw=%d start=%d next=%d count=%d size=%d\n%b" % (
-        cid.encode(), hw, start, next_offset, count, len(data), data)
-
-
-def produce_batch_payload(partition: int, offset: int, count: int, hw: int,
-                          duplicates: int | None = None) -> str:
-    """``partition=<n> offset=<n> count=<n> hw=<n>`` (PRODUCE_BATCH), then
-    ``duplicates=<n>`` when the batch was idempotent (pid/seq)."""
-    text = f"partition={partition} offset={offset} count={count} hw={hw}"
-    return text if duplicates is None else f"{text} duplicates={duplicates}"
-
-
-def replica_pull_reply(
-    cid: str,
-    *,
-    epoch: int,
-    hw: int,
-    leo: int,
-    start: int,
-    isr: Sequence[int],
-    epochs: Iterable[tuple[int, int]],
-    count: int,
-    data: bytes,
-) -> bytes:
-    """The whole REPLICA_PULL success line: ``epoch=<n> hw=<n> leo=<n> start=<n>
-    isr=[<ids>] epochs=[<epoch>:<start_offset> ...] count=<n> data=<base64>``.
-
-    ``data`` is the exact on-disk bytes of ``count`` records, standard base64 with padding
-    (``data=`` when empty), so any value travels, commas, pipes and newlines included.
-    ``epochs`` are the leader-epoch entries labelling those records; ``leo`` the leader's
-    log end offset (exclusive) and ``start`` its first retained offset.
-    """
-    head = (
-        f"V1|{cid}|OK|epoch={epoch} hw={hw} leo={leo} start={start} isr={format_list(isr)} "
-        f"epochs={_epoch_list(epochs)} count={count} data="
-    ).encode()
-    return head + binascii.b2a_base64(data, newline=False) + b"\n"
-
-
-def replica_epoch_payload(
-    role: str, epoch: int, confirmed: bool, end_epoch: int, end_offset: int, leo: int, hw: int
-) -> str:
-    """``role=<leader|follower> epoch=<n> confirmed=<bool> end_epoch=<n> end_offset=<n>
-    leo=<n> hw=<n>`` (REPLICA_EPOCH)."""
-    return (
-        f"role={role} epoch={epoch} confirmed={format_bool(confirmed)} end_epoch={end_epoch} "
-        f"end_offset={end_offset} leo={leo} hw={hw}"
-    )
-
-
-def replica_status_payload(
-    *,
-    role: str,
-    epoch: int,
-    confirmed: bool,
-    hw: int,
-    leo: int,
-    start: int,
-    isr: Sequence[int],
-    under_replicated: bool,
-    replica: int,
-    replicas: Sequence[int],
-    leader: int,
-    epochs: Iterable[tuple[int, int]],
-) -> str:
-    """``role= epoch= confirmed= hw= leo= start= isr=[] under_replicated= replica=
-    replicas=[<broker ids>] leader=<broker id> epochs=[<epoch>:<start_offset> ...]``
-    (REPLICA_STATUS); ``leader=-1`` and ``replica=-1`` when unknown or not a replica."""
-    return (
-        f"role={role} epoch={epoch} confirmed={format_bool(confirmed)} hw={hw} leo={leo} "
-        f"start={start} isr={format_list(isr)} under_replicated={format_bool(under_replicated)} "
-        f"replica={replica} replicas={format_list(replicas)} leader={leader} "
-        f"epochs={_epoch_list(epochs)}"
-    )
-
-
-_b2a = binascii.b2a_base64
-
-
-def consume_reply(
-    cid: str, records: Sequence[Any], hw: int, *, b64: bool = False, detail: bool = False
-) -> tuple[bytes, int]:
-    """The whole CONSUME success line and how many of ``records`` it carries.
-
-    ``records`` have ``.offset`` (int), ``.timestamp`` (int, microseconds), ``.payload``
-    (bytes) and ``.key`` (bytes or None). Plain form: ``messages=0:created,1:paid hw=1``
-    (``messages= hw=<n>`` when empty). ``b64``: every value (and, with ``detail``, every key)
-    in standard base64. ``detail``: ``<offset>:<timestamp_ms>:<key>:<value>`` per message.
-
-    A plain reply never carries a value (or, with ``detail``, a key) that breaks the plain
-    rule: it stops just before that record, and raises ``BadRequest`` naming the offset and
-    ``enc=b64`` when it is the first one.
-    """
-    items: list[bytes] = []
-    append = items.append
-    if detail:
-        for record in records:
-            key = record.key if record.key is not None else b""
-            payload = record.payload
-            if b64:
-                key = _b2a(key, newline=False)
-                payload = _b2a(payload, newline=False)
-            elif not (is_plain_key(key) and is_plain_value(payload)):
-                if not items:
-                    raise _not_plain(record.offset, "key or value")
-                break
-            append(b"%d:%d:%b:%b" % (record.offset, record.timestamp // 1000, key, payload))
-    elif b64:
-        for record in records:
-            append(b"%d:%b" % (record.offset, _b2a(record.payload, newline=False)))
-    else:
-        for record in records:
-            payload = record.payload
-            if not is_plain_value(payload):
-                if not items:
-                    raise _not_plain(record.offset, "value")
-                break
-            append(b"%d:%b" % (record.offset, payload))
-    line = b"V1|%b|OK|messages=%b hw=%d\n" % (cid.encode(), b",".join(items), hw)
-    return line, len(items)
-
-
-def consume_reply_raw(cid: str, raw: bytes, ends: Sequence[int], first_offset: int, hw: int,
-                      *, b64: bool = False) -> bytes | None:
-    """``consume_reply`` (plain or ``b64``, not ``detail``) built straight from stored
-    records: ``raw`` holds ``len(ends)`` records back to back with dense offsets from
-    ``first_offset``, ``ends`` their end positions. The payloads are cut and the line is
-    joined by C-level ``map`` over the batch, with no record objects.
-
-    Returns None when a plain reply cannot carry every value (one breaks the plain rule):
-    the caller then answers with ``consume_reply``, which stops before that record.
-    """
-    k = len(ends)
-    if k == 0:
-        return b"V1|%b|OK|messages= hw=%d\n" % (cid.encode(), hw)
-    starts = np.empty(k, dtype=np.int64)
-    starts[0] = 0
-    starts[1:] = ends[:-1]
-    rows = header_rows(np.frombuffer(raw, dtype=np.uint8))
-    lengths = np.ascontiguousarray(rows[starts, PAYLOAD_LENGTH_OFFSET:PAYLOAD_LENGTH_OFFSET + 4])
-    bodies = starts + HEADER_SIZE
-    stops = bodies + lengths.view("<u4")[:, 0]
-    payloads = map(raw.__getitem__, map(slice, bodies.tolist(), stops.tolist()))
-    if b64:
-        payloads = map(_b64_no_newline, payloads)
-    items = b",".join(map(b"%d:%b".__mod__,
-                          zip(range(first_offset, first_offset + k), payloads, strict=True)))
-    if not b64:
-        # Plain only if the separators are the only commas and nothing else breaks the rule.
-        if items.isascii():
-            if len(items) - len(items.translate(None, _ASCII_NOT_PLAIN)) != k - 1:
-                return None
-        elif items.count(b",") != k - 1 or not is_plain_value(items.replace(b",", b"")):
-            return None
-    return b"V1|%b|OK|messages=%b hw=%d\n" % (cid.encode(), items, hw)
-
-
-_b64_no_newline = functools.partial(binascii.b2a_base64, newline=False)
-_ASCII_NOT_PLAIN = bytes(b for b in range(128) if _BAD_VALUE_RE.match(chr(b)))
-"""The ASCII bytes a plain value may not hold (whitespace as ``str.split`` sees it, ``,``, ``|``)."""
-
-
-def _not_plain(offset: int, what: str) -> BadRequest:
-    return BadRequest(
-        f"message at offset {offset} has a {what} that cannot be sent as plain text "
-        "(whitespace, a comma, a pipe or invalid UTF-8); read it with enc=b64"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Framing
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LineTooLong:
-    """Marker from ``LineSplitter.feed``: a line exceeded the limit; answer
-    ``LINE_TOO_LONG_REPLY`` and close the connection."""
-
-
-class LineSplitter:
-    """Splits a byte stream into ``\\n``-terminated lines, as the broker's protocol does.
-
-    ``feed`` returns complete lines without the ``\\n`` (a ``\\r`` before it stays; the codec
-    strips it). The length limit counts the bytes without the terminator, and a telnet
-    client's terminator is ``\\r\\n``: a line is too long when it has more than
-    ``max_line_bytes`` bytes, not counting one ``\\r`` just before the ``\\n``. That is
-    ``LineReceiver``'s rule (``delimiter = b"\\n"``, ``MAX_LENGTH``) except for that ``\\r``.
-    An unterminated tail that can no longer become a legal line is reported at once, without
-    waiting for its newline, so memory stays bounded. The first over-long line yields one
-    ``LineTooLong`` after the lines before it, and the splitter produces nothing more.
-    """
-
-    __slots__ = ("_max", "_buffer", "_overflowed")
-
-    def __init__(self, max_line_bytes: int) -> None:
-        if max_line_bytes < 0:
-            raise ValueError(f"max_line_bytes must be >= 0, got {max_line_bytes}")
-        self._max = max_line_bytes
-        self._buffer = bytearray()
-        self._overflowed = False
-
-    @property
-    def overflowed(self) -> bool:
-        """True once a ``LineTooLong`` was produced; later input is discarded."""
-        return self._overflowed
-
-    def feed(self, data: bytes) -> list[bytes | LineTooLong]:
-        """Add ``data``; return the lines it completed (and ``LineTooLong``, at most once)."""
-        if self._overflowed:
-            return []
-        buffer = self._buffer
-        buffer += data
-        if b"\n" not in data:  # the buffer never holds a '\n' between calls
-            if self._tail_too_long(buffer):
-                return [self._overflow()]
-            return []
-        *lines, rest = bytes(buffer).split(b"\n")
-        out: list[bytes | LineTooLong] = []
-        limit = self._max
-        for line in lines:
-            if len(line) > limit and not (len(line) == limit + 1 and line[-1] == 13):
-                out.append(self._overflow())
-                return out
-            out.append(line)
-        buffer[:] = rest
-        if self._tail_too_long(rest):
-            out.append(self._overflow())
-        return out
-
-    def _tail_too_long(self, tail: bytes | bytearray) -> bool:
-        """An unterminated tail is hopeless once it exceeds the limit, unless its one extra
-        byte is the ``\\r`` of a ``\\r\\n`` still on its way."""
-        size = len(tail)
-        limit = self._max
-        return size > limit + 1 or (size == limit + 1 and tail[-1] != 13)
-
-    def _overflow(self) -> LineTooLong:
-        self._overflowed = True
-        self._buffer = bytearray()
-        return LineTooLong()
