@@ -19,7 +19,6 @@ and reads no clock. Only ``broker.errors`` is imported, for the error classes it
 
 from __future__ import annotations
 
-import binascii
 import re
 import struct
 import sys
@@ -30,10 +29,9 @@ from itertools import accumulate
 from typing import Any, TypeAlias
 
 from broker.errors import BadRequest, SkerryError, UnknownCommand
+from broker.v1 import fields
 from broker.v1.commands import (
     ALL_COMMANDS,
-    BAD_KEY_RE,
-    BAD_VALUE_RE,
     CLUSTER_COMMANDS,
     COMMANDS,
     DATA_COMMANDS,
@@ -170,85 +168,6 @@ __all__ = [
 ACKS_MESSAGE = "invalid ack mode; expected acks=0, acks=1 or acks=all"
 KEY_VALUE_MESSAGE = "message must be key:value"
 
-_USAGE: dict[str, str] = {
-    "PING": "PING",
-    "PRODUCE": "PRODUCE <topic> <key>:<value> [acks=0, acks=1 or acks=all] [partition=<n>] [enc=b64] "
-    "[pid=<producer id> seq=<n>]",
-    "CONSUME": "CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=true]",
-    "JOIN": "JOIN <group> <topic> <consumer_id> [assignor=round_robin, range or sticky] "
-    "[session_timeout_ms=<ms>]",
-    "SYNC": "SYNC <group> <topic> <consumer_id> <generation>",
-    "HEARTBEAT": "HEARTBEAT <group> <topic> <consumer_id> <generation>",
-    "LEAVE": "LEAVE <group> <topic> <consumer_id> <generation>",
-    "COMMIT": "COMMIT <group> <topic> <consumer_id> <generation> <partition> <offset>",
-    "OFFSET": "OFFSET <group> <topic> <partition>",
-    "REPLICA_FETCH": "REPLICA_FETCH <topic> <partition> <replica_id> <offset>",
-    "SET_PARTITION_ROLE": "SET_PARTITION_ROLE <topic> <partition> <leader or follower>",
-    "ADMIN_CREATE_TOPIC": "ADMIN_CREATE_TOPIC <topic> <partitions> <replication_factor> "
-    "[min_isr=<n>] [retention_ms=<ms>] [retention_bytes=<n>]",
-    "ADMIN_DELETE_TOPIC": "ADMIN_DELETE_TOPIC <topic>",
-    "ADMIN_ADD_PARTITIONS": "ADMIN_ADD_PARTITIONS <topic> <partitions>",
-    "ADMIN_ALTER_TOPIC": "ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms or none>] "
-    "[retention_bytes=<n or none>]",
-    "METADATA": "METADATA [<topic>]",
-    "OFFSETS": "OFFSETS <topic> <partition> [ts=<ms>]",
-    "DESCRIBE_GROUP": "DESCRIBE_GROUP <group> <topic>",
-    "LIST_GROUPS": "LIST_GROUPS",
-    "ADMIN_DELETE_GROUP": "ADMIN_DELETE_GROUP <group> <topic>",
-    "ADMIN_RESET_OFFSETS": "ADMIN_RESET_OFFSETS <group> <topic> <earliest, latest or offset> "
-    "[partition=<n>]",
-    "ADMIN_COMMIT": "ADMIN_COMMIT <group> <topic> <partition> <offset>",
-    "REPLICA_PULL": "REPLICA_PULL <topic> <partition> <replica_id> <offset> <epoch> "
-    "[wait_ms=<ms>] [max_bytes=<n>]",
-    "REPLICA_EPOCH": "REPLICA_EPOCH <topic> <partition> <replica_id> <epoch> [last_epoch=<n>]",
-    "REPLICA_STATUS": "REPLICA_STATUS <topic> <partition>",
-    "AUTH": "AUTH <user> <token>",
-    "FETCH": "FETCH <topic> <partition> <offset> [max=<n>] [max_bytes=<n>] [enc=b64 or enc=raw]",
-    "PRODUCE_BATCH": "PRODUCE_BATCH <topic> <partition> [acks=0, acks=1 or acks=all] "
-    "[pid=<producer id> seq=<n>] data=<base64 batch>",
-}
-_POSITIONAL_COUNT: dict[str, int] = {
-    "PING": 0,
-    "PRODUCE": 2,
-    "CONSUME": 3,
-    "JOIN": 3,
-    "SYNC": 4,
-    "HEARTBEAT": 4,
-    "LEAVE": 4,
-    "COMMIT": 6,
-    "OFFSET": 3,
-    "REPLICA_FETCH": 4,
-    "SET_PARTITION_ROLE": 3,
-    "ADMIN_CREATE_TOPIC": 3,
-    "ADMIN_DELETE_TOPIC": 1,
-    "ADMIN_ADD_PARTITIONS": 2,
-    "ADMIN_ALTER_TOPIC": 1,
-    "OFFSETS": 2,
-    "DESCRIBE_GROUP": 2,
-    "LIST_GROUPS": 0,
-    "ADMIN_DELETE_GROUP": 2,
-    "ADMIN_RESET_OFFSETS": 3,
-    "ADMIN_COMMIT": 4,
-    "REPLICA_PULL": 5,
-    "REPLICA_EPOCH": 4,
-    "REPLICA_STATUS": 2,
-    "AUTH": 2,
-    "FETCH": 3,
-    "PRODUCE_BATCH": 2,
-}
-_OPTIONS: dict[str, tuple[str, ...]] = {
-    "PRODUCE": ("acks", "partition", "enc", "pid", "seq"),
-    "CONSUME": ("max", "wait_ms", "enc", "detail"),
-    "JOIN": ("assignor", "session_timeout_ms"),
-    "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes"),
-    "ADMIN_ALTER_TOPIC": ("retention_ms", "retention_bytes"),
-    "OFFSETS": ("ts",),
-    "ADMIN_RESET_OFFSETS": ("partition",),
-    "REPLICA_PULL": ("wait_ms", "max_bytes"),
-    "REPLICA_EPOCH": ("last_epoch",),
-    "FETCH": ("max", "max_bytes", "enc"),
-    "PRODUCE_BATCH": ("acks", "pid", "seq", "data"),
-}
 
 ASSIGNORS = ("round_robin", "range", "sticky")
 ROLES = ("leader", "follower")
@@ -292,223 +211,46 @@ class CodecLimits:
 _DEFAULT_LIMITS = CodecLimits()
 
 # --------------------------------------------------------------------------------------------
-# Field validation
-# --------------------------------------------------------------------------------------------
-
-_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_SHOW_CHARS = 40
-
-
-def _show(text: str) -> str:
-    """A short, quoted, escaped rendering of client input for an error message."""
-    if len(text) > _SHOW_CHARS:
-        return repr(text[:_SHOW_CHARS]) + "..."
-    return repr(text)
-
-
-def _describe_char(char: str) -> str:
-    if char == "|":
-        return "a pipe character"
-    if char.isspace():
-        return f"whitespace U+{ord(char):04X}"
-    return repr(char)
-
-
-def _name(text: str, what: str) -> str:
-    """A topic, group or consumer id: 1-249 chars of [A-Za-z0-9._-], not '.' or '..'."""
-    if text.isalnum() and text.isascii() and len(text) <= MAX_NAME_CHARS:
-        return text
-    if _NAME_RE.fullmatch(text) is not None and text != "." and text != "..":
-        return text
-    raise BadRequest(
-        f"invalid {what} {_show(text)}; names are 1 to {MAX_NAME_CHARS} characters of "
-        "A-Z a-z 0-9 . _ - and not '.' or '..'"
-    )
-
-
-def _uint(text: str, what: str) -> int:
-    """A numeric field: ASCII digits only, at most 2**63-1."""
-    if len(text) <= 18 and text.isdigit() and text.isascii():
-        return int(text)
-    if not (text.isdigit() and text.isascii()):
-        raise BadRequest(
-            f"{what} must be a non-negative integer (digits 0-9 only), got {_show(text)}"
-        )
-    # Leading zeros are digits too; strip them before the size check so int() never sees a
-    # string long enough to trip Python's int-parsing limit.
-    significant = text.lstrip("0")
-    if len(significant) > 19 or int(significant or "0") > MAX_INT:
-        raise BadRequest(f"{what} is too large; the maximum is {MAX_INT}")
-    return int(significant or "0")
-
-
-def _uint_min(text: str, what: str, minimum: int) -> int:
-    value = _uint(text, what)
-    if value < minimum:
-        raise BadRequest(f"{what} must be at least {minimum}, got {value}")
-    return value
-
-
-def _key(key: str) -> str:
-    """A PRODUCE key: at most 255 UTF-8 bytes, no whitespace, '|', ',' or ':'."""
-    if key.isprintable() and "," not in key and (len(key) * 4 <= MAX_KEY_BYTES or _short_key(key)):
-        return key  # space, '|' and ':' cannot reach here: the line split removed them
-    match = BAD_KEY_RE.search(key)
-    if match is not None:
-        raise BadRequest(
-            f"key contains {_describe_char(match.group())} at position {match.start()}; "
-            "keys may not contain whitespace, a comma, a pipe or a colon"
-        )
-    if not _short_key(key):
-        raise BadRequest(f"key is {len(key.encode())} bytes; the maximum is {MAX_KEY_BYTES}")
-    return key
-
-
-def _short_key(key: str) -> bool:
-    return len(key) <= MAX_KEY_BYTES and (key.isascii() or len(key.encode()) <= MAX_KEY_BYTES)
-
-
-def _plain_value_error(value: str) -> None:
-    """Raise BadRequest naming the first character that keeps ``value`` from being plain."""
-    match = BAD_VALUE_RE.search(value)
-    if match is not None:
-        raise BadRequest(
-            f"value contains {_describe_char(match.group())} at position {match.start()}; "
-            "send it with enc=b64"
-        )
-
-
-def _b64decode(text: str, what: str, form: str = "enc=b64") -> bytes:
-    """Strict standard base64 with padding; the canonical encoding only. Only the last
-    quantum can carry non-zero padding bits, so only it is encoded again to check."""
-    try:
-        data = binascii.a2b_base64(text, strict_mode=True)
-    except ValueError as exc:  # binascii.Error, or non-ASCII input
-        raise BadRequest(
-            f"{what} is not valid base64 ({exc}); {form} expects standard base64 with padding"
-        ) from None
-    tail = len(data) % 3
-    if tail and binascii.b2a_base64(data[-tail:], newline=False) != text[-4:].encode():
-        raise BadRequest(f"{what} is not canonical base64 (non-zero padding bits); {form}")
-    return data
-
-
-def _enc(value: str) -> bool:
-    if value == "b64":
-        return True
-    raise BadRequest(f"invalid encoding {_show(value)}; expected enc=b64")
-
-
-def _bool(value: str, option: str) -> bool:
-    if value == "true":
-        return True
-    if value == "false":
-        return False
-    raise BadRequest(f"invalid {option} {_show(value)}; expected {option}=true or {option}=false")
-
-
-
-# --------------------------------------------------------------------------------------------
-# Argument splitting
-# --------------------------------------------------------------------------------------------
-
-_NO_OPTIONS: dict[str, str] = {}
-
-
-def _tokens(args: str) -> list[str]:
-    """Arguments separated by runs of spaces; leading and trailing spaces are ignored."""
-    tokens = args.split(" ")
-    if "" in tokens:
-        tokens = [token for token in tokens if token]
-    return tokens
-
-
-def _wrong_count(command: str, got: int) -> BadRequest:
-    want = _POSITIONAL_COUNT.get(command, 0)
-    return BadRequest(
-        f"{command} expects {want} positional argument{'s' if want != 1 else ''}, got {got}; "
-        f"usage: {_USAGE[command]}"
-    )
-
-
-def _options(command: str, tokens: list[str], start: int) -> dict[str, str]:
-    """``name=value`` options after the positionals: known, each at most once."""
-    allowed = _OPTIONS.get(command, ())
-    options: dict[str, str] = {}
-    for token in tokens[start:]:
-        option, eq, value = token.partition("=")
-        if not eq:
-            if allowed:
-                hint = f"only name=value options may follow the {start} positional arguments"
-            else:
-                hint = f"{command} takes exactly {start} positional arguments and no options"
-            raise BadRequest(
-                f"unexpected argument {_show(token)}; {hint}; usage: {_USAGE[command]}"
-            )
-        if option not in allowed:
-            known = ", ".join(allowed) if allowed else "none"
-            raise BadRequest(
-                f"unknown option {_show(option)} for {command} (known options: {known}); "
-                f"usage: {_USAGE[command]}"
-            )
-        if option in options:
-            raise BadRequest(f"option {option} given more than once")
-        options[option] = value
-    return options
-
-
-def _split(command: str, args: str) -> tuple[list[str], dict[str, str]]:
-    """Positionals (exactly the command's count) and options."""
-    count = _POSITIONAL_COUNT[command]
-    tokens = _tokens(args)
-    if len(tokens) < count:
-        raise _wrong_count(command, len(tokens))
-    if len(tokens) == count:
-        return tokens, _NO_OPTIONS
-    return tokens, _options(command, tokens, count)
-
-
-# --------------------------------------------------------------------------------------------
 # Parsers (one per command; the hot ones are written out for speed)
 # --------------------------------------------------------------------------------------------
 
 
 def _parse_ping(cid: str, args: str) -> Ping:
-    if args and _tokens(args):
-        _options("PING", _tokens(args), 0)
+    if args and fields.split_tokens(args):
+        fields.options("PING", fields.split_tokens(args), 0)
     return Ping(cid)
 
 
 def _parse_list_groups(cid: str, args: str) -> ListGroups:
-    if args and _tokens(args):
-        _options("LIST_GROUPS", _tokens(args), 0)
+    if args and fields.split_tokens(args):
+        fields.options("LIST_GROUPS", fields.split_tokens(args), 0)
     return ListGroups(cid)
 
 
 def _parse_join(cid: str, args: str) -> Join:
-    tokens, options = _split("JOIN", args)
-    group = _name(tokens[0], "group")
-    topic = _name(tokens[1], "topic")
-    member_id = _name(tokens[2], "consumer id")
+    tokens, options = fields.split_args("JOIN", args)
+    group = fields.name(tokens[0], "group")
+    topic = fields.name(tokens[1], "topic")
+    member_id = fields.name(tokens[2], "consumer id")
     assignor = options.get("assignor")
     if assignor is not None and assignor not in ASSIGNORS:
         raise BadRequest(
-            f"unknown assignor {_show(assignor)}; expected assignor=round_robin, "
+            f"unknown assignor {fields.show(assignor)}; expected assignor=round_robin, "
             "assignor=range or assignor=sticky"
         )
     timeout = options.get("session_timeout_ms")
-    session_timeout_ms = None if timeout is None else _uint(timeout, "session_timeout_ms")
+    session_timeout_ms = None if timeout is None else fields.uint(timeout, "session_timeout_ms")
     return Join(cid, group, topic, member_id, assignor, session_timeout_ms)
 
 
 def _member_fields(command: str, args: str) -> tuple[list[str], str, str, str, int]:
-    tokens, _ = _split(command, args)
+    tokens, _ = fields.split_args(command, args)
     return (
         tokens,
-        _name(tokens[0], "group"),
-        _name(tokens[1], "topic"),
-        _name(tokens[2], "consumer id"),
-        _uint(tokens[3], "generation"),
+        fields.name(tokens[0], "group"),
+        fields.name(tokens[1], "topic"),
+        fields.name(tokens[2], "consumer id"),
+        fields.uint(tokens[3], "generation"),
     )
 
 
@@ -529,36 +271,36 @@ def _parse_leave(cid: str, args: str) -> Leave:
 
 def _parse_commit(cid: str, args: str) -> Commit:
     tokens, group, topic, member_id, generation = _member_fields("COMMIT", args)
-    partition = _uint(tokens[4], "partition")
-    offset = _uint(tokens[5], "offset")
+    partition = fields.uint(tokens[4], "partition")
+    offset = fields.uint(tokens[5], "offset")
     return Commit(cid, group, topic, member_id, generation, partition, offset)
 
 
 def _parse_offset(cid: str, args: str) -> Offset:
-    tokens, _ = _split("OFFSET", args)
+    tokens, _ = fields.split_args("OFFSET", args)
     return Offset(
-        cid, _name(tokens[0], "group"), _name(tokens[1], "topic"), _uint(tokens[2], "partition")
+        cid, fields.name(tokens[0], "group"), fields.name(tokens[1], "topic"), fields.uint(tokens[2], "partition")
     )
 
 
 def _parse_replica_fetch(cid: str, args: str) -> ReplicaFetch:
-    tokens, _ = _split("REPLICA_FETCH", args)
+    tokens, _ = fields.split_args("REPLICA_FETCH", args)
     return ReplicaFetch(
         cid,
-        _name(tokens[0], "topic"),
-        _uint(tokens[1], "partition"),
-        _uint(tokens[2], "replica_id"),
-        _uint(tokens[3], "offset"),
+        fields.name(tokens[0], "topic"),
+        fields.uint(tokens[1], "partition"),
+        fields.uint(tokens[2], "replica_id"),
+        fields.uint(tokens[3], "offset"),
     )
 
 
 def _parse_set_partition_role(cid: str, args: str) -> SetPartitionRole:
-    tokens, _ = _split("SET_PARTITION_ROLE", args)
-    topic = _name(tokens[0], "topic")
-    partition = _uint(tokens[1], "partition")
+    tokens, _ = fields.split_args("SET_PARTITION_ROLE", args)
+    topic = fields.name(tokens[0], "topic")
+    partition = fields.uint(tokens[1], "partition")
     role = tokens[2]
     if role not in ROLES:
-        raise BadRequest(f"invalid role {_show(role)}; expected leader or follower")
+        raise BadRequest(f"invalid role {fields.show(role)}; expected leader or follower")
     return SetPartitionRole(cid, topic, partition, role)
 
 
@@ -566,7 +308,7 @@ def _optional_uint(options: dict[str, str], option: str, minimum: int = 0) -> in
     text = options.get(option)
     if text is None:
         return None
-    return _uint_min(text, option, minimum)
+    return fields.uint_min(text, option, minimum)
 
 
 def _producer_fields(options: dict[str, str]) -> tuple[str | None, int | None]:
@@ -577,16 +319,16 @@ def _producer_fields(options: dict[str, str]) -> tuple[str | None, int | None]:
         return None, None
     if pid is None or seq_text is None:
         raise BadRequest("pid= and seq= go together (idempotent produce); give both or neither")
-    return _name(pid, "pid"), _uint(seq_text, "seq")
+    return fields.name(pid, "pid"), fields.uint(seq_text, "seq")
 
 
 def _parse_fetch(cid: str, args: str) -> Fetch:
-    tokens, options = _split("FETCH", args)
+    tokens, options = fields.split_args("FETCH", args)
     return Fetch(
         cid,
-        _name(tokens[0], "topic"),
-        _uint(tokens[1], "partition"),
-        _uint(tokens[2], "offset"),
+        fields.name(tokens[0], "topic"),
+        fields.uint(tokens[1], "partition"),
+        fields.uint(tokens[2], "offset"),
         _optional_uint(options, "max", 1),
         _optional_uint(options, "max_bytes", 1),
         _fetch_raw(options.get("enc")),
@@ -598,7 +340,7 @@ def _fetch_raw(encoding: str | None) -> bool:
         return False
     if encoding == "raw":
         return True
-    raise BadRequest(f"invalid encoding {_show(encoding)}; expected enc=b64 or enc=raw")
+    raise BadRequest(f"invalid encoding {fields.show(encoding)}; expected enc=b64 or enc=raw")
 
 
 _BATCH_COUNT = struct.Struct("<I")
@@ -644,12 +386,12 @@ def decode_batch(data: bytes, max_value_bytes: int) -> tuple[tuple[bytes, ...], 
 
 
 def _parse_admin_create_topic(cid: str, args: str) -> AdminCreateTopic:
-    tokens, options = _split("ADMIN_CREATE_TOPIC", args)
+    tokens, options = fields.split_args("ADMIN_CREATE_TOPIC", args)
     return AdminCreateTopic(
         cid,
-        _name(tokens[0], "topic"),
-        _uint_min(tokens[1], "partitions", 1),
-        _uint_min(tokens[2], "replication_factor", 1),
+        fields.name(tokens[0], "topic"),
+        fields.uint_min(tokens[1], "partitions", 1),
+        fields.uint_min(tokens[2], "replication_factor", 1),
         _optional_uint(options, "min_isr", 1),
         _optional_uint(options, "retention_ms", 1),
         _optional_uint(options, "retention_bytes", 1),
@@ -657,121 +399,121 @@ def _parse_admin_create_topic(cid: str, args: str) -> AdminCreateTopic:
 
 
 def _parse_admin_delete_topic(cid: str, args: str) -> AdminDeleteTopic:
-    tokens, _ = _split("ADMIN_DELETE_TOPIC", args)
-    return AdminDeleteTopic(cid, _name(tokens[0], "topic"))
+    tokens, _ = fields.split_args("ADMIN_DELETE_TOPIC", args)
+    return AdminDeleteTopic(cid, fields.name(tokens[0], "topic"))
 
 
 def _parse_admin_add_partitions(cid: str, args: str) -> AdminAddPartitions:
-    tokens, _ = _split("ADMIN_ADD_PARTITIONS", args)
-    return AdminAddPartitions(cid, _name(tokens[0], "topic"), _uint_min(tokens[1], "partitions", 1))
+    tokens, _ = fields.split_args("ADMIN_ADD_PARTITIONS", args)
+    return AdminAddPartitions(cid, fields.name(tokens[0], "topic"), fields.uint_min(tokens[1], "partitions", 1))
 
 
 def _parse_admin_alter_topic(cid: str, args: str) -> AdminAlterTopic:
-    tokens, options = _split("ADMIN_ALTER_TOPIC", args)
-    topic = _name(tokens[0], "topic")
+    tokens, options = fields.split_args("ADMIN_ALTER_TOPIC", args)
+    topic = fields.name(tokens[0], "topic")
     if not options:
-        raise BadRequest("nothing to alter; usage: " + _USAGE["ADMIN_ALTER_TOPIC"])
-    changes = tuple((option, None if text == "none" else _uint_min(text, option, 1))
+        raise BadRequest("nothing to alter; usage: " + fields.USAGE["ADMIN_ALTER_TOPIC"])
+    changes = tuple((option, None if text == "none" else fields.uint_min(text, option, 1))
                     for option, text in sorted(options.items()))
     return AdminAlterTopic(cid, topic, changes)
 
 
 def _parse_metadata(cid: str, args: str) -> Metadata:
-    tokens = _tokens(args)
+    tokens = fields.split_tokens(args)
     if not tokens:
         return Metadata(cid, None)
     if "=" in tokens[0]:  # no topic given; METADATA has no options
-        _options("METADATA", tokens, 0)
+        fields.options("METADATA", tokens, 0)
     if len(tokens) > 1:
         raise BadRequest(
-            f"METADATA takes at most one argument, got {len(tokens)}; usage: {_USAGE['METADATA']}"
+            f"METADATA takes at most one argument, got {len(tokens)}; usage: {fields.USAGE['METADATA']}"
         )
-    return Metadata(cid, _name(tokens[0], "topic"))
+    return Metadata(cid, fields.name(tokens[0], "topic"))
 
 
 def _parse_offsets(cid: str, args: str) -> Offsets:
-    tokens, options = _split("OFFSETS", args)
+    tokens, options = fields.split_args("OFFSETS", args)
     return Offsets(
-        cid, _name(tokens[0], "topic"), _uint(tokens[1], "partition"), _optional_uint(options, "ts")
+        cid, fields.name(tokens[0], "topic"), fields.uint(tokens[1], "partition"), _optional_uint(options, "ts")
     )
 
 
 def _parse_describe_group(cid: str, args: str) -> DescribeGroup:
-    tokens, _ = _split("DESCRIBE_GROUP", args)
-    return DescribeGroup(cid, _name(tokens[0], "group"), _name(tokens[1], "topic"))
+    tokens, _ = fields.split_args("DESCRIBE_GROUP", args)
+    return DescribeGroup(cid, fields.name(tokens[0], "group"), fields.name(tokens[1], "topic"))
 
 
 def _parse_admin_delete_group(cid: str, args: str) -> AdminDeleteGroup:
-    tokens, _ = _split("ADMIN_DELETE_GROUP", args)
-    return AdminDeleteGroup(cid, _name(tokens[0], "group"), _name(tokens[1], "topic"))
+    tokens, _ = fields.split_args("ADMIN_DELETE_GROUP", args)
+    return AdminDeleteGroup(cid, fields.name(tokens[0], "group"), fields.name(tokens[1], "topic"))
 
 
 def _parse_admin_reset_offsets(cid: str, args: str) -> AdminResetOffsets:
-    tokens, options = _split("ADMIN_RESET_OFFSETS", args)
-    group = _name(tokens[0], "group")
-    topic = _name(tokens[1], "topic")
+    tokens, options = fields.split_args("ADMIN_RESET_OFFSETS", args)
+    group = fields.name(tokens[0], "group")
+    topic = fields.name(tokens[1], "topic")
     text = tokens[2]
     target: str | int
     if text == "earliest" or text == "latest":
         target = text
     elif text.isdigit() and text.isascii():
-        target = _uint(text, "offset")
+        target = fields.uint(text, "offset")
     else:
         raise BadRequest(
-            f"invalid reset target {_show(text)}; expected earliest, latest or an offset"
+            f"invalid reset target {fields.show(text)}; expected earliest, latest or an offset"
         )
     return AdminResetOffsets(cid, group, topic, target, _optional_uint(options, "partition"))
 
 
 def _parse_admin_commit(cid: str, args: str) -> AdminCommit:
-    tokens, _ = _split("ADMIN_COMMIT", args)
+    tokens, _ = fields.split_args("ADMIN_COMMIT", args)
     return AdminCommit(
         cid,
-        _name(tokens[0], "group"),
-        _name(tokens[1], "topic"),
-        _uint(tokens[2], "partition"),
-        _uint(tokens[3], "offset"),
+        fields.name(tokens[0], "group"),
+        fields.name(tokens[1], "topic"),
+        fields.uint(tokens[2], "partition"),
+        fields.uint(tokens[3], "offset"),
     )
 
 
 def _parse_replica_pull(cid: str, args: str) -> ReplicaPull:
-    tokens, options = _split("REPLICA_PULL", args)
+    tokens, options = fields.split_args("REPLICA_PULL", args)
     return ReplicaPull(
         cid,
-        _name(tokens[0], "topic"),
-        _uint(tokens[1], "partition"),
-        _uint(tokens[2], "replica_id"),
-        _uint(tokens[3], "offset"),
-        _uint(tokens[4], "epoch"),
+        fields.name(tokens[0], "topic"),
+        fields.uint(tokens[1], "partition"),
+        fields.uint(tokens[2], "replica_id"),
+        fields.uint(tokens[3], "offset"),
+        fields.uint(tokens[4], "epoch"),
         _optional_uint(options, "wait_ms"),
         _optional_uint(options, "max_bytes", 1),
     )
 
 
 def _parse_replica_epoch(cid: str, args: str) -> ReplicaEpoch:
-    tokens, options = _split("REPLICA_EPOCH", args)
+    tokens, options = fields.split_args("REPLICA_EPOCH", args)
     return ReplicaEpoch(
         cid,
-        _name(tokens[0], "topic"),
-        _uint(tokens[1], "partition"),
-        _uint(tokens[2], "replica_id"),
-        _uint(tokens[3], "epoch"),
+        fields.name(tokens[0], "topic"),
+        fields.uint(tokens[1], "partition"),
+        fields.uint(tokens[2], "replica_id"),
+        fields.uint(tokens[3], "epoch"),
         _optional_uint(options, "last_epoch"),
     )
 
 
 def _parse_auth(cid: str, args: str) -> Auth:
     """``AUTH <user> <token>``; no error message ever repeats the token."""
-    tokens = _tokens(args)
+    tokens = fields.split_tokens(args)
     if len(tokens) != 2:
         raise BadRequest(f"AUTH expects 2 positional arguments, got {len(tokens)}; "
-                         f"usage: {_USAGE['AUTH']}")
-    return Auth(cid, _name(tokens[0], "user"), tokens[1])
+                         f"usage: {fields.USAGE['AUTH']}")
+    return Auth(cid, fields.name(tokens[0], "user"), tokens[1])
 
 
 def _parse_replica_status(cid: str, args: str) -> ReplicaStatus:
-    tokens, _ = _split("REPLICA_STATUS", args)
-    return ReplicaStatus(cid, _name(tokens[0], "topic"), _uint(tokens[1], "partition"))
+    tokens, _ = fields.split_args("REPLICA_STATUS", args)
+    return ReplicaStatus(cid, fields.name(tokens[0], "topic"), fields.uint(tokens[1], "partition"))
 
 
 _Parser: TypeAlias = Callable[[str, str], Any]
@@ -936,17 +678,17 @@ class Codec:
         raise AssertionError("undecodable line whose fields all decode")  # pragma: no cover
 
     def _parse_produce_batch(self, cid: str, args: str) -> ProduceBatch:
-        tokens, options = _split("PRODUCE_BATCH", args)
-        topic = _name(tokens[0], "topic")
-        partition = _uint(tokens[1], "partition")
+        tokens, options = fields.split_args("PRODUCE_BATCH", args)
+        topic = fields.name(tokens[0], "topic")
+        partition = fields.uint(tokens[1], "partition")
         acks = options.get("acks", "1")
         if acks not in ACK_MODES:
             raise BadRequest(ACKS_MESSAGE)
         pid, seq = _producer_fields(options)
         text = options.get("data")
         if text is None:
-            raise BadRequest(f"PRODUCE_BATCH needs data=<base64 batch>; usage: {_USAGE['PRODUCE_BATCH']}")
-        keys, values = decode_batch(_b64decode(text, "data", "PRODUCE_BATCH"), self._max_value)
+            raise BadRequest(f"PRODUCE_BATCH needs data=<base64 batch>; usage: {fields.USAGE['PRODUCE_BATCH']}")
+        keys, values = decode_batch(fields.b64decode(text, "data", "PRODUCE_BATCH"), self._max_value)
         return ProduceBatch(cid, topic, partition, keys, values, acks, pid, seq)
 
     def _parse_produce(self, cid: str, args: str) -> Produce:
@@ -955,20 +697,20 @@ class Codec:
             tokens = [token for token in tokens if token]
         count = len(tokens)
         if count < 2:
-            raise _wrong_count("PRODUCE", count)
+            raise fields.wrong_count("PRODUCE", count)
         topic = tokens[0]
         if not (topic.isalnum() and topic.isascii() and len(topic) <= MAX_NAME_CHARS):
-            _name(topic, "topic")
+            fields.name(topic, "topic")
         key, colon, value = tokens[1].partition(":")
         if not colon:
             raise BadRequest(KEY_VALUE_MESSAGE)
         if key:
-            _key(key)
+            fields.key(key)
         acks = "1"
         partition = None
         b64 = False
         if count > 2:
-            options = _options("PRODUCE", tokens, 2)
+            options = fields.options("PRODUCE", tokens, 2)
             mode = options.get("acks")
             if mode is not None:
                 if mode not in ACK_MODES:
@@ -976,20 +718,20 @@ class Codec:
                 acks = mode
             text = options.get("partition")
             if text is not None:
-                partition = _uint(text, "partition")
+                partition = fields.uint(text, "partition")
             encoding = options.get("enc")
             if encoding is not None:
-                b64 = _enc(encoding)
+                b64 = fields.encoding(encoding)
             pid, seq = _producer_fields(options)
         else:
             pid = seq = None
         if b64:
             if len(value) > self._max_b64_chars:
                 raise _too_big(len(value) * 3 // 4, self._max_value)
-            data = _b64decode(value, "value")
+            data = fields.b64decode(value, "value")
         else:
             if not (value.isprintable() and "," not in value):
-                _plain_value_error(value)
+                fields.plain_value_error(value)
             data = value.encode()
         if len(data) > self._max_value:
             raise _too_big(len(data), self._max_value)
@@ -1002,15 +744,15 @@ def _parse_consume(cid: str, args: str) -> Consume:
         tokens = [token for token in tokens if token]
     count = len(tokens)
     if count < 3:
-        raise _wrong_count("CONSUME", count)
+        raise fields.wrong_count("CONSUME", count)
     topic = tokens[0]
     if not (topic.isalnum() and topic.isascii() and len(topic) <= MAX_NAME_CHARS):
-        _name(topic, "topic")
-    partition = _uint(tokens[1], "partition")
-    offset = _uint(tokens[2], "offset")
+        fields.name(topic, "topic")
+    partition = fields.uint(tokens[1], "partition")
+    offset = fields.uint(tokens[2], "offset")
     if count == 3:
         return Consume(cid, topic, partition, offset)
-    options = _options("CONSUME", tokens, 3)
+    options = fields.options("CONSUME", tokens, 3)
     encoding = options.get("enc")
     detail = options.get("detail")
     return Consume(
@@ -1020,8 +762,8 @@ def _parse_consume(cid: str, args: str) -> Consume:
         offset,
         _optional_uint(options, "max", 1),
         _optional_uint(options, "wait_ms"),
-        False if encoding is None else _enc(encoding),
-        False if detail is None else _bool(detail, "detail"),
+        False if encoding is None else fields.encoding(encoding),
+        False if detail is None else fields.boolean(detail, "detail"),
     )
 
 
@@ -1043,11 +785,11 @@ def _cid_line_break() -> BadRequest:
 
 
 def _version_error(version: str) -> BadRequest:
-    return BadRequest(f"unsupported protocol version {_show(version)}; expected V1")
+    return BadRequest(f"unsupported protocol version {fields.show(version)}; expected V1")
 
 
 def _unknown_command(command: str) -> UnknownCommand:
-    return UnknownCommand(f"unknown command {_show(command)}; commands are upper case, e.g. PING")
+    return UnknownCommand(f"unknown command {fields.show(command)}; commands are upper case, e.g. PING")
 
 
 def _utf8_error(what: str, exc: UnicodeDecodeError, hint: str = "") -> BadRequest:
