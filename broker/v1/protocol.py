@@ -111,6 +111,7 @@ class V1Protocol(Connection):
         framer = self.framer
         framer.feed(data)
         next_request = framer.next_request
+        take_fast = framer.take_fast
         transport = self.transport
         line_received = self.lineReceived
         # The hot path: runs of plain PRODUCE lines are matched in place by the codec's
@@ -125,30 +126,36 @@ class V1Protocol(Connection):
         fast_count = 0
         started = metrics.now() if metrics is not None else 0.0
         while not self.paused and self._held is None:
-            request = next_request(fast and not self._cmd_slots)
+            if fast and not self._cmd_slots:
+                run = take_fast()
+                if run:
+                    for match in run:
+                        if self.paused:  # a reply write filled the transport: stop here
+                            framer.rewind(match.start())
+                            break
+                        cid, topic, key, value, acks = match.groups()
+                        slot: list[Any] = [None, cid]
+                        name = topic_names.get(topic)
+                        if name is None:
+                            name = topic_names[topic] = topic.decode()
+                        try:
+                            produce(name, None, key, value, acks_map[acks], self, slot)
+                        except SkerryError as error:
+                            self._emit(err(cid.decode(), error))
+                        else:
+                            pending.append(slot)
+                        fast_count += 1
+                    continue
+            request = next_request()
             if request is None:
                 break
-            if request.__class__ is bytes:
-                line_received(request)  # may hold the command back: the loop then stops
-                if transport.disconnecting:
-                    framer.clear()
-                    return
-                continue
             if request is TOO_LONG:
                 self._too_long()
                 return
-            fast_count += 1
-            cid, topic, key, value, acks = request.groups()  # type: ignore[union-attr]
-            slot: list[Any] = [None, cid]
-            name = topic_names.get(topic)
-            if name is None:
-                name = topic_names[topic] = topic.decode()
-            try:
-                produce(name, None, key, value, acks_map[acks], self, slot)
-            except SkerryError as error:
-                self._emit(err(cid.decode(), error))
-            else:
-                pending.append(slot)
+            line_received(request)  # type: ignore[arg-type]  # may hold the command back
+            if transport.disconnecting:
+                framer.clear()
+                return
         if fast_count and metrics is not None:
             metrics.fast_produced(fast_count, slot, started)
         self._flush_out()
