@@ -17,6 +17,7 @@ from twisted.internet.testing import StringTransport
 from broker.config import config_from_mapping
 from broker.server import Broker, build_broker
 from tests.fakes.fs import FaultyFileLayer, RecordingFileLayer
+from tests.reliability.inmemory import InMemoryBroker
 from tests.support import ManualThread
 
 
@@ -405,16 +406,17 @@ class ServerFramingTests:
         b"V1|12|PRO"
     )
 
-    def _replies(self, h: Harness, topic: str, size: int) -> bytes:
+    def _replies(self, h: InMemoryBroker, topic: str, size: int) -> bytes:
         data = self.REQUESTS.replace(b"{t}", topic.encode())
         proto, tr = h.connect()
         for start in range(0, len(data), size):
             proto.dataReceived(data[start:start + size])
-        for _ in range(10):  # every held command runs once the replies before it are out
-            h.turn()
-            h.thread.run_all()
+        h.settle(10)  # every held command runs once the replies before it are out
         proto.readConnectionLost()  # the half-close answers the unterminated tail
-        h.turn()
+        h.settle()
+        admin, admin_tr = h.connect()  # the topic's files are closed before the next size
+        assert h.request(admin, admin_tr, f"V1|d|ADMIN_DELETE_TOPIC|{topic}")[0].startswith(
+            b"V1|d|OK")
         return tr.value().replace(topic.encode(), b"{t}")
 
     def test_every_chunk_size_gives_the_same_replies(self, tmp_path: Path) -> None:
@@ -422,7 +424,7 @@ class ServerFramingTests:
         codec, a CONSUME held behind them, blank lines, \\r\\n, errors, an unterminated tail)
         get the same replies, in order, whether they arrive in one read or split at every
         chunk size from 1 byte (a fresh topic for each, so the offsets are the same)."""
-        h = Harness(tmp_path, defaults={"partitions": 1})
+        h = InMemoryBroker(tmp_path / "data", defaults={"partitions": 1})
         whole = self._replies(h, "t0000", len(self.REQUESTS) + 100)
         assert whole.splitlines() == [
             b"V1|1|OK",
@@ -443,5 +445,8 @@ class ServerFramingTests:
             b"V1|0|ERR|BAD_REQUEST|unterminated line at end of input: a request ends with a "
             b"line feed; it was not executed",
         ]
-        for size in range(1, len(self.REQUESTS)):
-            assert self._replies(h, f"t{size:04d}", size) == whole, size
+        try:
+            for size in range(1, len(self.REQUESTS)):
+                assert self._replies(h, f"t{size:04d}", size) == whole, size
+        finally:
+            h.close()
