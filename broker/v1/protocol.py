@@ -42,6 +42,9 @@ __all__ = ["V1Protocol", "V1Factory"]
 
 log = logging.getLogger("skerry.v1")
 
+_FAST_RUN = 32
+"""Fast-path requests taken from the framer at a time (``LineFramer.take_fast``)."""
+
 _BEFORE_AUTH = (codec.Ping, codec.Auth)
 """The commands served on a connection that has not authenticated (when auth is on)."""
 
@@ -127,7 +130,7 @@ class V1Protocol(Connection):
         started = metrics.now() if metrics is not None else 0.0
         while not self.paused and self._held is None:
             if fast and not self._cmd_slots:
-                run = take_fast()
+                run = take_fast(_FAST_RUN)
                 if run:
                     for match in run:
                         if self.paused:  # a reply write filled the transport: stop here
@@ -145,7 +148,10 @@ class V1Protocol(Connection):
                         else:
                             pending.append(slot)
                         fast_count += 1
-                    continue
+                    if not framer.buffered:
+                        break
+                    if len(run) == _FAST_RUN or self.paused:
+                        continue  # more may follow (or the loop ends: paused)
             request = next_request()
             if request is None:
                 break
