@@ -1,39 +1,100 @@
-"""The V1 line-protocol codec: bytes of one request line in, a typed command out; reply lines out.
+"""The V1 line-protocol codec: bytes of one request line in, a typed command out.
 
 Owns: the exact wire contract of ``spec/v1-protocol.md`` as far as it can be checked without
-state. That is the envelope (``V1|<cid>|<COMMAND>|<args>``), the command table, argument
-syntax and ranges (names, numbers, ``key:value``, options), every reply line the broker
-writes (``V1|<cid>|OK|<payload>`` and ``V1|<cid>|ERR|<CODE>|<message>``), the payload
-shapes of the spec's commands, and a pure line splitter with ``LineReceiver``'s rules (except
-that the ``\\r`` of a ``\\r\\n`` terminator does not count toward the length limit).
-Checks run in the spec's order: envelope -> command known -> argument syntax and ranges. All
-of them answer BAD_REQUEST (UNKNOWN_COMMAND for the second); existence, generation,
-membership and ownership are the handlers' business.
+state: the envelope (``V1|<cid>|<COMMAND>|<args>``), argument syntax and ranges (names,
+numbers, ``key:value``, options), and the PRODUCE fast path, the faster branch of the same
+parser (``Codec.match_produce``: a plain PRODUCE matched in place in the read buffer, no
+line slicing, no command object; whatever it accepts ``parse_command`` accepts with the same
+fields). Checks run in the spec's order: envelope -> command known -> argument syntax and
+ranges. All of them answer BAD_REQUEST (UNKNOWN_COMMAND for the second); existence,
+generation, membership and ownership are the handlers' business.
+
+The rest of the V1 wire lives next door: the command classes in ``broker.v1.commands``, every
+reply line in ``broker.v1.replies``, the line splitter in ``broker.v1.framing``. Their public
+names are re-exported here, so ``from broker.v1.codec import Produce, err`` keeps working.
 
 Must not import: Twisted, sockets, the store, ``groups`` or ``replication``; it does no I/O
-and reads no clock. Only ``broker.errors`` (the error classes it raises) and ``broker.v1.errors``
-(their wire codes) are imported.
+and reads no clock. Only ``broker.errors`` is imported, for the error classes it raises.
 """
 
 from __future__ import annotations
 
-import binascii
-import functools
 import re
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, ClassVar, TypeAlias
-
-import numpy as np
+from typing import Any, TypeAlias
 
 from broker.errors import BadRequest, SkerryError, UnknownCommand
+from broker.v1 import fields
+from broker.v1.commands import (
+    ALL_COMMANDS,
+    CLUSTER_COMMANDS,
+    COMMANDS,
+    DATA_COMMANDS,
+    MAX_INT,
+    MAX_KEY_BYTES,
+    MAX_NAME_CHARS,
+    SECURITY_COMMANDS,
+    VERSION,
+    AdminAddPartitions,
+    AdminAlterTopic,
+    AdminCommit,
+    AdminCreateTopic,
+    AdminDeleteGroup,
+    AdminDeleteTopic,
+    AdminResetOffsets,
+    Auth,
+    Command,
+    Commit,
+    Consume,
+    DescribeGroup,
+    Fetch,
+    Heartbeat,
+    Join,
+    Leave,
+    ListGroups,
+    Metadata,
+    Offset,
+    Offsets,
+    Ping,
+    Produce,
+    ProduceBatch,
+    ReplicaEpoch,
+    ReplicaFetch,
+    ReplicaPull,
+    ReplicaStatus,
+    SetPartitionRole,
+    Sync,
+    is_plain_key,
+    is_plain_value,
+)
 from broker.v1.errors import code_for
-from data.format import HEADER_SIZE, PAYLOAD_LENGTH_OFFSET, header_rows
-from data.names import MAX_NAME_CHARS, NAME_PATTERN, is_valid_name
+from broker.v1.framing import LineSplitter, LineTooLong
+from broker.v1.replies import (
+    LINE_TOO_LONG_REPLY,
+    assignment_payload,
+    consume_reply,
+    consume_reply_raw,
+    err,
+    fetch_raw_reply,
+    fetch_reply,
+    format_bool,
+    format_list,
+    ok,
+    produce_batch_payload,
+    produce_ok,
+    produce_payload,
+    replica_epoch_payload,
+    replica_fetch_payload,
+    replica_pull_reply,
+    replica_status_payload,
+    role_payload,
+)
+from data.names import NAME_PATTERN
 
 __all__ = [
     "AdminAddPartitions",
@@ -57,6 +118,13 @@ __all__ = [
     "Codec",
     "CodecLimits",
     "Command",
+    "consume_reply_raw",
+    "produce_ok",
+    "AdminAlterTopic",
+    "ACK_MODES",
+    "FAST_ACKS",
+    "PRODUCE_LINE_RE",
+    "VERSION",
     "CommandError",
     "Commit",
     "Consume",
@@ -98,532 +166,10 @@ __all__ = [
     "role_payload",
 ]
 
-VERSION = "V1"
-MAX_INT = 2**63 - 1
-"""Largest number accepted in any numeric field (a signed 64-bit integer)."""
-MAX_KEY_BYTES = 255
-"""Longest message key, in UTF-8 bytes."""
-
-LINE_TOO_LONG_REPLY = b"V1|0|ERR|BAD_REQUEST|line too long\n"
-"""What the broker writes, before closing the connection, for a line over the length limit."""
 
 ACKS_MESSAGE = "invalid ack mode; expected acks=0, acks=1 or acks=all"
 KEY_VALUE_MESSAGE = "message must be key:value"
 
-
-# --------------------------------------------------------------------------------------------
-# Commands
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Ping:
-    """``PING`` (no arguments). Reply: ``V1|<cid>|OK``."""
-
-    name: ClassVar[str] = "PING"
-    cid: str
-
-
-@dataclass(frozen=True, slots=True)
-class Produce:
-    """``PRODUCE <topic> <key>:<value> [acks=..] [partition=<n>] [enc=b64]``.
-
-    ``value`` is always the stored bytes: the UTF-8 of a plain value, or the decoded bytes when
-    ``b64`` is set. ``partition`` (additive) overrides the key hash; its range is the handler's.
-    """
-
-    name: ClassVar[str] = "PRODUCE"
-    cid: str
-    topic: str
-    key: str
-    value: bytes
-    acks: str = "1"
-    partition: int | None = None
-    b64: bool = False
-    pid: str | None = None
-    """Additive idempotent produce: the producer id (a name) and this message's sequence
-    number for the target partition; both or neither (``data/spark`` and docs/protocol.md)."""
-    seq: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Fetch:
-    """Additive: ``FETCH <topic> <partition> <offset> [max=<n>] [max_bytes=<n>]``: committed
-    records as their exact on-disk bytes (binary-safe bulk read for data tools)."""
-
-    name: ClassVar[str] = "FETCH"
-    cid: str
-    topic: str
-    partition: int
-    offset: int
-    max_messages: int | None = None
-    max_bytes: int | None = None
-    raw: bool = False
-    """Additive ``enc=raw``: the records follow the reply line as raw bytes (``size=<n>``)
-    instead of base64 in it (``fetch_raw_reply``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceBatch:
-    """Additive: ``PRODUCE_BATCH <topic> <partition> [acks=..] [pid=<id> seq=<n>]
-    data=<base64>``: messages for one partition in one binary-safe request (docs/protocol.md,
-    the batch layout in ``decode_batch``). ``keys`` and ``values`` are the messages in order
-    (an empty key is no key); with ``pid``, ``seq`` numbers the first message and the others
-    follow it."""
-
-    name: ClassVar[str] = "PRODUCE_BATCH"
-    cid: str
-    topic: str
-    partition: int
-    keys: tuple[bytes, ...]
-    values: tuple[bytes, ...]
-    acks: str = "1"
-    pid: str | None = None
-    seq: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Consume:
-    """``CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=..]``."""
-
-    name: ClassVar[str] = "CONSUME"
-    cid: str
-    topic: str
-    partition: int
-    offset: int
-    max_messages: int | None = None
-    wait_ms: int | None = None
-    b64: bool = False
-    detail: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Join:
-    """``JOIN <group> <topic> <consumer_id> [assignor=..] [session_timeout_ms=<ms>]``."""
-
-    name: ClassVar[str] = "JOIN"
-    cid: str
-    group: str
-    topic: str
-    member_id: str
-    assignor: str | None = None
-    session_timeout_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Sync:
-    """``SYNC <group> <topic> <consumer_id> <generation>``."""
-
-    name: ClassVar[str] = "SYNC"
-    cid: str
-    group: str
-    topic: str
-    member_id: str
-    generation: int
-
-
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """``HEARTBEAT <group> <topic> <consumer_id> <generation>``."""
-
-    name: ClassVar[str] = "HEARTBEAT"
-    cid: str
-    group: str
-    topic: str
-    member_id: str
-    generation: int
-
-
-@dataclass(frozen=True, slots=True)
-class Leave:
-    """``LEAVE <group> <topic> <consumer_id> <generation>``."""
-
-    name: ClassVar[str] = "LEAVE"
-    cid: str
-    group: str
-    topic: str
-    member_id: str
-    generation: int
-
-
-@dataclass(frozen=True, slots=True)
-class Commit:
-    """``COMMIT <group> <topic> <consumer_id> <generation> <partition> <offset>``."""
-
-    name: ClassVar[str] = "COMMIT"
-    cid: str
-    group: str
-    topic: str
-    member_id: str
-    generation: int
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class Offset:
-    """``OFFSET <group> <topic> <partition>``."""
-
-    name: ClassVar[str] = "OFFSET"
-    cid: str
-    group: str
-    topic: str
-    partition: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaFetch:
-    """``REPLICA_FETCH <topic> <partition> <replica_id> <offset>`` (replica range: handler)."""
-
-    name: ClassVar[str] = "REPLICA_FETCH"
-    cid: str
-    topic: str
-    partition: int
-    replica_id: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class SetPartitionRole:
-    """``SET_PARTITION_ROLE <topic> <partition> <leader|follower>``."""
-
-    name: ClassVar[str] = "SET_PARTITION_ROLE"
-    cid: str
-    topic: str
-    partition: int
-    role: str
-
-
-@dataclass(frozen=True, slots=True)
-class AdminCreateTopic:
-    """Additive: ``ADMIN_CREATE_TOPIC <topic> <partitions> <replication_factor>`` + options."""
-
-    name: ClassVar[str] = "ADMIN_CREATE_TOPIC"
-    cid: str
-    topic: str
-    partitions: int
-    replication_factor: int
-    min_insync_replicas: int | None = None
-    retention_ms: int | None = None
-    retention_bytes: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AdminDeleteTopic:
-    """Additive: ``ADMIN_DELETE_TOPIC <topic>``."""
-
-    name: ClassVar[str] = "ADMIN_DELETE_TOPIC"
-    cid: str
-    topic: str
-
-
-@dataclass(frozen=True, slots=True)
-class AdminAddPartitions:
-    """Additive: ``ADMIN_ADD_PARTITIONS <topic> <new total partition count>``."""
-
-    name: ClassVar[str] = "ADMIN_ADD_PARTITIONS"
-    cid: str
-    topic: str
-    partitions: int
-
-
-@dataclass(frozen=True, slots=True)
-class AdminAlterTopic:
-    """Additive: ``ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms|none>]
-    [retention_bytes=<n|none>]``. ``changes`` holds the settings given, sorted by name, each
-    with its new value (None for ``none``: no limit); a setting left out keeps its value."""
-
-    name: ClassVar[str] = "ADMIN_ALTER_TOPIC"
-    cid: str
-    topic: str
-    changes: tuple[tuple[str, int | None], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Metadata:
-    """Additive: ``METADATA [<topic>]``; ``topic`` is None for the topic list."""
-
-    name: ClassVar[str] = "METADATA"
-    cid: str
-    topic: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Offsets:
-    """Additive: ``OFFSETS <topic> <partition> [ts=<ms>]``."""
-
-    name: ClassVar[str] = "OFFSETS"
-    cid: str
-    topic: str
-    partition: int
-    ts_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DescribeGroup:
-    """Additive: ``DESCRIBE_GROUP <group> <topic>``."""
-
-    name: ClassVar[str] = "DESCRIBE_GROUP"
-    cid: str
-    group: str
-    topic: str
-
-
-@dataclass(frozen=True, slots=True)
-class ListGroups:
-    """Additive: ``LIST_GROUPS`` (no arguments)."""
-
-    name: ClassVar[str] = "LIST_GROUPS"
-    cid: str
-
-
-@dataclass(frozen=True, slots=True)
-class AdminDeleteGroup:
-    """Additive: ``ADMIN_DELETE_GROUP <group> <topic>``."""
-
-    name: ClassVar[str] = "ADMIN_DELETE_GROUP"
-    cid: str
-    group: str
-    topic: str
-
-
-@dataclass(frozen=True, slots=True)
-class AdminResetOffsets:
-    """Additive: ``ADMIN_RESET_OFFSETS <group> <topic> <earliest|latest|offset> [partition=<n>]``.
-
-    ``target`` is the string ``"earliest"`` or ``"latest"``, or an offset (int).
-    """
-
-    name: ClassVar[str] = "ADMIN_RESET_OFFSETS"
-    cid: str
-    group: str
-    topic: str
-    target: str | int
-    partition: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AdminCommit:
-    """Additive: ``ADMIN_COMMIT <group> <topic> <partition> <offset>`` (commit by a non-member)."""
-
-    name: ClassVar[str] = "ADMIN_COMMIT"
-    cid: str
-    group: str
-    topic: str
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaPull:
-    """Additive (cluster): ``REPLICA_PULL <topic> <partition> <replica_id> <offset> <epoch>
-    [wait_ms=<ms>] [max_bytes=<n>]``: a follower's fetch. It reports that ``replica_id``
-    holds every offset before ``offset`` and asks for the records from ``offset`` on;
-    ``epoch`` is the newest leader epoch the follower knows."""
-
-    name: ClassVar[str] = "REPLICA_PULL"
-    cid: str
-    topic: str
-    partition: int
-    replica_id: int
-    offset: int
-    epoch: int
-    wait_ms: int | None = None
-    max_bytes: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaEpoch:
-    """Additive (cluster): ``REPLICA_EPOCH <topic> <partition> <replica_id> <epoch>
-    [last_epoch=<n>]``: a replica tells another the newest epoch it knows and asks for its
-    role, epoch and where ``last_epoch`` ends in its log (OffsetsForLeaderEpoch)."""
-
-    name: ClassVar[str] = "REPLICA_EPOCH"
-    cid: str
-    topic: str
-    partition: int
-    replica_id: int
-    epoch: int
-    last_epoch: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Auth:
-    """Additive (security): ``AUTH <user> <token>``. Reply: ``V1|<cid>|OK`` or
-    ``ERR|UNAUTHENTICATED``. ``repr`` never shows the token."""
-
-    name: ClassVar[str] = "AUTH"
-    cid: str
-    user: str
-    token: str = field(repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaStatus:
-    """Additive (cluster and operators): ``REPLICA_STATUS <topic> <partition>``."""
-
-    name: ClassVar[str] = "REPLICA_STATUS"
-    cid: str
-    topic: str
-    partition: int
-
-
-Command: TypeAlias = (
-    Ping
-    | Produce
-    | Consume
-    | Join
-    | Sync
-    | Heartbeat
-    | Leave
-    | Commit
-    | Offset
-    | ReplicaFetch
-    | SetPartitionRole
-    | AdminCreateTopic
-    | AdminDeleteTopic
-    | AdminAddPartitions
-    | AdminAlterTopic
-    | Metadata
-    | Offsets
-    | DescribeGroup
-    | ListGroups
-    | AdminDeleteGroup
-    | AdminResetOffsets
-    | AdminCommit
-    | ReplicaPull
-    | ReplicaEpoch
-    | ReplicaStatus
-    | Fetch
-    | ProduceBatch
-)
-"""Any parsed request (a runtime union: ``isinstance(x, Command)`` works)."""
-
-COMMANDS: dict[str, type[Any]] = {
-    cls.name: cls
-    for cls in (
-        Ping,
-        Produce,
-        Consume,
-        Join,
-        Sync,
-        Heartbeat,
-        Leave,
-        Commit,
-        Offset,
-        ReplicaFetch,
-        SetPartitionRole,
-        AdminCreateTopic,
-        AdminDeleteTopic,
-        AdminAddPartitions,
-        AdminAlterTopic,
-        Metadata,
-        Offsets,
-        DescribeGroup,
-        ListGroups,
-        AdminDeleteGroup,
-        AdminResetOffsets,
-        AdminCommit,
-    )
-}
-"""Wire command name -> command class for the commands of a single broker: the spec's
-table and the additive admin commands."""
-
-CLUSTER_COMMANDS: dict[str, type[Any]] = {
-    cls.name: cls for cls in (ReplicaPull, ReplicaEpoch, ReplicaStatus)
-}
-"""The additive commands of a multi-broker cluster (broker to broker, plus REPLICA_STATUS
-for operators), kept apart from ``COMMANDS`` so that the single-broker set stays as it is."""
-
-DATA_COMMANDS: dict[str, type[Any]] = {cls.name: cls for cls in (Fetch, ProduceBatch)}
-"""Additive commands for data tools (the Spark source and sink): bulk binary-safe reads and
-writes."""
-
-ALL_COMMANDS: dict[str, type[Any]] = {**COMMANDS, **CLUSTER_COMMANDS, **DATA_COMMANDS}
-"""Every command of the data plane (``SECURITY_COMMANDS`` are parsed too)."""
-
-SECURITY_COMMANDS: dict[str, type[Any]] = {"AUTH": Auth}
-"""The additive ``AUTH`` command (``broker/auth.py``), kept apart from the sets above."""
-
-_USAGE: dict[str, str] = {
-    "PING": "PING",
-    "PRODUCE": "PRODUCE <topic> <key>:<value> [acks=0, acks=1 or acks=all] [partition=<n>] [enc=b64] "
-    "[pid=<producer id> seq=<n>]",
-    "CONSUME": "CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=true]",
-    "JOIN": "JOIN <group> <topic> <consumer_id> [assignor=round_robin, range or sticky] "
-    "[session_timeout_ms=<ms>]",
-    "SYNC": "SYNC <group> <topic> <consumer_id> <generation>",
-    "HEARTBEAT": "HEARTBEAT <group> <topic> <consumer_id> <generation>",
-    "LEAVE": "LEAVE <group> <topic> <consumer_id> <generation>",
-    "COMMIT": "COMMIT <group> <topic> <consumer_id> <generation> <partition> <offset>",
-    "OFFSET": "OFFSET <group> <topic> <partition>",
-    "REPLICA_FETCH": "REPLICA_FETCH <topic> <partition> <replica_id> <offset>",
-    "SET_PARTITION_ROLE": "SET_PARTITION_ROLE <topic> <partition> <leader or follower>",
-    "ADMIN_CREATE_TOPIC": "ADMIN_CREATE_TOPIC <topic> <partitions> <replication_factor> "
-    "[min_isr=<n>] [retention_ms=<ms>] [retention_bytes=<n>]",
-    "ADMIN_DELETE_TOPIC": "ADMIN_DELETE_TOPIC <topic>",
-    "ADMIN_ADD_PARTITIONS": "ADMIN_ADD_PARTITIONS <topic> <partitions>",
-    "ADMIN_ALTER_TOPIC": "ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms or none>] "
-    "[retention_bytes=<n or none>]",
-    "METADATA": "METADATA [<topic>]",
-    "OFFSETS": "OFFSETS <topic> <partition> [ts=<ms>]",
-    "DESCRIBE_GROUP": "DESCRIBE_GROUP <group> <topic>",
-    "LIST_GROUPS": "LIST_GROUPS",
-    "ADMIN_DELETE_GROUP": "ADMIN_DELETE_GROUP <group> <topic>",
-    "ADMIN_RESET_OFFSETS": "ADMIN_RESET_OFFSETS <group> <topic> <earliest, latest or offset> "
-    "[partition=<n>]",
-    "ADMIN_COMMIT": "ADMIN_COMMIT <group> <topic> <partition> <offset>",
-    "REPLICA_PULL": "REPLICA_PULL <topic> <partition> <replica_id> <offset> <epoch> "
-    "[wait_ms=<ms>] [max_bytes=<n>]",
-    "REPLICA_EPOCH": "REPLICA_EPOCH <topic> <partition> <replica_id> <epoch> [last_epoch=<n>]",
-    "REPLICA_STATUS": "REPLICA_STATUS <topic> <partition>",
-    "AUTH": "AUTH <user> <token>",
-    "FETCH": "FETCH <topic> <partition> <offset> [max=<n>] [max_bytes=<n>] [enc=b64 or enc=raw]",
-    "PRODUCE_BATCH": "PRODUCE_BATCH <topic> <partition> [acks=0, acks=1 or acks=all] "
-    "[pid=<producer id> seq=<n>] data=<base64 batch>",
-}
-_POSITIONAL_COUNT: dict[str, int] = {
-    "PING": 0,
-    "PRODUCE": 2,
-    "CONSUME": 3,
-    "JOIN": 3,
-    "SYNC": 4,
-    "HEARTBEAT": 4,
-    "LEAVE": 4,
-    "COMMIT": 6,
-    "OFFSET": 3,
-    "REPLICA_FETCH": 4,
-    "SET_PARTITION_ROLE": 3,
-    "ADMIN_CREATE_TOPIC": 3,
-    "ADMIN_DELETE_TOPIC": 1,
-    "ADMIN_ADD_PARTITIONS": 2,
-    "ADMIN_ALTER_TOPIC": 1,
-    "OFFSETS": 2,
-    "DESCRIBE_GROUP": 2,
-    "LIST_GROUPS": 0,
-    "ADMIN_DELETE_GROUP": 2,
-    "ADMIN_RESET_OFFSETS": 3,
-    "ADMIN_COMMIT": 4,
-    "REPLICA_PULL": 5,
-    "REPLICA_EPOCH": 4,
-    "REPLICA_STATUS": 2,
-    "AUTH": 2,
-    "FETCH": 3,
-    "PRODUCE_BATCH": 2,
-}
-_OPTIONS: dict[str, tuple[str, ...]] = {
-    "PRODUCE": ("acks", "partition", "enc", "pid", "seq"),
-    "CONSUME": ("max", "wait_ms", "enc", "detail"),
-    "JOIN": ("assignor", "session_timeout_ms"),
-    "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes"),
-    "ADMIN_ALTER_TOPIC": ("retention_ms", "retention_bytes"),
-    "OFFSETS": ("ts",),
-    "ADMIN_RESET_OFFSETS": ("partition",),
-    "REPLICA_PULL": ("wait_ms", "max_bytes"),
-    "REPLICA_EPOCH": ("last_epoch",),
-    "FETCH": ("max", "max_bytes", "enc"),
-    "PRODUCE_BATCH": ("acks", "pid", "seq", "data"),
-}
 
 ASSIGNORS = ("round_robin", "range", "sticky")
 ROLES = ("leader", "follower")
@@ -666,248 +212,47 @@ class CodecLimits:
 
 _DEFAULT_LIMITS = CodecLimits()
 
-
-# --------------------------------------------------------------------------------------------
-# Field validation
-# --------------------------------------------------------------------------------------------
-
-# Python's str ``\s`` is exactly ``str.isspace`` (both use Py_UNICODE_ISSPACE); a test pins it.
-_BAD_VALUE_RE = re.compile(r"[\s,|]")
-_BAD_KEY_RE = re.compile(r"[\s,|:]")
-_SHOW_CHARS = 40
-
-
-def _show(text: str) -> str:
-    """A short, quoted, escaped rendering of client input for an error message."""
-    if len(text) > _SHOW_CHARS:
-        return repr(text[:_SHOW_CHARS]) + "..."
-    return repr(text)
-
-
-def _describe_char(char: str) -> str:
-    if char == "|":
-        return "a pipe character"
-    if char.isspace():
-        return f"whitespace U+{ord(char):04X}"
-    return repr(char)
-
-
-def _name(text: str, what: str) -> str:
-    """A topic, group or consumer id: 1-249 chars of [A-Za-z0-9._-], not '.' or '..'."""
-    if text.isalnum() and text.isascii() and len(text) <= MAX_NAME_CHARS:
-        return text
-    if is_valid_name(text):
-        return text
-    raise BadRequest(
-        f"invalid {what} {_show(text)}; names are 1 to {MAX_NAME_CHARS} characters of "
-        "A-Z a-z 0-9 . _ - and not '.' or '..'"
-    )
-
-
-def _uint(text: str, what: str) -> int:
-    """A numeric field: ASCII digits only, at most 2**63-1."""
-    if len(text) <= 18 and text.isdigit() and text.isascii():
-        return int(text)
-    if not (text.isdigit() and text.isascii()):
-        raise BadRequest(
-            f"{what} must be a non-negative integer (digits 0-9 only), got {_show(text)}"
-        )
-    # Leading zeros are digits too; strip them before the size check so int() never sees a
-    # string long enough to trip Python's int-parsing limit.
-    significant = text.lstrip("0")
-    if len(significant) > 19 or int(significant or "0") > MAX_INT:
-        raise BadRequest(f"{what} is too large; the maximum is {MAX_INT}")
-    return int(significant or "0")
-
-
-def _uint_min(text: str, what: str, minimum: int) -> int:
-    value = _uint(text, what)
-    if value < minimum:
-        raise BadRequest(f"{what} must be at least {minimum}, got {value}")
-    return value
-
-
-def _key(key: str) -> str:
-    """A PRODUCE key: at most 255 UTF-8 bytes, no whitespace, '|', ',' or ':'."""
-    if key.isprintable() and "," not in key and (len(key) * 4 <= MAX_KEY_BYTES or _short_key(key)):
-        return key  # space, '|' and ':' cannot reach here: the line split removed them
-    match = _BAD_KEY_RE.search(key)
-    if match is not None:
-        raise BadRequest(
-            f"key contains {_describe_char(match.group())} at position {match.start()}; "
-            "keys may not contain whitespace, a comma, a pipe or a colon"
-        )
-    if not _short_key(key):
-        raise BadRequest(f"key is {len(key.encode())} bytes; the maximum is {MAX_KEY_BYTES}")
-    return key
-
-
-def _short_key(key: str) -> bool:
-    return len(key) <= MAX_KEY_BYTES and (key.isascii() or len(key.encode()) <= MAX_KEY_BYTES)
-
-
-def _plain_value_error(value: str) -> None:
-    """Raise BadRequest naming the first character that keeps ``value`` from being plain."""
-    match = _BAD_VALUE_RE.search(value)
-    if match is not None:
-        raise BadRequest(
-            f"value contains {_describe_char(match.group())} at position {match.start()}; "
-            "send it with enc=b64"
-        )
-
-
-def _b64decode(text: str, what: str, form: str = "enc=b64") -> bytes:
-    """Strict standard base64 with padding; the canonical encoding only. Only the last
-    quantum can carry non-zero padding bits, so only it is encoded again to check."""
-    try:
-        data = binascii.a2b_base64(text, strict_mode=True)
-    except ValueError as exc:  # binascii.Error, or non-ASCII input
-        raise BadRequest(
-            f"{what} is not valid base64 ({exc}); {form} expects standard base64 with padding"
-        ) from None
-    tail = len(data) % 3
-    if tail and binascii.b2a_base64(data[-tail:], newline=False) != text[-4:].encode():
-        raise BadRequest(f"{what} is not canonical base64 (non-zero padding bits); {form}")
-    return data
-
-
-def _enc(value: str) -> bool:
-    if value == "b64":
-        return True
-    raise BadRequest(f"invalid encoding {_show(value)}; expected enc=b64")
-
-
-def _bool(value: str, option: str) -> bool:
-    if value == "true":
-        return True
-    if value == "false":
-        return False
-    raise BadRequest(f"invalid {option} {_show(value)}; expected {option}=true or {option}=false")
-
-
-def is_plain_value(value: bytes) -> bool:
-    """True when ``value`` may travel unencoded: UTF-8 without whitespace, '|' or ','."""
-    try:
-        text = value.decode()
-    except UnicodeDecodeError:
-        return False
-    if text.isprintable():  # the only printable whitespace is the space
-        return " " not in text and "," not in text and "|" not in text
-    return _BAD_VALUE_RE.search(text) is None
-
-
-def is_plain_key(key: bytes) -> bool:
-    """True when ``key`` may travel unencoded: <= 255 bytes of UTF-8 without ws, '|', ',', ':'."""
-    if len(key) > MAX_KEY_BYTES:
-        return False
-    try:
-        text = key.decode()
-    except UnicodeDecodeError:
-        return False
-    return _BAD_KEY_RE.search(text) is None
-
-
-# --------------------------------------------------------------------------------------------
-# Argument splitting
-# --------------------------------------------------------------------------------------------
-
-_NO_OPTIONS: dict[str, str] = {}
-
-
-def _tokens(args: str) -> list[str]:
-    """Arguments separated by runs of spaces; leading and trailing spaces are ignored."""
-    tokens = args.split(" ")
-    if "" in tokens:
-        tokens = [token for token in tokens if token]
-    return tokens
-
-
-def _wrong_count(command: str, got: int) -> BadRequest:
-    want = _POSITIONAL_COUNT.get(command, 0)
-    return BadRequest(
-        f"{command} expects {want} positional argument{'s' if want != 1 else ''}, got {got}; "
-        f"usage: {_USAGE[command]}"
-    )
-
-
-def _options(command: str, tokens: list[str], start: int) -> dict[str, str]:
-    """``name=value`` options after the positionals: known, each at most once."""
-    allowed = _OPTIONS.get(command, ())
-    options: dict[str, str] = {}
-    for token in tokens[start:]:
-        option, eq, value = token.partition("=")
-        if not eq:
-            if allowed:
-                hint = f"only name=value options may follow the {start} positional arguments"
-            else:
-                hint = f"{command} takes exactly {start} positional arguments and no options"
-            raise BadRequest(
-                f"unexpected argument {_show(token)}; {hint}; usage: {_USAGE[command]}"
-            )
-        if option not in allowed:
-            known = ", ".join(allowed) if allowed else "none"
-            raise BadRequest(
-                f"unknown option {_show(option)} for {command} (known options: {known}); "
-                f"usage: {_USAGE[command]}"
-            )
-        if option in options:
-            raise BadRequest(f"option {option} given more than once")
-        options[option] = value
-    return options
-
-
-def _split(command: str, args: str) -> tuple[list[str], dict[str, str]]:
-    """Positionals (exactly the command's count) and options."""
-    count = _POSITIONAL_COUNT[command]
-    tokens = _tokens(args)
-    if len(tokens) < count:
-        raise _wrong_count(command, len(tokens))
-    if len(tokens) == count:
-        return tokens, _NO_OPTIONS
-    return tokens, _options(command, tokens, count)
-
-
 # --------------------------------------------------------------------------------------------
 # Parsers (one per command; the hot ones are written out for speed)
 # --------------------------------------------------------------------------------------------
 
 
 def _parse_ping(cid: str, args: str) -> Ping:
-    if args and _tokens(args):
-        _options("PING", _tokens(args), 0)
+    if args and fields.split_tokens(args):
+        fields.options("PING", fields.split_tokens(args), 0)
     return Ping(cid)
 
 
 def _parse_list_groups(cid: str, args: str) -> ListGroups:
-    if args and _tokens(args):
-        _options("LIST_GROUPS", _tokens(args), 0)
+    if args and fields.split_tokens(args):
+        fields.options("LIST_GROUPS", fields.split_tokens(args), 0)
     return ListGroups(cid)
 
 
 def _parse_join(cid: str, args: str) -> Join:
-    tokens, options = _split("JOIN", args)
-    group = _name(tokens[0], "group")
-    topic = _name(tokens[1], "topic")
-    member_id = _name(tokens[2], "consumer id")
+    tokens, options = fields.split_args("JOIN", args)
+    group = fields.name(tokens[0], "group")
+    topic = fields.name(tokens[1], "topic")
+    member_id = fields.name(tokens[2], "consumer id")
     assignor = options.get("assignor")
     if assignor is not None and assignor not in ASSIGNORS:
         raise BadRequest(
-            f"unknown assignor {_show(assignor)}; expected assignor=round_robin, "
+            f"unknown assignor {fields.show(assignor)}; expected assignor=round_robin, "
             "assignor=range or assignor=sticky"
         )
     timeout = options.get("session_timeout_ms")
-    session_timeout_ms = None if timeout is None else _uint(timeout, "session_timeout_ms")
+    session_timeout_ms = None if timeout is None else fields.uint(timeout, "session_timeout_ms")
     return Join(cid, group, topic, member_id, assignor, session_timeout_ms)
 
 
 def _member_fields(command: str, args: str) -> tuple[list[str], str, str, str, int]:
-    tokens, _ = _split(command, args)
+    tokens, _ = fields.split_args(command, args)
     return (
         tokens,
-        _name(tokens[0], "group"),
-        _name(tokens[1], "topic"),
-        _name(tokens[2], "consumer id"),
-        _uint(tokens[3], "generation"),
+        fields.name(tokens[0], "group"),
+        fields.name(tokens[1], "topic"),
+        fields.name(tokens[2], "consumer id"),
+        fields.uint(tokens[3], "generation"),
     )
 
 
@@ -928,36 +273,36 @@ def _parse_leave(cid: str, args: str) -> Leave:
 
 def _parse_commit(cid: str, args: str) -> Commit:
     tokens, group, topic, member_id, generation = _member_fields("COMMIT", args)
-    partition = _uint(tokens[4], "partition")
-    offset = _uint(tokens[5], "offset")
+    partition = fields.uint(tokens[4], "partition")
+    offset = fields.uint(tokens[5], "offset")
     return Commit(cid, group, topic, member_id, generation, partition, offset)
 
 
 def _parse_offset(cid: str, args: str) -> Offset:
-    tokens, _ = _split("OFFSET", args)
+    tokens, _ = fields.split_args("OFFSET", args)
     return Offset(
-        cid, _name(tokens[0], "group"), _name(tokens[1], "topic"), _uint(tokens[2], "partition")
+        cid, fields.name(tokens[0], "group"), fields.name(tokens[1], "topic"), fields.uint(tokens[2], "partition")
     )
 
 
 def _parse_replica_fetch(cid: str, args: str) -> ReplicaFetch:
-    tokens, _ = _split("REPLICA_FETCH", args)
+    tokens, _ = fields.split_args("REPLICA_FETCH", args)
     return ReplicaFetch(
         cid,
-        _name(tokens[0], "topic"),
-        _uint(tokens[1], "partition"),
-        _uint(tokens[2], "replica_id"),
-        _uint(tokens[3], "offset"),
+        fields.name(tokens[0], "topic"),
+        fields.uint(tokens[1], "partition"),
+        fields.uint(tokens[2], "replica_id"),
+        fields.uint(tokens[3], "offset"),
     )
 
 
 def _parse_set_partition_role(cid: str, args: str) -> SetPartitionRole:
-    tokens, _ = _split("SET_PARTITION_ROLE", args)
-    topic = _name(tokens[0], "topic")
-    partition = _uint(tokens[1], "partition")
+    tokens, _ = fields.split_args("SET_PARTITION_ROLE", args)
+    topic = fields.name(tokens[0], "topic")
+    partition = fields.uint(tokens[1], "partition")
     role = tokens[2]
     if role not in ROLES:
-        raise BadRequest(f"invalid role {_show(role)}; expected leader or follower")
+        raise BadRequest(f"invalid role {fields.show(role)}; expected leader or follower")
     return SetPartitionRole(cid, topic, partition, role)
 
 
@@ -965,7 +310,7 @@ def _optional_uint(options: dict[str, str], option: str, minimum: int = 0) -> in
     text = options.get(option)
     if text is None:
         return None
-    return _uint_min(text, option, minimum)
+    return fields.uint_min(text, option, minimum)
 
 
 def _producer_fields(options: dict[str, str]) -> tuple[str | None, int | None]:
@@ -976,16 +321,16 @@ def _producer_fields(options: dict[str, str]) -> tuple[str | None, int | None]:
         return None, None
     if pid is None or seq_text is None:
         raise BadRequest("pid= and seq= go together (idempotent produce); give both or neither")
-    return _name(pid, "pid"), _uint(seq_text, "seq")
+    return fields.name(pid, "pid"), fields.uint(seq_text, "seq")
 
 
 def _parse_fetch(cid: str, args: str) -> Fetch:
-    tokens, options = _split("FETCH", args)
+    tokens, options = fields.split_args("FETCH", args)
     return Fetch(
         cid,
-        _name(tokens[0], "topic"),
-        _uint(tokens[1], "partition"),
-        _uint(tokens[2], "offset"),
+        fields.name(tokens[0], "topic"),
+        fields.uint(tokens[1], "partition"),
+        fields.uint(tokens[2], "offset"),
         _optional_uint(options, "max", 1),
         _optional_uint(options, "max_bytes", 1),
         _fetch_raw(options.get("enc")),
@@ -997,7 +342,7 @@ def _fetch_raw(encoding: str | None) -> bool:
         return False
     if encoding == "raw":
         return True
-    raise BadRequest(f"invalid encoding {_show(encoding)}; expected enc=b64 or enc=raw")
+    raise BadRequest(f"invalid encoding {fields.show(encoding)}; expected enc=b64 or enc=raw")
 
 
 _BATCH_COUNT = struct.Struct("<I")
@@ -1043,12 +388,12 @@ def decode_batch(data: bytes, max_value_bytes: int) -> tuple[tuple[bytes, ...], 
 
 
 def _parse_admin_create_topic(cid: str, args: str) -> AdminCreateTopic:
-    tokens, options = _split("ADMIN_CREATE_TOPIC", args)
+    tokens, options = fields.split_args("ADMIN_CREATE_TOPIC", args)
     return AdminCreateTopic(
         cid,
-        _name(tokens[0], "topic"),
-        _uint_min(tokens[1], "partitions", 1),
-        _uint_min(tokens[2], "replication_factor", 1),
+        fields.name(tokens[0], "topic"),
+        fields.uint_min(tokens[1], "partitions", 1),
+        fields.uint_min(tokens[2], "replication_factor", 1),
         _optional_uint(options, "min_isr", 1),
         _optional_uint(options, "retention_ms", 1),
         _optional_uint(options, "retention_bytes", 1),
@@ -1056,121 +401,121 @@ def _parse_admin_create_topic(cid: str, args: str) -> AdminCreateTopic:
 
 
 def _parse_admin_delete_topic(cid: str, args: str) -> AdminDeleteTopic:
-    tokens, _ = _split("ADMIN_DELETE_TOPIC", args)
-    return AdminDeleteTopic(cid, _name(tokens[0], "topic"))
+    tokens, _ = fields.split_args("ADMIN_DELETE_TOPIC", args)
+    return AdminDeleteTopic(cid, fields.name(tokens[0], "topic"))
 
 
 def _parse_admin_add_partitions(cid: str, args: str) -> AdminAddPartitions:
-    tokens, _ = _split("ADMIN_ADD_PARTITIONS", args)
-    return AdminAddPartitions(cid, _name(tokens[0], "topic"), _uint_min(tokens[1], "partitions", 1))
+    tokens, _ = fields.split_args("ADMIN_ADD_PARTITIONS", args)
+    return AdminAddPartitions(cid, fields.name(tokens[0], "topic"), fields.uint_min(tokens[1], "partitions", 1))
 
 
 def _parse_admin_alter_topic(cid: str, args: str) -> AdminAlterTopic:
-    tokens, options = _split("ADMIN_ALTER_TOPIC", args)
-    topic = _name(tokens[0], "topic")
+    tokens, options = fields.split_args("ADMIN_ALTER_TOPIC", args)
+    topic = fields.name(tokens[0], "topic")
     if not options:
-        raise BadRequest("nothing to alter; usage: " + _USAGE["ADMIN_ALTER_TOPIC"])
-    changes = tuple((option, None if text == "none" else _uint_min(text, option, 1))
+        raise BadRequest("nothing to alter; usage: " + fields.USAGE["ADMIN_ALTER_TOPIC"])
+    changes = tuple((option, None if text == "none" else fields.uint_min(text, option, 1))
                     for option, text in sorted(options.items()))
     return AdminAlterTopic(cid, topic, changes)
 
 
 def _parse_metadata(cid: str, args: str) -> Metadata:
-    tokens = _tokens(args)
+    tokens = fields.split_tokens(args)
     if not tokens:
         return Metadata(cid, None)
     if "=" in tokens[0]:  # no topic given; METADATA has no options
-        _options("METADATA", tokens, 0)
+        fields.options("METADATA", tokens, 0)
     if len(tokens) > 1:
         raise BadRequest(
-            f"METADATA takes at most one argument, got {len(tokens)}; usage: {_USAGE['METADATA']}"
+            f"METADATA takes at most one argument, got {len(tokens)}; usage: {fields.USAGE['METADATA']}"
         )
-    return Metadata(cid, _name(tokens[0], "topic"))
+    return Metadata(cid, fields.name(tokens[0], "topic"))
 
 
 def _parse_offsets(cid: str, args: str) -> Offsets:
-    tokens, options = _split("OFFSETS", args)
+    tokens, options = fields.split_args("OFFSETS", args)
     return Offsets(
-        cid, _name(tokens[0], "topic"), _uint(tokens[1], "partition"), _optional_uint(options, "ts")
+        cid, fields.name(tokens[0], "topic"), fields.uint(tokens[1], "partition"), _optional_uint(options, "ts")
     )
 
 
 def _parse_describe_group(cid: str, args: str) -> DescribeGroup:
-    tokens, _ = _split("DESCRIBE_GROUP", args)
-    return DescribeGroup(cid, _name(tokens[0], "group"), _name(tokens[1], "topic"))
+    tokens, _ = fields.split_args("DESCRIBE_GROUP", args)
+    return DescribeGroup(cid, fields.name(tokens[0], "group"), fields.name(tokens[1], "topic"))
 
 
 def _parse_admin_delete_group(cid: str, args: str) -> AdminDeleteGroup:
-    tokens, _ = _split("ADMIN_DELETE_GROUP", args)
-    return AdminDeleteGroup(cid, _name(tokens[0], "group"), _name(tokens[1], "topic"))
+    tokens, _ = fields.split_args("ADMIN_DELETE_GROUP", args)
+    return AdminDeleteGroup(cid, fields.name(tokens[0], "group"), fields.name(tokens[1], "topic"))
 
 
 def _parse_admin_reset_offsets(cid: str, args: str) -> AdminResetOffsets:
-    tokens, options = _split("ADMIN_RESET_OFFSETS", args)
-    group = _name(tokens[0], "group")
-    topic = _name(tokens[1], "topic")
+    tokens, options = fields.split_args("ADMIN_RESET_OFFSETS", args)
+    group = fields.name(tokens[0], "group")
+    topic = fields.name(tokens[1], "topic")
     text = tokens[2]
     target: str | int
     if text == "earliest" or text == "latest":
         target = text
     elif text.isdigit() and text.isascii():
-        target = _uint(text, "offset")
+        target = fields.uint(text, "offset")
     else:
         raise BadRequest(
-            f"invalid reset target {_show(text)}; expected earliest, latest or an offset"
+            f"invalid reset target {fields.show(text)}; expected earliest, latest or an offset"
         )
     return AdminResetOffsets(cid, group, topic, target, _optional_uint(options, "partition"))
 
 
 def _parse_admin_commit(cid: str, args: str) -> AdminCommit:
-    tokens, _ = _split("ADMIN_COMMIT", args)
+    tokens, _ = fields.split_args("ADMIN_COMMIT", args)
     return AdminCommit(
         cid,
-        _name(tokens[0], "group"),
-        _name(tokens[1], "topic"),
-        _uint(tokens[2], "partition"),
-        _uint(tokens[3], "offset"),
+        fields.name(tokens[0], "group"),
+        fields.name(tokens[1], "topic"),
+        fields.uint(tokens[2], "partition"),
+        fields.uint(tokens[3], "offset"),
     )
 
 
 def _parse_replica_pull(cid: str, args: str) -> ReplicaPull:
-    tokens, options = _split("REPLICA_PULL", args)
+    tokens, options = fields.split_args("REPLICA_PULL", args)
     return ReplicaPull(
         cid,
-        _name(tokens[0], "topic"),
-        _uint(tokens[1], "partition"),
-        _uint(tokens[2], "replica_id"),
-        _uint(tokens[3], "offset"),
-        _uint(tokens[4], "epoch"),
+        fields.name(tokens[0], "topic"),
+        fields.uint(tokens[1], "partition"),
+        fields.uint(tokens[2], "replica_id"),
+        fields.uint(tokens[3], "offset"),
+        fields.uint(tokens[4], "epoch"),
         _optional_uint(options, "wait_ms"),
         _optional_uint(options, "max_bytes", 1),
     )
 
 
 def _parse_replica_epoch(cid: str, args: str) -> ReplicaEpoch:
-    tokens, options = _split("REPLICA_EPOCH", args)
+    tokens, options = fields.split_args("REPLICA_EPOCH", args)
     return ReplicaEpoch(
         cid,
-        _name(tokens[0], "topic"),
-        _uint(tokens[1], "partition"),
-        _uint(tokens[2], "replica_id"),
-        _uint(tokens[3], "epoch"),
+        fields.name(tokens[0], "topic"),
+        fields.uint(tokens[1], "partition"),
+        fields.uint(tokens[2], "replica_id"),
+        fields.uint(tokens[3], "epoch"),
         _optional_uint(options, "last_epoch"),
     )
 
 
 def _parse_auth(cid: str, args: str) -> Auth:
     """``AUTH <user> <token>``; no error message ever repeats the token."""
-    tokens = _tokens(args)
+    tokens = fields.split_tokens(args)
     if len(tokens) != 2:
         raise BadRequest(f"AUTH expects 2 positional arguments, got {len(tokens)}; "
-                         f"usage: {_USAGE['AUTH']}")
-    return Auth(cid, _name(tokens[0], "user"), tokens[1])
+                         f"usage: {fields.USAGE['AUTH']}")
+    return Auth(cid, fields.name(tokens[0], "user"), tokens[1])
 
 
 def _parse_replica_status(cid: str, args: str) -> ReplicaStatus:
-    tokens, _ = _split("REPLICA_STATUS", args)
-    return ReplicaStatus(cid, _name(tokens[0], "topic"), _uint(tokens[1], "partition"))
+    tokens, _ = fields.split_args("REPLICA_STATUS", args)
+    return ReplicaStatus(cid, fields.name(tokens[0], "topic"), fields.uint(tokens[1], "partition"))
 
 
 _Parser: TypeAlias = Callable[[str, str], Any]
@@ -1188,6 +533,7 @@ _FAST_BODY = (rb"V1\|" + _FAST_CID + rb"\|PRODUCE\|" + _FAST_TOPIC + rb" " + _FA
               + _FAST_VALUE + rb"(?: acks=(0|1|all))?\r?")
 _PRODUCE_FAST_RE = re.compile(_FAST_BODY)
 PRODUCE_LINE_RE = re.compile(_FAST_BODY + rb"\n")
+_match_produce_line = PRODUCE_LINE_RE.match
 FAST_ACKS = {None: "1", b"0": "0", b"1": "1", b"all": "all"}
 
 
@@ -1245,6 +591,23 @@ class Codec:
             return None
         cid, topic, key, value, acks = match.groups()
         return cid, topic, key, value, FAST_ACKS[acks]
+
+    def match_produce(self, buffer: bytes, pos: int) -> re.Match[bytes] | None:
+        """The fast path over a read buffer: the plain PRODUCE line (``\\n`` included) that
+        starts at ``pos``, or None for "not this shape" (the framer then cuts the line and
+        ``parse_command`` reads it). ``match.groups()`` is ``(cid, topic, key, value,
+        acks)``, with acks as on the wire or None (``FAST_ACKS`` maps them). Matching in
+        place is what keeps pipelined PRODUCE fast: no line is sliced, no command built."""
+        match = _match_produce_line(buffer, pos)
+        if match is None:
+            return None
+        # fast_match_ok, written out: this runs once a pipelined PRODUCE.
+        if match.end(4) - match.start(4) > self._max_value or \
+                buffer.startswith(b"__", match.start(2)):
+            return None
+        if match.end(2) - match.start(2) > 2 or match.group(2).strip(b".") != b"":
+            return match
+        return None
 
     def fast_match_ok(self, match: re.Match[bytes]) -> bool:
         """The rules the fast regex cannot say: value size and the names '.'/'..'. Topics
@@ -1323,17 +686,17 @@ class Codec:
         raise AssertionError("undecodable line whose fields all decode")  # pragma: no cover
 
     def _parse_produce_batch(self, cid: str, args: str) -> ProduceBatch:
-        tokens, options = _split("PRODUCE_BATCH", args)
-        topic = _name(tokens[0], "topic")
-        partition = _uint(tokens[1], "partition")
+        tokens, options = fields.split_args("PRODUCE_BATCH", args)
+        topic = fields.name(tokens[0], "topic")
+        partition = fields.uint(tokens[1], "partition")
         acks = options.get("acks", "1")
         if acks not in ACK_MODES:
             raise BadRequest(ACKS_MESSAGE)
         pid, seq = _producer_fields(options)
         text = options.get("data")
         if text is None:
-            raise BadRequest(f"PRODUCE_BATCH needs data=<base64 batch>; usage: {_USAGE['PRODUCE_BATCH']}")
-        keys, values = decode_batch(_b64decode(text, "data", "PRODUCE_BATCH"), self._max_value)
+            raise BadRequest(f"PRODUCE_BATCH needs data=<base64 batch>; usage: {fields.USAGE['PRODUCE_BATCH']}")
+        keys, values = decode_batch(fields.b64decode(text, "data", "PRODUCE_BATCH"), self._max_value)
         return ProduceBatch(cid, topic, partition, keys, values, acks, pid, seq)
 
     def _parse_produce(self, cid: str, args: str) -> Produce:
@@ -1342,20 +705,20 @@ class Codec:
             tokens = [token for token in tokens if token]
         count = len(tokens)
         if count < 2:
-            raise _wrong_count("PRODUCE", count)
+            raise fields.wrong_count("PRODUCE", count)
         topic = tokens[0]
         if not (topic.isalnum() and topic.isascii() and len(topic) <= MAX_NAME_CHARS):
-            _name(topic, "topic")
+            fields.name(topic, "topic")
         key, colon, value = tokens[1].partition(":")
         if not colon:
             raise BadRequest(KEY_VALUE_MESSAGE)
         if key:
-            _key(key)
+            fields.key(key)
         acks = "1"
         partition = None
         b64 = False
         if count > 2:
-            options = _options("PRODUCE", tokens, 2)
+            options = fields.options("PRODUCE", tokens, 2)
             mode = options.get("acks")
             if mode is not None:
                 if mode not in ACK_MODES:
@@ -1363,20 +726,20 @@ class Codec:
                 acks = mode
             text = options.get("partition")
             if text is not None:
-                partition = _uint(text, "partition")
+                partition = fields.uint(text, "partition")
             encoding = options.get("enc")
             if encoding is not None:
-                b64 = _enc(encoding)
+                b64 = fields.encoding(encoding)
             pid, seq = _producer_fields(options)
         else:
             pid = seq = None
         if b64:
             if len(value) > self._max_b64_chars:
                 raise _too_big(len(value) * 3 // 4, self._max_value)
-            data = _b64decode(value, "value")
+            data = fields.b64decode(value, "value")
         else:
             if not (value.isprintable() and "," not in value):
-                _plain_value_error(value)
+                fields.plain_value_error(value)
             data = value.encode()
         if len(data) > self._max_value:
             raise _too_big(len(data), self._max_value)
@@ -1389,15 +752,15 @@ def _parse_consume(cid: str, args: str) -> Consume:
         tokens = [token for token in tokens if token]
     count = len(tokens)
     if count < 3:
-        raise _wrong_count("CONSUME", count)
+        raise fields.wrong_count("CONSUME", count)
     topic = tokens[0]
     if not (topic.isalnum() and topic.isascii() and len(topic) <= MAX_NAME_CHARS):
-        _name(topic, "topic")
-    partition = _uint(tokens[1], "partition")
-    offset = _uint(tokens[2], "offset")
+        fields.name(topic, "topic")
+    partition = fields.uint(tokens[1], "partition")
+    offset = fields.uint(tokens[2], "offset")
     if count == 3:
         return Consume(cid, topic, partition, offset)
-    options = _options("CONSUME", tokens, 3)
+    options = fields.options("CONSUME", tokens, 3)
     encoding = options.get("enc")
     detail = options.get("detail")
     return Consume(
@@ -1407,8 +770,8 @@ def _parse_consume(cid: str, args: str) -> Consume:
         offset,
         _optional_uint(options, "max", 1),
         _optional_uint(options, "wait_ms"),
-        False if encoding is None else _enc(encoding),
-        False if detail is None else _bool(detail, "detail"),
+        False if encoding is None else fields.encoding(encoding),
+        False if detail is None else fields.boolean(detail, "detail"),
     )
 
 
@@ -1430,11 +793,11 @@ def _cid_line_break() -> BadRequest:
 
 
 def _version_error(version: str) -> BadRequest:
-    return BadRequest(f"unsupported protocol version {_show(version)}; expected V1")
+    return BadRequest(f"unsupported protocol version {fields.show(version)}; expected V1")
 
 
 def _unknown_command(command: str) -> UnknownCommand:
-    return UnknownCommand(f"unknown command {_show(command)}; commands are upper case, e.g. PING")
+    return UnknownCommand(f"unknown command {fields.show(command)}; commands are upper case, e.g. PING")
 
 
 def _utf8_error(what: str, exc: UnicodeDecodeError, hint: str = "") -> BadRequest:
@@ -1446,324 +809,3 @@ def _utf8_error(what: str, exc: UnicodeDecodeError, hint: str = "") -> BadReques
 
 def _too_big(size: int, limit: int) -> BadRequest:
     return BadRequest(f"value is {size} bytes; the maximum message size is {limit} bytes")
-
-
-# --------------------------------------------------------------------------------------------
-# Replies and payloads
-# --------------------------------------------------------------------------------------------
-
-
-def format_list(items: Iterable[object]) -> str:
-    """A payload list: ``[a b c]``, space-separated; ``[]`` when empty."""
-    return "[" + " ".join(map(str, items)) + "]"
-
-
-def format_bool(value: bool) -> str:
-    """A payload boolean: ``true`` or ``false``."""
-    return "true" if value else "false"
-
-
-def ok(cid: str, payload: str | None = None) -> bytes:
-    """``V1|<cid>|OK\\n`` or ``V1|<cid>|OK|<payload>\\n``."""
-    if payload is None:
-        return f"V1|{cid}|OK\n".encode()
-    return f"V1|{cid}|OK|{payload}\n".encode()
-
-
-def err(cid: str, error: SkerryError) -> bytes:
-    """``V1|<cid>|ERR|<CODE>|<message>\\n``; the message is never empty, '|' or newline free."""
-    message = error.message
-    if not message or "|" in message or "\n" in message or "\r" in message:
-        message = (
-            message.replace("|", "/").replace("\r", " ").replace("\n", " ").strip()
-            or error.description
-        )
-    return f"V1|{cid}|ERR|{code_for(error)}|{message}\n".encode()
-
-
-def produce_payload(partition: int, offset: int, hw: int) -> str:
-    """``partition=<n> offset=<n> hw=<n>``."""
-    return f"partition={partition} offset={offset} hw={hw}"
-
-
-def assignment_payload(generation: int, assigned: Sequence[int]) -> str:
-    """``generation=<n> assigned=[0 1 2]`` (JOIN and SYNC); ``assigned=[]`` when none."""
-    return f"generation={generation} assigned={format_list(assigned)}"
-
-
-def replica_fetch_payload(
-    replica: int, acked_offset: int, hw: int, isr: Sequence[int], under_replicated: bool
-) -> str:
-    """``replica=<id> acked_offset=<n> hw=<n> isr=[<ids>] under_replicated=<bool>``."""
-    return (
-        f"replica={replica} acked_offset={acked_offset} hw={hw} isr={format_list(isr)} "
-        f"under_replicated={format_bool(under_replicated)}"
-    )
-
-
-def role_payload(topic: str, partition: int, role: str, hw: int) -> str:
-    """``topic=<name> partition=<n> role=<leader|follower> hw=<n>``."""
-    return f"topic={topic} partition={partition} role={role} hw={hw}"
-
-
-def _epoch_list(entries: Iterable[tuple[int, int]]) -> str:
-    return format_list(f"{epoch}:{start}" for epoch, start in entries)
-
-
-def fetch_reply(cid: str, *, hw: int, start: int, next_offset: int, count: int,
-                data: bytes) -> bytes:
-    """The whole FETCH success line: ``hw=<n> start=<n> next=<n> count=<n> data=<base64>``.
-
-    ``data`` is the exact on-disk bytes of ``count`` records (docs/storage.md), standard
-    base64 with padding (``data=`` when empty); ``next`` is the offset to ask for next.
-    """
-    return b"V1|%b|OK|hw=%d start=%d next=%d count=%d data=%b\n" % (
-        cid.encode(), hw, start, next_offset, count, binascii.b2a_base64(data, newline=False))
-
-
-def fetch_raw_reply(cid: str, *, hw: int, start: int, next_offset: int, count: int,
-                    data: bytes) -> bytes:
-    """The FETCH ``enc=raw`` success: the line ``hw=<n> start=<n> next=<n> count=<n>
-    size=<n>``, then exactly ``size`` bytes, the records as stored (no base64, no line
-    terminator after them; the next reply starts right after)."""
-    return b"V1|%b|OK|hw=%d start=%d next=%d count=%d size=%d\n%b" % (
-        cid.encode(), hw, start, next_offset, count, len(data), data)
-
-
-def produce_batch_payload(partition: int, offset: int, count: int, hw: int,
-                          duplicates: int | None = None) -> str:
-    """``partition=<n> offset=<n> count=<n> hw=<n>`` (PRODUCE_BATCH), then
-    ``duplicates=<n>`` when the batch was idempotent (pid/seq)."""
-    text = f"partition={partition} offset={offset} count={count} hw={hw}"
-    return text if duplicates is None else f"{text} duplicates={duplicates}"
-
-
-def replica_pull_reply(
-    cid: str,
-    *,
-    epoch: int,
-    hw: int,
-    leo: int,
-    start: int,
-    isr: Sequence[int],
-    epochs: Iterable[tuple[int, int]],
-    count: int,
-    data: bytes,
-) -> bytes:
-    """The whole REPLICA_PULL success line: ``epoch=<n> hw=<n> leo=<n> start=<n>
-    isr=[<ids>] epochs=[<epoch>:<start_offset> ...] count=<n> data=<base64>``.
-
-    ``data`` is the exact on-disk bytes of ``count`` records, standard base64 with padding
-    (``data=`` when empty), so any value travels, commas, pipes and newlines included.
-    ``epochs`` are the leader-epoch entries labelling those records; ``leo`` the leader's
-    log end offset (exclusive) and ``start`` its first retained offset.
-    """
-    head = (
-        f"V1|{cid}|OK|epoch={epoch} hw={hw} leo={leo} start={start} isr={format_list(isr)} "
-        f"epochs={_epoch_list(epochs)} count={count} data="
-    ).encode()
-    return head + binascii.b2a_base64(data, newline=False) + b"\n"
-
-
-def replica_epoch_payload(
-    role: str, epoch: int, confirmed: bool, end_epoch: int, end_offset: int, leo: int, hw: int
-) -> str:
-    """``role=<leader|follower> epoch=<n> confirmed=<bool> end_epoch=<n> end_offset=<n>
-    leo=<n> hw=<n>`` (REPLICA_EPOCH)."""
-    return (
-        f"role={role} epoch={epoch} confirmed={format_bool(confirmed)} end_epoch={end_epoch} "
-        f"end_offset={end_offset} leo={leo} hw={hw}"
-    )
-
-
-def replica_status_payload(
-    *,
-    role: str,
-    epoch: int,
-    confirmed: bool,
-    hw: int,
-    leo: int,
-    start: int,
-    isr: Sequence[int],
-    under_replicated: bool,
-    replica: int,
-    replicas: Sequence[int],
-    leader: int,
-    epochs: Iterable[tuple[int, int]],
-) -> str:
-    """``role= epoch= confirmed= hw= leo= start= isr=[] under_replicated= replica=
-    replicas=[<broker ids>] leader=<broker id> epochs=[<epoch>:<start_offset> ...]``
-    (REPLICA_STATUS); ``leader=-1`` and ``replica=-1`` when unknown or not a replica."""
-    return (
-        f"role={role} epoch={epoch} confirmed={format_bool(confirmed)} hw={hw} leo={leo} "
-        f"start={start} isr={format_list(isr)} under_replicated={format_bool(under_replicated)} "
-        f"replica={replica} replicas={format_list(replicas)} leader={leader} "
-        f"epochs={_epoch_list(epochs)}"
-    )
-
-
-_b2a = binascii.b2a_base64
-
-
-def consume_reply(
-    cid: str, records: Sequence[Any], hw: int, *, b64: bool = False, detail: bool = False
-) -> tuple[bytes, int]:
-    """The whole CONSUME success line and how many of ``records`` it carries.
-
-    ``records`` have ``.offset`` (int), ``.timestamp`` (int, microseconds), ``.payload``
-    (bytes) and ``.key`` (bytes or None). Plain form: ``messages=0:created,1:paid hw=1``
-    (``messages= hw=<n>`` when empty). ``b64``: every value (and, with ``detail``, every key)
-    in standard base64. ``detail``: ``<offset>:<timestamp_ms>:<key>:<value>`` per message.
-
-    A plain reply never carries a value (or, with ``detail``, a key) that breaks the plain
-    rule: it stops just before that record, and raises ``BadRequest`` naming the offset and
-    ``enc=b64`` when it is the first one.
-    """
-    items: list[bytes] = []
-    append = items.append
-    if detail:
-        for record in records:
-            key = record.key if record.key is not None else b""
-            payload = record.payload
-            if b64:
-                key = _b2a(key, newline=False)
-                payload = _b2a(payload, newline=False)
-            elif not (is_plain_key(key) and is_plain_value(payload)):
-                if not items:
-                    raise _not_plain(record.offset, "key or value")
-                break
-            append(b"%d:%d:%b:%b" % (record.offset, record.timestamp // 1000, key, payload))
-    elif b64:
-        for record in records:
-            append(b"%d:%b" % (record.offset, _b2a(record.payload, newline=False)))
-    else:
-        for record in records:
-            payload = record.payload
-            if not is_plain_value(payload):
-                if not items:
-                    raise _not_plain(record.offset, "value")
-                break
-            append(b"%d:%b" % (record.offset, payload))
-    line = b"V1|%b|OK|messages=%b hw=%d\n" % (cid.encode(), b",".join(items), hw)
-    return line, len(items)
-
-
-def consume_reply_raw(cid: str, raw: bytes, ends: Sequence[int], first_offset: int, hw: int,
-                      *, b64: bool = False) -> bytes | None:
-    """``consume_reply`` (plain or ``b64``, not ``detail``) built straight from stored
-    records: ``raw`` holds ``len(ends)`` records back to back with dense offsets from
-    ``first_offset``, ``ends`` their end positions. The payloads are cut and the line is
-    joined by C-level ``map`` over the batch, with no record objects.
-
-    Returns None when a plain reply cannot carry every value (one breaks the plain rule):
-    the caller then answers with ``consume_reply``, which stops before that record.
-    """
-    k = len(ends)
-    if k == 0:
-        return b"V1|%b|OK|messages= hw=%d\n" % (cid.encode(), hw)
-    starts = np.empty(k, dtype=np.int64)
-    starts[0] = 0
-    starts[1:] = ends[:-1]
-    rows = header_rows(np.frombuffer(raw, dtype=np.uint8))
-    lengths = np.ascontiguousarray(rows[starts, PAYLOAD_LENGTH_OFFSET:PAYLOAD_LENGTH_OFFSET + 4])
-    bodies = starts + HEADER_SIZE
-    stops = bodies + lengths.view("<u4")[:, 0]
-    payloads = map(raw.__getitem__, map(slice, bodies.tolist(), stops.tolist()))
-    if b64:
-        payloads = map(_b64_no_newline, payloads)
-    items = b",".join(map(b"%d:%b".__mod__,
-                          zip(range(first_offset, first_offset + k), payloads, strict=True)))
-    if not b64:
-        # Plain only if the separators are the only commas and nothing else breaks the rule.
-        if items.isascii():
-            if len(items) - len(items.translate(None, _ASCII_NOT_PLAIN)) != k - 1:
-                return None
-        elif items.count(b",") != k - 1 or not is_plain_value(items.replace(b",", b"")):
-            return None
-    return b"V1|%b|OK|messages=%b hw=%d\n" % (cid.encode(), items, hw)
-
-
-_b64_no_newline = functools.partial(binascii.b2a_base64, newline=False)
-_ASCII_NOT_PLAIN = bytes(b for b in range(128) if _BAD_VALUE_RE.match(chr(b)))
-"""The ASCII bytes a plain value may not hold (whitespace as ``str.split`` sees it, ``,``, ``|``)."""
-
-
-def _not_plain(offset: int, what: str) -> BadRequest:
-    return BadRequest(
-        f"message at offset {offset} has a {what} that cannot be sent as plain text "
-        "(whitespace, a comma, a pipe or invalid UTF-8); read it with enc=b64"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Framing
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LineTooLong:
-    """Marker from ``LineSplitter.feed``: a line exceeded the limit; answer
-    ``LINE_TOO_LONG_REPLY`` and close the connection."""
-
-
-class LineSplitter:
-    """Splits a byte stream into ``\\n``-terminated lines, as the broker's protocol does.
-
-    ``feed`` returns complete lines without the ``\\n`` (a ``\\r`` before it stays; the codec
-    strips it). The length limit counts the bytes without the terminator, and a telnet
-    client's terminator is ``\\r\\n``: a line is too long when it has more than
-    ``max_line_bytes`` bytes, not counting one ``\\r`` just before the ``\\n``. That is
-    ``LineReceiver``'s rule (``delimiter = b"\\n"``, ``MAX_LENGTH``) except for that ``\\r``.
-    An unterminated tail that can no longer become a legal line is reported at once, without
-    waiting for its newline, so memory stays bounded. The first over-long line yields one
-    ``LineTooLong`` after the lines before it, and the splitter produces nothing more.
-    """
-
-    __slots__ = ("_max", "_buffer", "_overflowed")
-
-    def __init__(self, max_line_bytes: int) -> None:
-        if max_line_bytes < 0:
-            raise ValueError(f"max_line_bytes must be >= 0, got {max_line_bytes}")
-        self._max = max_line_bytes
-        self._buffer = bytearray()
-        self._overflowed = False
-
-    @property
-    def overflowed(self) -> bool:
-        """True once a ``LineTooLong`` was produced; later input is discarded."""
-        return self._overflowed
-
-    def feed(self, data: bytes) -> list[bytes | LineTooLong]:
-        """Add ``data``; return the lines it completed (and ``LineTooLong``, at most once)."""
-        if self._overflowed:
-            return []
-        buffer = self._buffer
-        buffer += data
-        if b"\n" not in data:  # the buffer never holds a '\n' between calls
-            if self._tail_too_long(buffer):
-                return [self._overflow()]
-            return []
-        *lines, rest = bytes(buffer).split(b"\n")
-        out: list[bytes | LineTooLong] = []
-        limit = self._max
-        for line in lines:
-            if len(line) > limit and not (len(line) == limit + 1 and line[-1] == 13):
-                out.append(self._overflow())
-                return out
-            out.append(line)
-        buffer[:] = rest
-        if self._tail_too_long(rest):
-            out.append(self._overflow())
-        return out
-
-    def _tail_too_long(self, tail: bytes | bytearray) -> bool:
-        """An unterminated tail is hopeless once it exceeds the limit, unless its one extra
-        byte is the ``\\r`` of a ``\\r\\n`` still on its way."""
-        size = len(tail)
-        limit = self._max
-        return size > limit + 1 or (size == limit + 1 and tail[-1] != 13)
-
-    def _overflow(self) -> LineTooLong:
-        self._overflowed = True
-        self._buffer = bytearray()
-        return LineTooLong()

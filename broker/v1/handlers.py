@@ -197,12 +197,12 @@ class Handlers:
             if tokens.verify(user, token):
                 conn.authenticated = True
                 conn.auth_failures = 0
-                log.info("AUTH ok: user %s from %s", user, getattr(conn, "_peer", "?"))
+                log.info("AUTH ok: user %s from %s", user, getattr(conn, "peer", "?"))
                 return True, c.ok(cmd.cid)
             conn.auth_failures += 1
             conn.auth_ready_at = clock.seconds() + failure_delay(conn.auth_failures)
             log.warning("AUTH failed: user %s from %s (failure %d on this connection)",
-                        user, getattr(conn, "_peer", "?"), conn.auth_failures)
+                        user, getattr(conn, "peer", "?"), conn.auth_failures)
             return False, c.err(cmd.cid, Unauthenticated("invalid user or token"))
 
         def answer(reply: bytes) -> None:
@@ -239,13 +239,18 @@ class Handlers:
         return c.ok(cmd.cid)
 
     def produce(self, cmd: c.Produce, slot: Slot, conn: Connection) -> None:
-        if cmd.pid is not None:
-            self.core.produce_to(cmd.topic, cmd.partition, cmd.key.encode(), cmd.value,
-                                 cmd.acks, conn, slot, cmd.pid, cmd.seq)
-            return None
-        self.core.produce_to(cmd.topic, cmd.partition, cmd.key.encode(), cmd.value, cmd.acks,
-                             conn, slot)
+        self.produce_message(cmd.topic, cmd.partition, cmd.key.encode(), cmd.value, cmd.acks,
+                             conn, slot, cmd.pid, cmd.seq)
         return None
+
+    def produce_message(self, topic: str, partition: int | None, key: bytes, value: bytes,
+                        acks: str, sink: ProduceSink, slot: Slot, pid: str | None = None,
+                        seq: int | None = None) -> None:
+        """The one PRODUCE handler: a parsed PRODUCE comes here through ``produce``, and the
+        transport's fast path (the codec's ``match_produce``) straight from the framer. The
+        result goes to ``sink.produced`` with ``slot`` as its token; refusals that change
+        nothing (unknown topic, NOT_LEADER...) raise ``SkerryError`` at once."""
+        self.core.produce_to(topic, partition, key, value, acks, sink, slot, pid, seq)
 
     def fetch(self, cmd: c.Fetch, slot: Slot, conn: Connection) -> bytes:
         """Additive FETCH: committed records as their on-disk bytes (binary-safe bulk read)."""

@@ -17,6 +17,7 @@ from twisted.internet.testing import StringTransport
 from broker.config import config_from_mapping
 from broker.server import Broker, build_broker
 from tests.fakes.fs import FaultyFileLayer, RecordingFileLayer
+from tests.reliability.inmemory import InMemoryBroker
 from tests.support import ManualThread
 
 
@@ -381,3 +382,71 @@ class HalfCloseTests:
         assert not tr.disconnecting
         h.clock.advance(0.2)
         assert tr.disconnecting
+
+
+class ServerFramingTests:
+    """The framing the server runs (``V1Protocol`` over ``broker.v1.framing.LineFramer``)
+    gives the same replies however the bytes arrive."""
+
+    REQUESTS = (
+        b"V1|1|PING|\n"
+        b"V1|2|PRODUCE|{t} user1:created\r\n"
+        b"\n"
+        b"\r\n"
+        b"V1|3|PRODUCE|{t}   user1:paid    acks=all\n"
+        b"hello\n"
+        b"V1|4|PRODUCE|{t} k:\xc3\xa9t\xc3\xa9\n"
+        b"V1|5|PRODUCE|{t} user2:shipped acks=0\n"
+        b"V1|6|CONSUME|{t} 0 0\n"
+        b"V1|7|PRODUCE|{t} user1:delivered\n"
+        b"V1|8|PRODUCE|{t} a:YmluYXJ5 enc=b64\n"
+        b"V1|9|NOPE|\n"
+        b"V1|10|OFFSETS|{t} 0\n"
+        b"V1|11|PRODUCE|{t} user1:last\n"
+        b"V1|12|PRO"
+    )
+
+    def _replies(self, h: InMemoryBroker, topic: str, size: int) -> bytes:
+        data = self.REQUESTS.replace(b"{t}", topic.encode())
+        proto, tr = h.connect()
+        for start in range(0, len(data), size):
+            proto.dataReceived(data[start:start + size])
+        h.settle(10)  # every held command runs once the replies before it are out
+        proto.readConnectionLost()  # the half-close answers the unterminated tail
+        h.settle()
+        admin, admin_tr = h.connect()  # the topic's files are closed before the next size
+        assert h.request(admin, admin_tr, f"V1|d|ADMIN_DELETE_TOPIC|{topic}")[0].startswith(
+            b"V1|d|OK")
+        return tr.value().replace(topic.encode(), b"{t}")
+
+    def test_every_chunk_size_gives_the_same_replies(self, tmp_path: Path) -> None:
+        """Pipelined requests (fast-path PRODUCEs, PRODUCEs the fast path leaves to the
+        codec, a CONSUME held behind them, blank lines, \\r\\n, errors, an unterminated tail)
+        get the same replies, in order, whether they arrive in one read or split at every
+        chunk size from 1 byte (a fresh topic for each, so the offsets are the same)."""
+        h = InMemoryBroker(tmp_path / "data", defaults={"partitions": 1})
+        whole = self._replies(h, "t0000", len(self.REQUESTS) + 100)
+        assert whole.splitlines() == [
+            b"V1|1|OK",
+            b"V1|2|OK|partition=0 offset=0 hw=3",
+            b"V1|3|OK|partition=0 offset=1 hw=3",
+            b"V1|0|ERR|BAD_REQUEST|malformed envelope: expected 4 pipe-separated fields (V1, "
+            b"correlation id, command, arguments), got 1; a command without arguments still "
+            b"ends with a pipe",
+            b"V1|4|OK|partition=0 offset=2 hw=3",
+            b"V1|5|OK|partition=0 offset=3 hw=-1",
+            b"V1|6|OK|messages=0:created,1:paid,2:\xc3\xa9t\xc3\xa9,3:shipped hw=3",
+            b"V1|7|OK|partition=0 offset=4 hw=5",
+            b"V1|8|OK|partition=0 offset=5 hw=5",
+            b"V1|9|ERR|UNKNOWN_COMMAND|unknown command 'NOPE'; commands are upper case, "
+            b"e.g. PING",
+            b"V1|10|OK|earliest=0 latest=6",
+            b"V1|11|OK|partition=0 offset=6 hw=6",
+            b"V1|0|ERR|BAD_REQUEST|unterminated line at end of input: a request ends with a "
+            b"line feed; it was not executed",
+        ]
+        try:
+            for size in range(1, len(self.REQUESTS)):
+                assert self._replies(h, f"t{size:04d}", size) == whole, size
+        finally:
+            h.close()

@@ -48,7 +48,7 @@ class HostileInMemoryTests:
             proto.dataReceived(b"x" * 200)
         assert tr.disconnecting
         assert tr.value() == b"V1|0|ERR|BAD_REQUEST|line too long\n"
-        assert len(proto._buffer) <= 1025
+        assert proto.framer.buffered <= 1025
         h.close()
 
     def test_slowloris_is_closed_by_the_idle_timeout_only_when_silent(self,

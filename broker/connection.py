@@ -1,0 +1,263 @@
+"""The connection base every transport shares (V1 in ``broker.v1.protocol``, Iggy in
+``broker.iggy.protocol``): what one TCP connection needs whatever its protocol.
+
+Owns: the socket options (``TCP_NODELAY``; ``SO_SNDBUF`` capped, so unsent replies stay
+bounded), the output cap and flow control (``transport.bufferSize``; the connection is an
+``IPushProducer``: a client that does not read its replies is paused, and the connection
+stops reading its requests until it catches up), the idle timeout on the injected clock, the
+half-close (``IHalfCloseableProtocol``: a client that shuts down its sending side, e.g.
+``shutdown(SHUT_WR)`` or ``nc -N``, gets a reply to every request it sent, then the close),
+the connection limit and the refusal while shutting down (``ConnectionFactory``:
+``connections``, ``refusing``, ``all_idle()``), and the open/close log lines.
+
+A transport subclasses ``Connection`` for its framing and dispatch only, and tells the base
+through a few hooks: ``outstanding()`` (requests read and not answered yet, or still to run),
+``reading_blocked()`` (stop reading for the protocol's own reason, e.g. Iggy's one request
+at a time), ``resume_work()`` (run what waited once unpaused), ``last_words()`` (what to say
+before the half-close completes), ``idle()``.
+
+Must not import: the store, groups, replication, the core or any transport: it knows
+sockets and Twisted, not what the bytes mean.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Any
+
+from twisted.internet import tcp
+from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer, IReactorTime
+from twisted.internet.protocol import Factory, Protocol
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+__all__ = ["Connection", "ConnectionFactory", "Refuse", "KERNEL_SEND_BUFFER_BYTES"]
+
+KERNEL_SEND_BUFFER_BYTES = 262144
+"""SO_SNDBUF of each connection (at most ``limits.max_pending_output_bytes``; Linux doubles
+it for its bookkeeping): enough for a loopback or LAN consumer at full speed, and a bound on
+what a client that never reads makes the broker produce beyond the pending limit."""
+
+
+@implementer(IPushProducer, IHalfCloseableProtocol)
+class Connection(Protocol):
+    """One client connection: socket options, flow control, idle timeout, half-close.
+
+    Half-closeable: TCP's read EOF does not close the connection (``readConnectionLost``);
+    every request already read is answered, in order, and then the connection closes.
+    """
+
+    factory: ConnectionFactory
+
+    def __init__(self, factory: ConnectionFactory) -> None:
+        self.factory = factory
+        self.log = factory.log
+        self.handlers = factory.handlers
+        self.paused = False  # the client does not read its replies
+        self.peer = "?"
+        self._reading = True
+        self._read_closed = False  # the client shut down its sending side (half-close)
+        self._idle_call: Any = None
+        self._direct = False
+
+    # ---------------------------------------------------------------- hooks
+
+    def connection_opened(self) -> None:
+        """The transport is set up (``self.peer`` is known)."""
+
+    def connection_ended(self) -> None:
+        """The connection is gone: drop what it held."""
+
+    def outstanding(self) -> bool:
+        """True while a request read is not answered, or read and not run yet."""
+        return False
+
+    def reading_blocked(self) -> bool:
+        """True while the protocol itself wants no more requests (besides flow control)."""
+        return False
+
+    def resume_work(self) -> None:
+        """The client reads again: run what waited in the buffer."""
+
+    def last_words(self) -> None:
+        """After the half-close, just before closing: bytes left after the last complete
+        request, last replies still held back."""
+
+    def idle(self) -> bool:
+        """True when every request read so far has been answered."""
+        return not self.outstanding()
+
+    def who(self) -> str:
+        """The connection in log lines."""
+        return self.peer
+
+    # ---------------------------------------------------------------- connection
+
+    def connectionMade(self) -> None:
+        transport = self.transport
+        peer = transport.getPeer()
+        self.peer = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+        # Unsent replies beyond this make the transport pause us (and us stop reading).
+        transport.bufferSize = self.factory.max_pending_output_bytes
+        self._direct = isinstance(transport, tcp.Connection) and \
+            hasattr(transport, "_tempDataBuffer")
+        no_delay = getattr(transport, "setTcpNoDelay", None)
+        if no_delay is not None:  # a reply's last segment must not wait for a delayed ACK
+            no_delay(True)
+        handle = getattr(transport, "getHandle", lambda: None)()
+        if isinstance(handle, socket.socket):
+            # Replies in the kernel's send buffer are unsent too. Left alone, Linux grows it
+            # to tcp_wmem's 4 MiB, so a client that never reads made the broker build ~5 MiB
+            # of replies (seconds of CPU for CONSUMEs) before it was paused. Kafka caps it
+            # the same way (socket.send.buffer.bytes).
+            handle.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, min(
+                self.factory.max_pending_output_bytes, KERNEL_SEND_BUFFER_BYTES))
+        transport.registerProducer(self, True)
+        self._arm_idle()
+        self.connection_opened()
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
+        if self._idle_call is not None and self._idle_call.active():
+            self._idle_call.cancel()
+        self._idle_call = None
+        self.connection_ended()
+        self.factory.connection_closed(self)
+
+    def readConnectionLost(self) -> None:
+        """The client shut down its sending side: nothing more will be read. Answer what it
+        sent (requests still waiting for an fsync, an ``acks=all``, a long poll or a
+        password hash included), then close; at once if nothing is outstanding."""
+        if self._read_closed:
+            return
+        self._read_closed = True
+        self.log.debug("%s shut down its side; closing once its requests are answered",
+                       self.who())
+        self._close_when_answered()
+
+    def writeConnectionLost(self) -> None:
+        """Not used: the broker never shuts down only its own sending side."""
+
+    def _close_when_answered(self) -> None:
+        """After the client's half-close: once nothing is outstanding (a paused connection
+        still has requests to run), say the last words and close; the transport writes
+        the replies first."""
+        if not self._read_closed or self.paused or self.outstanding() \
+                or self.transport.disconnecting:
+            return
+        self.last_words()
+        # A registered producer that the transport paused would hold the close back.
+        self.transport.unregisterProducer()
+        self.transport.loseConnection()
+
+    def _arm_idle(self) -> None:
+        timeout = self.factory.idle_timeout
+        if timeout is None:
+            return
+        if self._idle_call is not None and self._idle_call.active():
+            self._idle_call.reset(timeout)
+        else:
+            self._idle_call = self.factory.clock.callLater(timeout, self._idle_expired)
+
+    def _idle_expired(self) -> None:
+        self.log.info("closing idle connection from %s", self.who())
+        self.transport.loseConnection()
+
+    # ---------------------------------------------------------------- flow control
+
+    def pauseProducing(self) -> None:
+        """The client is not reading its replies: stop reading its requests."""
+        self.paused = True
+        self._update_reading()
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        self._update_reading()
+        self.resume_work()
+        self._close_when_answered()
+
+    def stopProducing(self) -> None:
+        self.paused = True
+
+    def _update_reading(self) -> None:
+        """Read from the socket unless paused or the protocol holds reading back."""
+        want = not (self.paused or self.reading_blocked())
+        # After EOF, reading again would only report EOF again.
+        if want != self._reading and not (self._read_closed or self.transport.disconnecting):
+            self._reading = want
+            if want:
+                self.transport.resumeProducing()
+            else:
+                self.transport.pauseProducing()
+
+    def write_now(self, data: bytes) -> None:
+        """Hand ``data`` to the transport; the transport pauses us (``pauseProducing``)
+        when its unsent bytes pass ``max_pending_output_bytes``."""
+        transport = self.transport
+        if self._direct and not transport.dataBuffer and not transport._tempDataBuffer:
+            # Nothing queued in the transport: send now instead of registering for
+            # writability and sending on the next turn. For request/response traffic this
+            # saves two epoll_ctl calls and one event dispatch per reply; whatever the
+            # socket does not take goes through the transport as usual.
+            try:
+                sent = transport.socket.send(data)
+            except OSError:
+                sent = 0  # EAGAIN, or an error the transport will report on write
+            if sent == len(data):
+                return
+            data = data[sent:]
+        transport.write(data)
+
+
+class Refuse(Protocol):
+    """Writes one refusal (connection limit, shutting down) and closes."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+
+    def connectionMade(self) -> None:
+        self.transport.write(self.reply)
+        self.transport.loseConnection()
+
+
+class ConnectionFactory(Factory):
+    """Builds a transport's connections, enforcing the connection limit; ``refusing`` (a
+    reason) turns every new connection away while the broker shuts down."""
+
+    log: logging.Logger = logging.getLogger("skerry.connection")
+
+    def __init__(self, handlers: Any, clock: IReactorTime, *, max_connections: int,
+                 idle_timeout_ms: int | None, max_pending_output_bytes: int) -> None:
+        self.handlers = handlers
+        """The transport's handler table, which its connections dispatch to."""
+        self.clock = clock
+        self.max_connections = max_connections
+        self.idle_timeout = None if idle_timeout_ms is None else idle_timeout_ms / 1000.0
+        self.max_pending_output_bytes = max_pending_output_bytes
+        self.connections: set[Connection] = set()
+        self.refusing: str | None = None
+
+    def new_connection(self) -> Connection:
+        """A connection of this transport."""
+        raise NotImplementedError
+
+    def refusal(self, reason: str) -> bytes:
+        """What a refused connection is told, in the transport's own shape."""
+        raise NotImplementedError
+
+    def buildProtocol(self, addr: Any) -> Protocol:
+        if self.refusing is not None:
+            return Refuse(self.refusal(self.refusing))
+        if len(self.connections) >= self.max_connections:
+            self.log.warning("refusing connection from %s: %d connections open", addr,
+                             len(self.connections))
+            return Refuse(self.refusal("too many connections"))
+        proto = self.new_connection()
+        self.connections.add(proto)
+        return proto
+
+    def connection_closed(self, proto: Connection) -> None:
+        self.connections.discard(proto)
+
+    def all_idle(self) -> bool:
+        return all(p.idle() for p in self.connections)

@@ -1,0 +1,298 @@
+"""V1 replies: every line the broker writes, and nothing else formats one.
+
+Owns: ``V1|<cid>|OK|<payload>`` and ``V1|<cid>|ERR|<CODE>|<message>`` lines, the payload
+shapes of the spec's commands (produce, assignment, replica and consume payloads), the
+whole-line builders of the hot replies (``produce_ok``, ``consume_reply``, ``fetch_reply``),
+and the fixed ``LINE_TOO_LONG_REPLY``.
+
+Must not import: Twisted, sockets, the store, ``groups`` or ``replication``; it does no I/O
+and reads no clock. ``broker.errors`` gives the error classes whose code and message an
+error line carries.
+"""
+
+from __future__ import annotations
+
+import binascii
+import functools
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from broker.errors import BadRequest, SkerryError
+from broker.v1.commands import BAD_VALUE_RE, is_plain_key, is_plain_value
+from broker.v1.errors import code_for
+from data.format import HEADER_SIZE, PAYLOAD_LENGTH_OFFSET, header_rows
+
+__all__ = [
+    "assignment_payload",
+    "consume_reply",
+    "consume_reply_raw",
+    "err",
+    "fetch_raw_reply",
+    "fetch_reply",
+    "format_bool",
+    "format_list",
+    "LINE_TOO_LONG_REPLY",
+    "ok",
+    "produce_batch_payload",
+    "produce_ok",
+    "produce_payload",
+    "replica_epoch_payload",
+    "replica_fetch_payload",
+    "replica_pull_reply",
+    "replica_status_payload",
+    "role_payload",
+]
+
+LINE_TOO_LONG_REPLY = b"V1|0|ERR|BAD_REQUEST|line too long\n"
+"""What the broker writes, before closing the connection, for a line over the length limit."""
+
+
+def format_list(items: Iterable[object]) -> str:
+    """A payload list: ``[a b c]``, space-separated; ``[]`` when empty."""
+    return "[" + " ".join(map(str, items)) + "]"
+
+
+def format_bool(value: bool) -> str:
+    """A payload boolean: ``true`` or ``false``."""
+    return "true" if value else "false"
+
+
+def ok(cid: str, payload: str | None = None) -> bytes:
+    """``V1|<cid>|OK\\n`` or ``V1|<cid>|OK|<payload>\\n``."""
+    if payload is None:
+        return f"V1|{cid}|OK\n".encode()
+    return f"V1|{cid}|OK|{payload}\n".encode()
+
+
+def err(cid: str, error: SkerryError) -> bytes:
+    """``V1|<cid>|ERR|<CODE>|<message>\\n``; the message is never empty, '|' or newline free."""
+    message = error.message
+    if not message or "|" in message or "\n" in message or "\r" in message:
+        message = (
+            message.replace("|", "/").replace("\r", " ").replace("\n", " ").strip()
+            or error.description
+        )
+    return f"V1|{cid}|ERR|{code_for(error)}|{message}\n".encode()
+
+
+def produce_ok(cid: bytes, partition: int, offset: int, hw: int) -> bytes:
+    """The whole PRODUCE success line, ``V1|<cid>|OK|partition=<n> offset=<n> hw=<n>``, for
+    a correlation id still in bytes: the line ``ok(cid, produce_payload(...))`` gives, built
+    in one ``%`` (the core answers pipelined produces in bulk through it)."""
+    return b"V1|%b|OK|partition=%d offset=%d hw=%d\n" % (cid, partition, offset, hw)
+
+
+def produce_payload(partition: int, offset: int, hw: int) -> str:
+    """``partition=<n> offset=<n> hw=<n>``."""
+    return f"partition={partition} offset={offset} hw={hw}"
+
+
+def assignment_payload(generation: int, assigned: Sequence[int]) -> str:
+    """``generation=<n> assigned=[0 1 2]`` (JOIN and SYNC); ``assigned=[]`` when none."""
+    return f"generation={generation} assigned={format_list(assigned)}"
+
+
+def replica_fetch_payload(
+    replica: int, acked_offset: int, hw: int, isr: Sequence[int], under_replicated: bool
+) -> str:
+    """``replica=<id> acked_offset=<n> hw=<n> isr=[<ids>] under_replicated=<bool>``."""
+    return (
+        f"replica={replica} acked_offset={acked_offset} hw={hw} isr={format_list(isr)} "
+        f"under_replicated={format_bool(under_replicated)}"
+    )
+
+
+def role_payload(topic: str, partition: int, role: str, hw: int) -> str:
+    """``topic=<name> partition=<n> role=<leader|follower> hw=<n>``."""
+    return f"topic={topic} partition={partition} role={role} hw={hw}"
+
+
+def _epoch_list(entries: Iterable[tuple[int, int]]) -> str:
+    return format_list(f"{epoch}:{start}" for epoch, start in entries)
+
+
+def fetch_reply(cid: str, *, hw: int, start: int, next_offset: int, count: int,
+                data: bytes) -> bytes:
+    """The whole FETCH success line: ``hw=<n> start=<n> next=<n> count=<n> data=<base64>``.
+
+    ``data`` is the exact on-disk bytes of ``count`` records (docs/storage.md), standard
+    base64 with padding (``data=`` when empty); ``next`` is the offset to ask for next.
+    """
+    return b"V1|%b|OK|hw=%d start=%d next=%d count=%d data=%b\n" % (
+        cid.encode(), hw, start, next_offset, count, binascii.b2a_base64(data, newline=False))
+
+
+def fetch_raw_reply(cid: str, *, hw: int, start: int, next_offset: int, count: int,
+                    data: bytes) -> bytes:
+    """The FETCH ``enc=raw`` success: the line ``hw=<n> start=<n> next=<n> count=<n>
+    size=<n>``, then exactly ``size`` bytes, the records as stored (no base64, no line
+    terminator after them; the next reply starts right after)."""
+    return b"V1|%b|OK|hw=%d start=%d next=%d count=%d size=%d\n%b" % (
+        cid.encode(), hw, start, next_offset, count, len(data), data)
+
+
+def produce_batch_payload(partition: int, offset: int, count: int, hw: int,
+                          duplicates: int | None = None) -> str:
+    """``partition=<n> offset=<n> count=<n> hw=<n>`` (PRODUCE_BATCH), then
+    ``duplicates=<n>`` when the batch was idempotent (pid/seq)."""
+    text = f"partition={partition} offset={offset} count={count} hw={hw}"
+    return text if duplicates is None else f"{text} duplicates={duplicates}"
+
+
+def replica_pull_reply(
+    cid: str,
+    *,
+    epoch: int,
+    hw: int,
+    leo: int,
+    start: int,
+    isr: Sequence[int],
+    epochs: Iterable[tuple[int, int]],
+    count: int,
+    data: bytes,
+) -> bytes:
+    """The whole REPLICA_PULL success line: ``epoch=<n> hw=<n> leo=<n> start=<n>
+    isr=[<ids>] epochs=[<epoch>:<start_offset> ...] count=<n> data=<base64>``.
+
+    ``data`` is the exact on-disk bytes of ``count`` records, standard base64 with padding
+    (``data=`` when empty), so any value travels, commas, pipes and newlines included.
+    ``epochs`` are the leader-epoch entries labelling those records; ``leo`` the leader's
+    log end offset (exclusive) and ``start`` its first retained offset.
+    """
+    head = (
+        f"V1|{cid}|OK|epoch={epoch} hw={hw} leo={leo} start={start} isr={format_list(isr)} "
+        f"epochs={_epoch_list(epochs)} count={count} data="
+    ).encode()
+    return head + binascii.b2a_base64(data, newline=False) + b"\n"
+
+
+def replica_epoch_payload(
+    role: str, epoch: int, confirmed: bool, end_epoch: int, end_offset: int, leo: int, hw: int
+) -> str:
+    """``role=<leader|follower> epoch=<n> confirmed=<bool> end_epoch=<n> end_offset=<n>
+    leo=<n> hw=<n>`` (REPLICA_EPOCH)."""
+    return (
+        f"role={role} epoch={epoch} confirmed={format_bool(confirmed)} end_epoch={end_epoch} "
+        f"end_offset={end_offset} leo={leo} hw={hw}"
+    )
+
+
+def replica_status_payload(
+    *,
+    role: str,
+    epoch: int,
+    confirmed: bool,
+    hw: int,
+    leo: int,
+    start: int,
+    isr: Sequence[int],
+    under_replicated: bool,
+    replica: int,
+    replicas: Sequence[int],
+    leader: int,
+    epochs: Iterable[tuple[int, int]],
+) -> str:
+    """``role= epoch= confirmed= hw= leo= start= isr=[] under_replicated= replica=
+    replicas=[<broker ids>] leader=<broker id> epochs=[<epoch>:<start_offset> ...]``
+    (REPLICA_STATUS); ``leader=-1`` and ``replica=-1`` when unknown or not a replica."""
+    return (
+        f"role={role} epoch={epoch} confirmed={format_bool(confirmed)} hw={hw} leo={leo} "
+        f"start={start} isr={format_list(isr)} under_replicated={format_bool(under_replicated)} "
+        f"replica={replica} replicas={format_list(replicas)} leader={leader} "
+        f"epochs={_epoch_list(epochs)}"
+    )
+
+
+_b2a = binascii.b2a_base64
+
+
+def consume_reply(
+    cid: str, records: Sequence[Any], hw: int, *, b64: bool = False, detail: bool = False
+) -> tuple[bytes, int]:
+    """The whole CONSUME success line and how many of ``records`` it carries.
+
+    ``records`` have ``.offset`` (int), ``.timestamp`` (int, microseconds), ``.payload``
+    (bytes) and ``.key`` (bytes or None). Plain form: ``messages=0:created,1:paid hw=1``
+    (``messages= hw=<n>`` when empty). ``b64``: every value (and, with ``detail``, every key)
+    in standard base64. ``detail``: ``<offset>:<timestamp_ms>:<key>:<value>`` per message.
+
+    A plain reply never carries a value (or, with ``detail``, a key) that breaks the plain
+    rule: it stops just before that record, and raises ``BadRequest`` naming the offset and
+    ``enc=b64`` when it is the first one.
+    """
+    items: list[bytes] = []
+    append = items.append
+    if detail:
+        for record in records:
+            key = record.key if record.key is not None else b""
+            payload = record.payload
+            if b64:
+                key = _b2a(key, newline=False)
+                payload = _b2a(payload, newline=False)
+            elif not (is_plain_key(key) and is_plain_value(payload)):
+                if not items:
+                    raise _not_plain(record.offset, "key or value")
+                break
+            append(b"%d:%d:%b:%b" % (record.offset, record.timestamp // 1000, key, payload))
+    elif b64:
+        for record in records:
+            append(b"%d:%b" % (record.offset, _b2a(record.payload, newline=False)))
+    else:
+        for record in records:
+            payload = record.payload
+            if not is_plain_value(payload):
+                if not items:
+                    raise _not_plain(record.offset, "value")
+                break
+            append(b"%d:%b" % (record.offset, payload))
+    line = b"V1|%b|OK|messages=%b hw=%d\n" % (cid.encode(), b",".join(items), hw)
+    return line, len(items)
+
+
+def consume_reply_raw(cid: str, raw: bytes, ends: Sequence[int], first_offset: int, hw: int,
+                      *, b64: bool = False) -> bytes | None:
+    """``consume_reply`` (plain or ``b64``, not ``detail``) built straight from stored
+    records: ``raw`` holds ``len(ends)`` records back to back with dense offsets from
+    ``first_offset``, ``ends`` their end positions. The payloads are cut and the line is
+    joined by C-level ``map`` over the batch, with no record objects.
+
+    Returns None when a plain reply cannot carry every value (one breaks the plain rule):
+    the caller then answers with ``consume_reply``, which stops before that record.
+    """
+    k = len(ends)
+    if k == 0:
+        return b"V1|%b|OK|messages= hw=%d\n" % (cid.encode(), hw)
+    starts = np.empty(k, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1]
+    rows = header_rows(np.frombuffer(raw, dtype=np.uint8))
+    lengths = np.ascontiguousarray(rows[starts, PAYLOAD_LENGTH_OFFSET:PAYLOAD_LENGTH_OFFSET + 4])
+    bodies = starts + HEADER_SIZE
+    stops = bodies + lengths.view("<u4")[:, 0]
+    payloads = map(raw.__getitem__, map(slice, bodies.tolist(), stops.tolist()))
+    if b64:
+        payloads = map(_b64_no_newline, payloads)
+    items = b",".join(map(b"%d:%b".__mod__,
+                          zip(range(first_offset, first_offset + k), payloads, strict=True)))
+    if not b64:
+        # Plain only if the separators are the only commas and nothing else breaks the rule.
+        if items.isascii():
+            if len(items) - len(items.translate(None, _ASCII_NOT_PLAIN)) != k - 1:
+                return None
+        elif items.count(b",") != k - 1 or not is_plain_value(items.replace(b",", b"")):
+            return None
+    return b"V1|%b|OK|messages=%b hw=%d\n" % (cid.encode(), items, hw)
+
+
+_b64_no_newline = functools.partial(binascii.b2a_base64, newline=False)
+_ASCII_NOT_PLAIN = bytes(b for b in range(128) if BAD_VALUE_RE.match(chr(b)))
+"""The ASCII bytes a plain value may not hold (whitespace as ``str.split`` sees it, ``,``, ``|``)."""
+
+
+def _not_plain(offset: int, what: str) -> BadRequest:
+    return BadRequest(
+        f"message at offset {offset} has a {what} that cannot be sent as plain text "
+        "(whitespace, a comma, a pipe or invalid UTF-8); read it with enc=b64"
+    )
