@@ -60,7 +60,7 @@ class LineFramer:
     ``TOO_LONG`` the framer hands out nothing more.
     """
 
-    __slots__ = ("max_line", "_buffer", "_pos", "_fast", "overflowed")
+    __slots__ = ("max_line", "_buffer", "_pos", "_fast", "overflowed", "at_end")
 
     def __init__(self, max_line_bytes: int, fast: FastMatch | None = None) -> None:
         if max_line_bytes < 0:
@@ -70,6 +70,10 @@ class LineFramer:
         self._pos = 0
         self._fast = fast
         self.overflowed = False
+        self.at_end = False
+        """True when the last ``take_fast`` took every byte read (what a request/response
+        client's every read looks like): the caller may skip ``end_of_read``, the next
+        ``feed`` starts from an empty buffer. Reset by ``feed``."""
 
     @property
     def buffered(self) -> int:
@@ -80,6 +84,7 @@ class LineFramer:
         """Add a read behind the bytes not handed out yet."""
         if self.overflowed:
             return
+        self.at_end = False
         buffer = self._buffer
         if self._pos:
             buffer = buffer[self._pos:]
@@ -111,6 +116,7 @@ class LineFramer:
             append(match)
             pos = end
             if pos == size:  # the read ends here (a request/response client's every read)
+                self.at_end = True
                 break
         self._pos = pos
         return run
@@ -119,6 +125,7 @@ class LineFramer:
         """Move the cursor back to ``pos``, the start of a request ``take_fast`` handed
         out that the caller did not run (it was paused in the middle of the run)."""
         self._pos = pos
+        self.at_end = False
 
     def next_request(self) -> bytes | LineTooLong | None:
         """The next complete line without its ``\\n`` (a ``\\r`` before it stays; the

@@ -104,6 +104,9 @@ class Handlers:
         self.core = core
         self.groups = groups
         self.replication = replication
+        # The one PRODUCE handler is the core's pipeline entry itself, bound here so the
+        # fast path pays no extra call per message (see ``produce_message`` below).
+        self.produce_message = core.produce_to  # type: ignore[method-assign]
         self.table: dict[type, Callable[[Any, Slot, Connection], bytes | None]] = {
             c.Ping: self.ping,
             c.Produce: self.produce,

@@ -36,7 +36,7 @@ from broker.errors import BadRequest, SkerryError, Unauthenticated, Unavailable
 from broker.v1 import codec
 from broker.v1.framing import TOO_LONG, LineFramer
 from broker.v1.handlers import Handlers
-from broker.v1.replies import LINE_TOO_LONG_REPLY, err, produce_ok
+from broker.v1.replies import LINE_TOO_LONG_REPLY, PRODUCE_OK, err
 
 __all__ = ["V1Protocol", "V1Factory"]
 
@@ -148,7 +148,7 @@ class V1Protocol(Connection):
                         else:
                             pending.append(slot)
                         fast_count += 1
-                    if not framer.buffered:
+                    if framer.at_end:
                         break
                     if len(run) == _FAST_RUN or self.paused:
                         continue  # more may follow (or the loop ends: paused)
@@ -165,7 +165,7 @@ class V1Protocol(Connection):
         if fast_count and metrics is not None:
             metrics.fast_produced(fast_count, slot, started)
         self._flush_out()
-        if framer.end_of_read() is not None:
+        if not framer.at_end and framer.end_of_read() is not None:
             self._too_long()
             return
         if self._read_closed:
@@ -279,7 +279,7 @@ class V1Protocol(Connection):
     def produced(self, token: Any, partition: int, offset: int, hw: int,
                  error: SkerryError | None) -> None:
         if error is None:
-            token[0] = produce_ok(token[1], partition, offset, hw)
+            token[0] = PRODUCE_OK % (token[1], partition, offset, hw)  # replies.produce_ok
         else:
             token[0] = err(token[1].decode(), error)
 

@@ -77,11 +77,16 @@ def err(cid: str, error: SkerryError) -> bytes:
     return f"V1|{cid}|ERR|{code_for(error)}|{message}\n".encode()
 
 
+PRODUCE_OK = b"V1|%b|OK|partition=%d offset=%d hw=%d\n"
+"""The PRODUCE success line as a ``%`` template over (cid bytes, partition, offset, hw):
+what ``produce_ok`` fills, applied in place by a transport answering produces in bulk."""
+
+
 def produce_ok(cid: bytes, partition: int, offset: int, hw: int) -> bytes:
     """The whole PRODUCE success line, ``V1|<cid>|OK|partition=<n> offset=<n> hw=<n>``, for
     a correlation id still in bytes: the line ``ok(cid, produce_payload(...))`` gives, built
     in one ``%`` (the core answers pipelined produces in bulk through it)."""
-    return b"V1|%b|OK|partition=%d offset=%d hw=%d\n" % (cid, partition, offset, hw)
+    return PRODUCE_OK % (cid, partition, offset, hw)
 
 
 def produce_payload(partition: int, offset: int, hw: int) -> str:
