@@ -160,6 +160,8 @@ ONE_PLACE = {
     "[A-Za-z0-9._-]{1,": Path("data/names.py"),
     "0x811c9dc5": Path("data/keys.py"),
     "0x01000193": Path("data/keys.py"),
+    "[\\s,|:]": Path("data/plaintext.py"),
+    "[\\s,|]": Path("data/plaintext.py"),
 }
 
 

@@ -31,6 +31,7 @@ from typing import ClassVar
 
 from data.keys import fnv1a_32
 from data.names import is_valid_name
+from data.plaintext import MAX_KEY_BYTES, is_plain_key, is_plain_value
 
 __all__ = [
     "MAX_BATCH_BYTES",
@@ -60,15 +61,10 @@ __all__ = [
     "payload_fields",
 ]
 
-MAX_KEY_BYTES = 255
-"""The longest key, in UTF-8 bytes (docs/protocol.md, Names, numbers, keys and values)."""
-
 MAX_BATCH_BYTES = 512 * 1024
 """The default size limit of one PRODUCE_BATCH's batch before base64: its line (a third
 longer) stays under the broker's default ``limits.max_line_bytes`` of 1 MiB."""
 
-_BAD_VALUE_RE = re.compile(r"[\s,|]")
-_BAD_KEY_RE = re.compile(r"[\s,|:]")
 _FIELD_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\[[^\]]*\]|[^ ]*)")
 
 
@@ -174,28 +170,6 @@ def for_code(code: str) -> type[BrokerError]:
 
 
 # -------------------------------------------------------------------------------- rules
-
-def is_plain_value(value: bytes) -> bool:
-    """True when ``value`` may travel unencoded: UTF-8 without whitespace, '|' or ','."""
-    try:
-        text = value.decode()
-    except UnicodeDecodeError:
-        return False
-    if text.isprintable():  # the only printable whitespace is the space
-        return " " not in text and "," not in text and "|" not in text
-    return _BAD_VALUE_RE.search(text) is None
-
-
-def is_plain_key(key: bytes) -> bool:
-    """True when ``key`` may travel: <= 255 bytes of UTF-8 without whitespace, '|', ',', ':'."""
-    if len(key) > MAX_KEY_BYTES:
-        return False
-    try:
-        text = key.decode()
-    except UnicodeDecodeError:
-        return False
-    return _BAD_KEY_RE.search(text) is None
-
 
 def partition_for_key(key: bytes, partitions: int) -> int:
     """The partition a PRODUCE without ``partition=`` goes to."""

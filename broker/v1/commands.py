@@ -10,11 +10,11 @@ Must not import: Twisted, sockets, the store, ``groups``, ``replication`` or any
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
 
 from data.names import MAX_NAME_CHARS
+from data.plaintext import BAD_KEY_RE, BAD_VALUE_RE, MAX_KEY_BYTES, is_plain_key, is_plain_value
 
 __all__ = [
     "AdminAddPartitions",
@@ -64,13 +64,6 @@ __all__ = [
 VERSION = "V1"
 MAX_INT = 2**63 - 1
 """Largest number accepted in any numeric field (a signed 64-bit integer)."""
-MAX_KEY_BYTES = 255
-
-# Python's str ``\s`` is exactly ``str.isspace`` (both use Py_UNICODE_ISSPACE); a test pins it.
-BAD_VALUE_RE = re.compile(r"[\s,|]")
-"""A character a plain (unencoded) value may not hold."""
-BAD_KEY_RE = re.compile(r"[\s,|:]")
-"""A character a plain key may not hold."""
 
 
 
@@ -503,25 +496,3 @@ ALL_COMMANDS: dict[str, type[Any]] = {**COMMANDS, **CLUSTER_COMMANDS, **DATA_COM
 
 SECURITY_COMMANDS: dict[str, type[Any]] = {"AUTH": Auth}
 """The additive ``AUTH`` command (``broker/auth.py``), kept apart from the sets above."""
-
-
-def is_plain_value(value: bytes) -> bool:
-    """True when ``value`` may travel unencoded: UTF-8 without whitespace, '|' or ','."""
-    try:
-        text = value.decode()
-    except UnicodeDecodeError:
-        return False
-    if text.isprintable():  # the only printable whitespace is the space
-        return " " not in text and "," not in text and "|" not in text
-    return BAD_VALUE_RE.search(text) is None
-
-
-def is_plain_key(key: bytes) -> bool:
-    """True when ``key`` may travel unencoded: <= 255 bytes of UTF-8 without ws, '|', ',', ':'."""
-    if len(key) > MAX_KEY_BYTES:
-        return False
-    try:
-        text = key.decode()
-    except UnicodeDecodeError:
-        return False
-    return BAD_KEY_RE.search(text) is None
