@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from abc import ABC, abstractmethod
 from typing import Any
 
 from twisted.internet import tcp
@@ -220,7 +221,7 @@ class Refuse(Protocol):
         self.transport.loseConnection()
 
 
-class ConnectionFactory(Factory):
+class ConnectionFactory(Factory, ABC):
     """Builds a transport's connections, enforcing the connection limit; ``refusing`` (a
     reason) turns every new connection away while the broker shuts down."""
 
@@ -237,13 +238,13 @@ class ConnectionFactory(Factory):
         self.connections: set[Connection] = set()
         self.refusing: str | None = None
 
+    @abstractmethod
     def new_connection(self) -> Connection:
         """A connection of this transport."""
-        raise NotImplementedError
 
+    @abstractmethod
     def refusal(self, reason: str) -> bytes:
         """What a refused connection is told, in the transport's own shape."""
-        raise NotImplementedError
 
     def buildProtocol(self, addr: Any) -> Protocol:
         if self.refusing is not None:

@@ -13,8 +13,6 @@ Must not import: Twisted, the store, sockets, any transport.
 
 from __future__ import annotations
 
-from typing import Any
-
 from data.errors import StorageError
 from data.refusal import SkerryError
 from groups.errors import (
@@ -88,13 +86,3 @@ class InternalError(SkerryError):
     """A bug in the broker, answered as such; the connection stays usable."""
 
     description = "internal error"
-
-
-def __getattr__(name: str) -> Any:
-    # ``for_code`` (wire code -> class) moved to the V1 wire table; kept reachable here for
-    # callers written before the move. Imported lazily: broker.v1.errors imports this module.
-    if name == "for_code":
-        from broker.v1.errors import for_code
-
-        return for_code
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

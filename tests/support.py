@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -183,3 +184,28 @@ class BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def debian_tool(command: str, package: str) -> str:
+    """The path of ``command``, installing Debian's ``package`` when it is missing and this
+    is root with apt-get (as CI is); ``pytest.skip`` with a one-line reason otherwise. On a
+    fresh machine apt's package lists are empty, so a failed install is retried once after
+    ``apt-get update``."""
+    import pytest
+
+    found = shutil.which(command)
+    if found:
+        return found
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip(f"{command} is not installed, and installing {package} needs root and "
+                    f"apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-q", package]
+    proc = subprocess.run(install, capture_output=True, timeout=600, env=env)
+    if proc.returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, timeout=600, env=env)
+        proc = subprocess.run(install, capture_output=True, timeout=600, env=env)
+    found = shutil.which(command)
+    if proc.returncode != 0 or not found:
+        pytest.skip(f"apt-get install {package} failed (rc {proc.returncode})")
+    return found

@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT, BrokerProcess
+from tests.support import ROOT, BrokerProcess, debian_tool
 
 DOC = ROOT / "docs" / "getting-started.md"
 README = ROOT / "README.md"
@@ -171,9 +170,7 @@ class GettingStartedTests:
     def test_readme_pipe_works_with_the_installed_nc(self, tmp_path: Path) -> None:
         """The README's `printf ... | nc -N` command, run as is by a real OpenBSD nc (port
         changed), prints a reply per request and exits: the broker closes after answering."""
-        nc = shutil.which("nc")
-        if nc is None:
-            pytest.skip("nc (netcat) is not installed")
+        nc = debian_tool("nc", "netcat-openbsd")
         usage = subprocess.run([nc, "-h"], capture_output=True, text=True, timeout=10).stderr
         if not re.search(r"^\s*-N\s", usage, re.M):
             pytest.skip("this nc has no -N option (it is not OpenBSD netcat)")

@@ -14,8 +14,10 @@ Every V1 client of this repository goes through this module: ``broker.client.syn
 replication fetcher's Twisted protocol.
 
 Must not import: Twisted, asyncio, sockets, or anything of the broker's server side
-(``broker.v1``, ``broker.core``, ``broker.errors``...), ``groups``, ``replication``, ``data``.
-It is pure bytes in, values out, and the Spark workers import it.
+(``broker.v1``, ``broker.core``, ``broker.errors``...), ``groups``, ``replication``, or the
+store; of ``data`` only the neutral rule modules the broker shares (``data.names``,
+``data.keys``, ``data.plaintext``). It is pure bytes in, values out, and the Spark workers
+import it.
 """
 
 from __future__ import annotations

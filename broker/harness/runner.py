@@ -215,7 +215,7 @@ class SimConsumer:
                     if left.ok or left.code != "GENERATION_MISMATCH":
                         break
             except ClientError:
-                pass
+                pass  # leaving is best effort: the session timeout evicts a member anyway
         self._set_state(LEFT)
         if conn is not None:
             await conn.close()

@@ -62,7 +62,7 @@ class BrokerKey:
 
 @dataclass(frozen=True, slots=True)
 class ControllerKey:
-    pass
+    """The controller key (``controller``): it names no topic, partition or broker."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,32 +11,21 @@ Must not import: the broker. Only the processes it started are ever signalled, b
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
-import pytest
+from tests.support import debian_tool
 
 __all__ = ["etcd_binary", "EtcdCluster"]
 
 
 def etcd_binary() -> str:
-    """The ``etcd`` binary's path, installing it or skipping the test when missing."""
-    found = shutil.which("etcd")
-    if found:
-        return found
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip("etcd is not installed and apt-get is unavailable or not root")
-    proc = subprocess.run(["apt-get", "install", "-y", "etcd-server"], capture_output=True,
-                          timeout=600, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    found = shutil.which("etcd")
-    if proc.returncode != 0 or not found:
-        pytest.skip(f"apt-get install etcd-server failed (rc {proc.returncode})")
-    return found
+    """The ``etcd`` binary's path, installing Debian's etcd-server or skipping the test
+    when that cannot be done (``tests.support.debian_tool``)."""
+    return debian_tool("etcd", "etcd-server")
 
 
 def _free_ports(count: int) -> list[int]:
