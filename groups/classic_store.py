@@ -35,6 +35,8 @@ from typing import Any
 from data.names import is_valid_name
 from groups.classic_group import ClassicGroup, ClassicMember
 from groups.classic_state import ClassicGroupState
+from groups.store import check_int as _int
+from groups.store import check_keys as _keys
 
 __all__ = [
     "CLASSIC_GROUPS_FILE",
@@ -193,23 +195,6 @@ def _unb64(value: Any, where: str) -> bytes:
         return base64.b64decode(value.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as error:
         raise ValueError(f"{where}: not base64 ({error})") from None
-
-
-def _keys(obj: Any, expected: set[str], where: str) -> None:
-    if not isinstance(obj, dict):
-        raise ValueError(f"{where}: expected an object")
-    missing = expected - obj.keys()
-    if missing:
-        raise ValueError(f"{where}: missing {', '.join(sorted(missing))}")
-    extra = obj.keys() - expected
-    if extra:
-        raise ValueError(f"{where}: unknown field {', '.join(sorted(extra))}")
-
-
-def _int(value: Any, where: str, minimum: int) -> int:
-    if type(value) is not int or value < minimum:
-        raise ValueError(f"{where}: expected an integer >= {minimum}, got {value!r}")
-    return value
 
 
 def _optional_str(value: Any, where: str) -> str | None:

@@ -108,14 +108,14 @@ def groups_from_json(doc: Any, source: str = GROUPS_FILE) -> list[Group]:
     seen: set[GroupKey] = set()
     for index, entry in enumerate(entries):
         where = f"{source}: groups[{index}]"
-        _keys(entry, _GROUP_KEYS, where)
+        check_keys(entry, _GROUP_KEYS, where)
         group = _name(entry["group"], f"{where}.group")
         topic = _name(entry["topic"], f"{where}.topic")
         if (group, topic) in seen:
             raise ValueError(f"{where}: group {group} on topic {topic} appears twice")
         seen.add((group, topic))
-        generation = _int(entry["generation"], f"{where}.generation", 0)
-        partitions = _int(entry["partitions"], f"{where}.partitions", 0)
+        generation = check_int(entry["generation"], f"{where}.generation", 0)
+        partitions = check_int(entry["partitions"], f"{where}.partitions", 0)
         assignor = entry["assignor"]
         if assignor not in ASSIGNORS:
             raise ValueError(f"{where}.assignor: unknown assignor {assignor!r}")
@@ -129,16 +129,16 @@ def groups_from_json(doc: Any, source: str = GROUPS_FILE) -> list[Group]:
         owner: dict[int, str] = {}
         for m_index, raw in enumerate(raw_members):
             m_where = f"{where}.members[{m_index}]"
-            _keys(raw, _MEMBER_KEYS, m_where)
+            check_keys(raw, _MEMBER_KEYS, m_where)
             member_id = _name(raw["member_id"], f"{m_where}.member_id")
             if member_id in assignment:
                 raise ValueError(f"{m_where}.member_id: {member_id} appears twice")
-            timeout = _int(raw["session_timeout_ms"], f"{m_where}.session_timeout_ms", 1)
+            timeout = check_int(raw["session_timeout_ms"], f"{m_where}.session_timeout_ms", 1)
             assigned = raw["assigned"]
             if not isinstance(assigned, list):
                 raise ValueError(f"{m_where}.assigned: expected a list of partitions")
             for partition in assigned:
-                _int(partition, f"{m_where}.assigned", 0)
+                check_int(partition, f"{m_where}.assigned", 0)
                 if partition >= partitions:
                     raise ValueError(f"{m_where}.assigned: partition {partition} is not below "
                                      f"the group's partition count {partitions}")
@@ -164,7 +164,7 @@ def offsets_from_json(doc: Any, source: str = OFFSETS_FILE) -> dict[GroupKey, di
     offsets: dict[GroupKey, dict[int, int]] = {}
     for index, entry in enumerate(entries):
         where = f"{source}: offsets[{index}]"
-        _keys(entry, _OFFSET_KEYS, where)
+        check_keys(entry, _OFFSET_KEYS, where)
         group = _name(entry["group"], f"{where}.group")
         topic = _name(entry["topic"], f"{where}.topic")
         if (group, topic) in offsets:
@@ -177,7 +177,7 @@ def offsets_from_json(doc: Any, source: str = OFFSETS_FILE) -> dict[GroupKey, di
             if not (isinstance(text, str) and text.isdecimal() and text.isascii()
                     and str(int(text)) == text):
                 raise ValueError(f"{where}.committed: key {text!r} is not a partition number")
-            parsed[int(text)] = _int(offset, f"{where}.committed[{text!r}]", 0)
+            parsed[int(text)] = check_int(offset, f"{where}.committed[{text!r}]", 0)
         offsets[(group, topic)] = parsed
     return offsets
 
@@ -188,14 +188,15 @@ def _document(doc: Any, field: str, source: str) -> list[Any]:
     if doc.get("version") != FORMAT_VERSION:
         raise ValueError(f"{source}: version is {doc.get('version')!r}; this broker reads "
                          f"version {FORMAT_VERSION}")
-    _keys(doc, {"version", field}, source)
+    check_keys(doc, {"version", field}, source)
     entries = doc[field]
     if not isinstance(entries, list):
         raise ValueError(f"{source}: {field} must be a list")
     return entries
 
 
-def _keys(obj: Any, expected: set[str], where: str) -> None:
+def check_keys(obj: Any, expected: set[str], where: str) -> None:
+    """``ValueError`` unless ``obj`` is a JSON object with exactly the ``expected`` keys."""
     if not isinstance(obj, dict):
         raise ValueError(f"{where}: expected an object")
     missing = expected - obj.keys()
@@ -206,7 +207,8 @@ def _keys(obj: Any, expected: set[str], where: str) -> None:
         raise ValueError(f"{where}: unknown field {', '.join(sorted(extra))}")
 
 
-def _int(value: Any, where: str, minimum: int) -> int:
+def check_int(value: Any, where: str, minimum: int) -> int:
+    """``value`` when it is an integer >= ``minimum``, else ``ValueError``."""
     if type(value) is not int or value < minimum:
         raise ValueError(f"{where}: expected an integer >= {minimum}, got {value!r}")
     return value

@@ -50,7 +50,7 @@ from groups.store import (
     offsets_to_json,
 )
 
-__all__ = ["GroupService", "RunInThread"]
+__all__ = ["GroupService", "RunInThread", "all_done"]
 
 log = logging.getLogger("skerry.groups")
 
@@ -208,7 +208,7 @@ class GroupService:
         result = self.coordinator.commit(group, topic, member_id, generation, partition,
                                          offset, now)
         self._perform(result.effects, now)
-        return _all([self._offsets_file.durable(), self._groups_file.durable()])
+        return all_done([self._offsets_file.durable(), self._groups_file.durable()])
 
     def offset(self, group: str, topic: str, partition: int) -> int:
         """OFFSET: the committed offset, 0 when none."""
@@ -238,7 +238,7 @@ class GroupService:
         """ADMIN_DELETE_GROUP (reply ``deleted=true``): fires once both files forgot it."""
         now = self._open_now()
         self._perform(self.coordinator.delete_group(group, topic).effects, now)
-        return _all([self._groups_file.durable(), self._offsets_file.durable()])
+        return all_done([self._groups_file.durable(), self._offsets_file.durable()])
 
     def describe(self, group: str, topic: str) -> GroupDescription:
         """DESCRIBE_GROUP: state, generation, assignor, members, per-partition offsets."""
@@ -282,7 +282,7 @@ class GroupService:
             if call.active():
                 call.cancel()
         self._timers.clear()
-        return _all([self._groups_file.durable(), self._offsets_file.durable()])
+        return all_done([self._groups_file.durable(), self._offsets_file.durable()])
 
     # ------------------------------------------------------------------ effects
 
@@ -330,8 +330,11 @@ def _then(d: Deferred[None], value: T) -> Deferred[T]:
     return d.addCallback(lambda _: value)
 
 
-def _all(waits: list[Deferred[None]]) -> Deferred[None]:
-    """Fires when every Deferred has; fails with the first failure (all are consumed)."""
+def all_done(waits: list[Deferred[Any]]) -> Deferred[None]:
+    """Fires when every Deferred has; fails with the first failure (all are consumed).
+    Shared with the Iggy handlers, which wait on several group and catalog writes."""
+    if not waits:
+        return succeed(None)
 
     def first_failure(results: list[tuple[bool, Any]]) -> Failure | None:
         for ok, value in results:

@@ -7,7 +7,7 @@ the group service, the catalog and the user store the shell passed in, the setti
 the steps most commands begin with: the permission gate (``need``), resolving a stream,
 topic, partition or consumer group (``stream``, ``topic``, ``check_partition``,
 ``group``), and the stream, topic and partition records the replies carry. Also
-``logged`` and ``all_done``, the two ways the handlers wait on several ``Deferred``\\ s.
+``logged`` and ``all_done`` (the group service's), the two ways the handlers wait on several ``Deferred``\\ s.
 
 Everything reaches the core, the group service and the services through their public
 methods.
@@ -23,15 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
-from twisted.python.failure import Failure
 
 from broker.core import BrokerCore
 from broker.iggy import codec as c
 from broker.iggy.codec import ConsumerKind, Identifier, PartitionInfo, StreamInfo, TopicInfo
 from broker.iggy.errors import IggyError, Status
-from broker.services.groups import GroupService
+from broker.services.groups import GroupService, all_done
 from broker.services.host_facts import SystemInfo
 from broker.services.iggy_catalog import (
     Catalog,
@@ -217,17 +216,3 @@ def logged(d: Deferred[Any], what: str) -> None:
     """Nobody waits for ``d``: log its failure instead of leaving it unhandled."""
     d.addErrback(lambda failure: log.warning("iggy: %s failed: %s", what,
                                              failure.getErrorMessage()))
-
-
-def all_done(waits: list[Deferred[Any]]) -> Deferred[None]:
-    """Fires when every Deferred has; fails with the first failure."""
-    if not waits:
-        return succeed(None)
-
-    def first_failure(results: list[tuple[bool, Any]]) -> Failure | None:
-        for ok, value in results:
-            if not ok:
-                return value  # type: ignore[no-any-return]
-        return None
-
-    return DeferredList(waits, consumeErrors=True).addCallback(first_failure)
