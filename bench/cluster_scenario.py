@@ -92,6 +92,12 @@ class TcpProxy:
     def cut(self) -> None:
         with self._lock:
             if self._listener is not None:
+                # shutdown first: on Linux close() alone does not wake a thread blocked in
+                # accept(), which would take one more connection (one more keepalive).
+                try:
+                    self._listener.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 self._listener.close()
                 self._listener = None
             for conn in self._conns:
@@ -359,20 +365,29 @@ class _Load:
         self.producer.send_window(count, before_replies)
         return len(self.producer.acked) - before
 
-    def retarget(self, timeout: float) -> int:
+    def retarget(self, timeout: float, old: int | None = None) -> int:
+        """Aim at the leader etcd names (not ``old``) once it accepts writes, as a client
+        routing by the cluster's metadata does."""
         self.producer.close()
-        self.target = self.cluster.wait(
-            lambda: (lambda b: None if b is None else b + 1)(self.cluster.leader()),
-            "a new leader", timeout, step=0.01) - 1
+
+        def named() -> int | None:
+            leader = int(self.cluster.partition()["leader"])
+            if leader < 0 or leader == old:
+                return None
+            info = self.cluster.status(leader, timeout=0.3)
+            confirmed = info["role"] == "leader" and info["confirmed"] == "true"
+            return leader + 1 if confirmed else None
+
+        self.target = self.cluster.wait(named, "a new leader", timeout, step=0.01) - 1
         return self.target
 
-    def first_ack_after(self, start: float, timeout: float) -> float:
-        """Produce single requests to whichever broker leads until one is acknowledged;
-        seconds since ``start``."""
+    def first_ack_after(self, start: float, timeout: float, old: int | None = None) -> float:
+        """Produce single requests to the leader etcd names (not ``old``) until one is
+        acknowledged; seconds since ``start``."""
         deadline = start + timeout
         while time.monotonic() < deadline:
             try:
-                self.retarget(max(0.1, deadline - time.monotonic()))
+                self.retarget(max(0.1, deadline - time.monotonic()), old)
             except TimeoutError:
                 break
             if self.windows(1):
@@ -443,7 +458,7 @@ def run_target(target: str, workdir: Path, *, messages: int = 10_000, runs: int 
                     cluster.signal(v, sig)
 
                 load.windows(window, kill)
-                result.failovers.append(load.first_ack_after(killed[0], ttl + 10))
+                result.failovers.append(load.first_ack_after(killed[0], ttl + 10, victim))
                 cluster.start(victim)
                 load.target = cluster.wait_whole_isr()
             bound = ttl + 1 if target == "1" else 1.0
@@ -455,7 +470,7 @@ def run_target(target: str, workdir: Path, *, messages: int = 10_000, runs: int 
             victim = load.target
             cluster.signal(victim, signal.SIGSTOP)
             stopped = time.monotonic()
-            result.failovers.append(load.first_ack_after(stopped, ttl + 10))
+            result.failovers.append(load.first_ack_after(stopped, ttl + 10, victim))
             time.sleep(max(0.0, 2 * ttl - (time.monotonic() - stopped)))
             cluster.signal(victim, signal.SIGCONT)
             resumed = time.monotonic()
@@ -474,7 +489,7 @@ def run_target(target: str, workdir: Path, *, messages: int = 10_000, runs: int 
             for proxy in cluster.proxies[victim]:
                 proxy.cut()
             cut = time.monotonic()
-            result.failovers.append(load.first_ack_after(cut, ttl + 10))
+            result.failovers.append(load.first_ack_after(cut, ttl + 10, victim))
             late = cluster.request(victim, f"PRODUCE|{TOPIC} k:late acks=all", 10)
             if "|OK|" in late:
                 raise AssertionError(f"the cut-off old leader acknowledged a write: {late}")
@@ -520,7 +535,8 @@ def run_target(target: str, workdir: Path, *, messages: int = 10_000, runs: int 
             moved = time.monotonic() - killed_at
             result.notes.append(f"controller {controller} -> {new} in {moved:.2f} s")
             if load.target == controller:
-                result.failovers.append(load.first_ack_after(killed_at, ttl + 10))
+                result.failovers.append(load.first_ack_after(killed_at, ttl + 10,
+                                                             controller))
             _steady(load, per, window)
         elif target == "7":
             _steady(load, per, window)

@@ -548,6 +548,11 @@ class PartitionFetcher:
         gen = self._gen
         view = self.view
         others = _others(view)
+        hint = getattr(view, "leader_hint", -1)
+        if hint >= 0:
+            # The control plane (etcd) names the leader of the known epoch: ask it alone,
+            # rather than waiting for a dead replica's answer to time out.
+            others = [(pos, bid) for pos, bid in others if bid == hint] or others
         known, last = view.known_epoch, view.last_epoch
         requests = [
             self._peers.request(bid, lambda cid: epoch_request(

@@ -154,6 +154,15 @@ class ReplicaHandle:
         return self._slot.repl.leader_epoch
 
     @property
+    def leader_hint(self) -> int:
+        """The leader etcd names for the epoch this replica knows (-1: none; always -1
+        without the control plane)."""
+        slot = self._slot
+        if slot.stored_epoch is None or slot.stored_epoch != slot.repl.leader_epoch:
+            return -1
+        return slot.leader_id
+
+    @property
     def last_epoch(self) -> int:
         """The epoch of the last record in the local log (-1: no history)."""
         return self._slot.repl.last_epoch
