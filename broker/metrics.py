@@ -175,6 +175,9 @@ class BrokerMetrics:
         self._groups: GroupsView | None = None
         self._replication: ReplicationStatusView | None = None
         self._factory: Any = None
+        self.control: Any = None
+        """``broker.services.control.ControlPlane`` with ``cluster.etcd`` (its election
+        counters are exported), None otherwise."""
         self.registry.register(_Collector(self))
         ProcessCollector(registry=self.registry)
 
@@ -295,6 +298,27 @@ class _Collector:
             yield from self._partitions(core, m._replication, topics)
         if m._groups is not None:
             yield from self._groups(m._groups)
+        if m.control is not None:
+            yield from self._control(m.control)
+
+    @staticmethod
+    def _control(control: Any) -> Iterator[Metric]:
+        for name, help_text, value in (
+            ("skerry_control_elections", "Leader elections this broker wrote as the "
+             "controller (and forced elections it sent).", control.elections),
+            ("skerry_control_unclean_elections", "Unclean elections this broker wrote as the "
+             "controller: a leader from outside the ISR (committed messages may be lost).",
+             control.unclean_elections),
+            ("skerry_control_offline", "Partitions this broker, as the controller, found with "
+             "no live replica in the ISR.", control.offline),
+        ):
+            family = CounterMetricFamily(name, help_text)
+            family.add_metric([], float(value))
+            yield family
+        is_controller = GaugeMetricFamily("skerry_control_is_controller",
+                                          "1 while this broker is the controller.")
+        is_controller.add_metric([], 1.0 if control.is_controller else 0.0)
+        yield is_controller
 
     def _traffic(self) -> Iterator[Metric]:
         m = self.m

@@ -251,6 +251,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
         metrics = MetricsService.for_broker(core, factory, clock, groups=groups,
                                             replication=replication,
                                             tokens=handlers.auth_tokens)
+    if metrics is not None and control is not None:
+        metrics.metrics.control = control
     tls = None
     if config["tls.cert"] is not None:
         from broker.tls import server_options

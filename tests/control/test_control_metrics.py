@@ -1,0 +1,23 @@
+"""The control plane's counters on /metrics: elections, unclean elections (the spec's
+"a warning and a metric"), offline partitions, and whether this broker is the controller."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from twisted.internet.task import Clock
+
+from broker.metrics import BrokerMetrics
+
+
+def test_control_counters_are_exported() -> None:
+    """A broker with a control plane exports its election counters; one without does not."""
+    metrics = BrokerMetrics(Clock())
+    assert b"skerry_control" not in metrics.render()
+    metrics.control = SimpleNamespace(elections=3, unclean_elections=1, offline=2,
+                                      is_controller=True)
+    text = metrics.render().decode()
+    assert "skerry_control_elections_total 3.0" in text
+    assert "skerry_control_unclean_elections_total 1.0" in text
+    assert "skerry_control_offline_total 2.0" in text
+    assert "skerry_control_is_controller 1.0" in text
