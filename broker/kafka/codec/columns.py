@@ -123,8 +123,7 @@ def _columns(data: bytes) -> tuple[np.ndarray, ...]:
     if bad.any():
         raise CorruptMessageSet(f"message at byte {_first(bad, starts)}: the value does not "
                                 f"end the message")
-    view = memoryview(data)
-    crcs = np.fromiter(map(zlib.crc32, map(view.__getitem__, map(
+    crcs = np.fromiter(map(zlib.crc32, map(data.__getitem__, map(
         slice, (starts + 16).tolist(), ends.tolist()))), dtype=np.uint32, count=len(starts))
     bad = crcs != _view(data, ">u4")[starts + 12]
     if bad.any():
