@@ -172,3 +172,43 @@ class MessageSetTests:
         assert records_as_tuples(c.decode_message_set(got)) == [(-1, b"kk", b"a" * 10)] * 3
 
 
+
+
+class DecompressionBoundTests:
+    """What compressed wrappers expand to is bounded for a whole produced set, in both
+    decoders alike, before it is allocated: a gzip bomb is a corrupt set (error 2), not
+    gigabytes of memory."""
+
+    @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4"])
+    def test_the_bound_is_for_the_whole_set(self, codec):
+        import cramjam
+
+        inner = message(b"k", b"v" * 400, 1) + message(None, b"w" * 400, 1)
+        compress = {"gzip": cramjam.gzip.compress, "snappy": cramjam.snappy.compress_raw,
+                    "lz4": cramjam.lz4.compress}[codec]
+        wrapper = bytearray(message(None, bytes(compress(inner)), 1, 5))
+        wrapper[17] = {"gzip": 1, "snappy": 2, "lz4": 3}[codec]
+        wrapper[12:16] = struct.pack(">I", zlib.crc32(bytes(wrapper[16:])))
+        two = bytes(wrapper) * 2
+        size = len(inner)
+        assert len(c.decode_message_columns(two, 2 * size)) == 4
+        assert len(c.decode_message_set(two, 2 * size)) == 4
+        for decode in (c.decode_message_columns, c.decode_message_set):
+            with pytest.raises(c.CorruptMessageSet, match="expands beyond"):
+                decode(two, 2 * size - 1)
+
+    def test_a_gzip_bomb_refuses_its_partition(self, tmp_path):
+        import cramjam
+
+        from tests.kafka.test_data import produce_body, produce_reply
+
+        bomb = bytes(cramjam.gzip.compress(b"\x00" * (c.MAX_DECOMPRESSED_BYTES + 1024)))
+        wrapper = bytearray(message(None, bomb, 0))
+        wrapper[17] = 1
+        wrapper[12:16] = struct.pack(">I", zlib.crc32(bytes(wrapper[16:])))
+        harness = Harness(tmp_path)
+        conn = harness.connect()
+        body = conn.call(0, 0, produce_body("t1", 0, bytes(wrapper)))
+        assert produce_reply(body) == [(2, -1)]
+        assert harness.core.hw("t1", 0) == -1
+        harness.close()

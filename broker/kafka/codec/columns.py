@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from broker.kafka.codec.compression import CompressionFailed, decompress
+from broker.kafka.codec.compression import MAX_DECOMPRESSED_BYTES, CompressionFailed, decompress
 from broker.kafka.codec.messages import ATTR_CODEC_MASK, ATTR_LOG_APPEND_TIME, CorruptMessageSet
 from broker.kafka.codec.primitives import INT32
 
@@ -131,9 +131,11 @@ def _columns(data: bytes) -> tuple[np.ndarray, ...]:
     return starts, magic, attributes, timestamp, key_pos, key_len, value_pos, value_len
 
 
-def decode_message_columns(data: bytes) -> MessageColumns:
-    """A produced MessageSet -> its messages as columns (wrappers opened); empty input
-    gives no rows; ``CorruptMessageSet`` for anything ``decode_message_set`` refuses."""
+def decode_message_columns(data: bytes, max_decompressed: int = MAX_DECOMPRESSED_BYTES
+                           ) -> MessageColumns:
+    """A produced MessageSet -> its messages as columns (wrappers opened, expanding to
+    ``max_decompressed`` bytes together); empty input gives no rows;
+    ``CorruptMessageSet`` for anything ``decode_message_set`` refuses."""
     data = bytes(data)
     if not data:
         empty = np.zeros(0, dtype=np.int64)
@@ -147,6 +149,7 @@ def decode_message_columns(data: bytes) -> MessageColumns:
     parts: list[bytes] = []
     overrides: list[tuple[int, int]] = []  # (inner messages so far, LogAppendTime ms)
     ends = np.append(starts[1:], len(data))
+    left = max_decompressed
     for i in range(len(starts)):
         start, end = int(starts[i]), int(ends[i])
         codec = int(codecs[i])
@@ -157,9 +160,10 @@ def decode_message_columns(data: bytes) -> MessageColumns:
             raise CorruptMessageSet(f"compressed wrapper at byte {start} has a null value")
         at = int(value_pos[i])
         try:
-            inner = decompress(codec, data[at:at + int(value_len[i])], int(magic[i]))
+            inner = decompress(codec, data[at:at + int(value_len[i])], int(magic[i]), left)
         except CompressionFailed as e:
             raise CorruptMessageSet(f"wrapper at byte {start}: {e}") from None
+        left -= len(inner)
         if not inner:
             continue
         inner_cols = _columns(inner)
@@ -172,7 +176,7 @@ def decode_message_columns(data: bytes) -> MessageColumns:
             overrides.append((len(parts), int(timestamp[i])))
         parts.append(inner)
     if not parts:
-        return decode_message_columns(b"")
+        return decode_message_columns(b"", max_decompressed)
     whole = b"".join(parts)
     cols = list(_columns(whole))
     if overrides:
