@@ -164,27 +164,37 @@
     return box;
   }
 
-  // Lag per partition over the history window: x is the sample's age (window .. now).
+  // Lag per partition over the history window: x is the sample's age, from the oldest
+  // sample kept (at least a minute, at most the window: an hour) to now.
+  function fmtAge(s) {
+    if (s <= 0) return "now";
+    if (s < 120) return "-" + Math.round(s) + " s";
+    return "-" + Math.round(s / 60) + " min";
+  }
+
   function lagChart(history) {
-    const width = 800, height = 260, left = 50, right = 12, top = 12, bottom = 28;
+    const page = document.getElementById("page");
+    const width = Math.max(300, Math.round(page.clientWidth || 800)), height = 260;
+    const left = 50, right = 16, top = 12, bottom = 28;
     const chart = svg("svg", {class: "chart", id: "lag-chart", viewBox: "0 0 " + width + " " + height,
                               role: "img", "aria-label": "lag per partition over the last hour"});
     const samples = history.samples;
-    const windowS = history.window_s;
+    const oldest = samples.length ? samples[0].age_s : 0;
+    const span = Math.min(history.window_s, Math.max(60, oldest));
     const partitions = new Set();
     let max = 1;
     for (const s of samples) for (const [p, v] of Object.entries(s.lag)) { partitions.add(p); max = Math.max(max, v); }
-    const x = age => left + (1 - Math.min(age, windowS) / windowS) * (width - left - right);
+    const x = age => left + (1 - Math.min(age, span) / span) * (width - left - right);
     const y = v => top + (1 - v / max) * (height - top - bottom);
     chart.append(svg("line", {class: "axis", x1: left, y1: y(0), x2: width - right, y2: y(0)}));
     chart.append(svg("line", {class: "axis", x1: left, y1: top, x2: left, y2: y(0)}));
     chart.append(svg("text", {x: 4, y: top + 10, text: fmtNum(max)}));
     chart.append(svg("text", {x: 4, y: y(0), text: "0"}));
-    for (const minutes of [60, 45, 30, 15, 0]) {
-      const age = minutes * 60;
-      if (age > windowS) continue;
-      chart.append(svg("text", {x: x(age) - (minutes ? 14 : 18), y: height - 8,
-                                text: minutes ? "-" + minutes + " min" : "now"}));
+    for (const fraction of [1, 0.75, 0.5, 0.25, 0]) {
+      const label = fmtAge(span * fraction);
+      const at = x(span * fraction);
+      chart.append(svg("text", {x: Math.min(width - right - 7 * label.length, Math.max(left, at - 3.5 * label.length)),
+                                y: height - 8, text: label}));
     }
     const order = Array.from(partitions).sort((a, b) => Number(a) - Number(b));
     let drawn = 0;
@@ -352,7 +362,6 @@
       [i ? ", " : "", link(groupHref(g, t.name), g)])));
     page.push(el("h2", {text: "Messages"}), browserForm(t), el("div", {id: "messages"}));
     if (first) setTimeout(() => loadMessages(), 0);
-    else setTimeout(drawMessages, 0);
     return page;
   }
 
