@@ -105,3 +105,18 @@ class HistoryTests:
         assert produce == [5.0, 0.0] and consume == [0.0, 2.0]
         assert doc["totals"]["messages_in"] == 10 and doc["totals"]["messages_out"] == 4
         h.broker.console.sampler.stop()
+
+    def test_with_metrics_on_the_console_reads_the_same_counters(self, tmp_path: Path) -> None:
+        """With /metrics on as well, the console's totals are /metrics' counters (one set
+        of counters fed by the core, not two)."""
+        clock = Clock()
+        raw = {"data_dir": str(tmp_path / "data"), "console_port": 0, "metrics_port": 0,
+               "topics": {"orders": {"partitions": 1}}}
+        broker = build_broker(config_from_mapping(raw), clock, run_in_thread=synchronous)
+        proto = broker.v1_factory.buildProtocol(None)
+        proto.makeConnection(StringTransport())
+        proto.dataReceived(b"V1|1|PRODUCE|orders k:v\nV1|2|PRODUCE|orders k:w\n")
+        clock.advance(0)
+        assert broker.core.metrics is broker.metrics.metrics
+        assert broker.console.data.overview()["totals"]["messages_in"] == 2
+        assert broker.metrics.metrics.messages_in == {"orders": 2}
