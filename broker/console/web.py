@@ -141,6 +141,9 @@ class _Api(Resource):
         if self._auth is not None and \
                 self._auth.user_for(request.getHeader(b"authorization")) is None:
             return self._refuse(request)
+        # How often a page should poll: the sampling interval (new samples come no faster).
+        request.setHeader(b"x-skerry-poll-ms",
+                          b"%d" % round(self._data.history.interval_s * 1000))
         try:
             parts = [p.decode("utf-8") for p in request.postpath]
             while parts and parts[-1] == "":

@@ -64,6 +64,7 @@ class EndpointTests:
         assert doc["storage"]["used_bytes"] > 0
         assert doc["totals"]["messages_in"] == 8
         assert doc["uptime_s"] > 0 and doc["auth"] is False and doc["tls"] is False
+        assert broker.api("overview").headers["x-skerry-poll-ms"] == "300"
 
     def test_rates_follow_produces(self, broker: ConsoleBroker) -> None:
         """After a burst of produces, a produce-rate sample above zero appears."""
@@ -181,6 +182,7 @@ class EndpointTests:
         assert ages == sorted(ages, reverse=True)  # oldest first
 
     def test_unknown_group_is_404(self, broker: ConsoleBroker) -> None:
+        """A group the broker does not know is a 404 naming it."""
         answer = broker.api("groups/nobody/orders")
         assert answer.status == 404 and "nobody" in answer.json()["error"]
 
@@ -195,6 +197,7 @@ class EndpointTests:
             ("orders", 0, 0), ("orders", 1, 0), ("payments", 0, 0)}
 
     def test_unknown_endpoint_is_a_json_404(self, broker: ConsoleBroker) -> None:
+        """A path the API does not have is a JSON 404 pointing at the documentation."""
         answer = broker.api("nothing/here")
         assert answer.status == 404 and "docs/console.md" in answer.json()["error"]
 

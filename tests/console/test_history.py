@@ -41,6 +41,7 @@ class _Harness:
 
 class RingTests:
     def test_keeps_the_last_capacity_samples_oldest_first(self) -> None:
+        """A full ring drops its oldest sample for each new one."""
         ring: Ring[int] = Ring(3)
         for t in range(5):
             ring.add(float(t), t * 10)
@@ -80,6 +81,8 @@ class HistoryTests:
         h.broker.console.sampler.stop()
 
     def test_deleted_group_loses_its_series(self, tmp_path: Path) -> None:
+        """A group deleted by ADMIN_DELETE_GROUP is dropped from the history at the next
+        sample (its memory is freed)."""
         h = _Harness(tmp_path, interval_ms=1000)
         h.broker.console.sampler.start()
         h.send("V1|1|JOIN|billing orders m1")

@@ -117,6 +117,9 @@
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token) headers["Authorization"] = "Bearer " + token;
     const response = await fetch("api/" + path, {headers: headers, cache: "no-store"});
+    // The broker's sampling interval paces the polling (0.5 to 5 seconds).
+    const hint = Number(response.headers.get("x-skerry-poll-ms"));
+    if (hint > 0) pollMs = Math.min(5000, Math.max(500, hint));
     if (response.status === 401) throw new AuthNeeded();
     const doc = await response.json();
     if (!response.ok) throw new Error(doc.error || ("HTTP " + response.status));
@@ -221,7 +224,6 @@
 
   async function overviewPage() {
     const o = await api("overview");
-    pollMs = Math.min(5000, Math.max(500, o.sample_interval_s * 1000));
     const produce = o.rates.produce.map(r => r.messages_per_s);
     const consume = o.rates.consume.map(r => r.messages_per_s);
     const lastRate = list => list.length ? fmtRate(list[list.length - 1]) + " msg/s" : "–";
@@ -385,7 +387,6 @@
 
   async function groupPage(group, topic) {
     const g = await api("groups/" + encodeURIComponent(group) + "/" + encodeURIComponent(topic));
-    pollMs = Math.min(5000, Math.max(500, g.history.interval_s * 1000));
     const members = g.members.map(m => el("tr", {},
       el("td", {class: "mono", text: m.member_id}),
       el("td", {text: m.partitions.length ? m.partitions.join(", ") : "(none)"})));
@@ -447,7 +448,8 @@
   // ------------------------------------------------------------------ routing
 
   function parseRoute() {
-    const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+    const decode = part => { try { return decodeURIComponent(part); } catch (err) { return part; } };
+    const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decode);
     if (parts[0] === "topics" && parts.length === 2) return {page: "topics", build: first => topicPage(parts[1], first)};
     if (parts[0] === "topics") return {page: "topics", build: topicsPage};
     if (parts[0] === "groups" && parts.length === 3) return {page: "groups", build: () => groupPage(parts[1], parts[2])};
