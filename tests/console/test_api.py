@@ -218,6 +218,16 @@ class EndpointTests:
         assert "http://" not in page and "https://" not in page  # nothing from a CDN
 
 
+class PageSourceTests:
+    def test_the_script_never_writes_markup(self) -> None:
+        """console.js builds every element with createElement/textContent: none of the
+        APIs that parse a string as HTML (or run it) appears in it."""
+        source = (ROOT / "broker" / "console" / "static" / "console.js").read_text()
+        for api in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write",
+                    "eval(", "new Function", "DOMParser", "createContextualFragment"):
+            assert api not in source, api
+
+
 class DocumentedExamplesTests:
     def test_every_curl_example_of_the_docs_answers(self, broker: ConsoleBroker) -> None:
         """Each ``curl`` line of docs/console.md, pointed at this broker, answers 200 with
@@ -316,5 +326,6 @@ class ListenerRuleTests:
             plain = running.base.replace("https://", "http://")
             with pytest.raises((OSError, http.client.HTTPException)):
                 get(plain + "/api/overview")
+            assert running.process.stop() == 0  # SIGTERM: a clean shutdown, console too
         finally:
             running.stop()
