@@ -11,6 +11,7 @@ import base64
 import json
 import re
 import ssl
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -105,6 +106,7 @@ def fill(broker: ConsoleBroker) -> None:
         c.produce("orders", "shipped", key="user2", partition=1)
         c.produce("orders", "returned", key="user2", partition=1)
         c.produce("payments", "EUR-12.50", key="p1")
+        time.sleep(0.005)  # a few milliseconds apart, for the browse-by-time tests
         c.produce("payments", "EUR-3.00", key="p2")
         assignment = c.join("billing", "orders", MEMBER, session_timeout_ms=600_000)
         for partition in assignment.partitions:

@@ -125,10 +125,15 @@ class EndpointTests:
         it starts at the first message at or after it (none after the future)."""
         latest = broker.api("topics/payments/messages?partition=0&limit=1").json()
         assert [m["value"]["text"] for m in latest["messages"]] == ["EUR-3.00"]
-        second = broker.api("topics/payments/messages?partition=0&offset=1").json()
-        ts_ms = second["messages"][0]["timestamp_us"] // 1000
+        both = broker.api("topics/payments/messages?partition=0&offset=0").json()["messages"]
+        first_us, second_us = (m["timestamp_us"] for m in both)
+        assert second_us - first_us >= 2000  # fill() waits between them
+        ts_ms = second_us // 1000
         by_time = broker.api(f"topics/payments/messages?partition=0&timestamp_ms={ts_ms}")
         assert [m["offset"] for m in by_time.json()["messages"]] == [1]
+        from_first = broker.api("topics/payments/messages?partition=0&timestamp_ms="
+                                f"{first_us // 1000}")
+        assert [m["offset"] for m in from_first.json()["messages"]] == [0, 1]
         future = broker.api("topics/payments/messages?partition=0&timestamp_ms=99999999999999")
         assert future.json()["messages"] == []
 
