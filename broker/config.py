@@ -131,6 +131,15 @@ SCHEMA: tuple[Key, ...] = (
         "PEM certificate (and chain): when set with tls.key, the V1, Iggy, Kafka and metrics "
         "listeners speak TLS only."),
     Key("tls.key", "str?", None, "PEM private key of tls.cert."),
+    Key("console_port", "int?", None,
+        "HTTP port of the web console and its JSON API (docs/console.md); null turns it off. "
+        "Same rules as /metrics: HTTPS with tls.cert, a V1 user's token with "
+        "auth.tokens_file.", 0),
+    Key("console.host", "str", "127.0.0.1",
+        "Address the console binds to; a non-loopback one needs auth.tokens_file."),
+    Key("console.sample_interval_ms", "int", 5000,
+        "How often the console samples group lag and traffic rates (one hour kept in "
+        "memory).", 100),
 )
 
 _BY_PATH = {key.path: key for key in SCHEMA}

@@ -66,6 +66,9 @@ class Broker:
     tls: Any = None
     """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1, Iggy and
     metrics listeners then speak TLS only."""
+    console: Any = None
+    """``broker.console.ConsoleService``: the web console (None unless ``console_port`` is
+    set)."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
@@ -97,9 +100,14 @@ class Broker:
             self.ports.append(kafka_port)
             kafka_address = kafka_port.getHost()
             addresses.append(f"kafka={kafka_address.host}:{kafka_address.port}")
+        if self.console is not None:
+            addresses.append(self.console.listen(plain, self.config["console.host"],
+                                                 self.config["console_port"], tls=self.tls))
         if self.metrics is not None:  # last: it reports the broker ready
             addresses.append(self.metrics.listen(plain, host, self.config["metrics_port"],
                                                  tls=self.tls))
+        if self.console is not None:
+            self.console.set_listeners(addresses)
         return addresses
 
     def stop(self) -> Deferred[None]:
@@ -141,6 +149,8 @@ class Broker:
         result = DeferredList(stops).addCallback(wait_answered).addCallback(finish)
         if self.metrics is not None:
             result.addCallback(self.metrics.stop)
+        if self.console is not None:
+            result.addCallback(self.console.stop)
         result.addCallback(lambda _: log.info("clean shutdown complete"))
         return result
 
@@ -257,8 +267,16 @@ def build_broker(config: Config, clock: IReactorTime, *,
         from broker.tls import server_options
 
         tls = server_options(config["tls.cert"], config["tls.key"])
+    console = None
+    if config["console_port"] is not None:
+        from broker.console import ConsoleService
+
+        console = ConsoleService.for_broker(
+            core, factory, clock, config=config, groups=groups, replication=replication,
+            tokens=handlers.auth_tokens,
+            counters=metrics.metrics if metrics is not None else None)
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
-                  metrics=metrics, tls=tls, kafka=kafka)
+                  metrics=metrics, tls=tls, console=console, kafka=kafka)
 
 
 def raise_open_file_limit() -> int:
@@ -320,6 +338,10 @@ def run(config: Config) -> int:
     from broker.tls import TLSConfigError, server_options
 
     refusal = bind_refusal(config["host"], config["auth.tokens_file"] is not None)
+    if refusal is None and config["console_port"] is not None:
+        console_refusal = bind_refusal(config["console.host"],
+                                       config["auth.tokens_file"] is not None)
+        refusal = console_refusal and f"console.host: {console_refusal}"
     if refusal is None:
         refusal = cluster_security_refusal(config)
     if refusal is not None:  # a configuration mistake: exit 2 like a bad key
