@@ -63,6 +63,9 @@ class Broker:
     tls: Any = None
     """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1, Iggy and
     metrics listeners then speak TLS only."""
+    kafka_groups: Any = None
+    """``broker.services.kafka_groups.KafkaGroupService``: the Kafka consumer groups
+    (``kafka-groups.json``), sharing committed offsets with V1 groups."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
@@ -125,6 +128,8 @@ class Broker:
             return d
 
         def finish(_: object) -> Deferred[None]:
+            if self.kafka_groups is not None:
+                self.kafka_groups.close()
             return self.core.stop()
 
         result = DeferredList(stops).addCallback(wait_answered).addCallback(finish)
@@ -182,6 +187,12 @@ def build_broker(config: Config, clock: IReactorTime, *,
     groups = GroupService(coordinator, clock, data_dir, fs=fs, run_in_thread=run_in_thread,
                           hw_for=marks.hw, earliest_for=marks.earliest,
                           latest_for=marks.latest)
+    # Kafka's classic groups: their own coordinator, the same offsets (and each refuses a
+    # group id the other holds live).
+    from broker.services.kafka_groups import KafkaGroupService
+
+    kafka_groups = KafkaGroupService(groups, clock, data_dir, fs=fs,
+                                     run_in_thread=run_in_thread)
     core = BrokerCore(config, store, clock, replication=replication, groups=groups,
                       run_in_thread=run_in_thread)
     replication.set_log_syncer(core.when_durable)
@@ -241,7 +252,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
         tls = server_options(config["tls.cert"], config["tls.key"])
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
-                  metrics=metrics, tls=tls)
+                  metrics=metrics, tls=tls, kafka_groups=kafka_groups)
 
 
 def raise_open_file_limit() -> int:
