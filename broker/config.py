@@ -66,6 +66,11 @@ SCHEMA: tuple[Key, ...] = (
     Key("iggy.max_frame_bytes", "int", 16777216,
         "Longest Iggy request frame; a longer one gets an error and the connection closes.",
         1024),
+    Key("kafka_port", "int?", None,
+        "TCP port of the Kafka wire-protocol listener (docs/kafka.md); null turns it off. "
+        "Not with auth.tokens_file (Kafka clients cannot authenticate).", 0),
+    Key("kafka.max_frame_bytes", "int", 16777216,
+        "Longest Kafka request frame; a longer one closes the connection.", 1024),
     Key("metrics_port", "int?", None, "HTTP port for /metrics and /health; null turns it off.", 0),
     Key("log_level", "choice", "info", "Log verbosity.",
         choices=("debug", "info", "warning", "error")),
@@ -123,7 +128,7 @@ SCHEMA: tuple[Key, ...] = (
         "when set, V1 clients must send AUTH before anything but PING, and /metrics wants a "
         "user's token (HTTP Basic or Bearer). Required to listen on a non-loopback host."),
     Key("tls.cert", "str?", None,
-        "PEM certificate (and chain): when set with tls.key, the V1, Iggy and metrics "
+        "PEM certificate (and chain): when set with tls.key, the V1, Iggy, Kafka and metrics "
         "listeners speak TLS only."),
     Key("tls.key", "str?", None, "PEM private key of tls.cert."),
 )
@@ -274,6 +279,9 @@ def config_from_mapping(raw: Mapping[str, Any] | None,
             "defaults.min_insync_replicas: greater than defaults.replication_factor")
     if (values["tls.cert"] is None) != (values["tls.key"] is None):
         raise ConfigError("tls: set both tls.cert and tls.key, or neither")
+    if values["kafka_port"] is not None and values["auth.tokens_file"] is not None:
+        raise ConfigError("kafka_port: the Kafka listener cannot run with auth.tokens_file "
+                          "set (Kafka clients cannot authenticate to Skerry; docs/kafka.md)")
     if values["defaults.partitions"] > values["limits.max_partitions_per_topic"]:
         raise ConfigError("defaults.partitions: greater than limits.max_partitions_per_topic")
     config = Config(values)

@@ -57,6 +57,9 @@ class Broker:
     """The fetch loops and leader probes of a cluster member (None on a single broker)."""
     iggy: IggyService | None = None
     """The Iggy binary transport (None unless ``iggy_port`` is set)."""
+    kafka: Any = None
+    """``broker.kafka.service.KafkaService``: the Kafka transport (None unless
+    ``kafka_port`` is set)."""
     metrics: Any = None
     """``broker.metrics.MetricsService``: /metrics and /health (None unless
     ``metrics_port`` is set)."""
@@ -92,6 +95,11 @@ class Broker:
             self.ports.append(iggy_port)
             iggy_address = iggy_port.getHost()
             addresses.append(f"iggy={iggy_address.host}:{iggy_address.port}")
+        if self.kafka is not None:
+            kafka_port = self.kafka.listen(reactor, host, self.config["kafka_port"])
+            self.ports.append(kafka_port)
+            kafka_address = kafka_port.getHost()
+            addresses.append(f"kafka={kafka_address.host}:{kafka_address.port}")
         if self.metrics is not None:  # last: it reports the broker ready
             addresses.append(self.metrics.listen(plain, host, self.config["metrics_port"],
                                                  tls=self.tls))
@@ -104,6 +112,8 @@ class Broker:
             self.metrics.stopping()  # /health: 503 stopping while in-flight work drains
         if self.iggy is not None:
             self.iggy.stop()
+        if self.kafka is not None:
+            self.kafka.stop()
         stops = [maybeDeferred(p.stopListening) for p in self.ports]
         self.ports.clear()
         clock = self.core.clock
@@ -118,7 +128,8 @@ class Broker:
 
             def check() -> None:
                 if (self.v1_factory.all_idle() and self.core.idle()
-                        and (self.iggy is None or self.iggy.all_idle())) \
+                        and (self.iggy is None or self.iggy.all_idle())
+                        and (self.kafka is None or self.kafka.all_idle())) \
                         or clock.seconds() > deadline:
                     d.callback(None)
                 else:
@@ -239,6 +250,13 @@ def build_broker(config: Config, clock: IReactorTime, *,
             catalog=Catalog(data_dir, store_topics=core.topic_names, now_us=iggy_now_us, fs=fs),
             users=UserStore(data_dir, now_us=iggy_now_us, fs=fs),
             system_info=HostFacts(data_dir, clock))
+    kafka = None
+    if config["kafka_port"] is not None:
+        from broker.kafka.service import KafkaService
+        from data.store import wall_clock_us
+
+        kafka = KafkaService(core, config, clock, now_us=now_us or wall_clock_us,
+                             groups=kafka_groups)
     metrics = None
     if config["metrics_port"] is not None:
         from broker.metrics import MetricsService
@@ -252,7 +270,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
         tls = server_options(config["tls.cert"], config["tls.key"])
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
-                  metrics=metrics, tls=tls, kafka_groups=kafka_groups)
+                  metrics=metrics, tls=tls, kafka=kafka, kafka_groups=kafka_groups)
 
 
 def raise_open_file_limit() -> int:

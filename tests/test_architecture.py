@@ -7,6 +7,8 @@
 - The V1 wire table (``broker.v1.errors``) answers every exception a handler can see with
   a code of ``docs/protocol.md``'s error table, and every code of that table has a class.
 - The Iggy table (``broker.iggy.errors``) maps the same classes.
+- The Kafka table (``broker.kafka.errors``) maps the same classes, and the Kafka group
+  coordinator's (``groups.kafka_errors``) with a code each.
 """
 
 from __future__ import annotations
@@ -151,6 +153,19 @@ class WireTableTests:
         for cls in refusal_classes():
             rows = [base for base in cls.__mro__ if base in STATUS_BY_ERROR]
             assert rows, f"{cls.__module__}.{cls.__name__} has no row in the Iggy table"
+
+    def test_kafka_maps_the_same_classes(self) -> None:
+        """Each class the V1 table maps, and each refusal of the Kafka group coordinator,
+        has a row (its own or a parent's) in the Kafka table."""
+        import groups.kafka_errors as kafka_errors
+        from broker.kafka.errors import CODE_BY_ERROR
+
+        group_classes = [cls for _, cls in inspect.getmembers(kafka_errors, inspect.isclass)
+                         if issubclass(cls, kafka_errors.KafkaGroupError)]
+        assert len(group_classes) > 3
+        for cls in [*refusal_classes(), *group_classes]:
+            rows = [base for base in cls.__mro__ if base in CODE_BY_ERROR]
+            assert rows, f"{cls.__module__}.{cls.__name__} has no row in the Kafka table"
 
 
 PRODUCT_PACKAGES = ("broker", "groups", "replication", "data")
