@@ -20,6 +20,7 @@ from data.format import decode_record, encode_record
 from data.store import TopicConfig
 from groups.store import groups_from_json, offsets_from_json
 from replication.roles import ReplicationCheckpoint
+from tests.reliability.kafka_fuzz import KAFKA_SEEDS, run_kafka
 
 __all__ = ["Target", "TARGETS", "mutate"]
 
@@ -83,6 +84,9 @@ TARGETS: dict[str, Target] = {
         b'{}', b'{"epochs": [[0, 0]]}')),
     "iggy": Target("iggy", _iggy, (IggyError,), (
         b"\x01\x00\x00\x00", b"\x0e\x00\x00\x00\x01\x00\x00\x00\x05admin",)),
+    # The whole Kafka path (frame, codec, handlers, core, group services) in process,
+    # with a sentinel connection that must stay served: tests/reliability/kafka_fuzz.py.
+    "kafka": Target("kafka", run_kafka, (), KAFKA_SEEDS),
 }
 
 
