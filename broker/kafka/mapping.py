@@ -19,7 +19,8 @@ The mapping:
 * value null (a tombstone) -> an empty payload, read back as an empty value (a documented
   loss: no compaction here, so nothing interprets tombstones);
 * timestamp: a magic-1 CreateTime (ms) -> ``origin_timestamp`` (µs); magic 0 has none and
-  the store's append time is used. Fetch serves ``origin_timestamp // 1000`` as CreateTime.
+  the store's append time is used. Fetch serves ``origin_timestamp // 1000`` as CreateTime
+  (the append time for a record whose origin timestamp is 0, as Iggy clients may send).
 * offset: Kafka's offset is the record's offset.
 
 Must not import: Twisted, the core, the store (``data.format`` is the shared layout leaf).
@@ -54,7 +55,7 @@ MESSAGE_OVERHEAD = {0: 26, 1: 34}
 """Bytes of a Kafka message besides its key and value, by magic (offset, size, crc, magic,
 attributes, [timestamp], the two lengths)."""
 
-_STORED = struct.Struct("<24xQ8xQII")  # offset, origin_timestamp, headers length, payload length
+_STORED = struct.Struct("<24xQQQII")  # offset, timestamp, origin_timestamp, headers/payload length
 _SIZE_CRC = struct.Struct(">qiI")
 _V0 = b"\x00\x00"  # magic 0, attributes 0
 _V1 = struct.Struct(">bbq")
@@ -138,7 +139,7 @@ def message_set(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int,
     count = 0
     keys: dict[bytes, bytes] = {}
     for end in ends:
-        offset, origin, header_len, payload_len = unpack(raw, pos)
+        offset, appended, origin, header_len, payload_len = unpack(raw, pos)
         start = pos + HEADER_SIZE
         value = raw[start:start + payload_len]
         if header_len:
@@ -152,7 +153,8 @@ def message_set(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int,
         if magic == 0:
             body = b"".join((_V0, key_part, i32(payload_len), value))
         else:
-            body = b"".join((v1(1, 0, origin // 1000), key_part, i32(payload_len), value))
+            body = b"".join((v1(1, 0, (origin or appended) // 1000), key_part,
+                             i32(payload_len), value))
         message = head(offset, len(body) + 4, crc32(body)) + body
         size += len(message)
         if size > max_bytes and (count or not whole_first):

@@ -152,3 +152,14 @@ class Harness:
             if d.called:
                 break
             self.advance(0.02)
+
+
+def start_kafka_broker(workdir: Path, config: dict[str, Any] | None = None
+                       ) -> tuple[Any, int]:
+    """A child ``skerry serve`` with the Kafka listener on a free loopback port:
+    ``(BrokerProcess, kafka port)``; the caller stops it (``with`` or ``stop``)."""
+    from tests.support import BrokerProcess
+
+    proc = BrokerProcess(workdir, {"kafka_port": 0, **(config or {})})
+    proc.start()
+    return proc, kafka_port_of(proc.log_text())
