@@ -2,7 +2,8 @@
 kafka-python (default, ``api_version`` (0,9) and (0,10,1)) and confluent-kafka (default, and
 ``broker.version.fallback`` 0.9.0) ``subscribe()`` with a group id, consume, commit, and a
 second consumer of the same group resumes from the committed offsets; the commits are the
-group's V1 ``OFFSET`` and ``DESCRIBE_GROUP`` lag. Then acceptance 3 of issue 19: three
+group's V1 ``OFFSET`` and ``DESCRIBE_GROUP`` lag. Debian's kcat ``-G`` likewise (installed
+when missing and possible, else skipped). Then acceptance 3 of issue 19: three
 members (confluent-kafka and kafka-python mixed, each a child process) over six
 partitions, one killed with SIGKILL: the others rebalance once its session times out,
 every message is consumed and committed, and no partition is owned by two members at once.
@@ -27,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.kafka.harness import kafka_port_of
-from tests.support import ROOT, BrokerProcess, V1Client
+from tests.support import ROOT, BrokerProcess, V1Client, debian_tool
 
 pytest.importorskip("kafka")
 pytest.importorskip("confluent_kafka")
@@ -143,6 +144,44 @@ class SubscribeTests:
             finish(live, log)
         assert "|OK|generation=" in v1.request("V1|3|JOIN|g-live t-live v1-consumer")
         v1.request("V1|4|LEAVE|g-live t-live v1-consumer 1")
+        v1.close()
+
+
+KCAT_SETTINGS = {
+    "default": [],
+    "0.9.0": ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.9.0"],
+}
+
+
+class KcatGroupTests:
+    @pytest.mark.parametrize("setting", sorted(KCAT_SETTINGS))
+    def test_kcat_balanced_consumer_commits_and_resumes(self, broker, setting):
+        """kcat -G (librdkafka 2.0.2's balanced consumer, auto-commit) consumes the 30
+        messages, its commits are V1 OFFSET's answer, and a second kcat -G of the group
+        gets only the 15 produced after."""
+        kcat = debian_tool("kcat", "kcat")
+        proc, kafka_port = broker
+        suffix = setting.replace(".", "")
+        topic, group = f"t-kcat-{suffix}", f"g-kcat-{suffix}"
+        v1 = proc.client()
+        assert "|OK|" in v1.request(f"V1|1|ADMIN_CREATE_TOPIC|{topic} 3 1")
+        produce(v1, topic, 3, 0, 30)
+
+        def consume(count: int) -> list[str]:
+            run = subprocess.run(
+                [kcat, "-b", f"127.0.0.1:{kafka_port}", "-G", group, topic, "-c", str(count),
+                 "-q", "-f", "%p:%o:%s\\n", "-X", "auto.offset.reset=earliest",
+                 *KCAT_SETTINGS[setting]], capture_output=True, text=True, timeout=60)
+            assert run.returncode == 0, run.stderr
+            return run.stdout.splitlines()
+
+        assert sorted(line.split(":")[2] for line in consume(30)) == \
+            sorted(f"m{i}" for i in range(30))
+        assert [v1_offset(v1, group, topic, p) for p in range(3)] == [10, 10, 10]
+        produce(v1, topic, 3, 30, 15)
+        assert sorted(line.split(":")[2] for line in consume(15)) == \
+            sorted(f"m{i}" for i in range(30, 45))
+        assert [v1_offset(v1, group, topic, p) for p in range(3)] == [15, 15, 15]
         v1.close()
 
 
