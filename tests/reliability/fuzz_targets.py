@@ -18,7 +18,7 @@ from broker.iggy.errors import IggyError
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.store import TopicConfig
-from groups.store import groups_from_json, offsets_from_json
+from groups.store import groups_from_json, offset_metadata_from_json
 from replication.roles import ReplicationCheckpoint
 from tests.reliability.kafka_fuzz import KAFKA_SEEDS, run_kafka
 
@@ -75,8 +75,10 @@ TARGETS: dict[str, Target] = {
         b'{"version": 1, "groups": [{"group": "g", "topic": "t", "generation": 2, '
         b'"assignor": "range", "partitions": 3, "members": [{"member_id": "c", '
         b'"session_timeout_ms": 10000, "assigned": [0, 1, 2]}]}]}',)),
-    "offsets_json": Target("offsets_json", _json(offsets_from_json), (ValueError,), (
-        b'{"version": 1, "offsets": [{"group": "g", "topic": "t", "committed": {"0": 5}}]}',)),
+    "offsets_json": Target("offsets_json", _json(offset_metadata_from_json), (ValueError,), (
+        b'{"version": 1, "offsets": [{"group": "g", "topic": "t", "committed": {"0": 5}}]}',
+        b'{"version": 2, "offsets": [{"group": "g", "topic": "t", "committed": {"0": 5}, '
+        b'"metadata": {"0": "md"}}]}')),
     "topic_json": Target("topic_json", _json(TopicConfig.from_json), (ValueError,), (
         b'{"partitions": 3, "replication_factor": 1, "min_insync_replicas": 1, '
         b'"retention_ms": null, "retention_bytes": 1000}',)),
