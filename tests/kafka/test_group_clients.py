@@ -217,7 +217,12 @@ class KillOneOfThreeTests:
             survivors = ["ck-survivor", "kp-survivor"]
             owners = self._wait_for(logs, survivors, 30, after=killed_at)
             rebalanced_s = max(self._last_assign(logs[name]) for name in survivors) - killed_at
+            noticed_s = min(e["t"] for name in survivors for e in events(logs[name])
+                            if e["e"] == "revoke" and e["t"] > killed_at) - killed_at
             assert sorted(p for parts in owners.values() for p in parts) == list(range(6))
+            # The victim's session ends at most one session timeout after the kill; the
+            # survivors hear of it at their next heartbeat (1 s apart), then rejoin.
+            assert noticed_s < SESSION_MS / 1000 + 2, noticed_s
             assert rebalanced_s < 2 * SESSION_MS / 1000, rebalanced_s
             # 3. Everything consumed and committed.
             deadline = time.monotonic() + 30
@@ -233,8 +238,8 @@ class KillOneOfThreeTests:
         consumed = {e["v"] for log in logs.values() for e in events(log) if e["e"] == "msg"}
         assert consumed == {f"m{i}" for i in range(600)}
         self._assert_no_double_ownership(logs, killed_at)
-        print(f"rebalanced {rebalanced_s:.2f} s after the kill (session timeout "
-              f"{SESSION_MS / 1000:.0f} s)")
+        print(f"survivors told to rejoin {noticed_s:.2f} s and rebalanced {rebalanced_s:.2f} s "
+              f"after the kill (session timeout {SESSION_MS / 1000:.0f} s)")
         v1.close()
 
     @staticmethod
