@@ -20,7 +20,7 @@ from broker.core import ProduceResult
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
 from broker.kafka.handlers.context import Context
-from broker.kafka.mapping import MESSAGE_OVERHEAD, KeyTooLarge, framed_records, message_set
+from broker.kafka.mapping import MESSAGE_OVERHEAD, KeyTooLarge, framed_columns, message_set
 from data.names import is_valid_name
 
 __all__ = ["metadata", "produce", "fetch", "list_offsets"]
@@ -149,16 +149,15 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
                        ) -> c.ProducePartitionResponse | Deferred[c.ProducePartitionResponse]:
     index = part.index
     _topic_for_write(ctx, topic, index)
-    records = c.decode_message_set(part.records)
-    if not records:
+    cols = c.decode_message_columns(part.records)
+    if not len(cols):
         return c.ProducePartitionResponse(index, 0, -1)
     limit = ctx.max_message_bytes
-    for record in records:
-        if record.value is not None and len(record.value) > limit:
-            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"a value of {len(record.value)} bytes; at most {limit}")
+    if int(cols.value_len.max()) > limit:
+        raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                         f"a value of {int(cols.value_len.max())} bytes; at most {limit}")
     try:
-        messages, ends = framed_records(records, ctx.now_us())
+        messages, ends = framed_columns(cols, ctx.now_us())
     except KeyTooLarge as error:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
     d: Deferred[c.ProducePartitionResponse] = Deferred()
@@ -174,12 +173,6 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
 
 
 # ================================================================ Fetch
-
-_MAX_STORED_PER_KAFKA_BYTE = 3
-"""A stored record is at most this many times its Kafka message's size (64-byte header vs
-Kafka's 26/34 for an empty message): a read of ``budget * 3`` stored bytes holds every
-message that fits ``budget``."""
-
 
 def fetch(ctx: Context, request: c.FetchRequest
           ) -> c.FetchResponse | Deferred[c.FetchResponse]:
@@ -276,9 +269,11 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
     if offset > hw or (budget <= 0 and not whole_first):
         return c.FetchPartitionResponse(index, 0, hw + 1, b""), offset
     budget = max(budget, 0)
+    # The store's byte limit counts values only, and a Kafka message is its value plus
+    # 26/34 bytes and its key: a read of ``budget`` value bytes holds every message that
+    # fits ``budget`` (message_set trims the rest).
     result, hw, _first = core.fetch_raw(
-        topic, index, offset, budget // MESSAGE_OVERHEAD[magic] + 1,
-        budget * _MAX_STORED_PER_KAFKA_BYTE + 1)
+        topic, index, offset, budget // MESSAGE_OVERHEAD[magic] + 1, budget)
     records, _count = message_set(result.raw, result.ends, magic, budget, whole_first)
     return c.FetchPartitionResponse(index, 0, hw + 1, records), offset
 
