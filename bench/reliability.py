@@ -599,8 +599,9 @@ def main() -> int:
                 fresh = run_fuzz(args.fuzz, args.fuzz_targets)
                 saved = json.loads(_results_path(part).read_text()) \
                     if _results_path(part).exists() else []
-                names = {row["scenario"] for row in fresh}
-                rows = [row for row in saved if row["scenario"] not in names] + fresh
+                by_name = {row["scenario"]: row for row in fresh}
+                rows = [by_name.pop(row["scenario"], row) for row in saved]
+                rows += list(by_name.values())  # targets without a saved row go last
             elif part == "fuzz":
                 rows = run_fuzz(args.fuzz)
             elif part == "diskfault":
