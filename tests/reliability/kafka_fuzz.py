@@ -19,6 +19,7 @@ Must not import: the reactor.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import shutil
 import struct
@@ -175,5 +176,6 @@ def run_kafka(data: bytes) -> object:
     global _FUZZ
     if _FUZZ is None:
         _FUZZ = KafkaFuzz()
+        atexit.register(_FUZZ.close)  # its temporary data directory
     _FUZZ.run(data)
     return None
