@@ -69,6 +69,9 @@ class Broker:
     console: Any = None
     """``broker.console.ConsoleService``: the web console (None unless ``console_port`` is
     set)."""
+    kafka_groups: Any = None
+    """``broker.services.kafka_groups.KafkaGroupService``: the Kafka consumer groups
+    (``kafka-groups.json``), sharing committed offsets with V1 groups."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
@@ -144,6 +147,8 @@ class Broker:
             return d
 
         def finish(_: object) -> Deferred[None]:
+            if self.kafka_groups is not None:
+                self.kafka_groups.close()
             return self.core.stop()
 
         result = DeferredList(stops).addCallback(wait_answered).addCallback(finish)
@@ -203,6 +208,12 @@ def build_broker(config: Config, clock: IReactorTime, *,
     groups = GroupService(coordinator, clock, data_dir, fs=fs, run_in_thread=run_in_thread,
                           hw_for=marks.hw, earliest_for=marks.earliest,
                           latest_for=marks.latest)
+    # Kafka's classic groups: their own coordinator, the same offsets (and each refuses a
+    # group id the other holds live).
+    from broker.services.kafka_groups import KafkaGroupService
+
+    kafka_groups = KafkaGroupService(groups, clock, data_dir, fs=fs,
+                                     run_in_thread=run_in_thread)
     core = BrokerCore(config, store, clock, replication=replication, groups=groups,
                       run_in_thread=run_in_thread)
     replication.set_log_syncer(core.when_durable)
@@ -254,7 +265,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
         from broker.kafka.service import KafkaService
         from data.store import wall_clock_us
 
-        kafka = KafkaService(core, config, clock, now_us=now_us or wall_clock_us)
+        kafka = KafkaService(core, config, clock, now_us=now_us or wall_clock_us,
+                             groups=kafka_groups)
     metrics = None
     if config["metrics_port"] is not None:
         from broker.metrics import MetricsService
@@ -276,7 +288,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
             tokens=handlers.auth_tokens,
             counters=metrics.metrics if metrics is not None else None)
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
-                  metrics=metrics, tls=tls, console=console, kafka=kafka)
+                  metrics=metrics, tls=tls, console=console, kafka=kafka,
+                  kafka_groups=kafka_groups)
 
 
 def raise_open_file_limit() -> int:
