@@ -57,6 +57,9 @@ class Broker:
     """The fetch loops and leader probes of a cluster member (None on a single broker)."""
     iggy: IggyService | None = None
     """The Iggy binary transport (None unless ``iggy_port`` is set)."""
+    tank: Any = None
+    """``broker.tank.service.TankService``: the TANK binary transport (None unless
+    ``tank_port`` is set)."""
     metrics: Any = None
     """``broker.metrics.MetricsService``: /metrics and /health (None unless
     ``metrics_port`` is set)."""
@@ -89,6 +92,11 @@ class Broker:
             self.ports.append(iggy_port)
             iggy_address = iggy_port.getHost()
             addresses.append(f"iggy={iggy_address.host}:{iggy_address.port}")
+        if self.tank is not None:
+            tank_port = self.tank.listen(reactor, host, self.config["tank_port"])
+            self.ports.append(tank_port)
+            tank_address = tank_port.getHost()
+            addresses.append(f"tank={tank_address.host}:{tank_address.port}")
         if self.metrics is not None:  # last: it reports the broker ready
             addresses.append(self.metrics.listen(plain, host, self.config["metrics_port"],
                                                  tls=self.tls))
@@ -101,6 +109,8 @@ class Broker:
             self.metrics.stopping()  # /health: 503 stopping while in-flight work drains
         if self.iggy is not None:
             self.iggy.stop()
+        if self.tank is not None:
+            self.tank.stop()
         stops = [maybeDeferred(p.stopListening) for p in self.ports]
         self.ports.clear()
         clock = self.core.clock
@@ -115,7 +125,8 @@ class Broker:
 
             def check() -> None:
                 if (self.v1_factory.all_idle() and self.core.idle()
-                        and (self.iggy is None or self.iggy.all_idle())) \
+                        and (self.iggy is None or self.iggy.all_idle())
+                        and (self.tank is None or self.tank.all_idle())) \
                         or clock.seconds() > deadline:
                     d.callback(None)
                 else:
@@ -228,6 +239,11 @@ def build_broker(config: Config, clock: IReactorTime, *,
             catalog=Catalog(data_dir, store_topics=core.topic_names, now_us=iggy_now_us, fs=fs),
             users=UserStore(data_dir, now_us=iggy_now_us, fs=fs),
             system_info=HostFacts(data_dir, clock))
+    tank = None
+    if config["tank_port"] is not None:
+        from broker.tank.service import TankService
+
+        tank = TankService(core, config, clock, is_leader=replication.is_leader)
     metrics = None
     if config["metrics_port"] is not None:
         from broker.metrics import MetricsService
@@ -241,7 +257,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
         tls = server_options(config["tls.cert"], config["tls.key"])
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
-                  metrics=metrics, tls=tls)
+                  metrics=metrics, tls=tls, tank=tank)
 
 
 def raise_open_file_limit() -> int:
@@ -305,6 +321,10 @@ def run(config: Config) -> int:
     refusal = bind_refusal(config["host"], config["auth.tokens_file"] is not None)
     if refusal is None:
         refusal = cluster_security_refusal(config)
+    if refusal is None:
+        from broker.tank.service import tank_refusal
+
+        refusal = tank_refusal(config)
     if refusal is not None:  # a configuration mistake: exit 2 like a bad key
         log.error("%s", refusal)
         return 2
