@@ -33,8 +33,13 @@ from dataclasses import dataclass
 import cramjam
 import numpy as np
 
-from broker.tank.codec.bundles import DEFAULT_MAX_DECOMPRESSED, BundleError, decode_bundle
-from broker.tank.codec.primitives import pack_varint
+from broker.tank.codec.bundles import (
+    CODEC_SNAPPY,
+    DEFAULT_MAX_DECOMPRESSED,
+    BundleError,
+    decompress_block,
+)
+from broker.tank.codec.primitives import CodecError, Reader, pack_varint
 from data.format import (
     HEADER,
     HEADER_SIZE,
@@ -58,6 +63,7 @@ MAX_BUNDLE_MESSAGES = 1024
 _SPARSE = 0x40
 _HAVE_KEY = 0x01
 _USE_LAST_TS = 0x02
+_SEQ_PREV_PLUS_ONE = 0x04
 _MAX_TS_MS = MAX_U64 // 1000
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -102,38 +108,225 @@ def bundle_to_records(bundle: bytes, *, max_message_bytes: int,
                       max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> StoredBundle:
     """Decode one Produce bundle (``BundleError`` for anything invalid, a message over
     ``max_message_bytes`` or a timestamp whose µs overflow u64 included) and frame its
-    messages as records."""
-    decoded = decode_bundle(bundle, max_decompressed=max_decompressed)
-    area = bytearray()
-    ends: list[int] = []
-    append_end = ends.append
-    key_cache: dict[bytes, bytes] = {}
-    last_ts = -1
-    ots = 0
-    for i, m in enumerate(decoded.messages):
-        content = m.content
-        if len(content) > max_message_bytes:
-            raise BundleError(f"message {i}: {len(content)} bytes, over the limit of "
-                              f"{max_message_bytes}")
-        if m.ts != last_ts:
-            last_ts = m.ts
-            if last_ts > _MAX_TS_MS:
-                raise BundleError(f"message {i}: timestamp {last_ts} ms does not fit in µs")
-            ots = last_ts * 1000
-        key = m.key
-        if key:
-            uh = key_cache.get(key)
-            if uh is None:
-                uh = key_cache[key] = _key_header(key)
-            area += _pack_header(0, 0, 0, 0, 0, ots, len(uh), len(content), 0)
-            area += content
-            area += uh
-        else:
-            area += _pack_header(0, 0, 0, 0, 0, ots, 0, len(content), 0)
-            area += content
-        append_end(len(area))
-    seqs = [m.seq for m in decoded.messages] if decoded.sparse else None  # type: ignore[misc]
-    return StoredBundle(bytes(area), ends, len(ends), seqs)
+    messages as records.
+
+    The same rules as ``bundles.decode_bundle`` (which the tests hold it to), in one pass
+    without a ``Message`` per message; when every message after the first has the same
+    bytes before its content and the same content length (one producer's fixed-size
+    messages under one timestamp), those are checked and framed as numpy rows at once."""
+    try:
+        head = _head(bundle, max_decompressed)
+        walk = _Walk(head, max_message_bytes)
+        if not head.sparse and head.count >= 3:
+            walk.run(2)
+            if walk.uniform_rest():
+                return walk.result()
+        walk.run(head.count)
+        return walk.result()
+    except BundleError:
+        raise
+    except (IndexError, struct.error) as exc:
+        raise BundleError(f"truncated bundle ({exc})") from None
+    except CodecError as exc:
+        raise BundleError(exc.reason) from None
+
+
+@dataclass(slots=True)
+class _Head:
+    body: bytes
+    count: int
+    sparse: bool
+    first_seq: int
+    last_seq: int
+
+
+def _head(bundle: bytes, max_decompressed: int) -> _Head:
+    """The bundle header (checked as ``decode_bundle`` does) and its message set."""
+    r = Reader(bundle)
+    flags = r.u8("bundle flags")
+    if flags & 0x80:
+        raise BundleError("bundle flag bit 7 (extra flags) is not implemented")
+    codec = flags & 0x03
+    if codec > CODEC_SNAPPY:
+        raise BundleError(f"unknown bundle codec {codec}")
+    sparse = bool(flags & _SPARSE)
+    count = (flags >> 2) & 0x0F
+    if count == 0:
+        count = r.varint("bundle message count")
+        if count == 0:
+            raise BundleError("bundle holds no messages")
+    first_seq = last_seq = 0
+    if sparse:
+        first_seq = last_seq = r.u64("sparse first_seq")
+        if count != 1:
+            last_seq = first_seq + r.varint("sparse last_seq delta") + 1
+            if last_seq > MAX_U64:
+                raise BundleError("sparse last_seq overflows u64")
+    body = r.raw(r.remaining())
+    if codec == CODEC_SNAPPY:
+        body = decompress_block(body, max_decompressed)
+    if count > len(body) // 2:
+        raise BundleError(f"bundle announces {count} messages in {len(body)} bytes")
+    return _Head(body, count, sparse, first_seq, last_seq)
+
+
+class _Walk:
+    """Messages of one message set, framed as records as they are read."""
+
+    def __init__(self, head: _Head, max_message_bytes: int) -> None:
+        self.head = head
+        self.limit = max_message_bytes
+        self.area = bytearray()
+        self.ends: list[int] = []
+        self.seqs: list[int] | None = [] if head.sparse else None
+        self.pos = 0
+        self.done = 0
+        self.ts: int | None = None
+        self.seq = 0
+        self.key_cache: dict[bytes, bytes] = {}
+        self.last = (0, 0, 0, b"")  # message start, content start, content length, uh
+
+    def run(self, upto: int) -> None:
+        head = self.head
+        body = head.body
+        n = len(body)
+        count = head.count
+        sparse = head.sparse
+        area = self.area
+        ends = self.ends
+        pos = self.pos
+        ts = self.ts
+        ots = 0 if ts is None else ts * 1000
+        seq = self.seq
+        limit = self.limit
+        pack = _pack_header
+        start = content_at = length = 0
+        uh = b""
+        for i in range(self.done, upto):
+            start = pos
+            f = body[pos]
+            pos += 1
+            if f & 0xF8:
+                raise BundleError(f"message {i}: unknown flag bits 0x{f & 0xF8:02x}")
+            if sparse:
+                if i == 0:
+                    seq = head.first_seq
+                elif i == count - 1:
+                    if head.last_seq <= seq:
+                        raise BundleError(f"message {i}: sparse seq {head.last_seq} does not "
+                                          f"increase")
+                    seq = head.last_seq
+                else:
+                    if f & _SEQ_PREV_PLUS_ONE:
+                        seq += 1
+                    else:
+                        delta, pos = _varint(body, pos)
+                        seq += delta + 1
+                    if seq >= head.last_seq:
+                        raise BundleError(f"message {i}: sparse seq {seq} not below last "
+                                          f"{head.last_seq}")
+                self.seqs.append(seq)  # type: ignore[union-attr]
+            elif f & _SEQ_PREV_PLUS_ONE:
+                raise BundleError(f"message {i}: SeqNumPrevPlusOne in a non-sparse bundle")
+            if f & _USE_LAST_TS:
+                if ts is None:
+                    raise BundleError(f"message {i}: UseLastSpecifiedTS with no earlier "
+                                      f"timestamp")
+            else:
+                if pos + 8 > n:
+                    raise BundleError(f"message {i}: truncated timestamp")
+                t = _U64.unpack_from(body, pos)[0]
+                pos += 8
+                if t != ts:
+                    if t > _MAX_TS_MS:
+                        raise BundleError(f"message {i}: timestamp {t} ms does not fit in µs")
+                    ts = t
+                    ots = t * 1000
+            if f & _HAVE_KEY:
+                klen = body[pos]
+                key = body[pos + 1:pos + 1 + klen]
+                pos += 1 + klen
+                if pos > n:
+                    raise BundleError(f"message {i}: truncated key")
+                if key:
+                    uh = self.key_cache.get(key)  # type: ignore[assignment]
+                    if uh is None:
+                        uh = self.key_cache[key] = _key_header(key)
+                else:
+                    uh = b""
+            else:
+                uh = b""
+            b = body[pos]
+            if b < 0x80:
+                length = b
+                pos += 1
+            else:
+                length, pos = _varint(body, pos)
+            content_at = pos
+            pos += length
+            if pos > n:
+                raise BundleError(f"message {i}: truncated content")
+            if length > limit:
+                raise BundleError(f"message {i}: {length} bytes, over the limit of {limit}")
+            area += pack(0, 0, 0, 0, 0, ots, len(uh), length, 0)
+            area += body[content_at:pos]
+            if uh:
+                area += uh
+            ends.append(len(area))
+        self.pos = pos
+        self.done = max(self.done, upto)
+        self.ts = ts
+        self.seq = seq
+        self.last = (start, content_at, length, uh)
+
+    def uniform_rest(self) -> bool:
+        """Frame messages 2.. at once when each repeats message 1's layout (see
+        ``bundle_to_records``); False (nothing changed) when they do not."""
+        head = self.head
+        body = head.body
+        start, content_at, length, uh = self.last
+        stride = self.pos - start
+        rest = head.count - 2
+        if len(body) - self.pos != rest * stride:
+            return False
+        rows = np.frombuffer(body, dtype=np.uint8, offset=self.pos).reshape(rest, stride)
+        plen = content_at - start
+        prefix = np.frombuffer(body, dtype=np.uint8, count=plen, offset=start)
+        if not (rows[:, :plen] == prefix).all():
+            return False
+        record = HEADER_SIZE + length + len(uh)
+        out = np.empty((rest, record), dtype=np.uint8)
+        assert self.ts is not None
+        out[:, :HEADER_SIZE] = np.frombuffer(
+            _pack_header(0, 0, 0, 0, 0, self.ts * 1000, len(uh), length, 0), dtype=np.uint8)
+        out[:, HEADER_SIZE:HEADER_SIZE + length] = rows[:, plen:]
+        if uh:
+            out[:, HEADER_SIZE + length:] = np.frombuffer(uh, dtype=np.uint8)
+        base = len(self.area)
+        self.area += out.tobytes()
+        self.ends.extend(range(base + record, base + record * rest + 1, record))
+        self.pos = len(body)
+        self.done = head.count
+        return True
+
+    def result(self) -> StoredBundle:
+        if self.pos != len(self.head.body):
+            raise BundleError(f"{len(self.head.body) - self.pos} bytes after the bundle's "
+                              f"{self.head.count} messages")
+        return StoredBundle(bytes(self.area), self.ends, len(self.ends), self.seqs)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = 0
+    for shift in (0, 7, 14, 21, 28):
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            if value > 0xFFFFFFFF:
+                raise BundleError("varint above 2**32 - 1")
+            return value, pos
+    raise BundleError("varint longer than 5 bytes")
 
 
 def _keys_of(raw: bytes, body: int, pl: int, uhl: int) -> bytes:
@@ -175,8 +368,52 @@ def records_to_bundles(raw: bytes, ends: Sequence[int]) -> list[bytes]:
     for lo, hi in zip(bounds, bounds[1:], strict=False):
         for a in range(lo, hi, MAX_BUNDLE_MESSAGES):
             b = min(hi, a + MAX_BUNDLE_MESSAGES)
-            out.append(_bundle(raw, bodies, pl_list, uhl_list, ts_list, a, b))
+            bundle = None
+            if b - a >= 3:
+                bundle = _uniform_bundle(raw, starts, ends_a, pls, uhls, ts_ms, a, b)
+            if bundle is None:
+                bundle = _bundle(raw, bodies, pl_list, uhl_list, ts_list, a, b)
+            out.append(bundle)
     return out
+
+
+def _uniform_bundle(raw: bytes, starts: np.ndarray, ends: np.ndarray, pls: np.ndarray,
+                    uhls: np.ndarray, ts_ms: np.ndarray, a: int, b: int) -> bytes | None:
+    """Records ``a..b`` as one bundle in a few numpy calls when they are alike (the same
+    payload length, user headers and timestamp, back to back); None when they are not.
+    The bytes are exactly ``_bundle``'s."""
+    pl = int(pls[a])
+    uhl = int(uhls[a])
+    size = HEADER_SIZE + pl + uhl
+    if not ((pls[a:b] == pl).all() and (uhls[a:b] == uhl).all()
+            and (ts_ms[a:b] == ts_ms[a]).all() and (ends[a:b] - starts[a:b] == size).all()):
+        return None
+    count = b - a
+    rows = np.frombuffer(raw, dtype=np.uint8, count=count * size,
+                         offset=int(starts[a])).reshape(count, size)
+    key = b""
+    if uhl:
+        body = int(starts[a]) + HEADER_SIZE
+        key = _keys_of(raw, body, pl, uhl)
+        if not (rows[:, HEADER_SIZE + pl:] == rows[0, HEADER_SIZE + pl:]).all():
+            return None
+    flags = _HAVE_KEY if key else 0
+    tail = (bytes([len(key)]) + key if key else b"") + pack_varint(pl)
+    prefix = np.frombuffer(bytes([flags | _USE_LAST_TS]) + tail, dtype=np.uint8)
+    plen = len(prefix)
+    out = np.empty((count - 1, plen + pl), dtype=np.uint8)
+    out[:, :plen] = prefix
+    out[:, plen:] = rows[1:, HEADER_SIZE:HEADER_SIZE + pl]
+    first = (bytes([flags]) + _pack_u64(int(ts_ms[a])) + tail
+             + raw[int(starts[a]) + HEADER_SIZE:int(starts[a]) + HEADER_SIZE + pl])
+    body_bytes = first + out.tobytes()
+    codec = 0
+    if snappy_worthwhile(count, (pl + len(key)) * count):
+        body_bytes = bytes(cramjam.snappy.compress_raw(body_bytes))
+        codec = 1
+    if count <= 15:
+        return bytes([codec | count << 2]) + body_bytes
+    return bytes([codec]) + pack_varint(count) + body_bytes
 
 
 def _bundle(raw: bytes, bodies: list[int], pls: list[int], uhls: list[int] | None,
