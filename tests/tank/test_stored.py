@@ -149,3 +149,21 @@ def test_chunk_within() -> None:
     assert sc.chunk_within([a, b], 1000) == (b"\x0b" + a + b"\x1f" + b, 2)
     assert sc.chunk_within([a, b], 20) == ((b"\x0b" + a + b"\x1f" + b)[:20], 1)
     assert sc.chunk_within([b, a], 5) == (b"\x1f" + b, 1)  # the first goes whole
+
+
+def test_budget_stops_after_the_bundle_a_chunk_cuts() -> None:
+    """With a budget, the bundles before the cut are the same as without one, the last
+    one is built from just the records the budget reaches (counted uncompressed: a
+    compressible run gives fewer messages than it could), and the client reads a prefix of
+    the messages."""
+    batches = [[tc.Msg(bytes([i]) * 50, b"k" if i % 3 else b"", TS)] * 30 for i in range(6)]
+    raw, ends = stored_records(batches)
+    every = sc.records_to_bundles(raw, ends)
+    sent = [m for batch in batches for m in batch]
+    for budget in (1, 60, 500, 1600, 1700, 5000, 100000):
+        some = sc.records_to_bundles(raw, ends, budget)
+        chunk, whole = sc.chunk_within(some, budget)
+        assert some[:whole - 1] == every[:whole - 1] and len(some) <= len(every)
+        got = tc.read_chunk(chunk, 1).messages
+        assert [(m.key, m.content) for m in got] == [(m.key, m.content)
+                                                     for m in sent[:len(got)]]

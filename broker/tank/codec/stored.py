@@ -340,12 +340,25 @@ def _keys_of(raw: bytes, body: int, pl: int, uhl: int) -> bytes:
     return b""
 
 
-def records_to_bundles(raw: bytes, ends: Sequence[int]) -> list[bytes]:
-    """TANK bundles (non-sparse, in order) for ``len(ends)`` stored records in ``raw``."""
+def records_to_bundles(raw: bytes, ends: Sequence[int], budget: int | None = None
+                       ) -> list[bytes]:
+    """TANK bundles (non-sparse, in order) for the stored records in ``raw`` (``ends``:
+    each one's end). With a ``budget`` (the fetch size), only the records whose messages
+    reach past it are used, plus one: the last bundle is then the one a chunk cuts, and
+    no bundle is built only to be dropped."""
     n = len(ends)
     if n == 0:
         return []
     ends_a = np.asarray(ends, dtype=np.int64)
+    if budget is not None and n > 1:
+        # a message takes at least its content and two bytes (flags, length)
+        u4 = field_view(raw, "<u4")
+        heads = np.concatenate(([0], ends_a[:-1]))
+        least = u4[heads + PAYLOAD_LENGTH_OFFSET].astype(np.int64) + 2
+        past = int(np.searchsorted(np.cumsum(least), budget, side="right"))
+        if past + 1 < n:
+            n = past + 1
+            ends_a = ends_a[:n]
     starts = np.empty(n, dtype=np.int64)
     starts[0] = 0
     starts[1:] = ends_a[:-1]

@@ -53,7 +53,7 @@ __all__ = ["ConsumeHandlers"]
 log = logging.getLogger("skerry.tank")
 
 _PREFER_LOCAL = 0x01
-_MAX_READ_MESSAGES = 65536
+_MAX_READ_MESSAGES = 8192
 _WATCH_SLICE_S = 1.0
 
 Wait = tuple[str, int, int]
@@ -134,10 +134,12 @@ class ConsumeHandlers:
     def _data(self, name: str, partition: int, start: int, fetch_size: int
               ) -> ConsumePartitionReply:
         fetch_size = cap_bytes(fetch_size)
+        # A message takes at least its content and 2 bytes in a bundle: the records whose
+        # contents fit the fetch size are all a chunk can hold (uncompressed) and a bit more.
         result, hw, _first = self.core.fetch_raw(
             name, partition, start, min(fetch_size // 2 + 1, _MAX_READ_MESSAGES),
-            min(2 * fetch_size + 4096, self.ctx.max_read_bytes))
-        bundles = records_to_bundles(result.raw, result.ends)
+            min(fetch_size, self.ctx.max_read_bytes))
+        bundles = records_to_bundles(result.raw, result.ends, fetch_size)
         if bundles and len(bundles[0]) >= fetch_size and result.count > 1:
             # not even the first bundle fits: send its first message alone, whole
             bundles = records_to_bundles(result.raw[:result.ends[0]], result.ends[:1])
