@@ -20,6 +20,7 @@ from data.format import decode_record, encode_record
 from data.store import TopicConfig
 from groups.store import groups_from_json, offsets_from_json
 from replication.roles import ReplicationCheckpoint
+from tests.tank import fuzz as _tank_fuzz
 
 __all__ = ["Target", "TARGETS", "mutate"]
 
@@ -83,6 +84,8 @@ TARGETS: dict[str, Target] = {
         b'{}', b'{"epochs": [[0, 0]]}')),
     "iggy": Target("iggy", _iggy, (IggyError,), (
         b"\x01\x00\x00\x00", b"\x0e\x00\x00\x00\x01\x00\x00\x00\x05admin",)),
+    # whole TANK byte streams through a live in-memory broker (tests/tank/fuzz.py)
+    "tank": Target("tank", _tank_fuzz.run, (), _tank_fuzz.SEEDS),
 }
 
 

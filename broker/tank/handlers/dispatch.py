@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
@@ -109,7 +109,9 @@ class TankHandlers:
         """A request the codec parses but no handler serves: closed, as TANK does."""
         raise Unserved(f"{type(req).__name__} has no handler")
 
-    def _failed(self, failure: Failure, req: Any) -> bytes:
+    def _failed(self, failure: Failure, req: Any) -> bytes | Failure:
+        if failure.check(CancelledError):
+            return failure  # its connection closed: nobody to answer
         log.error("tank: %s failed: %s", type(req).__name__, failure.getTraceback())
         return self.fault_reply(req)
 
