@@ -26,8 +26,9 @@ import logging
 from collections import deque
 
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IHandshakeListener, INegotiated, IReactorTime
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from broker.connection import Connection, ConnectionFactory
 from broker.tank.codec import PING_FRAME, CodecError, Frame, FrameSplitter, FrameTooLarge
@@ -41,6 +42,7 @@ DEFAULT_MAX_PENDING = 1024
 """Requests of one connection whose replies may wait at once."""
 
 
+@implementer(IHandshakeListener)
 class TankProtocol(Connection):
     """One TANK client connection."""
 
@@ -56,6 +58,13 @@ class TankProtocol(Connection):
     # ---------------------------------------------------------------- connection hooks
 
     def connection_opened(self) -> None:
+        # Under TLS the greeting waits for the handshake (``handshakeCompleted``): written
+        # before it, it would stall the handshake.
+        if not INegotiated.providedBy(self.transport):
+            self.transport.write(PING_FRAME)
+
+    def handshakeCompleted(self) -> None:
+        """``IHandshakeListener``: the TLS handshake is done; greet the client."""
         self.transport.write(PING_FRAME)
 
     def connection_ended(self) -> None:
