@@ -188,3 +188,16 @@ class ChunkSizesTests:
             assert conn.request(g.PRODUCE_1, chunk=size) == g.PRODUCE_1_REPLY, size
             conn.close()
         assert harness.core.hw("t1", 0) + 1 == 2 * len(g.PRODUCE_1)
+
+
+class EdgeTests:
+    def test_partition_65535_is_an_unknown_topic(self, harness: Harness) -> None:
+        """Found by the fuzzer: 0xFFFF cannot be a partition in a consume reply (it is the
+        unknown-topic marker), so a topic asked with it is answered as unknown."""
+        conn = harness.connect()
+        entries = [(T1, 0xFFFF, 1, 100)]
+        conn.send(tc.build_consume(3, entries))
+        (msg_id, payload), = conn.frames()
+        assert tc.decode_consume_reply(payload, entries).faults == [
+            tc.Fault("UnknownTopic", T1)]
+        assert not conn.closed

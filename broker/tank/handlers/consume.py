@@ -53,6 +53,7 @@ __all__ = ["ConsumeHandlers"]
 log = logging.getLogger("skerry.tank")
 
 _PREFER_LOCAL = 0x01
+_NO_PARTITION = 0xFFFF
 _MAX_READ_MESSAGES = 8192
 _WATCH_SLICE_S = 1.0
 
@@ -75,6 +76,8 @@ class ConsumeHandlers:
         waits: list[tuple[int, int, Wait]] = []
         for t, topic in enumerate(req.topics):
             found = self.ctx.topic(topic.name)
+            if any(p.partition == _NO_PARTITION for p in topic.partitions):
+                found = None  # 65535 is the reply's unknown-topic marker: no such partition
             plan.append(found)
             row: list[Entry] = []
             if found is not None:
