@@ -167,3 +167,17 @@ def test_budget_stops_after_the_bundle_a_chunk_cuts() -> None:
         got = tc.read_chunk(chunk, 1).messages
         assert [(m.key, m.content) for m in got] == [(m.key, m.content)
                                                      for m in sent[:len(got)]]
+
+
+def test_snappy_on_the_producer_rule_when_it_pays() -> None:
+    """Over 1 KiB of contents: snappy when it makes the bundle smaller, else plain."""
+    alike, _ = stored_records([[tc.Msg(b"y" * 400, b"", TS)] * 3]), None
+    (bundle,) = sc.records_to_bundles(*alike)
+    assert bundle[0] & 0x03 == 1
+    rng = random.Random(3)
+    noise = stored_records([[tc.Msg(rng.randbytes(400), b"", TS) for _ in range(3)]])
+    (bundle,) = sc.records_to_bundles(*noise)
+    assert bundle[0] & 0x03 == 0
+    small = stored_records([[tc.Msg(b"y" * 100, b"", TS)] * 3])
+    (bundle,) = sc.records_to_bundles(*small)
+    assert bundle[0] & 0x03 == 0  # 300 bytes: the producer would not compress

@@ -11,8 +11,9 @@ read at a time (no per-message objects):
 * ``records_to_bundles``: stored records read back (``RawReadResult.raw`` and ``ends``)
   -> TANK bundles, one per run of records the store appended together (the same stored
   ``timestamp``: one produce bundle, one V1 batch), at most ``MAX_BUNDLE_MESSAGES``
-  messages, snappy-compressed like the reference producer does (keys + contents over
-  1 KiB or more than 512 messages), ts = ``origin_timestamp`` / 1000 (the store
+  messages, snappy-compressed when the reference producer would compress it (keys +
+  contents over 1 KiB or more than 512 messages) and that makes it smaller,
+  ts = ``origin_timestamp`` / 1000 (the store
   ``timestamp`` when the record has none);
 * ``chunk_within``: a consume chunk within a fetch size (§4.4).
 
@@ -83,7 +84,7 @@ class StoredBundle:
     ``ends`` (each record's end in ``area``), ``count``; ``seqs`` are the explicit
     sequence numbers of a sparse bundle (None otherwise)."""
 
-    area: bytes
+    area: bytes | bytearray
     ends: list[int]
     count: int
     seqs: list[int] | None = None
@@ -313,7 +314,7 @@ class _Walk:
         if self.pos != len(self.head.body):
             raise BundleError(f"{len(self.head.body) - self.pos} bytes after the bundle's "
                               f"{self.head.count} messages")
-        return StoredBundle(bytes(self.area), self.ends, len(self.ends), self.seqs)
+        return StoredBundle(self.area, self.ends, len(self.ends), self.seqs)
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -422,8 +423,7 @@ def _uniform_bundle(raw: bytes, starts: np.ndarray, ends: np.ndarray, pls: np.nd
     body_bytes = first + out.tobytes()
     codec = 0
     if snappy_worthwhile(count, (pl + len(key)) * count):
-        body_bytes = bytes(cramjam.snappy.compress_raw(body_bytes))
-        codec = 1
+        body_bytes, codec = _snappy(body_bytes)
     if count <= 15:
         return bytes([codec | count << 2]) + body_bytes
     return bytes([codec]) + pack_varint(count) + body_bytes
@@ -458,11 +458,18 @@ def _bundle(raw: bytes, bodies: list[int], pls: list[int], uhls: list[int] | Non
     body_bytes = b"".join(parts)
     codec = 0
     if snappy_worthwhile(count, payload_bytes):
-        body_bytes = bytes(cramjam.snappy.compress_raw(body_bytes))
-        codec = 1
+        body_bytes, codec = _snappy(body_bytes)
     if count <= 15:
         return bytes([codec | count << 2]) + body_bytes
     return bytes([codec]) + pack_varint(count) + body_bytes
+
+
+def _snappy(body: bytes) -> tuple[bytes, int]:
+    """A message set snappy-compressed (codec 1), or as it is (codec 0) when compressing
+    does not make it smaller (random contents): the client then also keeps the complete
+    messages of such a bundle when a fetch size cuts it."""
+    packed = bytes(cramjam.snappy.compress_raw(body))
+    return (packed, 1) if len(packed) < len(body) else (body, 0)
 
 
 def chunk_within(bundles: Sequence[bytes], fetch_size: int) -> tuple[bytes, int]:
