@@ -59,8 +59,12 @@ class _Bench:
         logger.addHandler(self.errors)
         logging.getLogger("skerry.tank").setLevel(logging.ERROR)
         logging.getLogger("skerry.core").setLevel(logging.ERROR)
+        # topics and partitions bounded: a million CreateTopics must not exhaust the
+        # process's file descriptors (each partition holds its segment files open)
         self.h = Harness(self.dir, {"limits": {"max_message_bytes": 4096,
-                                                          "idle_timeout_ms": 1 << 40},
+                                               "idle_timeout_ms": 1 << 40,
+                                               "max_topics": 64,
+                                               "max_partitions_per_topic": 8},
                                     "tank": {"max_frame_bytes": 1 << 16}})
         self.h.create("t1", 2)
         self.witness = self.h.connect()

@@ -99,6 +99,9 @@ class CatalogHandlers:
         except SkerryError as error:
             log.info("tank: CreateTopic %s refused: %s", name, error)
             return CreateTopicReply(req.request_id, req.topic, create_topic_code(error))
+        except OSError as error:  # out of file descriptors or disk space, say
+            log.warning("tank: CreateTopic %s failed: %s", name, error)
+            return CreateTopicReply(req.request_id, req.topic, CreateTopicError.SYSTEM_FAULT)
         return CreateTopicReply(req.request_id, req.topic, CreateTopicError.OK)
 
     def reload_conf(self, req: ReloadConf) -> ReloadConfReply:
