@@ -201,3 +201,18 @@ class EdgeTests:
         assert tc.decode_consume_reply(payload, entries).faults == [
             tc.Fault("UnknownTopic", T1)]
         assert not conn.closed
+
+    @pytest.mark.parametrize("version, op_flags, client_id", [(0, 0, b"JC01"), (2, 0, b""),
+                                                               (3, 0, b""), (3, 1, b"")])
+    def test_consume_client_versions(self, harness: Harness, version: int, op_flags: int,
+                                     client_id: bytes) -> None:
+        """Client versions 0 (Java), 2 (libtank) and 3 (op_flags; bit 0 prefer local
+        node) read the same messages."""
+        load_26(harness)
+        conn = harness.connect()
+        entries = [(T1, 0, 20, 1 << 16)]
+        conn.send(tc.build_consume(4, entries, client_version=version, op_flags=op_flags,
+                                   client_id=client_id))
+        (_, payload), = conn.frames()
+        got = tc.decode_consume_reply(payload, entries).data[0]
+        assert got.messages == expected_26()[19:]
