@@ -216,3 +216,23 @@ class EdgeTests:
         (_, payload), = conn.frames()
         got = tc.decode_consume_reply(payload, entries).data[0]
         assert got.messages == expected_26()[19:]
+
+    def test_long_poll_waits_for_min_bytes(self, harness: Harness) -> None:
+        """At hw + 1 with min_bytes 50: a 10-byte message does not end the wait, 60 more
+        bytes do, and the reply carries both; without new data it ends at max_wait."""
+        conn, other = harness.connect(), harness.connect()
+        entries = [(T1, 0, 1, 4096)]
+        conn.send(tc.build_consume(5, entries, max_wait=5000, min_bytes=50))
+        other.request(tc.build_produce(6, [(T1, 0, [tc.Msg(b"a" * 10)])]))
+        harness.advance(0.1)
+        assert conn.raw() == b""
+        other.request(tc.build_produce(7, [(T1, 0, [tc.Msg(b"b" * 60)])]))
+        (_, payload), = conn.frames()
+        got = tc.decode_consume_reply(payload, entries).data[0]
+        assert [m.content for m in got.messages] == [b"a" * 10, b"b" * 60]
+        conn.send(tc.build_consume(8, [(T1, 0, 3, 4096)], max_wait=1000, min_bytes=1))
+        harness.advance(1.0)
+        assert conn.raw() == b""
+        harness.advance(0.024)  # 1000 ms normalised: 1024
+        (_, payload), = conn.frames()
+        assert tc.decode_consume_reply(payload, [(T1, 0, 3, 4096)]).data[0].drained

@@ -68,6 +68,8 @@ class ConsumeHandlers:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.core = ctx.core
+        self._sizes: dict[tuple[str, int], int] = {}
+        """A partition's stored bytes per record less its header, as last read."""
 
     def consume(self, req: Consume) -> ConsumeReply | Deferred[ConsumeReply]:
         local = bool(req.op_flags & _PREFER_LOCAL)
@@ -139,9 +141,16 @@ class ConsumeHandlers:
         fetch_size = cap_bytes(fetch_size)
         # A message takes at least its content and 2 bytes in a bundle: the records whose
         # contents fit the fetch size are all a chunk can hold (uncompressed) and a bit more.
+        # How many records to look at: from the partition's recent message size when known
+        # (the store's index lookup costs per record asked for, not per record read).
+        most = min(fetch_size // 2 + 1, _MAX_READ_MESSAGES)
+        size = self._sizes.get((name, partition))
+        if size is not None:
+            most = min(most, 2 * fetch_size // max(size, 1) + 16)
         result, hw, _first = self.core.fetch_raw(
-            name, partition, start, min(fetch_size // 2 + 1, _MAX_READ_MESSAGES),
-            min(fetch_size, self.ctx.max_read_bytes))
+            name, partition, start, most, min(fetch_size, self.ctx.max_read_bytes))
+        if result.count:
+            self._sizes[(name, partition)] = (len(result.raw) // result.count) - 64
         bundles = records_to_bundles(result.raw, result.ends, fetch_size)
         if bundles and len(bundles[0]) >= fetch_size and result.count > 1:
             # not even the first bundle fits: send its first message alone, whole
@@ -174,12 +183,14 @@ class ConsumeHandlers:
             topics.append(ConsumeTopicReply(topic.name, tuple(parts)))
         return ConsumeReply(req.request_id, tuple(topics))
 
-    def new_bytes(self, wait: Wait) -> int:
-        """Roughly the bundle bytes committed since a waiting partition's end: stored record
-        bytes less their 64-byte headers."""
+    def new_bytes(self, wait: Wait, enough: int) -> int:
+        """Roughly the bundle bytes committed since a waiting partition's end (stored record
+        bytes less their 64-byte headers), counted up to about ``enough``."""
         name, partition, offset = wait
-        result, _hw, _first = self.core.fetch_raw(name, partition, offset, _MAX_READ_MESSAGES,
-                                                  self.ctx.max_read_bytes)
+        result, hw, _first = self.core.fetch_raw(name, partition, offset, _MAX_READ_MESSAGES,
+                                                 min(enough, self.ctx.max_read_bytes))
+        if result.next_offset <= hw:  # the read stopped at its budget: there is enough
+            return enough
         return len(result.raw) - 64 * result.count + result.count * 2
 
 
@@ -229,7 +240,7 @@ class _LongPoll:
             if hw < offset:  # a watch slice ended
                 self._watch(wait)
                 return
-            total = sum(self.handlers.new_bytes(w) for w in self.waits)
+            total = sum(self.handlers.new_bytes(w, self.min_bytes) for w in self.waits)
         except Exception:  # noqa: BLE001 - answered by the final reply's own checks
             self._finish()
             return
