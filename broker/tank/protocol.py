@@ -85,6 +85,13 @@ class TankProtocol(Connection):
     def resume_work(self) -> None:
         self._process()
 
+    def _idle_expired(self) -> None:
+        """A connection whose consume is waiting (up to an hour) is not idle."""
+        if self._pending:
+            self._arm_idle()
+            return
+        super()._idle_expired()
+
     def last_words(self) -> None:
         if self.splitter.buffered:
             log.info("tank: %s shut down its side in the middle of a frame (%d bytes dropped)",

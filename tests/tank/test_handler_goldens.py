@@ -236,3 +236,19 @@ class EdgeTests:
         harness.advance(0.024)  # 1000 ms normalised: 1024
         (_, payload), = conn.frames()
         assert tc.decode_consume_reply(payload, [(T1, 0, 3, 4096)]).data[0].drained
+
+
+def test_a_waiting_consume_is_not_idle(tmp_path: Path) -> None:
+    """limits.idle_timeout_ms closes silent connections, but not one whose consume is
+    still waiting (TANK's max_wait goes up to an hour); after the answer, idle counts."""
+    h = Harness(tmp_path, {"limits": {"idle_timeout_ms": 1000}})
+    h.create("t1")
+    conn = h.connect()
+    conn.send(tc.build_consume(1, [(T1, 0, 1, 4096)], max_wait=3000))
+    h.advance(2.0)
+    assert not conn.closed and conn.raw() == b""
+    h.advance(1.1)
+    assert len(conn.frames()) == 1 and not conn.closed
+    h.advance(1.1)
+    assert conn.closed
+    h.close()
