@@ -76,6 +76,7 @@ _KEY_RAW = _KEY_NAME + bytes([KIND_RAW])
 _KEY_PREFIX_LEN = len(_KEY_STRING)
 _KEY_VALUE_AT = _KEY_PREFIX_LEN + 4
 _VARINT1 = [bytes([n]) for n in range(128)]
+_SAMPLE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,21 +352,19 @@ def records_to_bundles(raw: bytes, ends: Sequence[int], budget: int | None = Non
     if n == 0:
         return []
     ends_a = np.asarray(ends, dtype=np.int64)
-    if budget is not None and n > 1:
-        # a message takes at least its content and two bytes (flags, length)
-        u4 = field_view(raw, "<u4")
-        heads = np.concatenate(([0], ends_a[:-1]))
-        least = u4[heads + PAYLOAD_LENGTH_OFFSET].astype(np.int64) + 2
-        past = int(np.searchsorted(np.cumsum(least), budget, side="right"))
-        if past + 1 < n:
-            n = past + 1
-            ends_a = ends_a[:n]
     starts = np.empty(n, dtype=np.int64)
     starts[0] = 0
     starts[1:] = ends_a[:-1]
     u4 = field_view(raw, "<u4")
-    u8 = field_view(raw, "<u8")
     pls = u4[starts + PAYLOAD_LENGTH_OFFSET]
+    if budget is not None and n > 1:
+        # a message takes at least its content and two bytes (flags, length)
+        past = int(np.searchsorted(np.cumsum(pls, dtype=np.int64) + np.arange(2, 2 * n + 1, 2),
+                                   budget, side="right"))
+        if past + 1 < n:
+            n = past + 1
+            ends_a, starts, pls = ends_a[:n], starts[:n], pls[:n]
+    u8 = field_view(raw, "<u8")
     uhls = u4[starts + USER_HEADERS_LENGTH_OFFSET]
     stamps = u8[starts + TIMESTAMP_OFFSET]
     ots = u8[starts + ORIGIN_TIMESTAMP_OFFSET]
@@ -374,11 +373,7 @@ def records_to_bundles(raw: bytes, ends: Sequence[int], budget: int | None = Non
     cuts = np.flatnonzero(stamps[1:] != stamps[:-1]) + 1
     bounds = [0, *cuts.tolist(), n]
     out: list[bytes] = []
-    bodies = (starts + HEADER_SIZE).tolist()
-    pl_list = pls.tolist()
-    keyless = not uhls.any()
-    uhl_list = None if keyless else uhls.tolist()
-    ts_list = ts_ms.tolist()
+    lists: tuple | None = None  # the per-message path's columns, made when first needed
     for lo, hi in zip(bounds, bounds[1:], strict=False):
         for a in range(lo, hi, MAX_BUNDLE_MESSAGES):
             b = min(hi, a + MAX_BUNDLE_MESSAGES)
@@ -386,7 +381,10 @@ def records_to_bundles(raw: bytes, ends: Sequence[int], budget: int | None = Non
             if b - a >= 3:
                 bundle = _uniform_bundle(raw, starts, ends_a, pls, uhls, ts_ms, a, b)
             if bundle is None:
-                bundle = _bundle(raw, bodies, pl_list, uhl_list, ts_list, a, b)
+                if lists is None:
+                    lists = ((starts + HEADER_SIZE).tolist(), pls.tolist(),
+                             uhls.tolist() if uhls.any() else None, ts_ms.tolist())
+                bundle = _bundle(raw, *lists, a, b)
             out.append(bundle)
     return out
 
@@ -467,7 +465,12 @@ def _bundle(raw: bytes, bodies: list[int], pls: list[int], uhls: list[int] | Non
 def _snappy(body: bytes) -> tuple[bytes, int]:
     """A message set snappy-compressed (codec 1), or as it is (codec 0) when compressing
     does not make it smaller (random contents): the client then also keeps the complete
-    messages of such a bundle when a fetch size cuts it."""
+    messages of such a bundle when a fetch size cuts it. A large set whose first 4 KiB do
+    not shrink by an eighth is not tried as a whole."""
+    if len(body) > 2 * _SAMPLE:
+        sample = cramjam.snappy.compress_raw(body[:_SAMPLE])
+        if len(sample) > _SAMPLE - _SAMPLE // 8:
+            return body, 0
     packed = bytes(cramjam.snappy.compress_raw(body))
     return (packed, 1) if len(packed) < len(body) else (body, 0)
 
