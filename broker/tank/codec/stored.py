@@ -413,18 +413,22 @@ def _uniform_bundle(raw: bytes, starts: np.ndarray, ends: np.ndarray, pls: np.nd
     tail = (bytes([len(key)]) + key if key else b"") + pack_varint(pl)
     prefix = np.frombuffer(bytes([flags | _USE_LAST_TS]) + tail, dtype=np.uint8)
     plen = len(prefix)
-    out = np.empty((count - 1, plen + pl), dtype=np.uint8)
-    out[:, :plen] = prefix
-    out[:, plen:] = rows[1:, HEADER_SIZE:HEADER_SIZE + pl]
     first = (bytes([flags]) + _pack_u64(int(ts_ms[a])) + tail
              + raw[int(starts[a]) + HEADER_SIZE:int(starts[a]) + HEADER_SIZE + pl])
-    body_bytes = first + out.tobytes()
-    codec = 0
+    head = bytes([count << 2]) if count <= 15 else b"\x00" + pack_varint(count)
+    # the whole bundle in one buffer: head, the first message, then one row per message
+    at = len(head) + len(first)
+    flat = np.empty(at + (count - 1) * (plen + pl), dtype=np.uint8)
+    flat[:len(head)] = np.frombuffer(head, dtype=np.uint8)
+    flat[len(head):at] = np.frombuffer(first, dtype=np.uint8)
+    out = flat[at:].reshape(count - 1, plen + pl)
+    out[:, :plen] = prefix
+    out[:, plen:] = rows[1:, HEADER_SIZE:HEADER_SIZE + pl]
     if snappy_worthwhile(count, (pl + len(key)) * count):
-        body_bytes, codec = _snappy(body_bytes)
-    if count <= 15:
-        return bytes([codec | count << 2]) + body_bytes
-    return bytes([codec]) + pack_varint(count) + body_bytes
+        body, codec = _snappy(flat[len(head):])
+        if codec:
+            return bytes([head[0] | codec]) + head[1:] + body
+    return flat.tobytes()
 
 
 def _bundle(raw: bytes, bodies: list[int], pls: list[int], uhls: list[int] | None,
@@ -462,17 +466,18 @@ def _bundle(raw: bytes, bodies: list[int], pls: list[int], uhls: list[int] | Non
     return bytes([codec]) + pack_varint(count) + body_bytes
 
 
-def _snappy(body: bytes) -> tuple[bytes, int]:
+def _snappy(body: bytes | np.ndarray) -> tuple[bytes, int]:
     """A message set snappy-compressed (codec 1), or as it is (codec 0) when compressing
     does not make it smaller (random contents): the client then also keeps the complete
     messages of such a bundle when a fetch size cuts it. A large set whose first 4 KiB do
     not shrink by an eighth is not tried as a whole."""
     if len(body) > 2 * _SAMPLE:
-        sample = cramjam.snappy.compress_raw(body[:_SAMPLE])
+        sample = cramjam.snappy.compress_raw(bytes(body[:_SAMPLE]))
         if len(sample) > _SAMPLE - _SAMPLE // 8:
-            return body, 0
-    packed = bytes(cramjam.snappy.compress_raw(body))
-    return (packed, 1) if len(packed) < len(body) else (body, 0)
+            return bytes(body), 0
+    plain = bytes(body)
+    packed = bytes(cramjam.snappy.compress_raw(plain))
+    return (packed, 1) if len(packed) < len(plain) else (plain, 0)
 
 
 def chunk_within(bundles: Sequence[bytes], fetch_size: int) -> tuple[bytes, int]:
