@@ -64,8 +64,8 @@ class Broker:
     """``broker.metrics.MetricsService``: /metrics and /health (None unless
     ``metrics_port`` is set)."""
     tls: Any = None
-    """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1, Iggy and
-    metrics listeners then speak TLS only."""
+    """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1, Iggy,
+    TANK and metrics listeners then speak TLS only."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
