@@ -176,7 +176,8 @@ class ConsumeHandlers:
             for part, entry in zip(topic.partitions, row, strict=True):
                 if type(entry) is tuple:
                     if again:  # at the end of a long poll: data may have come
-                        entry = self._partition(found, part, True)
+                        entry = self._partition(found, part,
+                                                bool(req.op_flags & _PREFER_LOCAL))
                     if type(entry) is tuple:
                         entry = self.eof(entry)
                 parts.append(entry)
