@@ -252,3 +252,41 @@ def test_a_waiting_consume_is_not_idle(tmp_path: Path) -> None:
     h.advance(1.1)
     assert conn.closed
     h.close()
+
+
+def test_follower_partitions_answer_no_leader_or_the_leader(tmp_path: Path) -> None:
+    """A partition this broker follows: 0xfd (NoLeader) while no leader address is known;
+    0xfc with the address once ``Context.leader_of`` knows it; prefer_local_node reads it
+    here anyway."""
+    from broker.tank.codec import Endpoint
+
+    h = Harness(tmp_path)
+    h.create("t1")
+    conn = h.connect()
+    assert conn.request(g.PRODUCE_1) == g.PRODUCE_1_REPLY
+    ctx = h.service.handlers.ctx
+    ctx.is_leader = lambda topic, partition: False
+    produce = [(T1, 0, [tc.Msg(b"x")])]
+    consume = [(T1, 0, 1, 4096)]
+
+    def ask() -> tuple[list, list]:
+        conn.send(tc.build_produce(2, produce))
+        (_, p1), = conn.frames()
+        conn.send(tc.build_consume(3, consume))
+        (_, p2), = conn.frames()
+        return (tc.decode_produce_reply(p1, produce)[2],
+                tc.decode_consume_reply(p2, consume).faults)
+
+    assert ask() == ([tc.Fault("NoLeader", T1, 0)], [tc.Fault("NoLeader", T1, 0)])
+    conn.send(tc.build_discover_partitions(4, T1))
+    (_, payload), = conn.frames()
+    assert tc.decode_discover_partitions_reply(payload)[2] == [tc.Fault("NoLeader", T1, 0)]
+    ctx.leader_of = lambda topic, partition: Endpoint(0x0100007F, 11012)
+    leader = (0x0100007F, 11012)
+    assert ask() == ([tc.Fault("OtherLeader", T1, 0, leader=leader)],
+                     [tc.Fault("OtherLeader", T1, 0, leader=leader)])
+    conn.send(tc.build_consume(5, consume, op_flags=1))
+    (_, payload), = conn.frames()
+    assert [m.content for m in tc.decode_consume_reply(payload, consume).data[0].messages] \
+        == [b"hello", b"world"]
+    h.close()
