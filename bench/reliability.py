@@ -109,6 +109,7 @@ def run_powercut(trials: int) -> list[dict]:
 
 
 def run_fuzz(count: int, names: list[str] | None = None) -> list[dict]:
+    """``count`` inputs per parser (``names``: just these targets)."""
     out = []
     for name, target in TARGETS.items():
         if names is not None and name not in names:
@@ -371,6 +372,13 @@ def write_markdown(results: dict) -> str:
             lines.append(f"| {r['scenario']} | {r['inputs']:,} | {r['crashes']} | "
                          f"{r['slowest_ms']} | {r['seconds']} |")
         lines.append("")
+        if any(r["scenario"] == "fuzz tank" for r in results["fuzz"]):
+            lines += ["*fuzz tank*: whole TANK byte streams through a live in-memory broker's "
+                      "TANK connection, handlers and store (tests/tank/fuzz.py); a crash is "
+                      "anything escaping, anything logged at ERROR, or a witness connection "
+                      "(checked every 500 inputs) that stopped getting its replies. Its "
+                      "slowest input includes the hour of clock time passed every 500 "
+                      "inputs (timers and retention runs).", ""]
     if results.get("groupcrash"):
         lines += ["## COMMIT and group churn crashes", "",
                   "| scenario | trials | COMMITs acknowledged | generations answered | "

@@ -71,6 +71,13 @@ SCHEMA: tuple[Key, ...] = (
         "Not with auth.tokens_file (Kafka clients cannot authenticate).", 0),
     Key("kafka.max_frame_bytes", "int", 16777216,
         "Longest Kafka request frame; a longer one closes the connection.", 1024),
+    Key("tank_port", "int?", None,
+        "TCP port of the TANK binary listener (TANK's own default is 11011); null turns it "
+        "off. Loopback hosts only and not with auth.tokens_file: TANK carries no credentials.",
+        0),
+    Key("tank.max_frame_bytes", "int", 16777216,
+        "Longest TANK request frame; a longer one closes the connection (as TANK does).",
+        1024),
     Key("metrics_port", "int?", None, "HTTP port for /metrics and /health; null turns it off.", 0),
     Key("log_level", "choice", "info", "Log verbosity.",
         choices=("debug", "info", "warning", "error")),
@@ -128,7 +135,7 @@ SCHEMA: tuple[Key, ...] = (
         "when set, V1 clients must send AUTH before anything but PING, and /metrics wants a "
         "user's token (HTTP Basic or Bearer). Required to listen on a non-loopback host."),
     Key("tls.cert", "str?", None,
-        "PEM certificate (and chain): when set with tls.key, the V1, Iggy, Kafka and metrics "
+        "PEM certificate (and chain): when set with tls.key, the V1, Iggy, Kafka, TANK and metrics "
         "listeners speak TLS only."),
     Key("tls.key", "str?", None, "PEM private key of tls.cert."),
     Key("console_port", "int?", None,

@@ -60,12 +60,15 @@ class Broker:
     kafka: Any = None
     """``broker.kafka.service.KafkaService``: the Kafka transport (None unless
     ``kafka_port`` is set)."""
+    tank: Any = None
+    """``broker.tank.service.TankService``: the TANK binary transport (None unless
+    ``tank_port`` is set)."""
     metrics: Any = None
     """``broker.metrics.MetricsService``: /metrics and /health (None unless
     ``metrics_port`` is set)."""
     tls: Any = None
-    """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1, Iggy and
-    metrics listeners then speak TLS only."""
+    """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1, Iggy,
+    Kafka, TANK and metrics listeners then speak TLS only."""
     console: Any = None
     """``broker.console.ConsoleService``: the web console (None unless ``console_port`` is
     set)."""
@@ -106,6 +109,11 @@ class Broker:
         if self.console is not None:
             addresses.append(self.console.listen(plain, self.config["console.host"],
                                                  self.config["console_port"], tls=self.tls))
+        if self.tank is not None:
+            tank_port = self.tank.listen(reactor, host, self.config["tank_port"])
+            self.ports.append(tank_port)
+            tank_address = tank_port.getHost()
+            addresses.append(f"tank={tank_address.host}:{tank_address.port}")
         if self.metrics is not None:  # last: it reports the broker ready
             addresses.append(self.metrics.listen(plain, host, self.config["metrics_port"],
                                                  tls=self.tls))
@@ -122,6 +130,8 @@ class Broker:
             self.iggy.stop()
         if self.kafka is not None:
             self.kafka.stop()
+        if self.tank is not None:
+            self.tank.stop()
         stops = [maybeDeferred(p.stopListening) for p in self.ports]
         self.ports.clear()
         clock = self.core.clock
@@ -137,7 +147,8 @@ class Broker:
             def check() -> None:
                 if (self.v1_factory.all_idle() and self.core.idle()
                         and (self.iggy is None or self.iggy.all_idle())
-                        and (self.kafka is None or self.kafka.all_idle())) \
+                        and (self.kafka is None or self.kafka.all_idle())
+                        and (self.tank is None or self.tank.all_idle())) \
                         or clock.seconds() > deadline:
                     d.callback(None)
                 else:
@@ -267,6 +278,11 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
         kafka = KafkaService(core, config, clock, now_us=now_us or wall_clock_us,
                              groups=kafka_groups)
+    tank = None
+    if config["tank_port"] is not None:
+        from broker.tank.service import TankService
+
+        tank = TankService(core, config, clock, is_leader=replication.is_leader)
     metrics = None
     if config["metrics_port"] is not None:
         from broker.metrics import MetricsService
@@ -289,7 +305,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
             counters=metrics.metrics if metrics is not None else None)
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
                   metrics=metrics, tls=tls, console=console, kafka=kafka,
-                  kafka_groups=kafka_groups)
+                  kafka_groups=kafka_groups, tank=tank)
 
 
 def raise_open_file_limit() -> int:
@@ -357,6 +373,10 @@ def run(config: Config) -> int:
         refusal = console_refusal and f"console.host: {console_refusal}"
     if refusal is None:
         refusal = cluster_security_refusal(config)
+    if refusal is None:
+        from broker.tank.service import tank_refusal
+
+        refusal = tank_refusal(config)
     if refusal is not None:  # a configuration mistake: exit 2 like a bad key
         log.error("%s", refusal)
         return 2

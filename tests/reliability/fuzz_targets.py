@@ -21,6 +21,7 @@ from data.store import TopicConfig
 from groups.store import groups_from_json, offset_metadata_from_json
 from replication.roles import ReplicationCheckpoint
 from tests.reliability.kafka_fuzz import KAFKA_SEEDS, run_kafka
+from tests.tank import fuzz as _tank_fuzz
 
 __all__ = ["Target", "TARGETS", "mutate"]
 
@@ -89,6 +90,8 @@ TARGETS: dict[str, Target] = {
     # The whole Kafka path (frame, codec, handlers, core, group services) in process,
     # with a sentinel connection that must stay served: tests/reliability/kafka_fuzz.py.
     "kafka": Target("kafka", run_kafka, (), KAFKA_SEEDS),
+    # whole TANK byte streams through a live in-memory broker (tests/tank/fuzz.py)
+    "tank": Target("tank", _tank_fuzz.run, (), _tank_fuzz.SEEDS),
 }
 
 
