@@ -8,7 +8,6 @@ import pytest
 from twisted.internet.defer import Deferred
 
 from broker.kafka.codec import ApiKey, MetadataResponse
-from broker.kafka.handlers import dispatch as dispatch_module
 from tests.kafka.harness import Harness, i16, i32, request, string
 
 # §1.1 "What to advertise in ApiVersions v0", SaslHandshake (17) dropped: (key, min, max).
@@ -145,14 +144,6 @@ class HandlerBoundaryTests:
         # no brokers, one topic: error -1, name t1, no partitions
         assert body == i32(0) + i32(1) + i16(-1) + string("t1") + i32(0)
         assert conn.call(18, 0) == api_versions_body(0)
-
-    def test_group_apis_answer_coordinator_not_available(self, h):
-        if dispatch_module.GROUP_HANDLERS:
-            pytest.skip("the group handlers are wired in")
-        conn = h.connect()
-        body = conn.call(10, 0, string("g1"))
-        assert body == i16(15) + i32(-1) + string("") + i32(-1)
-        assert not conn.closed
 
 
 def _metadata_request():
