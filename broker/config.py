@@ -66,6 +66,18 @@ SCHEMA: tuple[Key, ...] = (
     Key("iggy.max_frame_bytes", "int", 16777216,
         "Longest Iggy request frame; a longer one gets an error and the connection closes.",
         1024),
+    Key("kafka_port", "int?", None,
+        "TCP port of the Kafka wire-protocol listener (docs/kafka.md); null turns it off. "
+        "Not with auth.tokens_file (Kafka clients cannot authenticate).", 0),
+    Key("kafka.max_frame_bytes", "int", 16777216,
+        "Longest Kafka request frame; a longer one closes the connection.", 1024),
+    Key("tank_port", "int?", None,
+        "TCP port of the TANK binary listener (TANK's own default is 11011); null turns it "
+        "off. Loopback hosts only and not with auth.tokens_file: TANK carries no credentials.",
+        0),
+    Key("tank.max_frame_bytes", "int", 16777216,
+        "Longest TANK request frame; a longer one closes the connection (as TANK does).",
+        1024),
     Key("metrics_port", "int?", None, "HTTP port for /metrics and /health; null turns it off.", 0),
     Key("log_level", "choice", "info", "Log verbosity.",
         choices=("debug", "info", "warning", "error")),
@@ -123,9 +135,18 @@ SCHEMA: tuple[Key, ...] = (
         "when set, V1 clients must send AUTH before anything but PING, and /metrics wants a "
         "user's token (HTTP Basic or Bearer). Required to listen on a non-loopback host."),
     Key("tls.cert", "str?", None,
-        "PEM certificate (and chain): when set with tls.key, the V1, Iggy and metrics "
+        "PEM certificate (and chain): when set with tls.key, the V1, Iggy, Kafka, TANK and metrics "
         "listeners speak TLS only."),
     Key("tls.key", "str?", None, "PEM private key of tls.cert."),
+    Key("console_port", "int?", None,
+        "HTTP port of the web console and its JSON API (docs/console.md); null turns it off. "
+        "Same rules as /metrics: HTTPS with tls.cert, a V1 user's token with "
+        "auth.tokens_file.", 0),
+    Key("console.host", "str", "127.0.0.1",
+        "Address the console binds to; a non-loopback one needs auth.tokens_file."),
+    Key("console.sample_interval_ms", "int", 5000,
+        "How often the console samples group lag and traffic rates (one hour kept in "
+        "memory).", 100),
 )
 
 _BY_PATH = {key.path: key for key in SCHEMA}
@@ -274,6 +295,9 @@ def config_from_mapping(raw: Mapping[str, Any] | None,
             "defaults.min_insync_replicas: greater than defaults.replication_factor")
     if (values["tls.cert"] is None) != (values["tls.key"] is None):
         raise ConfigError("tls: set both tls.cert and tls.key, or neither")
+    if values["kafka_port"] is not None and values["auth.tokens_file"] is not None:
+        raise ConfigError("kafka_port: the Kafka listener cannot run with auth.tokens_file "
+                          "set (Kafka clients cannot authenticate to Skerry; docs/kafka.md)")
     if values["defaults.partitions"] > values["limits.max_partitions_per_topic"]:
         raise ConfigError("defaults.partitions: greater than limits.max_partitions_per_topic")
     config = Config(values)

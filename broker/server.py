@@ -57,12 +57,24 @@ class Broker:
     """The fetch loops and leader probes of a cluster member (None on a single broker)."""
     iggy: IggyService | None = None
     """The Iggy binary transport (None unless ``iggy_port`` is set)."""
+    kafka: Any = None
+    """``broker.kafka.service.KafkaService``: the Kafka transport (None unless
+    ``kafka_port`` is set)."""
+    tank: Any = None
+    """``broker.tank.service.TankService``: the TANK binary transport (None unless
+    ``tank_port`` is set)."""
     metrics: Any = None
     """``broker.metrics.MetricsService``: /metrics and /health (None unless
     ``metrics_port`` is set)."""
     tls: Any = None
-    """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1, Iggy and
-    metrics listeners then speak TLS only."""
+    """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1, Iggy,
+    Kafka, TANK and metrics listeners then speak TLS only."""
+    console: Any = None
+    """``broker.console.ConsoleService``: the web console (None unless ``console_port`` is
+    set)."""
+    kafka_groups: Any = None
+    """``broker.services.kafka_groups.KafkaGroupService``: the Kafka consumer groups
+    (``kafka-groups.json``), sharing committed offsets with V1 groups."""
     control: Any = None
     """``broker.services.control.ControlPlane`` when ``cluster.etcd`` is set (None: the
     operator-driven mode)."""
@@ -92,9 +104,24 @@ class Broker:
             self.ports.append(iggy_port)
             iggy_address = iggy_port.getHost()
             addresses.append(f"iggy={iggy_address.host}:{iggy_address.port}")
+        if self.kafka is not None:
+            kafka_port = self.kafka.listen(reactor, host, self.config["kafka_port"])
+            self.ports.append(kafka_port)
+            kafka_address = kafka_port.getHost()
+            addresses.append(f"kafka={kafka_address.host}:{kafka_address.port}")
+        if self.console is not None:
+            addresses.append(self.console.listen(plain, self.config["console.host"],
+                                                 self.config["console_port"], tls=self.tls))
+        if self.tank is not None:
+            tank_port = self.tank.listen(reactor, host, self.config["tank_port"])
+            self.ports.append(tank_port)
+            tank_address = tank_port.getHost()
+            addresses.append(f"tank={tank_address.host}:{tank_address.port}")
         if self.metrics is not None:  # last: it reports the broker ready
             addresses.append(self.metrics.listen(plain, host, self.config["metrics_port"],
                                                  tls=self.tls))
+        if self.console is not None:
+            self.console.set_listeners(addresses)
         return addresses
 
     def stop(self) -> Deferred[None]:
@@ -104,6 +131,10 @@ class Broker:
             self.metrics.stopping()  # /health: 503 stopping while in-flight work drains
         if self.iggy is not None:
             self.iggy.stop()
+        if self.kafka is not None:
+            self.kafka.stop()
+        if self.tank is not None:
+            self.tank.stop()
         stops = [maybeDeferred(p.stopListening) for p in self.ports]
         self.ports.clear()
         clock = self.core.clock
@@ -118,7 +149,9 @@ class Broker:
 
             def check() -> None:
                 if (self.v1_factory.all_idle() and self.core.idle()
-                        and (self.iggy is None or self.iggy.all_idle())) \
+                        and (self.iggy is None or self.iggy.all_idle())
+                        and (self.kafka is None or self.kafka.all_idle())
+                        and (self.tank is None or self.tank.all_idle())) \
                         or clock.seconds() > deadline:
                     d.callback(None)
                 else:
@@ -128,6 +161,8 @@ class Broker:
             return d
 
         def finish(_: object) -> Deferred[None]:
+            if self.kafka_groups is not None:
+                self.kafka_groups.close()
             return self.core.stop()
 
         def leave_etcd(_: object) -> Deferred[None] | None:
@@ -139,6 +174,8 @@ class Broker:
             .addCallback(finish)
         if self.metrics is not None:
             result.addCallback(self.metrics.stop)
+        if self.console is not None:
+            result.addCallback(self.console.stop)
         result.addCallback(lambda _: log.info("clean shutdown complete"))
         return result
 
@@ -194,6 +231,12 @@ def build_broker(config: Config, clock: IReactorTime, *,
     groups = GroupService(coordinator, clock, data_dir, fs=fs, run_in_thread=run_in_thread,
                           hw_for=marks.hw, earliest_for=marks.earliest,
                           latest_for=marks.latest)
+    # Kafka's classic groups: their own coordinator, the same offsets (and each refuses a
+    # group id the other holds live).
+    from broker.services.kafka_groups import KafkaGroupService
+
+    kafka_groups = KafkaGroupService(groups, clock, data_dir, fs=fs,
+                                     run_in_thread=run_in_thread)
     core = BrokerCore(config, store, clock, replication=replication, groups=groups,
                       run_in_thread=run_in_thread)
     replication.set_log_syncer(core.when_durable)
@@ -244,6 +287,18 @@ def build_broker(config: Config, clock: IReactorTime, *,
             catalog=Catalog(data_dir, store_topics=core.topic_names, now_us=iggy_now_us, fs=fs),
             users=UserStore(data_dir, now_us=iggy_now_us, fs=fs),
             system_info=HostFacts(data_dir, clock))
+    kafka = None
+    if config["kafka_port"] is not None:
+        from broker.kafka.service import KafkaService
+        from data.store import wall_clock_us
+
+        kafka = KafkaService(core, config, clock, now_us=now_us or wall_clock_us,
+                             groups=kafka_groups)
+    tank = None
+    if config["tank_port"] is not None:
+        from broker.tank.service import TankService
+
+        tank = TankService(core, config, clock, is_leader=replication.is_leader)
     metrics = None
     if config["metrics_port"] is not None:
         from broker.metrics import MetricsService
@@ -258,8 +313,17 @@ def build_broker(config: Config, clock: IReactorTime, *,
         from broker.tls import server_options
 
         tls = server_options(config["tls.cert"], config["tls.key"])
+    console = None
+    if config["console_port"] is not None:
+        from broker.console import ConsoleService
+
+        console = ConsoleService.for_broker(
+            core, factory, clock, config=config, groups=groups, replication=replication,
+            tokens=handlers.auth_tokens,
+            counters=metrics.metrics if metrics is not None else None)
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
-                  metrics=metrics, tls=tls, control=control)
+                  metrics=metrics, tls=tls, console=console, kafka=kafka,
+                  kafka_groups=kafka_groups, tank=tank, control=control)
 
 
 def _control_plane(config: Config, clock: IReactorTime, core: BrokerCore,
@@ -350,8 +414,16 @@ def run(config: Config) -> int:
     from broker.tls import TLSConfigError, server_options
 
     refusal = bind_refusal(config["host"], config["auth.tokens_file"] is not None)
+    if refusal is None and config["console_port"] is not None:
+        console_refusal = bind_refusal(config["console.host"],
+                                       config["auth.tokens_file"] is not None)
+        refusal = console_refusal and f"console.host: {console_refusal}"
     if refusal is None:
         refusal = cluster_security_refusal(config)
+    if refusal is None:
+        from broker.tank.service import tank_refusal
+
+        refusal = tank_refusal(config)
     if refusal is not None:  # a configuration mistake: exit 2 like a bad key
         log.error("%s", refusal)
         return 2

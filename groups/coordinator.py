@@ -40,6 +40,8 @@ __all__ = [
     "ResetTarget",
     "GroupKey",
     "OffsetLookup",
+    "ProtocolGuard",
+    "V1",
 ]
 
 GroupKey = tuple[str, str]
@@ -50,6 +52,13 @@ ResetTarget = Literal["earliest", "latest"] | int
 
 OffsetLookup = Callable[[str, int], int]
 """``lookup(topic, partition) -> offset`` (high watermark, earliest or latest offset)."""
+
+ProtocolGuard = Callable[[str], str | None]
+"""``protocol_of(group) -> name``: another protocol holding the group id live (Kafka's
+classic coordinator answers ``"kafka"`` while the group has Kafka members), or None."""
+
+V1 = "v1"
+"""What ``live_protocol`` names when a group id has live V1 (or Iggy) members."""
 
 
 @dataclass(frozen=True)
@@ -127,12 +136,19 @@ class GroupCoordinator:
                                   max_session_timeout_ms, max_groups, max_members_per_group)
         self._groups: dict[GroupKey, Group] = {}
         self._offsets: dict[GroupKey, dict[int, int]] = {}
+        self._metadata: dict[GroupKey, dict[int, str]] = {}
         self._last_token = 0
+        self.protocol_of: ProtocolGuard = lambda group: None
+        """The cross-protocol guard (the shell sets it to the Kafka coordinator's
+        ``live_protocol``): a JOIN into a group id another protocol holds live is refused,
+        and so are the admin commands that refuse while members are live."""
 
     def restore(self, groups: Iterable[Group],
-                offsets: Mapping[GroupKey, Mapping[int, int]]) -> None:
+                offsets: Mapping[GroupKey, Mapping[int, int]],
+                metadata: Mapping[GroupKey, Mapping[int, str]] | None = None) -> None:
         """Load saved state into a coordinator that holds none yet (``ValueError`` if it
-        does, or if a (group, topic) pair comes twice)."""
+        does, or if a (group, topic) pair comes twice). ``metadata`` is the Kafka offset
+        metadata kept beside some committed offsets."""
         if self._groups or self._offsets:
             raise ValueError("restore() needs a coordinator without state")
         restored: dict[GroupKey, Group] = {}
@@ -143,6 +159,10 @@ class GroupCoordinator:
             restored[key] = group
         self._groups = restored
         self._offsets = {key: dict(committed) for key, committed in offsets.items() if committed}
+        self._metadata = {key: {p: text for p, text in texts.items()
+                                if text and p in self._offsets.get(key, {})}
+                          for key, texts in (metadata or {}).items()}
+        self._metadata = {key: texts for key, texts in self._metadata.items() if texts}
 
     # ------------------------------------------------------------------ read-only views
 
@@ -161,6 +181,35 @@ class GroupCoordinator:
     def offset(self, group: str, topic: str, partition: int) -> int:
         """OFFSET: the committed offset (the next one to read), 0 when none was committed."""
         return self._offsets.get((group, topic), {}).get(partition, 0)
+
+    def committed_metadata(self) -> dict[GroupKey, dict[int, str]]:
+        """A copy of every non-empty Kafka offset metadata string:
+        ``{(group, topic): {partition: metadata}}``."""
+        return {key: dict(self._metadata[key]) for key in sorted(self._metadata)}
+
+    def committed_offset(self, group: str, topic: str,
+                         partition: int) -> tuple[int, str] | None:
+        """``(offset, metadata)`` committed for a partition by any protocol, or None when
+        nothing was (Kafka's OffsetFetch -1, where V1 OFFSET says 0)."""
+        offset = self._offsets.get((group, topic), {}).get(partition)
+        if offset is None:
+            return None
+        return offset, self._metadata.get((group, topic), {}).get(partition, "")
+
+    def record_offset(self, group: str, topic: str, partition: int, offset: int,
+                      metadata: str = "") -> Result[None]:
+        """Store an offset another protocol's coordinator accepted (Kafka's OffsetCommit:
+        that coordinator has fenced the member or checked the group has none), with its
+        metadata. The same entry V1 OFFSET, COMMIT and DESCRIBE_GROUP use."""
+        self._set_offset((group, topic), partition, offset, metadata)
+        return Result(None, (PersistOffsets(),))
+
+    def live_protocol(self, group: str) -> str | None:
+        """``"v1"`` while the group id has live members on any topic (V1 or Iggy
+        clients), else None: what the Kafka coordinator asks before a JoinGroup."""
+        if any(key[0] == group and grp.members for key, grp in self._groups.items()):
+            return V1
+        return None
 
     def list_groups(self) -> list[GroupKey]:
         """LIST_GROUPS: every (group, topic) with group state or committed offsets, sorted."""
@@ -225,6 +274,11 @@ class GroupCoordinator:
             low, high = self.config.min_session_timeout_ms, self.config.max_session_timeout_ms
             if not low <= session_timeout_ms <= high:
                 raise InvalidGroupRequest(f"session_timeout_ms must be between {low} and {high}")
+        other = self.protocol_of(group)
+        if other is not None:
+            raise InvalidGroupRequest(f"group {group} is in use by {other} clients (a {other} "
+                                      f"consumer group with live members); use another group "
+                                      f"name or stop those clients first")
         key = (group, topic)
         grp = self._groups.get(key)
         created = grp is None
@@ -290,7 +344,7 @@ class GroupCoordinator:
         owns in the current generation. The handler has checked ``0 <= offset <= hw + 1``."""
         grp = self._require(group, topic)
         member = grp.validate_member(member_id, generation, partition=partition)
-        self._offsets.setdefault((group, topic), {})[partition] = offset
+        self._set_offset((group, topic), partition, offset)
         return Result(None, (PersistOffsets(), self._refresh(grp, member, now_ms)))
 
     def expire(self, group: str, topic: str, member_id: str, token: int) -> Result[bool]:
@@ -326,7 +380,7 @@ class GroupCoordinator:
         key = (group, topic)
         self._require_no_members(key, "ADMIN_COMMIT")
         self._check_room_for(key)
-        self._offsets.setdefault(key, {})[partition] = offset
+        self._set_offset(key, partition, offset)
         return Result(None, (PersistOffsets(),))
 
     def reset_offsets(self, group: str, topic: str, target: ResetTarget,
@@ -353,7 +407,8 @@ class GroupCoordinator:
                 moved[p] = latest_for(topic, p)
             else:
                 moved[p] = max(earliest, min(target, latest_for(topic, p)))
-        self._offsets.setdefault(key, {}).update(moved)
+        for p, offset in moved.items():
+            self._set_offset(key, p, offset)
         return Result(moved, (PersistOffsets(),))
 
     def delete_group(self, group: str, topic: str) -> Result[None]:
@@ -369,6 +424,7 @@ class GroupCoordinator:
         if grp is not None:
             grp.transition_to(GroupState.DEAD)
             effects.append(PersistGroups())
+        self._metadata.pop(key, None)
         if self._offsets.pop(key, None) is not None:
             effects.append(PersistOffsets())
         return Result(None, tuple(effects))
@@ -390,6 +446,7 @@ class GroupCoordinator:
                     grp.transition_to(GroupState.EMPTY)
                 grp.transition_to(GroupState.DEAD)
             self._offsets.pop((group, topic), None)
+            self._metadata.pop((group, topic), None)
         if keys:
             effects += [PersistGroups(), PersistOffsets()]
         return Result(keys, tuple(effects))
@@ -402,7 +459,22 @@ class GroupCoordinator:
             raise UnknownGroup(f"no group {group} on topic {topic}; join first")
         return grp
 
+    def _set_offset(self, key: GroupKey, partition: int, offset: int,
+                    metadata: str = "") -> None:
+        """The one place committed offsets change; a V1 write clears Kafka's metadata."""
+        self._offsets.setdefault(key, {})[partition] = offset
+        if metadata:
+            self._metadata.setdefault(key, {})[partition] = metadata
+        elif key in self._metadata:
+            self._metadata[key].pop(partition, None)
+            if not self._metadata[key]:
+                del self._metadata[key]
+
     def _require_no_members(self, key: GroupKey, command: str) -> None:
+        other = self.protocol_of(key[0])
+        if other is not None:
+            raise InvalidGroupRequest(f"{command} refused: group {key[0]} has live {other} "
+                                      f"members; stop them first")
         grp = self._groups.get(key)
         if grp is not None and grp.members:
             count = len(grp.members)

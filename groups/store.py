@@ -25,6 +25,11 @@ are not stored, restored members get a fresh session timeout)::
 
     {"version": 1,
      "offsets": [{"group": "analytics", "topic": "orders", "committed": {"0": 5, "2": 3}}]}
+
+Version 2 is the same document where an entry may also carry ``"metadata": {"0": "text"}``:
+the Kafka offset metadata strings (non-empty ones only) of some of its committed
+partitions. A broker writes version 1 while no metadata is kept, so a document without
+Kafka metadata stays readable by brokers that only know version 1.
 """
 
 from __future__ import annotations
@@ -45,11 +50,15 @@ __all__ = [
     "groups_from_json",
     "offsets_to_json",
     "offsets_from_json",
+    "offset_metadata_from_json",
+    "OFFSETS_FORMAT_VERSIONS",
 ]
 
 GROUPS_FILE = "groups.json"
 OFFSETS_FILE = "offsets.json"
 FORMAT_VERSION = 1
+OFFSETS_FORMAT_VERSIONS = (1, 2)
+"""The ``offsets.json`` versions this broker reads (2: with Kafka offset metadata)."""
 
 _GROUP_KEYS = {"group", "topic", "generation", "assignor", "partitions", "members"}
 _MEMBER_KEYS = {"member_id", "session_timeout_ms", "assigned"}
@@ -82,21 +91,30 @@ def groups_to_json(groups: Iterable[Group]) -> dict[str, Any]:
     }
 
 
-def offsets_to_json(offsets: Mapping[GroupKey, Mapping[int, int]]) -> dict[str, Any]:
-    """The ``offsets.json`` document for ``{(group, topic): {partition: offset}}``."""
-    return {
-        "version": FORMAT_VERSION,
-        "offsets": [
-            {
-                "group": group,
-                "topic": topic,
-                "committed": {str(p): offsets[(group, topic)][p]
-                              for p in sorted(offsets[(group, topic)])},
-            }
-            for group, topic in sorted(offsets)
-            if offsets[(group, topic)]
-        ],
-    }
+def offsets_to_json(offsets: Mapping[GroupKey, Mapping[int, int]],
+                    metadata: Mapping[GroupKey, Mapping[int, str]] | None = None
+                    ) -> dict[str, Any]:
+    """The ``offsets.json`` document for ``{(group, topic): {partition: offset}}`` and the
+    Kafka offset metadata ``{(group, topic): {partition: text}}`` kept beside some of them
+    (version 2 only when there is any)."""
+    metadata = metadata or {}
+    entries: list[dict[str, Any]] = []
+    for group, topic in sorted(offsets):
+        committed = offsets[(group, topic)]
+        if not committed:
+            continue
+        entry: dict[str, Any] = {
+            "group": group,
+            "topic": topic,
+            "committed": {str(p): committed[p] for p in sorted(committed)},
+        }
+        texts = {str(p): text for p, text in sorted(metadata.get((group, topic), {}).items())
+                 if text and p in committed}
+        if texts:
+            entry["metadata"] = texts
+        entries.append(entry)
+    version = 2 if any("metadata" in entry for entry in entries) else FORMAT_VERSION
+    return {"version": version, "offsets": entries}
 
 
 def groups_from_json(doc: Any, source: str = GROUPS_FILE) -> list[Group]:
@@ -158,13 +176,30 @@ def groups_from_json(doc: Any, source: str = GROUPS_FILE) -> list[Group]:
 
 def offsets_from_json(doc: Any, source: str = OFFSETS_FILE) -> dict[GroupKey, dict[int, int]]:
     """Committed offsets from an ``offsets.json`` document (``None``: no file yet)."""
+    return _offsets_document(doc, source)[0]
+
+
+def offset_metadata_from_json(doc: Any, source: str = OFFSETS_FILE
+                              ) -> dict[GroupKey, dict[int, str]]:
+    """The Kafka offset metadata of an ``offsets.json`` document (version 2), checked like
+    the rest of it: ``{(group, topic): {partition: text}}``."""
+    return _offsets_document(doc, source)[1]
+
+
+def _offsets_document(doc: Any, source: str
+                      ) -> tuple[dict[GroupKey, dict[int, int]], dict[GroupKey, dict[int, str]]]:
     if doc is None:
-        return {}
-    entries = _document(doc, "offsets", source)
+        return {}, {}
+    entries = _document(doc, "offsets", source, OFFSETS_FORMAT_VERSIONS)
+    version = doc["version"]
     offsets: dict[GroupKey, dict[int, int]] = {}
+    metadata: dict[GroupKey, dict[int, str]] = {}
     for index, entry in enumerate(entries):
         where = f"{source}: offsets[{index}]"
-        check_keys(entry, _OFFSET_KEYS, where)
+        if version >= 2 and isinstance(entry, dict) and "metadata" in entry:
+            check_keys(entry, _OFFSET_KEYS | {"metadata"}, where)
+        else:
+            check_keys(entry, _OFFSET_KEYS, where)
         group = _name(entry["group"], f"{where}.group")
         topic = _name(entry["topic"], f"{where}.topic")
         if (group, topic) in offsets:
@@ -179,15 +214,33 @@ def offsets_from_json(doc: Any, source: str = OFFSETS_FILE) -> dict[GroupKey, di
                 raise ValueError(f"{where}.committed: key {text!r} is not a partition number")
             parsed[int(text)] = check_int(offset, f"{where}.committed[{text!r}]", 0)
         offsets[(group, topic)] = parsed
-    return offsets
+        if "metadata" in entry:
+            metadata[(group, topic)] = _metadata(entry["metadata"], parsed, f"{where}.metadata")
+    return offsets, metadata
 
 
-def _document(doc: Any, field: str, source: str) -> list[Any]:
+def _metadata(raw: Any, committed: Mapping[int, int], where: str) -> dict[int, str]:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected an object of partition: text")
+    texts: dict[int, str] = {}
+    for key, text in raw.items():
+        if not (isinstance(key, str) and key.isdecimal() and key.isascii()
+                and int(key) in committed and str(int(key)) == key):
+            raise ValueError(f"{where}: key {key!r} is not a committed partition")
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"{where}[{key!r}]: expected a non-empty string")
+        texts[int(key)] = text
+    return texts
+
+
+def _document(doc: Any, field: str, source: str,
+              versions: tuple[int, ...] = (FORMAT_VERSION,)) -> list[Any]:
     if not isinstance(doc, dict):
         raise ValueError(f"{source}: expected a JSON object at the top level")
-    if doc.get("version") != FORMAT_VERSION:
+    if doc.get("version") not in versions:
+        readable = " or ".join(str(v) for v in versions)
         raise ValueError(f"{source}: version is {doc.get('version')!r}; this broker reads "
-                         f"version {FORMAT_VERSION}")
+                         f"version {readable}")
     check_keys(doc, {"version", field}, source)
     entries = doc[field]
     if not isinstance(entries, list):

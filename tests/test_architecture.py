@@ -6,7 +6,10 @@
   wire) and ``data/spark/`` and ``data/pipelines/`` (clients of the broker).
 - The V1 wire table (``broker.v1.errors``) answers every exception a handler can see with
   a code of ``docs/protocol.md``'s error table, and every code of that table has a class.
-- The Iggy table (``broker.iggy.errors``) maps the same classes.
+- The Iggy table (``broker.iggy.errors``) maps the same classes, and so does the TANK
+  table (``broker.tank.errors``), to codes the reference TANK client knows.
+- The Kafka table (``broker.kafka.errors``) maps the same classes, and the Kafka group
+  coordinator's (``groups.kafka_errors``) with a code each.
 """
 
 from __future__ import annotations
@@ -151,6 +154,35 @@ class WireTableTests:
         for cls in refusal_classes():
             rows = [base for base in cls.__mro__ if base in STATUS_BY_ERROR]
             assert rows, f"{cls.__module__}.{cls.__name__} has no row in the Iggy table"
+
+    def test_kafka_maps_the_same_classes(self) -> None:
+        """Each class the V1 table maps, and each refusal of the Kafka group coordinator,
+        has a row (its own or a parent's) in the Kafka table."""
+        import groups.kafka_errors as kafka_errors
+        from broker.kafka.errors import CODE_BY_ERROR
+
+        group_classes = [cls for _, cls in inspect.getmembers(kafka_errors, inspect.isclass)
+                         if issubclass(cls, kafka_errors.KafkaGroupError)]
+        assert len(group_classes) > 3
+        for cls in [*refusal_classes(), *group_classes]:
+            rows = [base for base in cls.__mro__ if base in CODE_BY_ERROR]
+            assert rows, f"{cls.__module__}.{cls.__name__} has no row in the Kafka table"
+
+    def test_tank_maps_the_same_classes_to_codes_libtank_knows(self) -> None:
+        """Each class has a row (its own or a parent's) in the TANK table, and every code
+        there is one the reference client maps (another produce code makes it abort)."""
+        from broker.tank.codec import ConsumeFlag, CreateTopicError, ProduceError
+        from broker.tank.errors import CODES_BY_ERROR, codes_for
+
+        for cls in refusal_classes():
+            rows = [base for base in cls.__mro__ if base in CODES_BY_ERROR]
+            assert rows, f"{cls.__module__}.{cls.__name__} has no row in the TANK table"
+            codes = codes_for(cls("x"))
+            assert codes.produce in ProduceError and codes.produce not in (
+                ProduceError.OK, ProduceError.READ_ONLY, ProduceError.UNKNOWN_TOPIC), cls
+            assert codes.consume in ConsumeFlag and codes.consume in (
+                ConsumeFlag.SYSTEM_ERROR, ConsumeFlag.NO_LEADER), cls
+            assert codes.create_topic in CreateTopicError and codes.create_topic, cls
 
 
 PRODUCT_PACKAGES = ("broker", "groups", "replication", "data")

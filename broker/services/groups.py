@@ -46,11 +46,12 @@ from groups.store import (
     OFFSETS_FILE,
     groups_from_json,
     groups_to_json,
+    offset_metadata_from_json,
     offsets_from_json,
     offsets_to_json,
 )
 
-__all__ = ["GroupService", "RunInThread", "all_done"]
+__all__ = ["GroupService", "RunInThread", "JsonFile", "all_done"]
 
 log = logging.getLogger("skerry.groups")
 
@@ -147,9 +148,11 @@ class GroupService:
         fs.makedirs(data_dir)
         groups_path = os.path.join(data_dir, GROUPS_FILE)
         offsets_path = os.path.join(data_dir, OFFSETS_FILE)
+        offsets_doc = read_json(offsets_path, None, fs)
         coordinator.restore(
             groups_from_json(read_json(groups_path, None, fs), groups_path),
-            offsets_from_json(read_json(offsets_path, None, fs), offsets_path),
+            offsets_from_json(offsets_doc, offsets_path),
+            offset_metadata_from_json(offsets_doc, offsets_path),
         )
         self.coordinator = coordinator
         self._clock = clock
@@ -161,7 +164,8 @@ class GroupService:
         self._groups_file = _JsonFile(groups_path, lambda: groups_to_json(coordinator.groups()),
                                       clock, run, fs)
         self._offsets_file = _JsonFile(offsets_path,
-                                       lambda: offsets_to_json(coordinator.committed()),
+                                       lambda: offsets_to_json(coordinator.committed(),
+                                                               coordinator.committed_metadata()),
                                        clock, run, fs)
         self._timers: dict[str, IDelayedCall] = {}
         self._closed = False
@@ -213,6 +217,33 @@ class GroupService:
     def offset(self, group: str, topic: str, partition: int) -> int:
         """OFFSET: the committed offset, 0 when none."""
         return self.coordinator.offset(group, topic, partition)
+
+    # ------------------------------------------------------------------ other protocols
+
+    def committed_offset(self, group: str, topic: str,
+                         partition: int) -> tuple[int, str] | None:
+        """``(offset, metadata)`` committed by any protocol, None when nothing was."""
+        return self.coordinator.committed_offset(group, topic, partition)
+
+    def record_offset(self, group: str, topic: str, partition: int, offset: int,
+                      metadata: str = "") -> None:
+        """Store an offset another protocol's coordinator accepted (Kafka OffsetCommit);
+        ``offsets_durable()`` fires once ``offsets.json`` holds it."""
+        self._perform(self.coordinator.record_offset(group, topic, partition, offset,
+                                                     metadata).effects, self._now_ms())
+
+    def offsets_durable(self) -> Deferred[None]:
+        """Fires once ``offsets.json`` holds every change made so far."""
+        return self._offsets_file.durable()
+
+    def live_protocol(self, group: str) -> str | None:
+        """``"v1"`` while the group id has live V1 or Iggy members on any topic."""
+        return self.coordinator.live_protocol(group)
+
+    def set_protocol_guard(self, protocol_of: Callable[[str], str | None]) -> None:
+        """Refuse JOIN (BAD_REQUEST) into a group id ``protocol_of`` names as live under
+        another protocol (the Kafka group service passes its ``live_protocol``)."""
+        self.coordinator.protocol_of = protocol_of
 
     # ------------------------------------------------------------------ admin commands
 
@@ -324,6 +355,11 @@ class GroupService:
             log.info("group %s on topic %s: member %s evicted (session timeout)",
                      group, topic, member_id)
         self._perform(result.effects, self._now_ms())
+
+
+JsonFile = _JsonFile
+"""One JSON state file written in batches, for the other group shells
+(``broker.services.kafka_groups`` writes ``kafka-groups.json`` with it)."""
 
 
 def _then(d: Deferred[None], value: T) -> Deferred[T]:

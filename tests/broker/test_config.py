@@ -105,3 +105,12 @@ def test_docs_configuration_is_current() -> None:
     """docs/configuration.md is exactly what `skerry config-reference` prints."""
     path = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
     assert path.read_text() == reference_markdown()
+
+
+def test_kafka_listener_is_off_by_default_and_refused_with_auth_tokens() -> None:
+    """kafka_port is null by default; with auth.tokens_file set it is a configuration
+    mistake (Kafka clients cannot send Skerry's AUTH), named by its key."""
+    assert load_config(None)["kafka_port"] is None
+    assert config_from_mapping({"kafka_port": 0})["kafka_port"] == 0
+    with pytest.raises(ConfigError, match="kafka_port"):
+        config_from_mapping({"kafka_port": 9093, "auth": {"tokens_file": "/x"}})

@@ -18,8 +18,10 @@ from broker.iggy.errors import IggyError
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.store import TopicConfig
-from groups.store import groups_from_json, offsets_from_json
+from groups.store import groups_from_json, offset_metadata_from_json
 from replication.roles import ReplicationCheckpoint
+from tests.reliability.kafka_fuzz import KAFKA_SEEDS, run_kafka
+from tests.tank import fuzz as _tank_fuzz
 
 __all__ = ["Target", "TARGETS", "mutate"]
 
@@ -74,8 +76,10 @@ TARGETS: dict[str, Target] = {
         b'{"version": 1, "groups": [{"group": "g", "topic": "t", "generation": 2, '
         b'"assignor": "range", "partitions": 3, "members": [{"member_id": "c", '
         b'"session_timeout_ms": 10000, "assigned": [0, 1, 2]}]}]}',)),
-    "offsets_json": Target("offsets_json", _json(offsets_from_json), (ValueError,), (
-        b'{"version": 1, "offsets": [{"group": "g", "topic": "t", "committed": {"0": 5}}]}',)),
+    "offsets_json": Target("offsets_json", _json(offset_metadata_from_json), (ValueError,), (
+        b'{"version": 1, "offsets": [{"group": "g", "topic": "t", "committed": {"0": 5}}]}',
+        b'{"version": 2, "offsets": [{"group": "g", "topic": "t", "committed": {"0": 5}, '
+        b'"metadata": {"0": "md"}}]}')),
     "topic_json": Target("topic_json", _json(TopicConfig.from_json), (ValueError,), (
         b'{"partitions": 3, "replication_factor": 1, "min_insync_replicas": 1, '
         b'"retention_ms": null, "retention_bytes": 1000}',)),
@@ -83,6 +87,11 @@ TARGETS: dict[str, Target] = {
         b'{}', b'{"epochs": [[0, 0]]}')),
     "iggy": Target("iggy", _iggy, (IggyError,), (
         b"\x01\x00\x00\x00", b"\x0e\x00\x00\x00\x01\x00\x00\x00\x05admin",)),
+    # The whole Kafka path (frame, codec, handlers, core, group services) in process,
+    # with a sentinel connection that must stay served: tests/reliability/kafka_fuzz.py.
+    "kafka": Target("kafka", run_kafka, (), KAFKA_SEEDS),
+    # whole TANK byte streams through a live in-memory broker (tests/tank/fuzz.py)
+    "tank": Target("tank", _tank_fuzz.run, (), _tank_fuzz.SEEDS),
 }
 
 

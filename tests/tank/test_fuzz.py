@@ -106,3 +106,23 @@ class ClientFuzzTests:
     def test_mutated_replies(self, data: bytes) -> None:
         """Golden replies, mutated: the client's decoders decode or raise TankDecodeError."""
         client_outcome(data)
+
+
+def test_fuzzed_streams_through_a_live_broker() -> None:
+    """Acceptance 5, CI-sized: 3,000 mutated and random TANK byte streams through the
+    real connection, handlers and store (tests/tank/fuzz.py): nothing escapes, nothing is
+    logged at ERROR, and the witness connection keeps getting its replies (checked every
+    500 inputs and at the end). bench/reliability.py runs 1,000,000."""
+    import random
+
+    from tests.reliability.fuzz_targets import TARGETS, mutate
+    from tests.tank import fuzz
+
+    target = TARGETS["tank"]
+    rng = random.Random(20)
+    for _ in range(3000):
+        data = mutate(rng, rng.choice(target.seeds)) if rng.random() < 0.8 \
+            else rng.randbytes(rng.randint(0, 200))
+        target.run(data)
+    assert fuzz._bench is not None
+    fuzz._bench.check_witness()

@@ -9,6 +9,8 @@ A package split by job; it re-exports the public names of its modules:
 * ``responses``: one dataclass per response, ``encode_response``, ``api_versions_response``;
 * ``messages``: ``Record``, ``decode_message_set`` (CRCs, compressed wrappers),
   ``encode_message_set``, ``CorruptMessageSet``;
+* ``columns``: ``decode_message_columns`` (a produced set as numpy columns: the
+  produce path's batch-first decoder, same rules as ``decode_message_set``);
 * ``compression``: ``Codec`` and ``decompress`` (cramjam's gzip, snappy, LZ4);
 * ``error_codes``: ``ErrorCode``, the wire error codes;
 * ``primitives``: the ``Reader``/``Writer`` of Kafka's primitive types (internal).
@@ -22,6 +24,8 @@ Must not import (nor may any module of the package): Twisted, sockets, files, th
 
 from __future__ import annotations
 
+from broker.kafka.codec.columns import *  # noqa: F403
+from broker.kafka.codec.columns import __all__ as _columns
 from broker.kafka.codec.compression import *  # noqa: F403
 from broker.kafka.codec.compression import __all__ as _compression
 from broker.kafka.codec.error_codes import *  # noqa: F403
@@ -35,4 +39,5 @@ from broker.kafka.codec.requests import __all__ as _requests
 from broker.kafka.codec.responses import *  # noqa: F403
 from broker.kafka.codec.responses import __all__ as _responses
 
-__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_messages, *_compression]
+__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_messages, *_compression,
+           *_columns]

@@ -12,6 +12,12 @@ quirks around them:
   For magic 0 the header checksum byte is recomputed (xxh32 of the descriptor, second byte)
   before decoding; magic 1 frames are correct and decoded as they are.
 
+With a ``limit``, the output is bounded: the value is decompressed into a buffer of
+``limit`` bytes (cramjam's ``*_into`` functions, which stop at its end), so a small
+compressed value cannot make the broker allocate gigabytes (gzip expands up to about
+1000:1); a value that would expand beyond ``limit`` is refused. ``MAX_DECOMPRESSED_BYTES``
+is the decoders' bound for a whole produced set.
+
 Decompression failures raise ``CompressionFailed``; ``messages`` turns that into a corrupt
 message set (error 2). Must not import: Twisted, sockets, files, the core, the store, the
 other codec modules.
@@ -22,11 +28,15 @@ from __future__ import annotations
 from enum import IntEnum
 
 import cramjam
+import numpy as np
 import xxhash
 
 from broker.kafka.codec.primitives import INT32
 
-__all__ = ["Codec", "CompressionFailed", "decompress"]
+__all__ = ["Codec", "CompressionFailed", "decompress", "MAX_DECOMPRESSED_BYTES"]
+
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+"""What the compressed wrappers of one produced MessageSet may expand to, together."""
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER_BYTES = 16  # magic, int32 version, int32 compatible version
@@ -75,8 +85,49 @@ def _fix_lz4_header_checksum(data: bytes) -> bytes:
     return data[:end] + bytes([hc]) + data[end + 1:]
 
 
-def decompress(codec: int, data: bytes, magic: int) -> bytes:
-    """The inner MessageSet bytes of a wrapper with ``codec`` and ``magic``."""
+def _snappy_into(data: bytes, out: np.ndarray) -> int:
+    if not data.startswith(XERIAL_MAGIC):
+        return int(cramjam.snappy.decompress_raw_into(data, out))
+    pos, used = XERIAL_HEADER_BYTES, 0
+    if len(data) < pos:
+        raise CompressionFailed("xerial snappy header is truncated")
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise CompressionFailed(f"xerial snappy block length truncated at byte {pos}")
+        (n,) = INT32.unpack_from(data, pos)
+        pos += 4
+        if n < 0 or pos + n > len(data):
+            raise CompressionFailed(f"xerial snappy block of {n} bytes at byte {pos} "
+                                    f"overruns the {len(data)}-byte value")
+        used += int(cramjam.snappy.decompress_raw_into(data[pos:pos + n], out[used:]))
+        pos += n
+    return used
+
+
+def _bounded(codec: int, data: bytes, magic: int, limit: int) -> bytes:
+    out = np.empty(limit, dtype=np.uint8)  # pages are only touched as they are written
+    try:
+        if codec == Codec.GZIP:
+            n = int(cramjam.gzip.decompress_into(data, out))
+        elif codec == Codec.SNAPPY:
+            n = _snappy_into(data, out)
+        elif codec == Codec.LZ4:
+            if magic == 0:
+                data = _fix_lz4_header_checksum(data)
+            n = int(cramjam.lz4.decompress_into(data, out))
+        else:
+            raise CompressionFailed(f"unknown compression codec {codec}")
+    except cramjam.DecompressionError as e:
+        raise CompressionFailed(f"{Codec(codec).name.lower()}: {e} (or it expands beyond "
+                                f"{limit} bytes)") from None
+    return out[:n].tobytes()
+
+
+def decompress(codec: int, data: bytes, magic: int, limit: int | None = None) -> bytes:
+    """The inner MessageSet bytes of a wrapper with ``codec`` and ``magic``; with
+    ``limit``, at most that many (``CompressionFailed`` beyond)."""
+    if limit is not None:
+        return _bounded(codec, data, magic, limit)
     try:
         if codec == Codec.GZIP:
             return bytes(cramjam.gzip.decompress(data))

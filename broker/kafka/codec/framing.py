@@ -89,7 +89,8 @@ class FrameSplitter:
                 return out
             if len(buf) - pos - 4 < size:
                 break
-            out.append(bytes(buf[pos + 4:pos + 4 + size]))
+            with memoryview(buf) as view:  # one copy of the frame, not two
+                out.append(bytes(view[pos + 4:pos + 4 + size]))
             pos += 4 + size
         del buf[:pos]
         return out

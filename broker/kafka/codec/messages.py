@@ -29,7 +29,12 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from broker.kafka.codec.compression import Codec, CompressionFailed, decompress
+from broker.kafka.codec.compression import (
+    MAX_DECOMPRESSED_BYTES,
+    Codec,
+    CompressionFailed,
+    decompress,
+)
 from broker.kafka.codec.error_codes import ErrorCode
 from broker.kafka.codec.primitives import INT32, INT64, UINT32
 
@@ -114,9 +119,12 @@ def _messages(data: bytes) -> Iterable[tuple[int, int, int, int, bytes | None, b
         pos = end
 
 
-def decode_message_set(data: bytes) -> tuple[Record, ...]:
-    """A produced MessageSet -> its records, wrappers replaced by their inner messages."""
+def decode_message_set(data: bytes, max_decompressed: int = MAX_DECOMPRESSED_BYTES
+                       ) -> tuple[Record, ...]:
+    """A produced MessageSet -> its records, wrappers replaced by their inner messages
+    (which may expand to ``max_decompressed`` bytes together)."""
     records: list[Record] = []
+    left = max_decompressed
     for offset, magic, attributes, timestamp, key, value in _messages(data):
         codec = attributes & ATTR_CODEC_MASK
         if codec == Codec.NONE:
@@ -125,9 +133,10 @@ def decode_message_set(data: bytes) -> tuple[Record, ...]:
         if value is None:
             raise CorruptMessageSet(f"compressed wrapper at offset {offset} has a null value")
         try:
-            inner = decompress(codec, value, magic)
+            inner = decompress(codec, value, magic, left)
         except CompressionFailed as e:
             raise CorruptMessageSet(f"wrapper at offset {offset}: {e}") from None
+        left -= len(inner)
         log_append = magic == 1 and attributes & ATTR_LOG_APPEND_TIME
         for i_offset, i_magic, i_attributes, i_timestamp, i_key, i_value in _messages(inner):
             if i_attributes & ATTR_CODEC_MASK:

@@ -35,7 +35,7 @@ __all__ = [
     "ApiVersionRange", "ApiVersionsResponse", "api_versions_response",
     "MetadataBroker", "MetadataPartition", "MetadataTopic", "MetadataResponse",
     "ProducePartitionResponse", "ProduceTopicResponse", "ProduceResponse",
-    "FetchPartitionResponse", "FetchTopicResponse", "FetchResponse",
+    "FetchPartitionResponse", "FetchTopicResponse", "FetchResponse", "fetch_magic",
     "ListOffsetsPartitionResponse", "ListOffsetsTopicResponse", "ListOffsetsResponse",
     "OffsetCommitPartitionResponse", "OffsetCommitTopicResponse", "OffsetCommitResponse",
     "OffsetFetchPartitionResponse", "OffsetFetchTopicResponse", "OffsetFetchResponse",
@@ -198,7 +198,9 @@ class FetchPartitionResponse:
     error_code: int
     high_watermark: int
     """Kafka's exclusive HW: the next offset to be committed (Skerry hw + 1)."""
-    records: tuple[Record, ...] = ()
+    records: tuple[Record, ...] | bytes = ()
+    """The records, or a MessageSet already encoded in the version's magic
+    (``fetch_magic``), written as is (a handler that builds sets in bulk)."""
 
 
 @dataclass(frozen=True)
@@ -213,14 +215,21 @@ class FetchResponse:
     throttle_time_ms: int = 0
 
 
+def fetch_magic(version: int) -> int:
+    """The message format of a Fetch reply: magic 0 for v0-v1 (a 0.9 client cannot parse
+    magic 1), magic 1 for v2-v3."""
+    return 0 if version <= 1 else 1
+
+
 def _fetch(w: Writer, r: FetchResponse, v: int) -> None:
-    magic = 0 if v <= 1 else 1
+    magic = fetch_magic(v)
 
     def partition(w: Writer, p: FetchPartitionResponse) -> None:
         w.int32(p.partition_index)
         w.int16(p.error_code)
         w.int64(p.high_watermark)
-        w.bytes_(encode_message_set(p.records, magic))
+        records = p.records
+        w.bytes_(records if isinstance(records, bytes) else encode_message_set(records, magic))
 
     def topic(w: Writer, t: FetchTopicResponse) -> None:
         w.string(t.topic)

@@ -10,6 +10,7 @@ Must not import: Twisted, ``broker.core``, the store, ``broker.tank.codec``.
 from __future__ import annotations
 
 import socket
+import ssl
 from collections import deque
 from collections.abc import Sequence
 
@@ -24,11 +25,13 @@ _PING = 3
 
 class TankClient:
     """``TankClient(host, port)``; ``expect_ping`` reads the greeting the 2017 Java client
-    requires before anything else."""
+    requires before anything else; ``ssl_context`` speaks TLS (a broker with ``tls.cert``)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 11011, *, timeout: float = 5.0,
-                 expect_ping: bool = True) -> None:
+                 expect_ping: bool = True, ssl_context: ssl.SSLContext | None = None) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        if ssl_context is not None:  # a broker whose TANK listener speaks TLS
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
         self._buf = bytearray()
         self._frames: deque[tuple[int, bytes]] = deque()
         self._replies: dict[int, tuple[int, bytes]] = {}

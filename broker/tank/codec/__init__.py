@@ -7,7 +7,9 @@ A sans-I/O package split by job; it re-exports its modules' public names:
   ``FrameTooLarge``), ``encode_frame``, ``PING_FRAME``;
 * ``requests``: one dataclass per request and ``parse_request``;
 * ``replies``: the wire codes, one dataclass per reply and ``encode_reply``;
-* ``bundles``: ``decode_bundle``/``encode_bundle`` (varint counts, sparse, snappy).
+* ``bundles``: ``decode_bundle``/``encode_bundle`` (varint counts, sparse, snappy);
+* ``stored``: bundles <-> stored records in bulk (``bundle_to_records``,
+  ``records_to_bundles``, ``chunk_within``): the transport's hot paths.
 
 Malformed input gives ``CodecError`` (``BundleError`` for bundles) and nothing else.
 
@@ -28,5 +30,7 @@ from broker.tank.codec.replies import *  # noqa: F403
 from broker.tank.codec.replies import __all__ as _replies
 from broker.tank.codec.requests import *  # noqa: F403
 from broker.tank.codec.requests import __all__ as _requests
+from broker.tank.codec.stored import *  # noqa: F403
+from broker.tank.codec.stored import __all__ as _stored
 
-__all__ = [*_primitives, *_framing, *_bundles, *_requests, *_replies]
+__all__ = [*_primitives, *_framing, *_bundles, *_requests, *_replies, *_stored]

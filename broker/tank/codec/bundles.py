@@ -48,6 +48,7 @@ __all__ = [
     "DecodedBundle",
     "Message",
     "decode_bundle",
+    "decompress_block",
     "encode_bundle",
     "frame_bundles",
 ]
@@ -92,7 +93,8 @@ class DecodedBundle:
     last_seq: int | None = None
 
 
-def _decompress(data: bytes, max_decompressed: int) -> bytes:
+def decompress_block(data: bytes, max_decompressed: int) -> bytes:
+    """A raw snappy block, its declared size checked against ``max_decompressed`` first."""
     try:
         declared = Reader(data).varint("snappy uncompressed length")
     except CodecError as exc:
@@ -144,7 +146,7 @@ def _decode_bundle(data: bytes, max_decompressed: int) -> DecodedBundle:
                 raise BundleError("sparse last_seq overflows u64")
     body = r.raw(r.remaining())
     if codec == CODEC_SNAPPY:
-        body = _decompress(body, max_decompressed)
+        body = decompress_block(body, max_decompressed)
     messages = _decode_message_set(body, count, sparse, first_seq, last_seq)
     return DecodedBundle(messages, codec, sparse, first_seq, last_seq)
 

@@ -189,7 +189,10 @@ def _parse_produce(r: Reader, with_seqnum: bool) -> Produce | ProduceWithSeqnum:
     for _ in range(r.u8("topics_cnt")):
         name = r.str8("topic name")
         parts = []
-        for _ in range(r.u8("partitions_cnt")):
+        partitions_cnt = r.u8("partitions_cnt")
+        if not partitions_cnt:  # its reply would have no byte for it: nothing to answer
+            raise CodecError("a produce topic with no partitions")
+        for _ in range(partitions_cnt):
             partition = r.u16("partition_id")
             length = r.varint("bundle_length")
             base_seq = r.u64("base_seq_num") if with_seqnum else None

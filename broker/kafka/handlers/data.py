@@ -1,0 +1,327 @@
+"""The Kafka data APIs: Metadata, Produce, Fetch, ListOffsets.
+
+Owns: the handlers of those four APIs over the core's public methods, and their mapping
+rules (kafka-wire-notes §6): a topic is a Skerry topic of the same name (the Iggy
+transport's ``__iggy.*`` store topics hidden), leaders are ``Context.leader_for``,
+Metadata auto-creates a requested topic as V1's PRODUCE would (``auto_create_topics``),
+Kafka's high watermark is Skerry's ``hw + 1``, acks -1 is ``acks=all``, and keys and
+values map as ``broker.kafka.mapping`` says.
+
+Must not import: Twisted's reactor, sockets, files, the store, the protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred
+
+from broker.core import ProduceResult
+from broker.kafka import codec as c
+from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
+from broker.kafka.handlers.context import Context
+from broker.kafka.mapping import MESSAGE_OVERHEAD, KeyTooLarge, framed_columns, message_set
+from data.names import is_valid_name
+
+__all__ = ["metadata", "produce", "fetch", "list_offsets"]
+
+CLUSTER_ID = "skerry"
+
+
+# ================================================================ Metadata
+
+
+def metadata(ctx: Context, request: c.MetadataRequest) -> c.MetadataResponse:
+    """Every visible topic, or the ones asked for (created when ``auto_create_topics``
+    allows, as V1's PRODUCE creates them); this broker as the only broker."""
+    core = ctx.core
+    if request.all_topics:
+        names = sorted(t for t in core.topic_names() if ctx.visible(t))
+    else:
+        names = list(dict.fromkeys(request.topics or ()))
+    topics = []
+    for name in names:
+        config = core.topic_config(name) if ctx.visible(name) else None
+        if config is None:
+            if not is_valid_name(name):
+                topics.append(c.MetadataTopic(int(ErrorCode.INVALID_TOPIC_EXCEPTION), name, ()))
+                continue
+            if not (ctx.visible(name) and ctx.auto_create_topics):
+                topics.append(c.MetadataTopic(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name,
+                                              ()))
+                continue
+            config = core.resolve(name, None, True).config
+        topics.append(c.MetadataTopic(0, name, tuple(
+            _partition_metadata(ctx, name, p) for p in range(config.partitions))))
+    node = ctx.node
+    return c.MetadataResponse((c.MetadataBroker(node.broker_id, node.host, node.port),),
+                              tuple(topics), controller_id=node.broker_id,
+                              cluster_id=CLUSTER_ID)
+
+
+def _partition_metadata(ctx: Context, topic: str, partition: int) -> c.MetadataPartition:
+    leader = ctx.leader_for(topic, partition)
+    return c.MetadataPartition(0, partition, leader, (leader,), (leader,))
+
+
+# ================================================================ Produce
+
+ACKS = {0: "0", 1: "1", -1: "all"}
+"""Kafka's acks -> V1's: -1 (both clients' default) is acks=all."""
+
+
+def produce(ctx: Context, request: c.ProduceRequest
+            ) -> c.ProduceResponse | None | Deferred[c.ProduceResponse | None]:
+    """Each partition's MessageSet decoded (compressed wrappers opened, one record per
+    inner message) and appended with one store append; the answer once every partition is
+    as durable as ``acks`` asks. acks = 0: no answer at all (errors are invisible)."""
+    acks = ACKS.get(request.acks)
+    topics: list[tuple[str, list[Any]]] = []
+    waiting: list[Deferred[Any]] = []
+    for topic in request.topics:
+        parts: list[Any] = []
+        for part in topic.partitions:
+            if acks is None:
+                parts.append(c.ProducePartitionResponse(
+                    part.index, int(ErrorCode.INVALID_REQUIRED_ACKS), -1))
+                continue
+            try:
+                answer = _produce_partition(ctx, topic.name, part, acks)
+            except REFUSALS as error:
+                answer = c.ProducePartitionResponse(part.index, int(code_for(error)), -1)
+            if isinstance(answer, Deferred):
+                waiting.append(answer)
+            parts.append(answer)
+        topics.append((topic.name, parts))
+    if acks == "0":
+        return None
+
+    def build(_: object = None) -> c.ProduceResponse:
+        return c.ProduceResponse(tuple(
+            c.ProduceTopicResponse(name, tuple(_settled(p) for p in parts))
+            for name, parts in topics))
+
+    if not any(not d.called for d in waiting):
+        return build()
+    return _all_fired(waiting).addCallback(build)
+
+
+def _settled(answer: Any) -> c.ProducePartitionResponse:
+    if isinstance(answer, Deferred):
+        return answer.result  # type: ignore[no-any-return]
+    return answer  # type: ignore[no-any-return]
+
+
+def _all_fired(ds: list[Deferred[Any]]) -> Deferred[None]:
+    """Fires once every Deferred of ``ds`` (which never fail) has fired."""
+    done: Deferred[None] = Deferred()
+    left = [sum(1 for d in ds if not d.called)]
+
+    def one(result: Any) -> Any:
+        left[0] -= 1
+        if left[0] == 0:
+            done.callback(None)
+        return result
+
+    for d in ds:
+        if not d.called:
+            d.addBoth(one)
+    return done
+
+
+def _topic_for_write(ctx: Context, name: str, partition: int) -> None:
+    """Refuse (error 3) a produce to an unknown topic or partition; create the topic first
+    when ``auto_create_topics`` allows (as V1's PRODUCE does, and Kafka's broker)."""
+    core = ctx.core
+    config = core.topic_config(name) if ctx.visible(name) else None
+    if config is None:
+        if not is_valid_name(name):
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"invalid topic name {name!r}")
+        if not (ctx.visible(name) and ctx.auto_create_topics):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}")
+        config = core.resolve(name, None, True).config
+    if not 0 <= partition < config.partitions:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         f"partition {partition} of {name} does not exist")
+
+
+def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks: str
+                       ) -> c.ProducePartitionResponse | Deferred[c.ProducePartitionResponse]:
+    index = part.index
+    _topic_for_write(ctx, topic, index)
+    cols = c.decode_message_columns(part.records)
+    if not len(cols):
+        return c.ProducePartitionResponse(index, 0, -1)
+    limit = ctx.max_message_bytes
+    if int(cols.value_len.max()) > limit:
+        raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                         f"a value of {int(cols.value_len.max())} bytes; at most {limit}")
+    try:
+        messages, ends = framed_columns(cols, ctx.now_us())
+    except KeyTooLarge as error:
+        raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
+    d: Deferred[c.ProducePartitionResponse] = Deferred()
+
+    def done(result: Any) -> None:
+        if type(result) is ProduceResult:
+            d.callback(c.ProducePartitionResponse(index, 0, result.offset))
+        else:
+            d.callback(c.ProducePartitionResponse(index, int(code_for(result)), -1))
+
+    ctx.core.produce_framed(topic, index, messages, ends, acks, done)
+    return d
+
+
+# ================================================================ Fetch
+
+def fetch(ctx: Context, request: c.FetchRequest
+          ) -> c.FetchResponse | Deferred[c.FetchResponse]:
+    """Committed records from each partition's offset, uncompressed, in the magic of the
+    version; Kafka's high watermark is ``hw + 1``; an offset below the first retained one
+    (or past the end) is error 1, so the client's ``auto.offset.reset`` applies. With fewer
+    than ``min_bytes`` the fetch waits (the core's long poll) until data comes or
+    ``max_wait_ms`` passes."""
+    response, size, waits = _fetch_once(ctx, request)
+    if size >= request.min_bytes or request.max_wait_ms <= 0 or not waits \
+            or ctx.core.closing:
+        return response
+    clock = ctx.clock
+    deadline = clock.seconds() + request.max_wait_ms / 1000.0
+    result: Deferred[c.FetchResponse] = Deferred()
+
+    def wait(pending: list[tuple[str, int, int]]) -> None:
+        left_ms = int((deadline - clock.seconds()) * 1000)
+        if left_ms <= 0:
+            answer()
+            return
+        ds = [ctx.core.wait_for_data(t, p, o, left_ms) for t, p, o in pending]
+        first: Deferred[None] = Deferred()
+
+        def woke(_: object) -> None:
+            if not first.called:
+                first.callback(None)
+
+        for d in ds:
+            d.addCallback(woke)
+        first.addCallback(lambda _: again())
+
+    def again() -> None:
+        response, size, waits = _fetch_once(ctx, request)
+        if size >= request.min_bytes or not waits or ctx.core.closing \
+                or clock.seconds() >= deadline:
+            result.callback(response)
+        else:
+            wait(waits)
+
+    def answer() -> None:
+        result.callback(_fetch_once(ctx, request)[0])
+
+    wait(waits)
+    return result
+
+
+def _fetch_once(ctx: Context, request: c.FetchRequest
+                ) -> tuple[c.FetchResponse, int, list[tuple[str, int, int]]]:
+    """The response as of now, its record bytes, and the (topic, partition, offset) a long
+    poll waits on."""
+    magic = c.fetch_magic(request.header.api_version)
+    left = request.max_bytes
+    size = 0
+    waits: list[tuple[str, int, int]] = []
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for part in topic.partitions:
+            try:
+                answer, offset = _fetch_partition(ctx, topic.topic, part, magic,
+                                                  min(part.partition_max_bytes, left),
+                                                  whole_first=size == 0)
+            except REFUSALS as error:
+                parts.append(c.FetchPartitionResponse(part.partition, int(code_for(error)), -1))
+                continue
+            parts.append(answer)
+            got = len(answer.records)
+            size += got
+            left = max(0, left - got)
+            if not got and answer.error_code == 0:
+                waits.append((topic.topic, part.partition, offset))
+        topics.append(c.FetchTopicResponse(topic.topic, tuple(parts)))
+    return c.FetchResponse(tuple(topics)), size, waits
+
+
+def _check_partition(ctx: Context, topic: str, partition: int) -> None:
+    config = ctx.core.topic_config(topic) if ctx.visible(topic) else None
+    if config is None or not 0 <= partition < config.partitions:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         f"unknown topic or partition {topic}/{partition}")
+
+
+def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: int,
+                     budget: int, whole_first: bool) -> tuple[c.FetchPartitionResponse, int]:
+    index = part.partition
+    _check_partition(ctx, topic, index)
+    core = ctx.core
+    offset = part.fetch_offset
+    hw = core.hw(topic, index)
+    first = core.earliest_offset(topic, index)
+    if offset < first or offset > hw + 1:
+        return c.FetchPartitionResponse(index, int(ErrorCode.OFFSET_OUT_OF_RANGE), hw + 1), offset
+    if offset > hw or (budget <= 0 and not whole_first):
+        return c.FetchPartitionResponse(index, 0, hw + 1, b""), offset
+    budget = max(budget, 0)
+    # The store's byte limit counts values only, and a Kafka message is its value plus
+    # 26/34 bytes and its key: a read of ``budget`` value bytes holds every message that
+    # fits ``budget`` (message_set trims the rest).
+    result, hw, _first = core.fetch_raw(
+        topic, index, offset, budget // MESSAGE_OVERHEAD[magic] + 1, budget)
+    records, _count = message_set(result.raw, result.ends, magic, budget, whole_first)
+    return c.FetchPartitionResponse(index, 0, hw + 1, records), offset
+
+
+# ================================================================ ListOffsets
+
+LATEST = -1
+EARLIEST = -2
+
+
+def list_offsets(ctx: Context, request: c.ListOffsetsRequest) -> c.ListOffsetsResponse:
+    """Latest (-1) = ``hw + 1``; earliest (-2) = the first retained offset; a time (ms) =
+    the first offset appended at or after it (Skerry's time index is over append time),
+    none: v0 ``[]``, v1 offset -1."""
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for part in topic.partitions:
+            try:
+                parts.append(_list_partition(ctx, topic.name, part))
+            except REFUSALS as error:
+                parts.append(c.ListOffsetsPartitionResponse(part.partition_index,
+                                                            int(code_for(error))))
+        topics.append(c.ListOffsetsTopicResponse(topic.name, tuple(parts)))
+    return c.ListOffsetsResponse(tuple(topics))
+
+
+def _list_partition(ctx: Context, topic: str, part: c.ListOffsetsPartition
+                    ) -> c.ListOffsetsPartitionResponse:
+    index = part.partition_index
+    _check_partition(ctx, topic, index)
+    core = ctx.core
+    hw = core.hw(topic, index)
+    timestamp = -1
+    if part.timestamp == LATEST:
+        offset = hw + 1
+    elif part.timestamp == EARLIEST:
+        offset = core.earliest_offset(topic, index)
+    else:
+        found = core.offset_for_timestamp(topic, index, part.timestamp * 1000)
+        if found is None or found > hw:
+            offset = -1
+        else:
+            offset = found
+            read, _hw = core.read(topic, index, found, 1, create=False)
+            if read.records:
+                timestamp = read.records[0].timestamp // 1000
+    old_style = None
+    if offset != -1 and part.max_num_offsets < 1:
+        old_style = ()
+    return c.ListOffsetsPartitionResponse(index, 0, offset, timestamp, old_style)

@@ -1,0 +1,183 @@
+"""The Kafka dispatcher: one request frame -> the handler of its API -> the response frame.
+
+Owns: ``KafkaHandlers``: the explicit table ``{codec.ProduceRequest: data.produce, ...}``
+from each request class to its handler (the data APIs of ``handlers.data``, ApiVersions
+here, and ``handlers.groups.GROUP_HANDLERS``, which the group half of the transport
+fills), the fallback for a request class without a handler (``no_coordinator``: the group
+and offset APIs answer COORDINATOR_NOT_AVAILABLE in their own layout), and the handler
+boundary: a refusal (``broker.kafka.errors.REFUSALS``) becomes the request's error layout
+with its code, anything else is logged with its traceback and answered with -1
+(UNKNOWN_SERVER_ERROR); nothing raises out of ``dispatch``.
+
+``dispatch(frame)`` returns the whole response frame, ``None`` when the request gets no
+response (Produce with acks = 0), ``CLOSE`` when the connection must be closed without a
+reply (an unknown api key or an unsupported version: what Kafka does, kafka-wire-notes
+§2.2; a malformed frame), or a ``Deferred`` firing with the frame or ``None`` (a produce
+waiting for its acks, a long-poll fetch).
+
+A handler is ``handler(ctx, request) -> response | None`` (or a ``Deferred`` of one).
+
+Must not import: Twisted's reactor, sockets, files, the store, the protocol; only
+``Deferred`` for waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
+
+from broker.kafka import codec as c
+from broker.kafka.errors import REFUSALS, ErrorCode, code_for
+from broker.kafka.handlers import data
+from broker.kafka.handlers.context import Context
+from broker.kafka.handlers.groups import GROUP_HANDLERS
+
+__all__ = ["KafkaHandlers", "Handler", "CLOSE", "error_response", "no_coordinator"]
+
+log = logging.getLogger("skerry.kafka")
+
+Handler = Callable[[Context, Any], "c.Response | None | Deferred[c.Response | None]"]
+"""``handler(ctx, request) -> response`` (``None``: no response), or a Deferred of one; it
+refuses the whole request by raising one of ``REFUSALS``."""
+
+
+class _Close:
+    def __repr__(self) -> str:
+        return "CLOSE"
+
+
+CLOSE: Final = _Close()
+"""``dispatch``'s answer when the connection must be closed without a reply."""
+
+Reply = bytes | None | _Close
+
+
+def api_versions(ctx: Context, request: c.ApiVersionsRequest) -> c.ApiVersionsResponse:
+    """ApiVersions v0: the supported table; any higher version: error 35 with the same table
+    in the v0 layout, so the client retries with v0 (kafka-wire-notes §1.2, §3.1)."""
+    return c.api_versions_response(request)
+
+
+class KafkaHandlers:
+    """The Kafka handler table over one ``Context``."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.table: dict[type, Handler] = {
+            c.ApiVersionsRequest: api_versions,
+            c.MetadataRequest: data.metadata,
+            c.ProduceRequest: data.produce,
+            c.FetchRequest: data.fetch,
+            c.ListOffsetsRequest: data.list_offsets,
+        }
+        self.table.update(GROUP_HANDLERS)
+
+    def dispatch(self, frame: bytes) -> Reply | Deferred[bytes | None]:
+        """The response frame for one request frame (see the module doc)."""
+        request = c.parse_request(frame)
+        if isinstance(request, c.UnsupportedRequest):
+            h = request.header
+            log.info("kafka: client %r sent api key %d version %d, which is not supported; "
+                     "closing the connection", h.client_id, h.api_key, h.api_version)
+            return CLOSE
+        if isinstance(request, c.MalformedRequest):
+            log.info("kafka: malformed request (%s); closing the connection", request.reason)
+            return CLOSE
+        handler = self.table.get(type(request))
+        if handler is None:
+            handler = no_coordinator
+        header = request.header
+        try:
+            response = handler(self.ctx, request)
+        except REFUSALS as error:
+            log.debug("kafka: %s refused: %s", type(request).__name__, error)
+            return self._encode(request, error_response(request, code_for(error)))
+        except Exception:
+            log.exception("kafka: handler for %s failed", type(request).__name__)
+            return self._encode(request, error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR))
+        if isinstance(response, Deferred):
+            return response.addCallbacks(
+                lambda r: None if r is None else c.encode_response(header, r),
+                self._failed, errbackArgs=(request,))
+        if response is None:
+            return None
+        return c.encode_response(header, response)
+
+    def _encode(self, request: Any, response: c.Response | None) -> Reply:
+        if response is None:
+            return None
+        return c.encode_response(request.header, response)
+
+    def _failed(self, failure: Failure, request: Any) -> bytes | None:
+        error = failure.value
+        if isinstance(error, REFUSALS):
+            code = code_for(error)
+        else:
+            log.error("kafka: %s failed: %s", type(request).__name__, failure.getTraceback())
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+        response = error_response(request, code)
+        return None if response is None else c.encode_response(request.header, response)
+
+
+def no_coordinator(ctx: Context, request: Any) -> c.Response | None:
+    """A request without a handler (the group and offset APIs until the group service is
+    wired in): COORDINATOR_NOT_AVAILABLE (15) in its own layout."""
+    return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+
+def error_response(request: Any, code: int) -> c.Response | None:
+    """``request`` answered with ``code`` everywhere its layout has an error code (every
+    partition of a partitioned request). ``None`` for a Produce with acks = 0."""
+    code = int(code)
+    if isinstance(request, c.ProduceRequest):
+        if request.acks == 0:
+            return None
+        return c.ProduceResponse(tuple(
+            c.ProduceTopicResponse(t.name, tuple(
+                c.ProducePartitionResponse(p.index, code, -1) for p in t.partitions))
+            for t in request.topics))
+    if isinstance(request, c.FetchRequest):
+        return c.FetchResponse(tuple(
+            c.FetchTopicResponse(t.topic, tuple(
+                c.FetchPartitionResponse(p.partition, code, -1) for p in t.partitions))
+            for t in request.topics))
+    if isinstance(request, c.ListOffsetsRequest):
+        return c.ListOffsetsResponse(tuple(
+            c.ListOffsetsTopicResponse(t.name, tuple(
+                c.ListOffsetsPartitionResponse(p.partition_index, code) for p in t.partitions))
+            for t in request.topics))
+    if isinstance(request, c.MetadataRequest):
+        return c.MetadataResponse((), tuple(
+            c.MetadataTopic(code, name, ()) for name in request.topics or ()))
+    if isinstance(request, c.OffsetCommitRequest):
+        return c.OffsetCommitResponse(tuple(
+            c.OffsetCommitTopicResponse(t.name, tuple(
+                c.OffsetCommitPartitionResponse(p.partition_index, code) for p in t.partitions))
+            for t in request.topics))
+    if isinstance(request, c.OffsetFetchRequest):
+        return c.OffsetFetchResponse(tuple(
+            c.OffsetFetchTopicResponse(t.name, tuple(
+                c.OffsetFetchPartitionResponse(p, -1, "", code) for p in t.partition_indexes))
+            for t in request.topics))
+    if isinstance(request, c.FindCoordinatorRequest):
+        return c.FindCoordinatorResponse(code, -1, "", -1)
+    if isinstance(request, c.JoinGroupRequest):
+        return c.JoinGroupResponse(code, -1, "", "", "")
+    if isinstance(request, c.SyncGroupRequest):
+        return c.SyncGroupResponse(code)
+    if isinstance(request, c.HeartbeatRequest):
+        return c.HeartbeatResponse(code)
+    if isinstance(request, c.LeaveGroupRequest):
+        return c.LeaveGroupResponse(code)
+    if isinstance(request, c.DescribeGroupsRequest):
+        return c.DescribeGroupsResponse(tuple(
+            c.DescribedGroup(code, g, "", "", "") for g in request.groups))
+    if isinstance(request, c.ListGroupsRequest):
+        return c.ListGroupsResponse(code)
+    if isinstance(request, c.ApiVersionsRequest):
+        return c.ApiVersionsResponse(code, ())
+    raise TypeError(f"no error layout for {type(request).__name__}")

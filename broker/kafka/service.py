@@ -1,0 +1,83 @@
+"""The Kafka transport's shell: builds its objects over the broker's core and listens.
+
+Owns: ``KafkaService`` (the ``Context``, the handlers and the factory over one
+``BrokerCore``; the listener; the node facts Metadata reports: the broker id of a
+cluster member, else 0, and the address the listener is bound to), and
+``kafka_security_refusal``: the Kafka listener speaks neither SASL nor Skerry's AUTH, so it
+refuses to start while ``auth.tokens_file`` is set (V1 clients must authenticate then;
+Kafka clients could not). A non-loopback ``host`` needs ``auth.tokens_file`` (the broker's
+bind rule), so the Kafka listener is for loopback addresses, or for TLS-terminated setups
+the operator secures. With ``tls.cert``/``tls.key`` set it speaks TLS like the other
+listeners (the client's ``security.protocol=SSL``).
+
+The group service slot (``Context.groups``) is filled by whoever builds the Kafka group
+service (``groups=`` here).
+
+Must not import: the global reactor (it comes as an argument to ``listen``), the file
+layer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.interfaces import IReactorTime
+
+from broker.core import BrokerCore
+from broker.kafka.handlers import Context, KafkaHandlers, NodeInfo
+from broker.kafka.protocol import KafkaFactory
+
+__all__ = ["KafkaService", "kafka_security_refusal"]
+
+log = logging.getLogger("skerry.kafka")
+
+
+def kafka_security_refusal(config: Any) -> str | None:
+    """Why the Kafka listener cannot start with this configuration, or None."""
+    if config["kafka_port"] is None or config["auth.tokens_file"] is None:
+        return None
+    return ("refusing to start the Kafka listener (kafka_port) with auth.tokens_file set: "
+            "Kafka clients cannot authenticate to Skerry (no SASL), so it would let anyone "
+            "in that V1 refuses; run it without auth.tokens_file, on a loopback address "
+            "(docs/kafka.md)")
+
+
+class KafkaService:
+    """The Kafka binary transport over one broker core."""
+
+    def __init__(self, core: BrokerCore, config: Any, clock: IReactorTime, *,
+                 now_us: Callable[[], int], groups: Any = None) -> None:
+        self.core = core
+        self.config = config
+        cluster = config.cluster
+        self.node = NodeInfo(broker_id=cluster.broker_id if cluster is not None else 0)
+        self.ctx = Context(core, node=self.node, clock=clock, now_us=now_us,
+                           max_message_bytes=config["limits.max_message_bytes"],
+                           auto_create_topics=config["auto_create_topics"], groups=groups)
+        self.handlers = KafkaHandlers(self.ctx)
+        self.factory = KafkaFactory(
+            self.handlers, clock,
+            max_frame_bytes=config["kafka.max_frame_bytes"],
+            max_connections=config["limits.max_connections"],
+            idle_timeout_ms=config["limits.idle_timeout_ms"],
+            max_pending_output_bytes=config["limits.max_pending_output_bytes"])
+
+    def listen(self, reactor: Any, host: str, port: int) -> Any:
+        """Listen on ``host``:``port``; Metadata then advertises the bound address."""
+        refusal = kafka_security_refusal(self.config)
+        if refusal is not None:
+            raise ValueError(refusal)
+        listening = reactor.listenTCP(port, self.factory, interface=host, backlog=1024)
+        address = listening.getHost()
+        self.node.host = address.host
+        self.node.port = address.port
+        return listening
+
+    def stop(self) -> None:
+        """Refuse new connections."""
+        self.factory.refusing = "broker is shutting down"
+
+    def all_idle(self) -> bool:
+        return self.factory.all_idle()

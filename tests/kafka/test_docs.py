@@ -1,0 +1,85 @@
+"""docs/kafka.md, "Pointing clients at Skerry", run as written against a real broker whose
+configuration is the page's YAML block: the kafka-python and confluent-kafka examples run
+as scripts and print their ``text`` blocks, and the kcat commands print what the page
+shows.
+
+Only ports change: the YAML's ``kafka_port: 9093`` becomes 0 (a free 127.0.0.1 port, read
+back from the start-up line) and the examples' ``9093`` that port; V1 gets a free port and
+the data directory is a fresh one (``BrokerProcess``)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.kafka.harness import kafka_port_of
+from tests.support import ROOT, BrokerProcess, debian_tool
+
+DOC = ROOT / "docs" / "kafka.md"
+DOC_PORT = "9093"
+_FENCE_RE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+
+def blocks() -> list[tuple[str, str]]:
+    return _FENCE_RE.findall(DOC.read_text())
+
+
+def example(after: str) -> tuple[str, list[str]]:
+    """The ``python`` block under the heading ``after`` and the ``text`` block after it."""
+    text = DOC.read_text()
+    part = text[text.index(after + "\n"):]
+    found = _FENCE_RE.findall(part)
+    assert found[0][0] == "python" and found[1][0] == "text", [b[0] for b in found[:2]]
+    return found[0][1], found[1][1].splitlines()
+
+
+@pytest.fixture(scope="module")
+def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    yamls = [body for info, body in blocks() if info == "yaml"]
+    assert len(yamls) == 1
+    config = yaml.safe_load(yamls[0])
+    assert config == {"kafka_port": int(DOC_PORT)}
+    proc = BrokerProcess(tmp_path_factory.mktemp("kafka-docs"), {**config, "kafka_port": 0})
+    proc.start()
+    try:
+        yield kafka_port_of(proc.log_text())
+    finally:
+        proc.stop()
+
+
+@pytest.mark.parametrize("heading", ["### kafka-python", "### confluent-kafka"])
+def test_python_examples_print_what_the_page_shows(port, tmp_path: Path, heading):
+    code, expected = example(heading)
+    assert DOC_PORT in code
+    script = tmp_path / "example.py"
+    script.write_text(code.replace(DOC_PORT, str(port)))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == expected
+
+
+def test_kcat_commands_print_what_the_page_shows(port):
+    kcat = debian_tool("kcat", "kcat")
+    consoles = [body for info, body in blocks() if info == "console"]
+    assert len(consoles) == 1
+    commands, expected = [], []
+    for line in consoles[0].splitlines():
+        if line.startswith("$ "):
+            commands.append(line[2:])
+        else:
+            expected.append(line)
+    out = []
+    for command in commands:
+        command = command.replace(DOC_PORT, str(port)).replace("kcat ", f"{kcat} ")
+        proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True,
+                              timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        out += proc.stdout.splitlines()
+    assert out == expected

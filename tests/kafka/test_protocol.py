@@ -1,0 +1,156 @@
+"""The Kafka connection: framing, response order, ApiVersions, closing on bad input,
+half-close, over an in-memory broker (``tests.kafka.harness``). Expected bytes are written
+out by hand from kafka-wire-notes (§1.1's ApiVersions table, §2.2's framing rules)."""
+
+from __future__ import annotations
+
+import pytest
+from twisted.internet.defer import Deferred
+
+from broker.kafka.codec import ApiKey, MetadataResponse
+from tests.kafka.harness import Harness, i16, i32, request, string
+
+# §1.1 "What to advertise in ApiVersions v0", SaslHandshake (17) dropped: (key, min, max).
+ADVERTISED = [(0, 0, 2), (1, 0, 3), (2, 0, 1), (3, 0, 2), (8, 0, 2), (9, 0, 1), (10, 0, 0),
+              (11, 0, 1), (12, 0, 0), (13, 0, 0), (14, 0, 0), (15, 0, 0), (16, 0, 0),
+              (18, 0, 0)]
+
+
+def api_versions_body(error: int) -> bytes:
+    return i16(error) + i32(len(ADVERTISED)) + b"".join(
+        i16(k) + i16(lo) + i16(hi) for k, lo, hi in ADVERTISED)
+
+
+@pytest.fixture
+def h(tmp_path):
+    harness = Harness(tmp_path)
+    yield harness
+    harness.close()
+
+
+class ApiVersionsTests:
+    def test_v0_lists_the_supported_table(self, h):
+        conn = h.connect()
+        assert conn.call(18, 0) == api_versions_body(0)
+
+    @pytest.mark.parametrize("version", [1, 2, 3, 4])
+    def test_a_higher_version_gets_error_35_in_the_v0_layout(self, h, version):
+        """confluent-kafka sends v3 and kafka-python v4 (flexible header and body, which
+        is not read); both retry with v0 after error 35."""
+        conn = h.connect()
+        # v3 request as librdkafka sends it: header v2 (+ tagged fields), compact strings.
+        body = b"\x00" + b"\x0dconfluent-ka" + b"\x062.16" + b"\x00"
+        assert conn.call(18, version, body) == api_versions_body(35)
+        assert not conn.closed
+
+
+class FramingTests:
+    def test_every_chunk_size(self, h):
+        frames = request(18, 0, 1) + request(3, 0, 2, i32(0)) + request(18, 0, 3)
+        for size in (1, 2, 3, 5, 7, 13, len(frames)):
+            conn = h.connect()
+            for i in range(0, len(frames), size):
+                conn.send_raw(frames[i:i + size])
+            got = conn.responses()
+            assert [cid for cid, _ in got] == [1, 2, 3]
+            assert got[0][1] == api_versions_body(0)
+
+    def test_an_unknown_api_key_closes_after_the_earlier_responses(self, h):
+        conn = h.connect()
+        conn.send_raw(request(18, 0, 1) + request(17, 0, 2) + request(18, 0, 3))
+        assert [cid for cid, _ in conn.responses()] == [1]
+        assert conn.closed
+
+    def test_an_unsupported_version_closes(self, h):
+        conn = h.connect()
+        conn.send_raw(request(0, 3, 1, b"\x00" * 20))  # Produce v3: record batches
+        assert conn.responses() == []
+        assert conn.closed
+
+    def test_a_malformed_body_closes(self, h):
+        conn = h.connect()
+        conn.send_raw(request(3, 0, 1, i32(5)))  # five topic names promised, none sent
+        assert conn.responses() == []
+        assert conn.closed
+
+    def test_an_oversized_or_negative_frame_closes_only_that_connection(self, h):
+        big = h.connect()
+        big.send_raw(i32(16 * 1024 * 1024 + 1) + b"\x00" * 8)
+        assert big.closed
+        negative = h.connect()
+        negative.send_raw(i32(-5))
+        assert negative.closed
+        other = h.connect()
+        assert other.call(18, 0) == api_versions_body(0)
+
+    def test_a_size_that_promises_more_waits_for_it(self, h):
+        conn = h.connect()
+        frame = request(18, 0, 1)
+        conn.send_raw(frame[:-1])
+        assert conn.responses() == []
+        conn.send_raw(frame[-1:])
+        assert [cid for cid, _ in conn.responses()] == [1]
+
+
+class OrderTests:
+    def test_a_waiting_response_holds_back_later_ones(self, h, monkeypatch):
+        """Responses leave in request order even when the first one waits; the request
+        behind it has already run."""
+        gate: Deferred = Deferred()
+        ran = []
+
+        def slow(ctx, req):
+            ran.append("slow")
+            return gate.addCallback(lambda _: MetadataResponse((), ()))
+
+        conn = h.connect()
+        conn.proto.handlers.table[type(_metadata_request())] = slow
+        conn.send_raw(request(3, 0, 1, i32(0)) + request(18, 0, 2))
+        assert ran == ["slow"]
+        assert conn.responses() == []
+        gate.callback(None)
+        h.pump()
+        assert [cid for cid, _ in conn.responses()] == [1, 2]
+
+    def test_half_close_answers_everything_then_closes(self, h):
+        gate: Deferred = Deferred()
+        conn = h.connect()
+        conn.proto.handlers.table[type(_metadata_request())] = (
+            lambda ctx, req: gate.addCallback(lambda _: MetadataResponse((), ())))
+        conn.send_raw(request(18, 0, 1) + request(3, 0, 2, i32(0)) + request(18, 0, 3)
+                      + request(18, 0, 4)[:5])
+        conn.proto.readConnectionLost()
+        assert [cid for cid, _ in conn.responses()] == [1]
+        assert not conn.closed
+        gate.callback(None)
+        h.pump()
+        assert [cid for cid, _ in conn.responses()] == [2, 3]
+        assert conn.closed
+
+    def test_nothing_outstanding_closes_at_once(self, h):
+        conn = h.connect()
+        conn.proto.readConnectionLost()
+        assert conn.closed
+
+
+class HandlerBoundaryTests:
+    def test_a_handler_bug_answers_minus_one_and_the_connection_stays(self, h, monkeypatch):
+        def broken(ctx, req):
+            raise RuntimeError("bug")
+
+        conn = h.connect()
+        conn.proto.handlers.table[type(_metadata_request())] = broken
+        body = conn.call(3, 0, i32(1) + string("t1"))
+        # no brokers, one topic: error -1, name t1, no partitions
+        assert body == i32(0) + i32(1) + i16(-1) + string("t1") + i32(0)
+        assert conn.call(18, 0) == api_versions_body(0)
+
+
+def _metadata_request():
+    from broker.kafka.codec import parse_request
+
+    return parse_request(request(3, 0, 1, i32(0))[4:])
+
+
+def test_api_keys_match_the_notes():
+    assert {int(k) for k in ApiKey} == {k for k, _, _ in ADVERTISED}

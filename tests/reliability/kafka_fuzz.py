@@ -1,0 +1,181 @@
+"""The Kafka fuzz target: one fuzzed request frame through the whole transport path (frame
+splitter, codec, dispatcher, data and group handlers, the core, the group services) of an
+in-process broker on a ``task.Clock``, with a sentinel connection that must keep being
+served. Registered as ``TARGETS["kafka"]`` in tests/reliability/fuzz_targets.py.
+
+A *crash* is anything the target raises: an exception escaping the connection, a handler
+bug the dispatcher caught and logged with its traceback (answered -1), or the sentinel
+connection (open across all inputs, with a live consumer-group member) not answering
+ApiVersions, Metadata and its Heartbeat exactly as before. Closing the fuzzed connection
+(what Kafka does on an unknown api key or a malformed frame) is allowed.
+
+Each input gets a new connection: a size prefix (usually the right one, sometimes a wrong
+one) + the input as the frame. The broker is rebuilt every ``REBUILD_EVERY`` inputs so a
+million inputs stay bounded in memory and disk, and its clock advances so timers (sessions,
+join barriers, long polls) fire.
+
+Must not import: the reactor.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import shutil
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.error import ConnectionDone
+from twisted.python.failure import Failure
+
+from tests.kafka.harness import Harness, i16, i32, request, string
+
+__all__ = ["KafkaFuzz", "KAFKA_SEEDS", "run_kafka"]
+
+REBUILD_EVERY = 20_000
+SENTINEL_EVERY = 500
+
+
+def _golden_frames() -> tuple[bytes, ...]:
+    """The request frames of kafka-wire-notes §5 (tests/kafka/test_requests.py's table),
+    without their size prefix, plus the group requests a consumer sends."""
+    from tests.kafka.test_requests import GOLDEN_REQUESTS
+
+    frames = [frame[4:] if struct.unpack_from(">i", frame)[0] == len(frame) - 4 else frame
+              for _, frame, _ in GOLDEN_REQUESTS]
+    sub = bytes.fromhex("000000000001000274310000000000")[:14]
+    join = (string("g") + i32(6000) + string("") + string("consumer") + i32(1)
+            + string("range") + i32(len(sub)) + sub)
+    frames += [
+        request(11, 0, 1, join)[4:],
+        request(11, 1, 2, string("g") + i32(6000) + i32(9000) + join[6:])[4:],
+        request(14, 0, 3, string("g") + i32(1) + string("kp-1") + i32(1) + string("kp-1")
+                + i32(4) + b"abcd")[4:],
+        request(12, 0, 4, string("g") + i32(1) + string("kp-1"))[4:],
+        request(13, 0, 5, string("g") + string("kp-1"))[4:],
+        request(8, 2, 6, string("g") + i32(-1) + string("") + struct.pack(">q", -1) + i32(1)
+                + string("t1") + i32(1) + i32(0) + struct.pack(">q", 0) + string("m"))[4:],
+        request(9, 1, 7, string("g") + i32(1) + string("t1") + i32(1) + i32(0))[4:],
+    ]
+    return tuple(frames)
+
+
+KAFKA_SEEDS: tuple[bytes, ...] = _golden_frames()
+
+
+class _BugLog(logging.Handler):
+    """Records what the Kafka transport logs with a traceback: handler bugs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.bugs: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info or "Traceback" in record.getMessage():
+            self.bugs.append(record.getMessage()[:300])
+
+
+class KafkaFuzz:
+    """The broker, the sentinel and the bookkeeping of one fuzz run."""
+
+    def __init__(self) -> None:
+        self._tmp: Path | None = None
+        self._harness: Harness | None = None
+        self._inputs = 0
+        self._bugs = _BugLog()
+        for name in ("skerry.kafka", "skerry.kafka.groups"):
+            logging.getLogger(name).addHandler(self._bugs)
+        self._expected: tuple[bytes, bytes] | None = None
+        self._sentinel: Any = None
+        self._member = ""
+
+    # ---------------------------------------------------------------- the broker
+
+    def _build(self) -> Harness:
+        self.close()
+        self._tmp = Path(tempfile.mkdtemp(prefix="skerry-kafka-fuzz-"))
+        logging.getLogger("skerry").setLevel(logging.ERROR)
+        harness = Harness(self._tmp, {"auto_create_topics": False})
+        harness.service.ctx.groups = harness.broker.kafka_groups
+        harness.core.create_topic("t1", 2, 1, None, None, None)
+        self._harness = harness
+        self._sentinel = harness.connect()
+        join = (string("sentinel") + i32(3_600_000) + string("") + string("consumer")
+                + i32(1) + string("range") + i32(2) + b"\x00\x00")
+        body = self._sentinel.call(11, 0, join)
+        (n,) = struct.unpack_from(">h", body, 6)
+        pos = 8 + n
+        (n,) = struct.unpack_from(">h", body, pos)
+        self._member = body[pos + 2:pos + 2 + n].decode()
+        self._sentinel.call(14, 0, string("sentinel") + i32(1) + string(self._member)
+                            + i32(0))
+        self._expected = None
+        self._expected = self._sentinel_answers()
+        return harness
+
+    def _sentinel_answers(self) -> tuple[bytes, bytes]:
+        conn = self._sentinel
+        if conn.closed:
+            raise AssertionError("the sentinel connection was closed")
+        versions = conn.call(18, 0)
+        metadata = conn.call(3, 0, i32(1) + string("t1"))
+        beat = conn.call(12, 0, string("sentinel") + i32(1) + string(self._member))
+        if beat != i16(0):
+            raise AssertionError(f"the sentinel member's heartbeat answered {beat.hex()}")
+        return versions, metadata
+
+    def close(self) -> None:
+        if self._harness is not None:
+            try:
+                self._harness.close()
+            finally:
+                self._harness = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    # ---------------------------------------------------------------- one input
+
+    def run(self, data: bytes) -> None:
+        """Feed ``data`` as one frame on a new connection (see the module doc)."""
+        if self._harness is None or self._inputs % REBUILD_EVERY == 0:
+            self._build()
+        harness = self._harness
+        assert harness is not None
+        self._inputs += 1
+        size = len(data)
+        if data[:1] == b"\xfe":  # sometimes a size that lies
+            size = int.from_bytes(data[1:3].ljust(2, b"\0"), "big") - 100
+        conn = harness.connect()
+        try:
+            conn.send_raw(struct.pack(">i", size) + data)
+            if self._inputs % 7 == 0:
+                harness.advance(0.25)  # let timers and long polls fire now and then
+        finally:
+            conn.proto.connectionLost(Failure(ConnectionDone()))
+        if self._bugs.bugs:
+            bugs, self._bugs.bugs = self._bugs.bugs, []
+            raise AssertionError(f"handler bug: {bugs[0]}")
+        if self._inputs % SENTINEL_EVERY == 0:
+            self._keep_sentinel_alive()
+
+    def _keep_sentinel_alive(self) -> None:
+        assert self._harness is not None
+        got = self._sentinel_answers()
+        if got != self._expected:
+            raise AssertionError("the sentinel connection's answers changed")
+
+
+_FUZZ: KafkaFuzz | None = None
+
+
+def run_kafka(data: bytes) -> object:
+    """``TARGETS["kafka"].run``: one input through the module's shared ``KafkaFuzz``."""
+    global _FUZZ
+    if _FUZZ is None:
+        _FUZZ = KafkaFuzz()
+        atexit.register(_FUZZ.close)  # its temporary data directory
+    _FUZZ.run(data)
+    return None
