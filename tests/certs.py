@@ -53,15 +53,19 @@ class CertificateAuthority:
         self.cert_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
     def issue(self, name: str, *, ips: tuple[str, ...] = ("127.0.0.1",),
-              dns: tuple[str, ...] = ("localhost",)) -> tuple[Path, Path]:
-        """A certificate for ``name`` valid for ``ips`` and ``dns`` names: (cert, key)."""
+              dns: tuple[str, ...] = ("localhost",),
+              common_name: bool = True) -> tuple[Path, Path]:
+        """A certificate for ``name`` valid for ``ips`` and ``dns`` names: (cert, key).
+        ``common_name=False`` puts ``name`` in O= instead of CN= (etcd's JSON gateway
+        refuses a client certificate with a CN once etcd authentication is on)."""
+        attribute = NameOID.COMMON_NAME if common_name else NameOID.ORGANIZATION_NAME
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
         names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
         cert = (
             x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .subject_name(x509.Name([x509.NameAttribute(attribute, name)]))
             .issuer_name(self.name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(hours=1))

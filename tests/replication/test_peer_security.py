@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from broker.auth import AuthFileError, hash_token, read_peer_token
+from broker.auth import AuthFileError, TokenStore, hash_token, read_peer_token
 from broker.config import ConfigError, config_from_mapping
 from broker.v1.handlers import BROKER_ONLY_COMMANDS
 from tests.replication.cluster_harness import TOPIC, Network
@@ -253,3 +253,46 @@ def test_every_broker_only_command_is_gated() -> None:
         "REPLICA_FETCH", "REPLICA_PULL", "REPLICA_EPOCH", "SET_PARTITION_ROLE",
         "ADMIN_CREATE_TOPIC", "ADMIN_REGISTER_BROKER", "ADMIN_BROKER_HEARTBEAT",
         "ADMIN_SET_PARTITION_LEADER", "ADMIN_GET_METADATA"}
+
+
+# ---------------------------------------------------------------------------- the docs
+
+
+def _security_section() -> str:
+    text = (ROOT / "docs" / "replication.md").read_text()
+    return text.split("### Security between brokers", 1)[1].split("#### etcd:", 1)[0]
+
+
+class DocsTests:
+    def test_config_example_parses(self, tmp_path: Path) -> None:
+        """The YAML example of docs/replication.md, Security between brokers, is a valid
+        configuration with the security keys it describes."""
+        block = re.search(r"```yaml\n(.*?)```", _security_section(), re.S)
+        assert block
+        config = config_from_mapping(yaml.safe_load(block.group(1)))
+        assert config.cluster is not None
+        security = config.cluster.security
+        assert security.tls_ca == "/etc/skerry/cluster-ca.pem"
+        assert security.peer_user == "broker-1" and "ops" in security.peer_users
+        assert config["auth.tokens_file"] and config["tls.cert"]
+
+    def test_token_commands_make_a_private_peer_token(self, tmp_path: Path) -> None:
+        """The documented commands (run with /etc/skerry moved to a temporary folder) leave
+        a peer.token of mode 0600 that the tokens file accepts for broker-1, and alice in
+        the same file."""
+        block = re.search(r"```sh\n(.*?)```", _security_section(), re.S)
+        assert block
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        for line in block.group(1).splitlines():
+            command = line.split("   #", 1)[0].strip()
+            if not command:
+                continue
+            command = command.replace("/etc/skerry", str(tmp_path)).replace(
+                "python -m", f"{sys.executable} -m")
+            subprocess.run(command, shell=True, check=True, cwd=tmp_path, env=env,
+                           capture_output=True, timeout=60)
+        token_path = tmp_path / "peer.token"
+        assert token_path.stat().st_mode & 0o777 == 0o600
+        token = read_peer_token(str(token_path))
+        store = TokenStore.from_file(str(tmp_path / "tokens"))
+        assert store.verify("broker-1", token) and store.users == ["alice", "broker-1"]
