@@ -147,13 +147,14 @@ _TOKEN_RE = re.compile(r"[!-~]+")
 """A token on the wire: printable ASCII without spaces (``|`` excluded below)."""
 
 
-def read_peer_token(path: str) -> str:
-    """The token in ``path`` (its first line), for ``cluster.peer_token_file``.
+def read_peer_token(path: str, key: str = "cluster.peer_token_file") -> str:
+    """The token in ``path`` (its first line), for ``cluster.peer_token_file`` (or the
+    secret file named by ``key``, e.g. ``cluster.etcd.password_file``).
 
     ``AuthFileError`` with one line when the file cannot be read, holds no usable token,
     or can be read by anyone but its owner (mode 0600 or 0400): a token other local users
     can read lets them act as a broker. The message never contains the token."""
-    where = f"cluster.peer_token_file: {path}"
+    where = f"{key}: {path}"
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:

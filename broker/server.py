@@ -69,6 +69,9 @@ class Broker:
     tls: Any = None
     """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1, Iggy and
     metrics listeners then speak TLS only."""
+    control: Any = None
+    """``broker.services.control.ControlPlane`` when ``cluster.etcd`` is set (None: the
+    operator-driven mode)."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
@@ -133,7 +136,13 @@ class Broker:
         def finish(_: object) -> Deferred[None]:
             return self.core.stop()
 
-        result = DeferredList(stops).addCallback(wait_answered).addCallback(finish)
+        def leave_etcd(_: object) -> Deferred[None] | None:
+            # Revoking the lease deletes this broker's registration at once: the controller
+            # moves its partitions now, not a TTL later.
+            return None if self.control is None else self.control.stop()
+
+        result = DeferredList(stops).addCallback(wait_answered).addCallback(leave_etcd) \
+            .addCallback(finish)
         if self.metrics is not None:
             result.addCallback(self.metrics.stop)
         result.addCallback(lambda _: log.info("clean shutdown complete"))
@@ -144,7 +153,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
                  run_in_thread: Callable[[Callable[[], Any]], Deferred[Any]],
                  fs: FileLayer = OS_FS,
                  now_us: Callable[[], int] | None = None,
-                 connect: Connector | None = None) -> Broker:
+                 connect: Connector | None = None,
+                 etcd_transport: Any = None) -> Broker:
     """Open the store in ``config['data_dir']`` and wire every layer over it.
 
     ``data.errors.DataDirError`` when the directory cannot be used (it is a file, or another
@@ -152,6 +162,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
     With a ``cluster`` section the fetch loops start at once; ``connect`` opens connections
     to the other brokers (TCP over ``clock``, which must then be the reactor, by default).
+    With ``cluster.etcd`` the control plane starts too; ``etcd_transport`` carries its HTTP
+    calls (``broker.services.etcd.TreqTransport`` over ``clock`` by default).
     """
     data_dir = config["data_dir"]  # the store creates it, and locks it before anything else
     storage = StorageConfig(
@@ -229,6 +241,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
                                      read_peer_token(security.peer_token_file), clock)
         manager = ReplicaManager(replication, config.cluster, clock, connect, settings)
         manager.start()
+    control = None
+    if config.cluster is not None and config.cluster.etcd is not None:
+        control = _control_plane(config, clock, core, replication, etcd_transport)
+        handlers.control = control
     iggy = None
     if config["iggy_port"] is not None:
         from broker.services.host_facts import HostFacts
@@ -256,7 +272,36 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
         tls = server_options(config["tls.cert"], config["tls.key"])
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
-                  metrics=metrics, tls=tls)
+                  metrics=metrics, tls=tls, control=control)
+
+
+def _control_plane(config: Config, clock: IReactorTime, core: BrokerCore,
+                   replication: ReplicationService, transport: Any) -> Any:
+    """The etcd control plane of a ``cluster.etcd`` member, started (it registers, reads
+    every key and watches in the background; partitions take writes once read)."""
+    from broker.services.control import ControlPlane
+    from broker.services.control.topics import CoreTopics
+    from broker.services.etcd import EtcdClient, TreqTransport
+
+    cluster = config.cluster
+    assert cluster is not None and cluster.etcd is not None
+    if transport is None:
+        transport = TreqTransport(clock, **_etcd_security(cluster.etcd))
+    client = EtcdClient(list(cluster.etcd.endpoints), clock, transport)
+    control = ControlPlane(cluster, clock, client, replication, CoreTopics(core, replication),
+                           config["data_dir"],
+                           default_min_isr=config["defaults.min_insync_replicas"])
+
+    def remote_create(name: str, settings: Any) -> None:
+        extra = {k: v for k, v in (("retention_ms", settings.retention_ms),
+                                   ("retention_bytes", settings.retention_bytes))
+                 if v is not None}
+        control.request_topic(name, settings.partitions, settings.replication_factor,
+                              settings.min_insync_replicas, extra)
+
+    core.set_remote_create(remote_create)
+    control.start()
+    return control
 
 
 def raise_open_file_limit() -> int:
@@ -269,6 +314,18 @@ def raise_open_file_limit() -> int:
         except (ValueError, OSError) as exc:
             log.warning("could not raise the open-file limit: %s", exc)
     return soft
+
+
+def _etcd_security(etcd: Any) -> dict[str, Any]:
+    """``TreqTransport``'s TLS files and etcd login from ``cluster.etcd`` (docs/replication.md,
+    Security between brokers); the password file must be private like a peer token."""
+    kwargs: dict[str, Any] = {"ca": etcd.ca, "cert": etcd.cert, "key": etcd.key}
+    if etcd.user is not None:
+        from broker.auth import read_peer_token
+
+        kwargs["user"] = etcd.user
+        kwargs["password"] = read_peer_token(etcd.password_file, "cluster.etcd.password_file")
+    return kwargs
 
 
 def _peer_tls(config: Config) -> Callable[[str], Any] | None:
@@ -293,6 +350,12 @@ def _check_peer_security(config: Config) -> None:
     from broker.auth import TokenStore, read_peer_token
 
     _peer_tls(config)
+    if cluster.etcd is not None:   # the etcd CA, client certificate and password file
+        from twisted.internet import reactor
+
+        from broker.services.etcd import TreqTransport
+
+        TreqTransport(reactor, **_etcd_security(cluster.etcd))
     security = cluster.security
     if security.peer_user is None or security.peer_token_file is None:
         return

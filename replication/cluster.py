@@ -20,7 +20,7 @@ from typing import Any
 
 from data.names import is_valid_name
 
-__all__ = ["BrokerAddress", "ClusterConfig", "PeerSecurity", "default_replicas"]
+__all__ = ["BrokerAddress", "ClusterConfig", "EtcdSettings", "PeerSecurity", "default_replicas"]
 
 _HOST_PORT_RE = re.compile(r"(?P<host>[^\s:]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
 
@@ -53,6 +53,85 @@ def default_replicas(broker_ids: Sequence[int], partition: int,
                          f"cluster ({len(ids)} brokers)")
     count = len(ids)
     return tuple(ids[(partition + i) % count] for i in range(replication_factor))
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdSettings:
+    """``cluster.etcd``: where the control plane's etcd is and how this broker uses it.
+
+    Present = the cluster runs itself (automatic failover, cluster-wide topics; the
+    contract is the spec's "Cluster control plane on etcd"); absent = the operator-driven
+    mode (``SET_PARTITION_ROLE``). ``ca``/``cert``/``key`` are file paths for TLS to etcd
+    (client certificates); None = plain HTTP. ``fence_writes_on_session_loss``: refuse
+    writes once the last good keepalive + the lease TTL has passed (default: keep serving
+    the current epoch while etcd is unreachable, Kafka's rule).
+    """
+
+    endpoints: tuple[str, ...]
+    lease_ttl_ms: int = 6000
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    fence_writes_on_session_loss: bool = False
+    user: str | None = None
+    """etcd user for a role limited to the cluster's prefix (docs/replication.md, Security
+    between brokers); its password is in ``password_file``."""
+    password_file: str | None = None
+
+    @property
+    def lease_ttl_s(self) -> int:
+        """The TTL asked of etcd, whole seconds (etcd raises anything below 2 s to 2 s)."""
+        return max(2, -(-self.lease_ttl_ms // 1000))
+
+    @classmethod
+    def from_mapping(cls, raw: Any) -> EtcdSettings:
+        """Validate ``cluster.etcd``; ``ValueError`` names the key at fault."""
+        where = "cluster.etcd"
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"{where}: expected a mapping with endpoints")
+        known = ("endpoints", "lease_ttl_ms", "ca", "cert", "key",
+                 "fence_writes_on_session_loss", "user", "password_file")
+        unknown = set(raw) - set(known)
+        if unknown:
+            raise ValueError(f"{where}.{sorted(map(str, unknown))[0]}: unknown key (known: "
+                             f"{', '.join(known)})")
+        endpoints = raw.get("endpoints")
+        if isinstance(endpoints, str):
+            endpoints = [endpoints]
+        if not isinstance(endpoints, list) or not endpoints:
+            raise ValueError(f"{where}.endpoints: expected a list of http(s)://host:port URLs")
+        for url in endpoints:
+            if not isinstance(url, str) or not _ENDPOINT_RE.fullmatch(url):
+                raise ValueError(f"{where}.endpoints: {url!r} is not http(s)://host:port")
+        ttl = raw.get("lease_ttl_ms", 6000)
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1000 <= ttl <= 3_600_000:
+            raise ValueError(f"{where}.lease_ttl_ms: expected milliseconds between 1000 and "
+                             f"3600000, got {ttl!r}")
+        files: dict[str, str | None] = {}
+        for name in ("ca", "cert", "key"):
+            value = raw.get(name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{where}.{name}: expected a file path or null")
+            files[name] = value
+        if (files["cert"] is None) != (files["key"] is None):
+            raise ValueError(f"{where}.cert: cert and key go together")
+        fence = raw.get("fence_writes_on_session_loss", False)
+        if not isinstance(fence, bool):
+            raise ValueError(f"{where}.fence_writes_on_session_loss: expected true or false")
+        user, password_file = raw.get("user"), raw.get("password_file")
+        if user is not None and not (isinstance(user, str) and user and user.isprintable()
+                                     and " " not in user):
+            raise ValueError(f"{where}.user: expected an etcd user name")
+        if password_file is not None:
+            password_file = _path(password_file, f"{where}.password_file")
+        if (user is None) != (password_file is None):
+            raise ValueError(f"{where}.user: user and password_file go together")
+        return cls(tuple(u.rstrip("/") for u in endpoints), ttl, files["ca"], files["cert"],
+                   files["key"], fence, user, password_file)
+
+
+_ENDPOINT_RE = re.compile(r"https?://[^\s/:]+(:[0-9]{1,5})?/?")
+_CLUSTER_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -126,12 +205,25 @@ class ClusterConfig:
             2: 127.0.0.1:9094
           replicas:                  # optional, per topic: one list per partition
             orders: [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
+          id: prod-1                 # with etcd: the key prefix /skerry/<id>/
+          etcd: {endpoints: [http://127.0.0.1:2379], lease_ttl_ms: 6000}
+          unclean_leader_election: false
+
+    ``etcd`` None: the operator-driven mode (``SET_PARTITION_ROLE``), as before etcd.
     """
 
     broker_id: int
     brokers: Mapping[int, BrokerAddress]
     replicas_by_topic: Mapping[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
+    cluster_id: str = "skerry"
+    etcd: EtcdSettings | None = None
+    unclean_leader_election: bool = False
     security: PeerSecurity = field(default_factory=PeerSecurity)
+
+    @property
+    def controlled(self) -> bool:
+        """Leadership and ISR come from etcd (``cluster.etcd`` is set)."""
+        return self.etcd is not None
 
     @property
     def broker_ids(self) -> tuple[int, ...]:
@@ -174,10 +266,12 @@ class ClusterConfig:
         """Validate the ``cluster`` section; ``ValueError`` names the key at fault."""
         if not isinstance(raw, Mapping):
             raise ValueError("cluster: expected a mapping with broker_id and brokers")
-        unknown = set(raw) - {"broker_id", "brokers", "replicas", *_SECURITY_KEYS}
+        unknown = set(raw) - {"broker_id", "brokers", "replicas", "id", "etcd",
+                              "unclean_leader_election", *_SECURITY_KEYS}
         if unknown:
             raise ValueError(f"cluster.{sorted(map(str, unknown))[0]}: unknown key (known: "
-                             f"broker_id, brokers, replicas, {', '.join(_SECURITY_KEYS)})")
+                             "broker_id, brokers, replicas, id, etcd, "
+                             f"unclean_leader_election, {', '.join(_SECURITY_KEYS)})")
         if "broker_id" not in raw:
             raise ValueError("cluster.broker_id: missing")
         broker_id = _broker_id(raw["broker_id"], "cluster.broker_id")
@@ -211,8 +305,16 @@ class ClusterConfig:
                 if not is_valid_name(topic):
                     raise ValueError(f"{where}: not a topic name")
                 replicas[topic] = _replica_lists(lists, brokers, where)
-        return cls(broker_id, dict(sorted(brokers.items())), replicas,
-                   PeerSecurity.from_mapping(raw))
+        cluster_id = raw.get("id", "skerry")
+        if not isinstance(cluster_id, str) or not _CLUSTER_ID_RE.fullmatch(cluster_id) \
+                or cluster_id in (".", ".."):
+            raise ValueError(f"cluster.id: expected 1-64 of [A-Za-z0-9._-], got {cluster_id!r}")
+        etcd = EtcdSettings.from_mapping(raw["etcd"]) if raw.get("etcd") is not None else None
+        unclean = raw.get("unclean_leader_election", False)
+        if not isinstance(unclean, bool):
+            raise ValueError("cluster.unclean_leader_election: expected true or false")
+        return cls(broker_id, dict(sorted(brokers.items())), replicas, cluster_id, etcd,
+                   unclean, security=PeerSecurity.from_mapping(raw))
 
 
 _SECURITY_KEYS = ("tls", "peer_users", "peer_user", "peer_token_file")

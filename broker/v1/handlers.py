@@ -493,7 +493,23 @@ class Handlers:
 
     # ------------------------------------------------------------- topics
 
-    def admin_create_topic(self, cmd: c.AdminCreateTopic, slot: Slot, conn: Connection) -> bytes:
+    control: Any = None
+    """``broker.services.control.ControlPlane`` with ``cluster.etcd``: topic changes then go
+    through etcd (every broker applies them from its watch)."""
+
+    def admin_create_topic(self, cmd: c.AdminCreateTopic, slot: Slot,
+                           conn: Connection) -> bytes | None:
+        if self.control is not None:
+            settings = {k: v for k, v in (("retention_ms", cmd.retention_ms),
+                                          ("retention_bytes", cmd.retention_bytes))
+                        if v is not None}
+            d = Deferred.fromCoroutine(self.control.create_topic(
+                cmd.topic, cmd.partitions, cmd.replication_factor,
+                min_isr=cmd.min_insync_replicas, settings=settings))
+            self._later(cmd, d, lambda _ti: c.ok(
+                cmd.cid, f"topic={cmd.topic} partitions={cmd.partitions} "
+                         f"replication_factor={cmd.replication_factor}"), slot, conn)
+            return None
         topic = self.core.create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
                                        cmd.min_insync_replicas, cmd.retention_ms,
                                        cmd.retention_bytes)
@@ -502,11 +518,23 @@ class Handlers:
         return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions} "
                              f"replication_factor={topic.config.replication_factor}")
 
-    def admin_delete_topic(self, cmd: c.AdminDeleteTopic, slot: Slot, conn: Connection) -> bytes:
+    def admin_delete_topic(self, cmd: c.AdminDeleteTopic, slot: Slot,
+                           conn: Connection) -> bytes | None:
+        if self.control is not None:
+            d = Deferred.fromCoroutine(self.control.delete_topic(cmd.topic))
+            self._later(cmd, d, lambda _ti: c.ok(cmd.cid, f"topic={cmd.topic} deleted=true"),
+                        slot, conn)
+            return None
         self.core.delete_topic(cmd.topic)
         return c.ok(cmd.cid, f"topic={cmd.topic} deleted=true")
 
-    def admin_add_partitions(self, cmd: c.AdminAddPartitions, slot: Slot, conn: Connection) -> bytes:
+    def admin_add_partitions(self, cmd: c.AdminAddPartitions, slot: Slot,
+                             conn: Connection) -> bytes | None:
+        if self.control is not None:
+            d = Deferred.fromCoroutine(self.control.add_partitions(cmd.topic, cmd.partitions))
+            self._later(cmd, d, lambda _ti: c.ok(
+                cmd.cid, f"topic={cmd.topic} partitions={cmd.partitions}"), slot, conn)
+            return None
         topic = self.core.add_partitions(cmd.topic, cmd.partitions)
         return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions}")
 

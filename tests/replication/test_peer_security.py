@@ -112,6 +112,18 @@ class ConfigTests:
         with pytest.raises(ConfigError, match=re.escape(named)):
             config_from_mapping({**extra, "cluster": {**self.BASE, **cluster}})
 
+    def test_etcd_login_keys(self) -> None:
+        """cluster.etcd.user and password_file go together (docs: the etcd role)."""
+        etcd = {"endpoints": ["https://127.0.0.1:2379"], "ca": "ca.pem", "cert": "c.pem",
+                "key": "k.pem"}
+        config = config_from_mapping({"cluster": {**self.BASE, "etcd": {
+            **etcd, "user": "skerry-prod-1", "password_file": "etcd.pw"}}})
+        assert config.cluster is not None and config.cluster.etcd is not None
+        assert (config.cluster.etcd.user, config.cluster.etcd.password_file) == \
+            ("skerry-prod-1", "etcd.pw")
+        with pytest.raises(ConfigError, match="user and password_file go together"):
+            config_from_mapping({"cluster": {**self.BASE, "etcd": {**etcd, "user": "u"}}})
+
     def test_single_broker_needs_none_of_it(self) -> None:
         """TLS and auth without a cluster section ask for no cluster keys (as before)."""
         config = config_from_mapping({"tls": {"cert": "c", "key": "k"},
