@@ -236,3 +236,65 @@ def test_broker_without_peer_credentials_cannot_join(cluster: SecureCluster) -> 
     cluster.start(2)
     until(lambda: field(cluster.status(0), "isr") == "[0 1 2]", 15, "broker 2 rejoins")
     until(lambda: field(cluster.status(2), "hw") == str(written - 1), 10, "broker 2 hw")
+
+
+def test_etcd_controlled_cluster_over_tls(tmp_path: Path) -> None:
+    """The whole secured stack: etcd over TLS with client certificates and the brokers'
+    etcd user confined to /skerry/prod-1/ (the documented etcdctl commands), three brokers
+    with TLS + auth between them. A topic created by a peer principal gets a leader;
+    acks=all writes succeed; after kill -9 of the leader another broker is elected through
+    etcd and takes acks=all writes."""
+    from tests.control.test_etcd_tls import TLSEtcd, replay
+
+    etcd = TLSEtcd(tmp_path / "etcd")
+    cluster = SecureCluster(tmp_path / "brokers")
+    try:
+        replay(etcd, {"root": "root-pw-3Jk1", "skerry-prod-1": "broker-pw-6Tz0"})
+        password = tmp_path / "etcd.pw"
+        password.write_text("broker-pw-6Tz0\n")
+        password.chmod(0o600)
+        for i in range(3):
+            config = cluster.config(i)
+            config.pop("topics")
+            config["cluster"].update({"id": "prod-1", "etcd": {
+                "endpoints": [etcd.endpoint], "lease_ttl_ms": 2000,
+                "ca": str(etcd.ca.cert_path), "cert": str(etcd.cert), "key": str(etcd.key),
+                "user": "skerry-prod-1", "password_file": str(password)}})
+            broker = BrokerProcess(cluster.tmp / f"b{i}", config, port=cluster.ports[i])
+            cluster.brokers[i] = broker
+            broker.start(timeout=30)
+        ops = cluster.client(0, ("broker-0", PEERS["broker-0"]))
+        until(lambda: "|OK|" in ops.request(f"ADMIN_CREATE_TOPIC|{TOPIC} 1 3"), 15,
+              "topic created through etcd")
+
+        def leader() -> int | None:
+            for i, broker in cluster.brokers.items():
+                if broker.proc is None or broker.proc.poll() is not None:
+                    continue
+                try:
+                    status = cluster.status(i)
+                except OSError:
+                    continue
+                if "role=leader" in status and "confirmed=true" in status:
+                    return i
+            return None
+
+        until(lambda: leader() is not None, 20, "a leader")
+        first = leader()
+        assert first is not None
+        client = cluster.client(first)
+        replies = client.pipeline([f"PRODUCE|{TOPIC} k:a{i} acks=all" for i in range(100)])
+        assert all("|OK|" in r for r in replies), replies[:3]
+        cluster.brokers[first].kill9()
+        until(lambda: leader() not in (None, first), 20, "a new leader")
+        second = leader()
+        assert second is not None
+        client = cluster.client(second)
+        replies = client.pipeline([f"PRODUCE|{TOPIC} k:b{i} acks=all" for i in range(100)])
+        assert all("|OK|" in r for r in replies), replies[:3]
+        for broker in cluster.brokers.values():
+            assert "permission denied" not in broker.log_text()
+            assert "refused this broker" not in broker.log_text()
+    finally:
+        cluster.stop()
+        etcd.stop()
