@@ -302,14 +302,17 @@ class PeerRefused(ConnectionError):
 
 
 def authenticating(connect: Connector, user: str, token: str, clock: IReactorTime, *,
-                   log_every_s: float = 30.0) -> Connector:
+                   log_every_s: float = 30.0, hold_off_s: float = 5.0) -> Connector:
     """A ``Connector`` whose connections have sent ``AUTH <user> <token>`` and been answered
     OK before anyone else uses them (docs/replication.md, Security between brokers).
 
     A refusal closes the connection and fails it with ``PeerRefused``; the fetch loop backs
-    off and tries again. Refusals are logged once per broker every ``log_every_s`` seconds
-    (the loops retry every ``retry_backoff_ms``). The token is never logged."""
+    off and tries again. After an ``AUTH`` answered with an error, connections to that
+    broker fail at once for ``hold_off_s`` seconds (the token will not get better by
+    itself; this spares both logs a line per retry). Refusals are logged once per broker
+    every ``log_every_s`` seconds. The token is never logged."""
     last_logged: dict[int, float] = {}
+    held_until: dict[int, float] = {}
 
     def report(address: BrokerAddress, why: str) -> None:
         now = clock.seconds()
@@ -328,6 +331,7 @@ def authenticating(connect: Connector, user: str, token: str, clock: IReactorTim
                 proto.close()
                 why = f"{reply.code} {reply.message}"
                 report(address, why)
+                held_until[address.broker_id] = clock.seconds() + hold_off_s
                 raise PeerRefused(f"broker {address.broker_id}: {why}")
             last_logged.pop(address.broker_id, None)
             return proto
@@ -341,6 +345,9 @@ def authenticating(connect: Connector, user: str, token: str, clock: IReactorTim
         return d.addCallbacks(answered, failed)
 
     def connect_and_log_in(address: BrokerAddress) -> Deferred[PeerProtocol]:
+        if clock.seconds() < held_until.get(address.broker_id, 0.0):
+            return fail(PeerRefused(f"broker {address.broker_id} refused this broker's "
+                                    f"AUTH moments ago"))
         return maybeDeferred(connect, address).addCallback(log_in, address)
 
     return connect_and_log_in
