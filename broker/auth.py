@@ -9,6 +9,10 @@ and ``bind_refusal`` (the message the server prints before exiting with code 2).
 
 Never logs or returns a token, and never keeps one in memory beyond the check.
 
+Also reads a broker's own peer token (``read_peer_token``: the file named by
+``cluster.peer_token_file``, which only its owner may read), which replication sends as
+``AUTH <peer user> <token>`` to the other brokers.
+
 ``python -m broker.auth add <user> <tokens_file>`` makes a random token, appends its hash to
 the file and prints the token once.
 
@@ -37,6 +41,7 @@ __all__ = [
     "failure_delay",
     "is_loopback",
     "bind_refusal",
+    "read_peer_token",
     "main",
 ]
 
@@ -136,6 +141,35 @@ def bind_refusal(host: str, auth_configured: bool) -> str | None:
             f"it could read and write every topic. Set auth.tokens_file (create one with "
             f"`python -m broker.auth add <user> <file>`; see README.md, Security) or listen "
             f"on 127.0.0.1")
+
+
+_TOKEN_RE = re.compile(r"[!-~]+")
+"""A token on the wire: printable ASCII without spaces (``|`` excluded below)."""
+
+
+def read_peer_token(path: str, key: str = "cluster.peer_token_file") -> str:
+    """The token in ``path`` (its first line), for ``cluster.peer_token_file`` (or the
+    secret file named by ``key``, e.g. ``cluster.etcd.password_file``).
+
+    ``AuthFileError`` with one line when the file cannot be read, holds no usable token,
+    or can be read by anyone but its owner (mode 0600 or 0400): a token other local users
+    can read lets them act as a broker. The message never contains the token."""
+    where = f"{key}: {path}"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise AuthFileError(f"{where}: cannot read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode & 0o777
+        if mode & 0o077:
+            raise AuthFileError(f"{where}: mode {mode:04o} lets other users read the broker's "
+                                f"token; make it 0600 (chmod 600 {path})")
+        text = handle.read(4096)
+    line = text.decode("utf-8", "replace").strip().split("\n", 1)[0].strip()
+    if not _TOKEN_RE.fullmatch(line) or "|" in line:
+        raise AuthFileError(f"{where}: expected the token on the first line (printable "
+                            f"characters, no spaces or '|')")
+    return line
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -332,11 +332,33 @@ def _cluster(raw: Any, values: Mapping[str, Any],
         if declared is not None and len(lists) > declared.partitions:
             raise ConfigError(f"cluster.replicas.{name}: {len(lists)} lists for "
                               f"{declared.partitions} partitions")
+    _cluster_security(cluster, values)
     if values["replication.fetch_wait_ms"] >= values["replication.replica_lag_timeout_ms"]:
         raise ConfigError("replication.fetch_wait_ms: must be below "
                           "replication.replica_lag_timeout_ms, or idle followers would leave "
                           "the ISR while they wait")
     return cluster
+
+
+def _cluster_security(cluster: ClusterConfig, values: Mapping[str, Any]) -> None:
+    """Replication links speak TLS exactly when the listeners do (every broker of a cluster
+    has the same ``tls`` and ``auth``), so they need the CA to verify the other brokers
+    with; with authentication on, the brokers need the users allowed to act as brokers and
+    this broker's own user and token (docs/replication.md, Security between brokers)."""
+    security = cluster.security
+    if values["tls.cert"] is not None and security.tls_ca is None:
+        raise ConfigError("cluster.tls.ca: required with tls.cert: replication connects to "
+                          "the other brokers over TLS and verifies their certificates "
+                          "against this CA")
+    if values["tls.cert"] is None and security.tls_ca is not None:
+        raise ConfigError("cluster.tls.ca: set without tls.cert: replication uses TLS "
+                          "exactly when the listeners do")
+    if values["auth.tokens_file"] is not None:
+        for key, value in (("peer_users", security.peer_users),
+                           ("peer_user", security.peer_user)):
+            if not value:
+                raise ConfigError(f"cluster.{key}: required with auth.tokens_file: the "
+                                  f"brokers authenticate to each other as peer users")
 
 
 def load_config(path: str | None, overrides: Mapping[str, Any] | None = None) -> Config:
@@ -420,6 +442,12 @@ def reference_markdown() -> str:
         "    fence_writes_on_session_loss: false",
         "  unclean_leader_election: false",
         "```",
+        "",
+        "With `tls.cert` or `auth.tokens_file` set, the brokers also need the keys of",
+        "docs/replication.md, Security between brokers: `cluster.tls.ca` (the CA that signed",
+        "the other brokers' certificates), `cluster.peer_users` (the users allowed to act as",
+        "brokers), and this broker's `cluster.peer_user` with `cluster.peer_token_file` (its",
+        "token, a file of mode 0600).",
         "",
     ]
     return "\n".join(lines)

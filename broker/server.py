@@ -36,9 +36,15 @@ from data.errors import DataDirError
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
 from groups.coordinator import GroupCoordinator
-from replication.follower import Connector, FetchSettings, ReplicaManager, tcp_connector
+from replication.follower import (
+    Connector,
+    FetchSettings,
+    ReplicaManager,
+    authenticating,
+    tcp_connector,
+)
 
-__all__ = ["Broker", "build_broker", "run", "raise_open_file_limit", "cluster_security_refusal"]
+__all__ = ["Broker", "build_broker", "run", "raise_open_file_limit"]
 
 log = logging.getLogger("skerry.server")
 
@@ -249,6 +255,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
         from broker.auth import TokenStore
 
         handlers.auth_tokens = TokenStore.from_file(config["auth.tokens_file"])
+        if config.cluster is not None:  # broker-only commands want a peer principal
+            handlers.peer_users = config.cluster.security.peer_users
     factory = V1Factory(
         handlers, clock,
         max_line_bytes=config["limits.max_line_bytes"],
@@ -266,7 +274,14 @@ def build_broker(config: Config, clock: IReactorTime, *,
             request_timeout_ms=config["replication.request_timeout_ms"],
         )
         if connect is None:
-            connect = tcp_connector(clock, settings.request_timeout_ms / 1000.0)
+            connect = tcp_connector(clock, settings.request_timeout_ms / 1000.0,
+                                    _peer_tls(config))
+        security = config.cluster.security
+        if security.peer_user is not None and security.peer_token_file is not None:
+            from broker.auth import read_peer_token
+
+            connect = authenticating(connect, security.peer_user,
+                                     read_peer_token(security.peer_token_file), clock)
         manager = ReplicaManager(replication, config.cluster, clock, connect, settings)
         manager.start()
     control = None
@@ -337,7 +352,7 @@ def _control_plane(config: Config, clock: IReactorTime, core: BrokerCore,
     cluster = config.cluster
     assert cluster is not None and cluster.etcd is not None
     if transport is None:
-        transport = TreqTransport(clock)
+        transport = TreqTransport(clock, **_etcd_security(cluster.etcd))
     client = EtcdClient(list(cluster.etcd.endpoints), clock, transport)
     control = ControlPlane(cluster, clock, client, replication, CoreTopics(core, replication),
                            config["data_dir"],
@@ -367,21 +382,56 @@ def raise_open_file_limit() -> int:
     return soft
 
 
-def cluster_security_refusal(config: Config) -> str | None:
-    """Why a cluster member cannot start with this configuration, or None.
+def _etcd_security(etcd: Any) -> dict[str, Any]:
+    """``TreqTransport``'s TLS files and etcd login from ``cluster.etcd`` (docs/replication.md,
+    Security between brokers); the password file must be private like a peer token."""
+    kwargs: dict[str, Any] = {"ca": etcd.ca, "cert": etcd.cert, "key": etcd.key}
+    if etcd.user is not None:
+        from broker.auth import read_peer_token
 
-    The fetch loops and leader probes reach the other brokers over plain TCP and send no
-    AUTH: with ``tls.cert`` or ``auth.tokens_file`` set, every other broker would refuse
-    them and the partitions would silently run without their followers."""
-    if config.cluster is None:
+        kwargs["user"] = etcd.user
+        kwargs["password"] = read_peer_token(etcd.password_file, "cluster.etcd.password_file")
+    return kwargs
+
+
+def _peer_tls(config: Config) -> Callable[[str], Any] | None:
+    """The client TLS options of replication links (``tls.cert`` set: the other brokers
+    listen with TLS), verifying them against ``cluster.tls.ca``; None for plain TCP."""
+    cluster = config.cluster
+    if config["tls.cert"] is None or cluster is None or cluster.security.tls_ca is None:
         return None
-    secured = [key for key in ("tls.cert", "auth.tokens_file") if config[key] is not None]
-    if not secured:
-        return None
-    return (f"refusing to start a cluster member with {' and '.join(secured)} set: "
-            f"replication between brokers speaks neither TLS nor AUTH yet, so the other "
-            f"brokers would refuse this one's fetches; for now a cluster runs on loopback "
-            f"addresses only, without them (docs/reliability.md, Security)")
+    from broker.tls import ClientTLS
+
+    return ClientTLS(cluster.security.tls_ca).options_for
+
+
+def _check_peer_security(config: Config) -> None:
+    """The files of docs/replication.md, Security between brokers: the CA (readable, PEM)
+    and this broker's peer token (readable by its owner only). Raises ``TLSConfigError`` or
+    ``AuthFileError`` with one line; warns when the local tokens file would refuse the peer
+    user's token (every broker should share one)."""
+    cluster = config.cluster
+    if cluster is None:
+        return
+    from broker.auth import TokenStore, read_peer_token
+
+    _peer_tls(config)
+    if cluster.etcd is not None:   # the etcd CA, client certificate and password file
+        from twisted.internet import reactor
+
+        from broker.services.etcd import TreqTransport
+
+        TreqTransport(reactor, **_etcd_security(cluster.etcd))
+    security = cluster.security
+    if security.peer_user is None or security.peer_token_file is None:
+        return
+    token = read_peer_token(security.peer_token_file)
+    if config["auth.tokens_file"] is not None:
+        tokens = TokenStore.from_file(config["auth.tokens_file"])
+        if not tokens.verify(security.peer_user, token):
+            log.warning("cluster.peer_token_file: this broker's own auth.tokens_file does not "
+                        "accept that token for user %s; brokers sharing that file will "
+                        "refuse this one's replication", security.peer_user)
 
 
 def _log_always(logger: logging.Logger, message: str, *args: Any) -> None:
@@ -419,8 +469,6 @@ def run(config: Config) -> int:
                                        config["auth.tokens_file"] is not None)
         refusal = console_refusal and f"console.host: {console_refusal}"
     if refusal is None:
-        refusal = cluster_security_refusal(config)
-    if refusal is None:
         from broker.tank.service import tank_refusal
 
         refusal = tank_refusal(config)
@@ -432,6 +480,7 @@ def run(config: Config) -> int:
             TokenStore.from_file(config["auth.tokens_file"])
         if config["tls.cert"] is not None:
             server_options(config["tls.cert"], config["tls.key"])
+        _check_peer_security(config)
     except (AuthFileError, TLSConfigError) as exc:
         log.error("%s", exc)
         return 2

@@ -4,7 +4,9 @@ Owns: ``ClusterConfig``, parsed from the ``cluster`` section of a broker's YAML 
 broker's ``broker_id``, the V1 address of every broker, optional explicit replica lists per
 topic), and the placement rule: the replica list of partition ``p`` is the broker ids in
 ascending order rotated by ``p``, cut to the replication factor, so leaders of epoch 0
-spread over the brokers. Replica ids on the wire are positions in that list.
+spread over the brokers. Replica ids on the wire are positions in that list. Also the
+security between brokers (``PeerSecurity``: the CA replication links verify peers against,
+the principals allowed to act as brokers, this broker's own peer user and token file).
 
 Must not import: Twisted, the store, sockets. Pure parsing and arithmetic.
 """
@@ -20,7 +22,7 @@ from data.names import is_valid_name
 from replication.control.errors import BadKey
 from replication.control.keys import KeyLayout
 
-__all__ = ["BrokerAddress", "ClusterConfig", "EtcdSettings", "default_replicas"]
+__all__ = ["BrokerAddress", "ClusterConfig", "EtcdSettings", "PeerSecurity", "default_replicas"]
 
 _HOST_PORT_RE = re.compile(r"(?P<host>[^\s:]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
 
@@ -73,6 +75,10 @@ class EtcdSettings:
     cert: str | None = None
     key: str | None = None
     fence_writes_on_session_loss: bool = False
+    user: str | None = None
+    """etcd user for a role limited to the cluster's prefix (docs/replication.md, Security
+    between brokers); its password is in ``password_file``."""
+    password_file: str | None = None
 
     @property
     def lease_ttl_s(self) -> int:
@@ -86,7 +92,7 @@ class EtcdSettings:
         if not isinstance(raw, Mapping):
             raise ValueError(f"{where}: expected a mapping with endpoints")
         known = ("endpoints", "lease_ttl_ms", "ca", "cert", "key",
-                 "fence_writes_on_session_loss")
+                 "fence_writes_on_session_loss", "user", "password_file")
         unknown = set(raw) - set(known)
         if unknown:
             raise ValueError(f"{where}.{sorted(map(str, unknown))[0]}: unknown key (known: "
@@ -114,11 +120,76 @@ class EtcdSettings:
         fence = raw.get("fence_writes_on_session_loss", False)
         if not isinstance(fence, bool):
             raise ValueError(f"{where}.fence_writes_on_session_loss: expected true or false")
+        user, password_file = raw.get("user"), raw.get("password_file")
+        if user is not None and not (isinstance(user, str) and user and user.isprintable()
+                                     and " " not in user):
+            raise ValueError(f"{where}.user: expected an etcd user name")
+        if password_file is not None:
+            password_file = _path(password_file, f"{where}.password_file")
+        if (user is None) != (password_file is None):
+            raise ValueError(f"{where}.user: user and password_file go together")
         return cls(tuple(u.rstrip("/") for u in endpoints), ttl, files["ca"], files["cert"],
-                   files["key"], fence)
+                   files["key"], fence, user, password_file)
 
 
 _ENDPOINT_RE = re.compile(r"https?://[^\s/:]+(:[0-9]{1,5})?/?")
+
+
+@dataclass(frozen=True)
+class PeerSecurity:
+    """Who may act as a broker, and how this broker proves it is one (docs/replication.md,
+    Security between brokers).
+
+    YAML (inside ``cluster``)::
+
+        tls: {ca: /etc/skerry/cluster-ca.pem}   # CA the other brokers' certificates chain to
+        peer_users: [broker-0, broker-1, broker-2]
+        peer_user: broker-1                      # this broker's user (in auth.tokens_file)
+        peer_token_file: /etc/skerry/peer.token  # its token, mode 0600
+    """
+
+    tls_ca: str | None = None
+    peer_users: frozenset[str] = frozenset()
+    peer_user: str | None = None
+    peer_token_file: str | None = None
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[Any, Any]) -> PeerSecurity:
+        """The security keys of the ``cluster`` section; ``ValueError`` names the key."""
+        tls_ca = None
+        tls = raw.get("tls")
+        if tls is not None:
+            if not isinstance(tls, Mapping):
+                raise ValueError("cluster.tls: expected a mapping with ca")
+            unknown = set(tls) - {"ca"}
+            if unknown:
+                raise ValueError(f"cluster.tls.{sorted(map(str, unknown))[0]}: unknown key "
+                                 "(known: ca)")
+            tls_ca = _path(tls.get("ca"), "cluster.tls.ca")
+        users: list[str] = []
+        raw_users = raw.get("peer_users")
+        if raw_users is not None:
+            if not isinstance(raw_users, list) or not raw_users:
+                raise ValueError("cluster.peer_users: expected a non-empty list of user names")
+            for user in raw_users:
+                if not is_valid_name(user):
+                    raise ValueError(f"cluster.peer_users: {user!r} is not a user name")
+                if user in users:
+                    raise ValueError(f"cluster.peer_users: {user} listed twice")
+                users.append(user)
+        peer_user = raw.get("peer_user")
+        if peer_user is not None and not is_valid_name(peer_user):
+            raise ValueError(f"cluster.peer_user: {peer_user!r} is not a user name")
+        token_file = raw.get("peer_token_file")
+        if token_file is not None:
+            token_file = _path(token_file, "cluster.peer_token_file")
+        if (peer_user is None) != (token_file is None):
+            raise ValueError("cluster.peer_user: set both cluster.peer_user and "
+                             "cluster.peer_token_file, or neither")
+        if peer_user is not None and users and peer_user not in users:
+            raise ValueError(f"cluster.peer_user: {peer_user} is not one of cluster.peer_users "
+                             f"({', '.join(users)}): the other brokers would refuse it")
+        return cls(tls_ca, frozenset(users), peer_user, token_file)
 
 
 @dataclass(frozen=True)
@@ -148,6 +219,7 @@ class ClusterConfig:
     cluster_id: str = "skerry"
     etcd: EtcdSettings | None = None
     unclean_leader_election: bool = False
+    security: PeerSecurity = field(default_factory=PeerSecurity)
 
     @property
     def controlled(self) -> bool:
@@ -196,11 +268,11 @@ class ClusterConfig:
         if not isinstance(raw, Mapping):
             raise ValueError("cluster: expected a mapping with broker_id and brokers")
         unknown = set(raw) - {"broker_id", "brokers", "replicas", "id", "etcd",
-                              "unclean_leader_election"}
+                              "unclean_leader_election", *_SECURITY_KEYS}
         if unknown:
             raise ValueError(f"cluster.{sorted(map(str, unknown))[0]}: unknown key (known: "
                              "broker_id, brokers, replicas, id, etcd, "
-                             "unclean_leader_election)")
+                             f"unclean_leader_election, {', '.join(_SECURITY_KEYS)})")
         if "broker_id" not in raw:
             raise ValueError("cluster.broker_id: missing")
         broker_id = _broker_id(raw["broker_id"], "cluster.broker_id")
@@ -245,7 +317,17 @@ class ClusterConfig:
         if not isinstance(unclean, bool):
             raise ValueError("cluster.unclean_leader_election: expected true or false")
         return cls(broker_id, dict(sorted(brokers.items())), replicas, cluster_id, etcd,
-                   unclean)
+                   unclean, security=PeerSecurity.from_mapping(raw))
+
+
+_SECURITY_KEYS = ("tls", "peer_users", "peer_user", "peer_token_file")
+"""The ``cluster`` keys ``PeerSecurity`` reads."""
+
+
+def _path(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{where}: expected a file path, got {value!r}")
+    return value
 
 
 def _broker_id(value: Any, where: str) -> int:

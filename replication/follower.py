@@ -3,8 +3,10 @@
 Owns:
 
 - ``PeerProtocol``: a V1 client connection to another broker (pipelined requests, replies
-  matched in order by correlation id), and ``Peers``, one shared connection per broker for
-  short requests plus dedicated ones for long polls;
+  matched in order by correlation id), ``tcp_connector`` (TCP, or TLS verifying the
+  peer's certificate) and ``authenticating`` (``AUTH`` as this broker's peer user before a
+  connection is used), and ``Peers``, one shared connection per broker for short requests
+  plus dedicated ones for long polls;
 - ``PartitionFetcher``: the fetch loop of one follower replica. A *session* starts by
   asking every other replica for its epoch (``REPLICA_EPOCH``), choosing the leader (the
   replica in leader role with the highest epoch, never older than one this replica knows),
@@ -71,6 +73,8 @@ __all__ = [
     "PeerProtocol",
     "Connector",
     "tcp_connector",
+    "authenticating",
+    "PeerRefused",
     "Peers",
     "FetcherState",
     "FETCHER_TRANSITIONS",
@@ -272,15 +276,81 @@ class _PeerFactory(Factory):
         return PeerProtocol()
 
 
-def tcp_connector(reactor: Any, timeout_s: float) -> Connector:
-    """A ``Connector`` over TCP with a connect timeout."""
-    from twisted.internet.endpoints import TCP4ClientEndpoint
+def tcp_connector(reactor: Any, timeout_s: float,
+                  tls_for: Callable[[str], Any] | None = None) -> Connector:
+    """A ``Connector`` over TCP with a connect timeout; over TLS when ``tls_for`` is given
+    (``tls_for(host)``: the client TLS options verifying that broker's certificate, e.g.
+    ``broker.tls.client_options``). A certificate that does not verify fails the first
+    request on the connection (the handshake runs when it is written)."""
+    from twisted.internet.endpoints import SSL4ClientEndpoint, TCP4ClientEndpoint
 
     def connect(address: BrokerAddress) -> Deferred[PeerProtocol]:
-        endpoint = TCP4ClientEndpoint(reactor, address.host, address.port, timeout=timeout_s)
+        if tls_for is None:
+            endpoint: Any = TCP4ClientEndpoint(reactor, address.host, address.port,
+                                               timeout=timeout_s)
+        else:
+            endpoint = SSL4ClientEndpoint(reactor, address.host, address.port,
+                                          tls_for(address.host), timeout=timeout_s)
         return endpoint.connect(_PeerFactory())
 
     return connect
+
+
+class PeerRefused(ConnectionError):
+    """Another broker refused this one's ``AUTH`` as its peer user, or the connection
+    failed before the answer (a certificate that did not verify, usually)."""
+
+
+def authenticating(connect: Connector, user: str, token: str, clock: IReactorTime, *,
+                   log_every_s: float = 30.0, hold_off_s: float = 5.0) -> Connector:
+    """A ``Connector`` whose connections have sent ``AUTH <user> <token>`` and been answered
+    OK before anyone else uses them (docs/replication.md, Security between brokers).
+
+    A refusal closes the connection and fails it with ``PeerRefused``; the fetch loop backs
+    off and tries again. After an ``AUTH`` answered with an error, connections to that
+    broker fail at once for ``hold_off_s`` seconds (the token will not get better by
+    itself; this spares both logs a line per retry). Refusals are logged once per broker
+    every ``log_every_s`` seconds. The token is never logged."""
+    last_logged: dict[int, float] = {}
+    held_until: dict[int, float] = {}
+
+    def report(address: BrokerAddress, why: str) -> None:
+        now = clock.seconds()
+        if now - last_logged.get(address.broker_id, -log_every_s) >= log_every_s:
+            last_logged[address.broker_id] = now
+            log.error("broker %d (%s) refused this broker as peer user %s: %s; replication "
+                      "from and to it stops until this is fixed (cluster.peer_user, "
+                      "cluster.peer_token_file, cluster.tls.ca)", address.broker_id,
+                      address, user, why)
+
+    def log_in(proto: PeerProtocol, address: BrokerAddress) -> Deferred[PeerProtocol]:
+        d = proto.request(lambda cid: encode_request(cid, "AUTH", f"{user} {token}"))
+
+        def answered(reply: Reply) -> PeerProtocol:
+            if not reply.ok:
+                proto.close()
+                why = f"{reply.code} {reply.message}"
+                report(address, why)
+                held_until[address.broker_id] = clock.seconds() + hold_off_s
+                raise PeerRefused(f"broker {address.broker_id}: {why}")
+            last_logged.pop(address.broker_id, None)
+            return proto
+
+        def failed(failure: Failure) -> Failure:
+            proto.close()
+            why = failure.getErrorMessage() or failure.type.__name__
+            report(address, f"connection failed during AUTH ({why})")
+            return Failure(PeerRefused(f"broker {address.broker_id}: {why}"))
+
+        return d.addCallbacks(answered, failed)
+
+    def connect_and_log_in(address: BrokerAddress) -> Deferred[PeerProtocol]:
+        if clock.seconds() < held_until.get(address.broker_id, 0.0):
+            return fail(PeerRefused(f"broker {address.broker_id} refused this broker's "
+                                    f"AUTH moments ago"))
+        return maybeDeferred(connect, address).addCallback(log_in, address)
+
+    return connect_and_log_in
 
 
 class Peers:
@@ -575,8 +645,11 @@ class PartitionFetcher:
                           result.getErrorMessage())
                 continue
             if not result.ok:
-                log.debug("%s: broker %d answered %s %s", self._name, bid, result.code,
-                          result.message)
+                # UNAUTHENTICATED: that broker does not take this one for a broker
+                # (cluster.peer_users); worth seeing, unlike a passing NOT_LEADER.
+                level = logging.WARNING if result.code == "UNAUTHENTICATED" else logging.DEBUG
+                log.log(level, "%s: broker %d answered %s %s", self._name, bid, result.code,
+                        result.message)
                 continue
             try:
                 answers[bid] = parse_epoch_reply(result.payload)
@@ -788,8 +861,8 @@ class LeaderProbe:
                 view.unreachable(bid)
                 continue
             if not result.ok:
-                if result.code in ("UNAVAILABLE", "INTERNAL"):
-                    continue
+                if result.code in ("UNAVAILABLE", "INTERNAL", "UNAUTHENTICATED"):
+                    continue  # no answer about its epoch (UNAUTHENTICATED: not a peer)
                 # A live broker with no replica state for this partition holds no newer
                 # epoch of it either.
                 log.warning("%s: broker %d answered %s %s", self._name, bid, result.code,

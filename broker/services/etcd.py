@@ -34,14 +34,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from OpenSSL import SSL
 from twisted.internet import protocol
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.error import ConnectError, DNSLookupError
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.internet.task import LoopingCall, deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import PotentialDataLoss, ResponseDone
+from twisted.web.client import (
+    PotentialDataLoss,
+    RequestTransmissionFailed,
+    ResponseDone,
+    ResponseNeverReceived,
+)
 
 from replication.control.keys import prefix_range_end
 from replication.control.txn import Compare, Delete, Get, Op, Put, Target, Txn
@@ -227,9 +233,22 @@ def _decode_txn(doc: dict[str, Any]) -> TxnResult:
                      tuple(reads))
 
 
+_HANDSHAKE_REFUSALS = ("certificate", "unknown ca", "handshake failure")
+"""Words of OpenSSL errors that only a TLS handshake raises (a certificate refused by
+either side): no request byte was sent yet."""
+
+
 def _sure_not_sent(failure: Failure) -> bool:
-    """The request never reached etcd: the connection was not made."""
-    return failure.check(ConnectError, DNSLookupError) is not None
+    """The request never reached etcd: the connection was not made, or its TLS handshake
+    failed (a wrong CA or a missing client certificate)."""
+    if failure.check(ConnectError, DNSLookupError) is not None:
+        return True
+    reasons = getattr(failure.value, "reasons", None)
+    if failure.check(ResponseNeverReceived, RequestTransmissionFailed) is None or not reasons:
+        return False
+    return all(r.check(SSL.Error) is not None
+               and any(w in str(r.value).lower() for w in _HANDSHAKE_REFUSALS)
+               for r in reasons)
 
 
 # --- the client -------------------------------------------------------------------------
@@ -524,33 +543,127 @@ class TreqTransport:
     outcome; a fresh connection to a dead member is refused, which is certainly "not sent"
     and moves on to the next endpoint. etcd calls are few (a keepalive every ttl/3, ISR and
     leadership changes), so the extra handshake costs nothing that matters.
+
+    TLS (``https://`` endpoints): ``ca`` is the CA file etcd's server certificates chain to
+    (each endpoint's certificate must name its host, DNS name or IP address); ``cert`` and
+    ``key`` are this broker's client certificate for etcd's ``--client-cert-auth``.
+
+    etcd authentication (``user`` and ``password``, for a role limited to the cluster's
+    prefix): the JSON gateway ignores the client certificate's CN (and etcd 3.4 refuses a
+    certificate *with* a CN once authentication is on), so the broker logs in with
+    ``/v3/auth/authenticate`` and sends the token in ``Authorization``. A call answered
+    "invalid auth token" (the token expired, ``--auth-token-ttl``) logs in again and is
+    sent once more: etcd refused it before applying anything. The password and the token
+    are never logged.
     """
 
-    def __init__(self, reactor: Any) -> None:
+    def __init__(self, reactor: Any, *, ca: str | None = None, cert: str | None = None,
+                 key: str | None = None, user: str | None = None,
+                 password: str | None = None) -> None:
         import treq
         from twisted.web.client import Agent, HTTPConnectionPool
 
         self._pool = HTTPConnectionPool(reactor, persistent=False)
         self._pool.retryAutomatically = False   # a resent write is our decision, not theirs
-        self._http = treq.client.HTTPClient(Agent(reactor, pool=self._pool))
+        if ca is not None or cert is not None:
+            from broker.tls import ClientTLS, HttpsPolicy, TLSConfigError
 
-    def post(self, url: str, body: bytes) -> Deferred[tuple[int, bytes]]:
-        d = self._http.post(url, data=body, headers={b"Content-Type": [b"application/json"]})
+            if ca is None:
+                raise TLSConfigError("cluster.etcd.ca: required with a client certificate "
+                                     "(the CA that signed etcd's server certificates)")
+            agent = Agent(reactor, pool=self._pool, contextFactory=HttpsPolicy(
+                ClientTLS(ca, cert, key, what="cluster.etcd.ca")))
+        else:
+            agent = Agent(reactor, pool=self._pool)
+        self._http = treq.client.HTTPClient(agent)
+        if (user is None) != (password is None):
+            raise ValueError("etcd authentication needs both a user and a password")
+        self._login = None if user is None else json.dumps(
+            {"name": user, "password": password}).encode()
+        self._token: str | None = None
+        self.logins = 0
+        """Successful logins so far (one, plus one per expired token)."""
+        self._logging_in: list[Deferred[str | None]] | None = None
+
+    def _headers(self, token: str | None) -> dict[bytes, list[bytes]]:
+        headers = {b"Content-Type": [b"application/json"]}
+        if token is not None:
+            headers[b"Authorization"] = [token.encode("ascii")]
+        return headers
+
+    def _token_for(self, url: str) -> Deferred[str | None]:
+        """The auth token (logging in at ``url``'s member when there is none); None without
+        authentication."""
+        if self._login is None or self._token is not None:
+            return succeed(self._token)
+        waiter: Deferred[str | None] = Deferred()
+        if self._logging_in is not None:
+            self._logging_in.append(waiter)
+            return waiter
+        self._logging_in = [waiter]
+        base = url.split("/v3/", 1)[0]
+        d = self._http.post(base + "/v3/auth/authenticate", data=self._login,
+                            headers=self._headers(None))
 
         def read(response: Any) -> Deferred[tuple[int, bytes]]:
             return response.content().addCallback(lambda raw: (response.code, raw))
 
-        return d.addCallback(read)
+        def done(result: Any) -> None:
+            waiters, self._logging_in = self._logging_in or [], None
+            if not isinstance(result, Failure):
+                status, raw = result
+                try:
+                    doc = json.loads(raw)
+                except ValueError:
+                    doc = {}
+                token = doc.get("token") if isinstance(doc, dict) else None
+                if status == 200 and token:
+                    self._token = token
+                    self.logins += 1
+                    result = token
+                else:   # etcd's own answer (wrong password...), for the caller to read
+                    result = Failure(_LoginRefused(status, raw))
+            for w in waiters:
+                w.errback(result) if isinstance(result, Failure) else w.callback(result)
+
+        d.addCallback(read).addBoth(done)
+        return waiter
+
+    def post(self, url: str, body: bytes) -> Deferred[tuple[int, bytes]]:
+        def send(token: str | None) -> Deferred[tuple[int, bytes]]:
+            return self._http.post(url, data=body, headers=self._headers(token)) \
+                .addCallback(read)
+
+        def read(response: Any) -> Deferred[tuple[int, bytes]]:
+            return response.content().addCallback(lambda raw: (response.code, raw))
+
+        def again_if_expired(result: tuple[int, bytes], token: str | None
+                             ) -> Any:
+            status, raw = result
+            if status == 401 and self._login is not None and b"invalid auth token" in raw:
+                if self._token == token:
+                    self._token = None
+                return self._token_for(url).addCallback(send)
+            return result
+
+        def refused(failure: Failure) -> tuple[int, bytes]:
+            failure.trap(_LoginRefused)
+            return failure.value.status, failure.value.body
+
+        return self._token_for(url).addCallback(
+            lambda token: send(token).addCallback(again_if_expired, token)
+        ).addErrback(refused)
 
     def stream(self, url: str, body: bytes, on_chunk: Callable[[bytes], None]
                ) -> tuple[Deferred[None], Callable[[], None]]:
         done: Deferred[None] = Deferred()
         body_reader = _StreamBody(on_chunk, done)
-        request = self._http.post(url, data=body, unbuffered=True,
-                                  headers={b"Content-Type": [b"application/json"]})
+        requests: list[Deferred[Any]] = []
 
         def receive(response: Any) -> None:
             if response.code != 200:
+                if response.code == 401:
+                    self._token = None      # log in again before the watch reopens
                 body_reader.fail_status(response.code)
             response.deliverBody(body_reader)
 
@@ -558,12 +671,21 @@ class TreqTransport:
             if not done.called:
                 done.errback(failure)
 
-        request.addCallbacks(receive, failed)
+        def start(token: str | None) -> None:
+            if body_reader.cancelled:
+                return
+            request = self._http.post(url, data=body, unbuffered=True,
+                                      headers=self._headers(token))
+            requests.append(request)
+            request.addCallbacks(receive, failed)
+
+        self._token_for(url).addCallbacks(start, failed)
 
         def cancel() -> None:
             body_reader.cancelled = True
-            if not request.called:
-                request.cancel()
+            for request in requests:
+                if not request.called:
+                    request.cancel()
             body_reader.stop()
             if not done.called:
                 done.callback(None)
@@ -572,6 +694,16 @@ class TreqTransport:
 
     def close(self) -> Deferred[None]:
         return self._pool.closeCachedConnections()
+
+
+class _LoginRefused(Exception):
+    """etcd answered ``/v3/auth/authenticate`` without a token: its answer is handed on as
+    the answer to the call that needed the login (``EtcdClient`` raises its error)."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        super().__init__(f"etcd refused the login (HTTP {status})")
+        self.status = status
+        self.body = body
 
 
 class _StreamBody(protocol.Protocol):

@@ -29,7 +29,7 @@ from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.services.replication import ReplicationService
 from broker.v1 import codec as c
 
-__all__ = ["Handlers", "Slot"]
+__all__ = ["Handlers", "Slot", "BROKER_ONLY_COMMANDS"]
 
 log = logging.getLogger("skerry.handlers")
 
@@ -69,6 +69,17 @@ _GROUP_WRITES = frozenset(_GROUP_COMMANDS)
 (``iggy.consumer.*``). Reading stays allowed for both (CONSUME of an existing topic, FETCH,
 OFFSETS, METADATA, OFFSET, DESCRIBE_GROUP, LIST_GROUPS), and so do the replication commands,
 which must reach every partition (docs/protocol.md, Reserved names)."""
+
+
+BROKER_ONLY_COMMANDS = frozenset((
+    "REPLICA_FETCH", "REPLICA_PULL", "REPLICA_EPOCH", "REPLICA_STATUS", "SET_PARTITION_ROLE",
+    "ADMIN_CREATE_TOPIC", "ADMIN_REGISTER_BROKER", "ADMIN_BROKER_HEARTBEAT",
+    "ADMIN_SET_PARTITION_LEADER", "ADMIN_GET_METADATA",
+))
+"""Commands only a broker principal may send on a cluster member with authentication on
+(``Handlers.peer_users``): they move a partition's ISR, ``hw``, leadership or the cluster's
+metadata (docs/replication.md, Security between brokers). Listed by wire name, so a command
+added later under one of these names is gated the moment it exists."""
 
 
 def _reserved_topic(topic: str) -> BadRequest:
@@ -148,6 +159,17 @@ class Handlers:
         if self.core.closing and not isinstance(cmd, c.Ping):
             from broker.errors import Unavailable
             return c.err(cmd.cid, Unavailable("broker is shutting down"))
+        peers = self.peer_users
+        if peers is not None and cmd.name in BROKER_ONLY_COMMANDS:
+            principal = getattr(conn, "principal", None)
+            if principal not in peers:
+                if not getattr(conn, "broker_only_refused", False):  # once per connection
+                    conn.broker_only_refused = True  # type: ignore[attr-defined]
+                    log.warning("%s from %s refused: user %s is not in cluster.peer_users",
+                                cmd.name, getattr(conn, "peer", "?"), principal)
+                return c.err(cmd.cid, Unauthenticated(
+                    f"{cmd.name} needs a broker principal: user {principal} is not one of "
+                    f"cluster.peer_users"))
         if type(cmd) is not c.Produce:
             # Effects happen in request order: queued produces of this turn land first.
             self.core.flush()
@@ -184,6 +206,9 @@ class Handlers:
 
     auth_tokens: TokenStore | None = None
     """Set by the shell when ``auth.tokens_file`` is configured (``broker/auth.py``)."""
+    peer_users: frozenset[str] | None = None
+    """Set by the shell on a cluster member with authentication on: the principals
+    (``cluster.peer_users``) allowed to send ``BROKER_ONLY_COMMANDS``. None: no gate."""
 
     def auth(self, cmd: c.Auth, slot: Slot, conn: Any) -> bytes | None:
         """``AUTH <user> <token>``: marks the connection authenticated. A failure is answered
@@ -199,6 +224,7 @@ class Handlers:
         def check() -> tuple[bool, bytes]:
             if tokens.verify(user, token):
                 conn.authenticated = True
+                conn.principal = user
                 conn.auth_failures = 0
                 log.info("AUTH ok: user %s from %s", user, getattr(conn, "peer", "?"))
                 return True, c.ok(cmd.cid)

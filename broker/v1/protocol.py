@@ -76,6 +76,7 @@ class V1Protocol(Connection):
         # broker/auth.py: with auth configured nothing but PING and AUTH is served before a
         # successful AUTH (the PRODUCE fast path included). The handler updates these.
         self.authenticated = factory.handlers.auth_tokens is None
+        self.principal: str | None = None  # the user of the last successful AUTH
         self.auth_failures = 0
         self.auth_ready_at = 0.0
         self.auth_queue: deque[Any] = deque()

@@ -2,7 +2,8 @@
 no secret in any log line, the refusal to listen on a non-loopback address without
 authentication, TLS on every listener (V1, Iggy, metrics, and the metrics port's startup
 responder) with a plain-text client refused on each, credentials on /metrics, and the
-refusal to run a cluster member whose replication could not pass TLS or AUTH."""
+keys a cluster member with TLS or AUTH needs (the links themselves:
+tests/replication/test_peer_security.py and test_secure_cluster.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,6 @@ from broker.metrics import (
     StartupResponder,
     startup_tls_context,
 )
-from broker.server import cluster_security_refusal
 from tests.reliability.inmemory import InMemoryBroker
 from tests.support import ROOT, BrokerProcess
 
@@ -318,28 +318,34 @@ class MetricsAuthTests:
 class ClusterSecurityTests:
     BROKERS = {0: "127.0.0.1:9092", 1: "127.0.0.1:9093"}
 
-    def test_cluster_member_with_tls_or_auth_is_refused(self, tmp_path: Path) -> None:
-        """Replication reaches the other brokers over plain TCP without AUTH, so a cluster
-        member configured with TLS or authentication is refused at start (the others would
-        refuse its fetches); a single broker with both, or a plain cluster, is fine."""
+    def test_cluster_member_with_tls_or_auth_needs_the_peer_keys(self, tmp_path: Path) -> None:
+        """Replication speaks TLS and AUTH now (docs/replication.md, Security between
+        brokers): a cluster member with TLS needs cluster.tls.ca, one with authentication
+        cluster.peer_users and its own peer user; with them it is accepted. A single broker
+        with both, or a plain cluster, needs none of them."""
         tokens = str(_tokens_file(tmp_path, {"alice": TOKEN}))
-        cluster = {"cluster": {"broker_id": 0, "brokers": self.BROKERS}}
+        cluster = {"broker_id": 0, "brokers": self.BROKERS}
         tls = {"tls": {"cert": "c.pem", "key": "k.pem"}}
         auth = {"auth": {"tokens_file": tokens}}
-        for extra, named in ((tls, "tls.cert"), (auth, "auth.tokens_file")):
-            message = cluster_security_refusal(config_from_mapping({**cluster, **extra}))
-            assert message is not None and named in message and TOKEN not in message
-        assert cluster_security_refusal(config_from_mapping(cluster)) is None
-        assert cluster_security_refusal(config_from_mapping({**tls, **auth})) is None
+        for extra, named in ((tls, "cluster.tls.ca"), (auth, "cluster.peer_users")):
+            with pytest.raises(ValueError) as info:
+                config_from_mapping({"cluster": cluster, **extra})
+            assert named in str(info.value) and TOKEN not in str(info.value)
+        secured = {**cluster, "tls": {"ca": "ca.pem"}, "peer_users": ["b0", "b1"],
+                   "peer_user": "b0", "peer_token_file": "peer.token"}
+        assert config_from_mapping({"cluster": secured, **tls, **auth}).cluster is not None
+        assert config_from_mapping({"cluster": cluster}).cluster is not None
+        assert config_from_mapping({**tls, **auth}).cluster is None
 
     def test_skerry_serve_exits_2(self, tmp_path: Path) -> None:
-        """`skerry serve` with a cluster section and TLS exits 2 with one clear line."""
+        """`skerry serve` with a cluster section and TLS but no cluster CA exits 2 with one
+        clear line."""
         cert, key = _self_signed(tmp_path)
         broker = BrokerProcess(tmp_path, {"cluster": {"broker_id": 0, "brokers": self.BROKERS},
                                           "tls": {"cert": str(cert), "key": str(key)}})
         with pytest.raises(RuntimeError, match="broker exited with 2"):
             broker.start(timeout=20)
-        assert "replication between brokers speaks neither TLS nor AUTH" in broker.log_text()
+        assert "cluster.tls.ca: required with tls.cert" in broker.log_text()
 
 
 def _plain_answer(port: int, data: bytes) -> bytes:
