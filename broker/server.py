@@ -190,6 +190,15 @@ def build_broker(config: Config, clock: IReactorTime, *,
     replication.add_change_listener(core.forget_producers)
     core.start()
     handlers = Handlers(core, groups, replication)
+    from broker.services.cluster_admin import LocalControl
+
+    control = LocalControl(
+        data_dir, create_locally=handlers.create_topic_here, topic_names=core.topic_names,
+        check_partition=lambda topic, partition: core.resolve(topic, partition, False),
+        cluster=config.cluster, replicas=replication if config.cluster is not None else None,
+        fs=fs)
+    handlers.control = control  # the admin commands without etcd (docs/cluster.md)
+    replication.set_leader_lookup(control.leader_of)
     if config["auth.tokens_file"] is not None:
         from broker.auth import TokenStore
 

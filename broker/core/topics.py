@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from broker.config import Config, TopicSettings
 from broker.core.ports import GroupEvents, ReplicationView, StoreView
-from broker.errors import BadRequest, NotLeader, StorageError
+from broker.errors import BadRequest, StorageError
 from data.errors import TopicQuarantined
 from data.log import PartitionLog
 from data.store import Topic, TopicConfig
@@ -113,7 +113,7 @@ class Topics:
     def check_leader(self, topic: str, partition: int) -> None:
         """``NotLeader`` unless this broker accepts writes for the partition."""
         if not self._replication.is_leader(topic, partition):
-            raise NotLeader(f"partition {partition} of {topic} is a follower on this broker")
+            raise self._replication.not_leader_error(topic, partition)
 
     @staticmethod
     def check_healthy(topic: str, partition: int, plog: PartitionLog) -> None:
