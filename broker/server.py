@@ -63,6 +63,9 @@ class Broker:
     tls: Any = None
     """``broker.tls.server_options`` when ``tls.cert``/``tls.key`` are set: the V1, Iggy and
     metrics listeners then speak TLS only."""
+    control: Any = None
+    """``broker.services.control.ControlPlane`` when ``cluster.etcd`` is set (None: the
+    operator-driven mode)."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
@@ -127,7 +130,13 @@ class Broker:
         def finish(_: object) -> Deferred[None]:
             return self.core.stop()
 
-        result = DeferredList(stops).addCallback(wait_answered).addCallback(finish)
+        def leave_etcd(_: object) -> Deferred[None] | None:
+            # Revoking the lease deletes this broker's registration at once: the controller
+            # moves its partitions now, not a TTL later.
+            return None if self.control is None else self.control.stop()
+
+        result = DeferredList(stops).addCallback(wait_answered).addCallback(leave_etcd) \
+            .addCallback(finish)
         if self.metrics is not None:
             result.addCallback(self.metrics.stop)
         result.addCallback(lambda _: log.info("clean shutdown complete"))
@@ -138,7 +147,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
                  run_in_thread: Callable[[Callable[[], Any]], Deferred[Any]],
                  fs: FileLayer = OS_FS,
                  now_us: Callable[[], int] | None = None,
-                 connect: Connector | None = None) -> Broker:
+                 connect: Connector | None = None,
+                 etcd_transport: Any = None) -> Broker:
     """Open the store in ``config['data_dir']`` and wire every layer over it.
 
     ``data.errors.DataDirError`` when the directory cannot be used (it is a file, or another
@@ -146,6 +156,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
     With a ``cluster`` section the fetch loops start at once; ``connect`` opens connections
     to the other brokers (TCP over ``clock``, which must then be the reactor, by default).
+    With ``cluster.etcd`` the control plane starts too; ``etcd_transport`` carries its HTTP
+    calls (``broker.services.etcd.TreqTransport`` over ``clock`` by default).
     """
     data_dir = config["data_dir"]  # the store creates it, and locks it before anything else
     storage = StorageConfig(
@@ -190,15 +202,6 @@ def build_broker(config: Config, clock: IReactorTime, *,
     replication.add_change_listener(core.forget_producers)
     core.start()
     handlers = Handlers(core, groups, replication)
-    from broker.services.cluster_admin import LocalControl
-
-    control = LocalControl(
-        data_dir, create_locally=handlers.create_topic_here, topic_names=core.topic_names,
-        check_partition=lambda topic, partition: core.resolve(topic, partition, False),
-        cluster=config.cluster, replicas=replication if config.cluster is not None else None,
-        fs=fs)
-    handlers.control = control  # the admin commands without etcd (docs/cluster.md)
-    replication.set_leader_lookup(control.leader_of)
     if config["auth.tokens_file"] is not None:
         from broker.auth import TokenStore
 
@@ -223,6 +226,11 @@ def build_broker(config: Config, clock: IReactorTime, *,
             connect = tcp_connector(clock, settings.request_timeout_ms / 1000.0)
         manager = ReplicaManager(replication, config.cluster, clock, connect, settings)
         manager.start()
+    control = None
+    if config.cluster is not None and config.cluster.etcd is not None:
+        control = _control_plane(config, clock, core, replication, etcd_transport)
+        handlers.control = control
+    handlers.admin = _admin_plane(config, core, handlers, replication, control, fs)
     iggy = None
     if config["iggy_port"] is not None:
         from broker.services.host_facts import HostFacts
@@ -250,7 +258,58 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
         tls = server_options(config["tls.cert"], config["tls.key"])
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
-                  metrics=metrics, tls=tls)
+                  metrics=metrics, tls=tls, control=control)
+
+
+def _admin_plane(config: Config, core: BrokerCore, handlers: Handlers,
+                 replication: ReplicationService, control: Any, fs: FileLayer) -> Any:
+    """What the seed broker's admin commands and NOT_LEADER hints ask
+    (``broker/services/cluster_admin.py``): the etcd control plane when there is one, else
+    the local metadata file in the data dir (docs/cluster.md)."""
+    from broker.services.cluster_admin import EtcdAdmin, LocalControl
+
+    if control is not None:
+        admin: Any = EtcdAdmin(control, config.cluster)
+    else:
+        admin = LocalControl(
+            config["data_dir"], create_locally=handlers.create_topic_here,
+            topic_names=core.topic_names,
+            check_partition=lambda topic, partition: core.resolve(topic, partition, False),
+            cluster=config.cluster,
+            replicas=replication if config.cluster is not None else None,
+            unclean_allowed=bool(getattr(config.cluster, "unclean_leader_election", False)),
+            fs=fs)
+    replication.set_leader_lookup(admin.leader_of, authoritative=control is not None)
+    return admin
+
+
+def _control_plane(config: Config, clock: IReactorTime, core: BrokerCore,
+                   replication: ReplicationService, transport: Any) -> Any:
+    """The etcd control plane of a ``cluster.etcd`` member, started (it registers, reads
+    every key and watches in the background; partitions take writes once read)."""
+    from broker.services.control import ControlPlane
+    from broker.services.control.topics import CoreTopics
+    from broker.services.etcd import EtcdClient, TreqTransport
+
+    cluster = config.cluster
+    assert cluster is not None and cluster.etcd is not None
+    if transport is None:
+        transport = TreqTransport(clock)
+    client = EtcdClient(list(cluster.etcd.endpoints), clock, transport)
+    control = ControlPlane(cluster, clock, client, replication, CoreTopics(core, replication),
+                           config["data_dir"],
+                           default_min_isr=config["defaults.min_insync_replicas"])
+
+    def remote_create(name: str, settings: Any) -> None:
+        extra = {k: v for k, v in (("retention_ms", settings.retention_ms),
+                                   ("retention_bytes", settings.retention_bytes))
+                 if v is not None}
+        control.request_topic(name, settings.partitions, settings.replication_factor,
+                              settings.min_insync_replicas, extra)
+
+    core.set_remote_create(remote_create)
+    control.start()
+    return control
 
 
 def raise_open_file_limit() -> int:

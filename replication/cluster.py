@@ -18,7 +18,7 @@ from typing import Any
 
 from data.names import is_valid_name
 
-__all__ = ["BrokerAddress", "ClusterConfig", "default_replicas"]
+__all__ = ["BrokerAddress", "ClusterConfig", "EtcdSettings", "default_replicas"]
 
 _HOST_PORT_RE = re.compile(r"(?P<host>[^\s:]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
 
@@ -53,6 +53,73 @@ def default_replicas(broker_ids: Sequence[int], partition: int,
     return tuple(ids[(partition + i) % count] for i in range(replication_factor))
 
 
+@dataclass(frozen=True, slots=True)
+class EtcdSettings:
+    """``cluster.etcd``: where the control plane's etcd is and how this broker uses it.
+
+    Present = the cluster runs itself (automatic failover, cluster-wide topics; the
+    contract is the spec's "Cluster control plane on etcd"); absent = the operator-driven
+    mode (``SET_PARTITION_ROLE``). ``ca``/``cert``/``key`` are file paths for TLS to etcd
+    (client certificates); None = plain HTTP. ``fence_writes_on_session_loss``: refuse
+    writes once the last good keepalive + the lease TTL has passed (default: keep serving
+    the current epoch while etcd is unreachable, Kafka's rule).
+    """
+
+    endpoints: tuple[str, ...]
+    lease_ttl_ms: int = 6000
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    fence_writes_on_session_loss: bool = False
+
+    @property
+    def lease_ttl_s(self) -> int:
+        """The TTL asked of etcd, whole seconds (etcd raises anything below 2 s to 2 s)."""
+        return max(2, -(-self.lease_ttl_ms // 1000))
+
+    @classmethod
+    def from_mapping(cls, raw: Any) -> EtcdSettings:
+        """Validate ``cluster.etcd``; ``ValueError`` names the key at fault."""
+        where = "cluster.etcd"
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"{where}: expected a mapping with endpoints")
+        known = ("endpoints", "lease_ttl_ms", "ca", "cert", "key",
+                 "fence_writes_on_session_loss")
+        unknown = set(raw) - set(known)
+        if unknown:
+            raise ValueError(f"{where}.{sorted(map(str, unknown))[0]}: unknown key (known: "
+                             f"{', '.join(known)})")
+        endpoints = raw.get("endpoints")
+        if isinstance(endpoints, str):
+            endpoints = [endpoints]
+        if not isinstance(endpoints, list) or not endpoints:
+            raise ValueError(f"{where}.endpoints: expected a list of http(s)://host:port URLs")
+        for url in endpoints:
+            if not isinstance(url, str) or not _ENDPOINT_RE.fullmatch(url):
+                raise ValueError(f"{where}.endpoints: {url!r} is not http(s)://host:port")
+        ttl = raw.get("lease_ttl_ms", 6000)
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1000 <= ttl <= 3_600_000:
+            raise ValueError(f"{where}.lease_ttl_ms: expected milliseconds between 1000 and "
+                             f"3600000, got {ttl!r}")
+        files: dict[str, str | None] = {}
+        for name in ("ca", "cert", "key"):
+            value = raw.get(name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{where}.{name}: expected a file path or null")
+            files[name] = value
+        if (files["cert"] is None) != (files["key"] is None):
+            raise ValueError(f"{where}.cert: cert and key go together")
+        fence = raw.get("fence_writes_on_session_loss", False)
+        if not isinstance(fence, bool):
+            raise ValueError(f"{where}.fence_writes_on_session_loss: expected true or false")
+        return cls(tuple(u.rstrip("/") for u in endpoints), ttl, files["ca"], files["cert"],
+                   files["key"], fence)
+
+
+_ENDPOINT_RE = re.compile(r"https?://[^\s/:]+(:[0-9]{1,5})?/?")
+_CLUSTER_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """This broker's view of the cluster.
@@ -67,11 +134,24 @@ class ClusterConfig:
             2: 127.0.0.1:9094
           replicas:                  # optional, per topic: one list per partition
             orders: [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
+          id: prod-1                 # with etcd: the key prefix /skerry/<id>/
+          etcd: {endpoints: [http://127.0.0.1:2379], lease_ttl_ms: 6000}
+          unclean_leader_election: false
+
+    ``etcd`` None: the operator-driven mode (``SET_PARTITION_ROLE``), as before etcd.
     """
 
     broker_id: int
     brokers: Mapping[int, BrokerAddress]
     replicas_by_topic: Mapping[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
+    cluster_id: str = "skerry"
+    etcd: EtcdSettings | None = None
+    unclean_leader_election: bool = False
+
+    @property
+    def controlled(self) -> bool:
+        """Leadership and ISR come from etcd (``cluster.etcd`` is set)."""
+        return self.etcd is not None
 
     @property
     def broker_ids(self) -> tuple[int, ...]:
@@ -114,10 +194,12 @@ class ClusterConfig:
         """Validate the ``cluster`` section; ``ValueError`` names the key at fault."""
         if not isinstance(raw, Mapping):
             raise ValueError("cluster: expected a mapping with broker_id and brokers")
-        unknown = set(raw) - {"broker_id", "brokers", "replicas"}
+        unknown = set(raw) - {"broker_id", "brokers", "replicas", "id", "etcd",
+                              "unclean_leader_election"}
         if unknown:
             raise ValueError(f"cluster.{sorted(map(str, unknown))[0]}: unknown key (known: "
-                             "broker_id, brokers, replicas)")
+                             "broker_id, brokers, replicas, id, etcd, "
+                             "unclean_leader_election)")
         if "broker_id" not in raw:
             raise ValueError("cluster.broker_id: missing")
         broker_id = _broker_id(raw["broker_id"], "cluster.broker_id")
@@ -151,7 +233,16 @@ class ClusterConfig:
                 if not is_valid_name(topic):
                     raise ValueError(f"{where}: not a topic name")
                 replicas[topic] = _replica_lists(lists, brokers, where)
-        return cls(broker_id, dict(sorted(brokers.items())), replicas)
+        cluster_id = raw.get("id", "skerry")
+        if not isinstance(cluster_id, str) or not _CLUSTER_ID_RE.fullmatch(cluster_id) \
+                or cluster_id in (".", ".."):
+            raise ValueError(f"cluster.id: expected 1-64 of [A-Za-z0-9._-], got {cluster_id!r}")
+        etcd = EtcdSettings.from_mapping(raw["etcd"]) if raw.get("etcd") is not None else None
+        unclean = raw.get("unclean_leader_election", False)
+        if not isinstance(unclean, bool):
+            raise ValueError("cluster.unclean_leader_election: expected true or false")
+        return cls(broker_id, dict(sorted(brokers.items())), replicas, cluster_id, etcd,
+                   unclean)
 
 
 def _broker_id(value: Any, where: str) -> int:

@@ -157,7 +157,7 @@ class PartitionReplication:
     __slots__ = (
         "_rf", "_min_isr", "_lag_ms", "_cap", "_role", "_epoch", "_followers", "_isr",
         "_leader_end", "_durable_end", "_hw_end", "_floor_end", "_ack_cap_end",
-        "_local", "_track", "_history", "_leader_isr",
+        "_local", "_track", "_history", "_leader_isr", "_managed", "_committed", "_pending",
     )
 
     def __init__(self, replication_factor: int, min_insync_replicas: int, *,
@@ -185,6 +185,12 @@ class PartitionReplication:
         self._followers = {r: _Follower() for r in range(replication_factor)
                            if r != local_replica}
         self._isr: tuple[int, ...] = (local_replica,)
+        # A managed ISR (the control plane on etcd, KIP-497): the lag rule only says which
+        # followers *should* be in sync (``desired_isr``); the committed ISR and a pending
+        # expansion, set by the shell from etcd, are what ``hw`` and acks=all wait for.
+        self._managed = False
+        self._committed: frozenset[int] = frozenset()
+        self._pending: frozenset[int] | None = None
         # Exclusive ends (offset + 1) of: the leader's log, its fsynced prefix, hw, the
         # lowest ISR follower, and the (min_isr - 1)-th highest ISR follower.
         self._leader_end = 0
@@ -498,9 +504,53 @@ class PartitionReplication:
             self._role = Role.FOLLOWER
         return True
 
+    # ------------------------------------------------------------------ managed ISR
+
+    @property
+    def managed(self) -> bool:
+        """The ISR is the control plane's (``manage_isr``)."""
+        return self._managed
+
+    def manage_isr(self, committed: Collection[int]) -> None:
+        """From now on the ISR is the control plane's: ``committed`` (replica ids, this one
+        included or not) is the ISR etcd holds. The lag rule keeps running but only moves
+        ``desired_isr``; ``set_isr`` moves the ISR."""
+        self._managed = True
+        self.set_isr(committed)
+
+    def set_isr(self, committed: Collection[int], pending: Collection[int] | None = None) -> bool:
+        """The committed ISR (as etcd holds it) and the proposal in flight, if any
+        (Kafka KIP-497). ``hw`` waits for the *maximal* ISR, committed | pending: a shrink
+        counts only once committed, an expansion as soon as proposed. The min-ISR check of
+        acks=all counts the committed ISR. True when ``hw`` advanced."""
+        self._committed = frozenset(r for r in committed if r in self._followers)
+        self._pending = None if pending is None else \
+            frozenset(r for r in pending if r in self._followers)
+        self._recompute_bounds()
+        return self._advance_hw() if self._role is Role.LEADER else False
+
+    @property
+    def committed_isr(self) -> tuple[int, ...]:
+        """The committed ISR with this replica, sorted (managed mode)."""
+        return tuple(sorted(self._committed | {self._local}))
+
+    def desired_isr(self) -> tuple[int, ...]:
+        """What the lag rule says the ISR should be now (this replica included, sorted):
+        the followers caught up within the lag timeout."""
+        return tuple(sorted({self._local} | {r for r, f in self._followers.items()
+                                             if f.in_isr}))
+
+    def epoch_start_last_offset(self) -> int:
+        """The leader's last offset when its current epoch began (-1: none), the second bar
+        a follower must pass to be proposed for the ISR (``IsrView.propose_expand``)."""
+        for entry in reversed(self._history.entries):
+            if entry.epoch == self._epoch:
+                return entry.start_offset - 1
+        return self._leader_end - 1
+
     # ------------------------------------------------------------------ clusters
 
-    def promote(self, epoch: int, now_ms: int) -> None:
+    def promote(self, epoch: int, now_ms: int, *, exact: bool = False) -> None:
         """Become the leader of ``epoch`` (a cluster promotion; the shell picks an epoch
         above every one it knows). The history gains ``(epoch, log end)``.
 
@@ -509,13 +559,14 @@ class PartitionReplication:
         them to leave the ISR); nobody else is in sync (Kafka's ``makeLeader``). Already
         leader (a restarted one whose leadership was not confirmed): only the epoch moves.
         """
-        if epoch <= self._epoch:
+        if epoch < self._epoch or (epoch == self._epoch and not (
+                exact and self._role is Role.FOLLOWER and self.last_epoch < epoch)):
             raise ValueError(f"promotion to epoch {epoch} is not above epoch {self._epoch}")
         self._history.assign(epoch, self._leader_end)
         self._epoch = epoch
         if self._role is Role.FOLLOWER:
             check_transition(self._role, Role.LEADER)
-            members = set(self._promotion_isr())
+            members = set(self._committed) if self._managed else set(self._promotion_isr())
             for replica, follower in self._followers.items():
                 follower.last_offset = -1
                 follower.leader_last_at_report = None
@@ -540,7 +591,7 @@ class PartitionReplication:
         self._expire(now_ms)
         self._recompute_bounds()
         self._advance_hw()
-        return True
+        return True   # managed: only ``desired_isr`` moved
 
     def fence(self, epoch: int) -> bool:
         """A leader learnt of ``epoch`` (newer than its own) or the operator demoted it:
@@ -625,11 +676,28 @@ class PartitionReplication:
         return changed
 
     def _recompute_bounds(self) -> None:
+        if self._managed:
+            self._recompute_managed_bounds()
+            return
         members = [r for r, f in self._followers.items() if f.in_isr]
         self._isr = (self._local, *members) if self._local == LEADER_REPLICA \
             else tuple(sorted((self._local, *members)))
         ends = sorted((self._followers[r].last_offset + 1 for r in members), reverse=True)
         self._floor_end = ends[-1] if ends else _NO_LIMIT
+        needed = self._min_isr - 1
+        if needed <= 0:
+            self._ack_cap_end = _NO_LIMIT
+        else:
+            self._ack_cap_end = ends[needed - 1] if len(ends) >= needed else 0
+
+    def _recompute_managed_bounds(self) -> None:
+        committed = self._committed
+        maximal = committed if self._pending is None else committed | self._pending
+        self._isr = tuple(sorted(committed | {self._local}))
+        followers = self._followers
+        floor = [followers[r].last_offset + 1 for r in maximal]
+        self._floor_end = min(floor) if floor else _NO_LIMIT
+        ends = sorted((followers[r].last_offset + 1 for r in committed), reverse=True)
         needed = self._min_isr - 1
         if needed <= 0:
             self._ack_cap_end = _NO_LIMIT

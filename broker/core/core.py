@@ -180,6 +180,11 @@ class BrokerCore:
         return self._topics.create_topic(name, partitions, replication_factor,
                                          min_insync_replicas, retention_ms, retention_bytes)
 
+    def set_remote_create(self, create: Any) -> None:
+        """With the control plane on etcd: ``create(name, settings)`` starts creating an
+        auto-created topic cluster-wide (``Topics.remote_create``)."""
+        self._topics.remote_create = create
+
     def delete_topic(self, name: str) -> None:
         """Delete a topic, once the messages queued for it this turn were appended."""
         self._topics.require(name)

@@ -18,12 +18,12 @@ Must not import: transports, Twisted, the other core modules but ``ports``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from broker.config import Config, TopicSettings
 from broker.core.ports import GroupEvents, ReplicationView, StoreView
-from broker.errors import BadRequest, StorageError
+from broker.errors import BadRequest, NotLeader, StorageError
 from data.errors import TopicQuarantined
 from data.log import PartitionLog
 from data.store import Topic, TopicConfig
@@ -42,6 +42,9 @@ class Topics:
         self._store = store
         self._replication = replication
         self._groups = groups
+        self.remote_create: Callable[[str, TopicSettings], None] | None = None
+        """With the control plane on etcd: auto-creation asks it (the topic appears on
+        every broker from etcd's watch) instead of creating a local topic."""
         self.by_name: Mapping[str, Topic] = store.topics
         """Every topic by name: the store's live, read-only mapping (the produce hot path
         looks a topic up here before it needs ``resolve``)."""
@@ -86,6 +89,10 @@ class Topics:
             if partition is not None and partition >= defaults.partitions:
                 raise BadRequest(f"partition {partition} out of range; topic {name} would "
                                  f"have {defaults.partitions} partitions")
+            if self.remote_create is not None:
+                self.remote_create(name, defaults)
+                raise NotLeader(f"topic {name} is being created across the cluster; retry "
+                                "in a moment")
             return self._create(name, defaults)
         if partition is not None and partition >= topic.config.partitions:
             raise BadRequest(f"partition {partition} out of range; topic {name} has "

@@ -1,9 +1,9 @@
 """The control plane as the admin commands see it, and its shell for a broker without etcd.
 
-Owns: the ``ControlPlane`` interface the V1 handlers call for the seed broker's five admin
+Owns: the ``AdminPlane`` interface the V1 handlers call for the seed broker's five admin
 commands (``ADMIN_CREATE_TOPIC``, ``ADMIN_REGISTER_BROKER``, ``ADMIN_BROKER_HEARTBEAT``,
 ``ADMIN_SET_PARTITION_LEADER``, ``ADMIN_GET_METADATA``) and for leader hints, the values it
-answers with (``Applied``: the term and index of a change; ``LeaderHint``; ``ClusterView``),
+answers with (``Applied``: the term and index of a change; ``LeaderHint``; ``AdminMetadata``),
 and ``LocalControl``: the implementation for a broker without etcd, over the pure
 ``replication.control.admin.LocalMetadata`` kept in ``<data_dir>/cluster-metadata.json``
 (replaced atomically, ``data.atomic``; written before a change takes effect, so ``index``
@@ -36,8 +36,8 @@ from replication.cluster import ClusterConfig
 from replication.control.admin import LocalMetadata
 from replication.control.keys import NO_LEADER, PartitionState
 
-__all__ = ["Applied", "LeaderHint", "ClusterView", "ControlPlane", "LocalControl",
-           "METADATA_FILE"]
+__all__ = ["Applied", "LeaderHint", "AdminMetadata", "AdminPlane", "LocalControl",
+           "EtcdAdmin", "METADATA_FILE"]
 
 log = logging.getLogger("skerry.cluster")
 
@@ -63,14 +63,14 @@ class LeaderHint:
 
 
 @dataclass(frozen=True, slots=True)
-class ClusterView:
+class AdminMetadata:
     """``ADMIN_GET_METADATA``: topic names and broker ids, both sorted."""
 
     topics: list[str]
     brokers: list[int]
 
 
-class ControlPlane(Protocol):
+class AdminPlane(Protocol):
     """What the V1 handlers ask of the control plane (local file, or etcd)."""
 
     def create_topic(self, topic: str, partitions: int, replication_factor: int,
@@ -85,7 +85,7 @@ class ControlPlane(Protocol):
     def elect(self, topic: str, partition: int, leader: int,
               isr: tuple[int, ...]) -> Deferred[Applied]: ...
 
-    def metadata(self) -> ClusterView: ...
+    def metadata(self) -> AdminMetadata: ...
 
     def leader_of(self, topic: str, partition: int) -> LeaderHint | None: ...
 
@@ -99,7 +99,7 @@ class _Replicas(Protocol):
 
 
 class LocalControl:
-    """``ControlPlane`` of a broker without etcd: ``term=1`` and an index kept on disk.
+    """``AdminPlane`` of a broker without etcd: ``term=1`` and an index kept on disk.
 
     ``create_locally(topic, partitions, rf, min_isr, retention_ms, retention_bytes)``
     creates the topic on this broker (its refusals answer the command unchanged);
@@ -201,9 +201,9 @@ class LocalControl:
             return applied
         return self._run(change)
 
-    def metadata(self) -> ClusterView:
+    def metadata(self) -> AdminMetadata:
         brokers = set(self._state.brokers) | set(self._address_book() or ())
-        return ClusterView(sorted(self._topic_names()), sorted(brokers))
+        return AdminMetadata(sorted(self._topic_names()), sorted(brokers))
 
     def leader_of(self, topic: str, partition: int) -> LeaderHint | None:
         """The recorded forced leader, when its address is known."""
@@ -222,3 +222,60 @@ class LocalControl:
     def topic_deleted(self, topic: str) -> None:
         """Forget a deleted topic's forced leaders (persisted with the next change)."""
         self._state = self._state.forget_topic(topic)
+
+
+class EtcdAdmin:
+    """``AdminPlane`` over the etcd control plane (``broker.services.control``): ``term`` is
+    etcd's Raft term and ``index`` the revision of the write (of the newest revision this
+    broker saw, for the commands that write nothing). Brokers register themselves through
+    their leases, so ``ADMIN_REGISTER_BROKER`` and ``ADMIN_BROKER_HEARTBEAT`` answer with the
+    registration state: an id outside the address book is refused, and so is a heartbeat
+    for a broker etcd holds no live registration of."""
+
+    def __init__(self, control: Any, cluster: ClusterConfig | None) -> None:
+        self._control = control
+        self._cluster = cluster
+
+    @staticmethod
+    def _applied(d: Deferred[Any]) -> Deferred[Applied]:
+        return d.addCallback(lambda ti: Applied(int(ti[0]), int(ti[1])))
+
+    def _now(self) -> Applied:
+        term, index = self._control.term_index()
+        return Applied(term, index)
+
+    def create_topic(self, topic: str, partitions: int, replication_factor: int,
+                     min_insync_replicas: int | None, retention_ms: int | None,
+                     retention_bytes: int | None) -> Deferred[Applied]:
+        settings = {k: v for k, v in (("retention_ms", retention_ms),
+                                      ("retention_bytes", retention_bytes)) if v is not None}
+        return self._applied(Deferred.fromCoroutine(self._control.create_topic(
+            topic, partitions, replication_factor, min_isr=min_insync_replicas,
+            settings=settings)))
+
+    def register_broker(self, broker_id: int, host: str, port: int,
+                        epoch: int | None) -> Deferred[Applied]:
+        if self._cluster is not None and broker_id not in self._cluster.brokers:
+            return fail(BadRequest(
+                f"broker {broker_id} is not in this cluster's address book (cluster.brokers: "
+                f"{' '.join(map(str, self._cluster.broker_ids))}); brokers register "
+                "themselves through their etcd leases"))
+        return succeed(self._now())
+
+    def heartbeat(self, broker_id: int) -> Deferred[Applied]:
+        if self._control.registration(broker_id) is None:
+            return fail(BadRequest(f"broker {broker_id} holds no live registration in etcd"))
+        return succeed(self._now())
+
+    def elect(self, topic: str, partition: int, leader: int,
+              isr: tuple[int, ...]) -> Deferred[Applied]:
+        return self._applied(Deferred.fromCoroutine(
+            self._control.elect(topic, partition, leader, isr or None)))
+
+    def metadata(self) -> AdminMetadata:
+        meta = self._control.metadata()
+        return AdminMetadata(sorted(meta.topics), sorted(meta.brokers))
+
+    def leader_of(self, topic: str, partition: int) -> LeaderHint | None:
+        found = self._control.leader_of(topic, partition)
+        return None if found is None else LeaderHint(found[0], found[1], found[2])

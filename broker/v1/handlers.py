@@ -24,7 +24,7 @@ from twisted.python.failure import Failure
 from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
 from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated
-from broker.services.cluster_admin import Applied, ControlPlane
+from broker.services.cluster_admin import AdminPlane, Applied
 from broker.services.groups import GroupService
 from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.services.replication import ReplicationService
@@ -485,20 +485,24 @@ class Handlers:
 
     # ------------------------------------------------------------- topics
 
-    control: ControlPlane | None = None
-    """The control plane of the admin commands (``broker/services/cluster_admin.py``): set
-    by the shell; a local metadata file without etcd, the etcd service with it."""
+    control: Any = None
+    """``broker.services.control.ControlPlane`` with ``cluster.etcd``: topic changes then go
+    through etcd (every broker applies them from its watch)."""
 
-    def _control(self) -> ControlPlane:
-        if self.control is None:
+    admin: AdminPlane | None = None
+    """What the seed broker's admin commands ask (``broker/services/cluster_admin.py``): set
+    by the shell; the local metadata file without etcd, the etcd control plane with it."""
+
+    def _admin(self) -> AdminPlane:
+        if self.admin is None:
             raise BadRequest("this broker has no control plane configured")
-        return self.control
+        return self.admin
 
     def admin_create_topic(self, cmd: c.AdminCreateTopic, slot: Slot,
                            conn: Connection) -> bytes | None:
         """The seed broker's shape: the topic's settings, then ``term``/``index`` of the
         change (its own reply fields, added at the end: older parsers read on)."""
-        d = self._control().create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
+        d = self._admin().create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
                                          cmd.min_insync_replicas, cmd.retention_ms,
                                          cmd.retention_bytes)
         return self._answer(cmd, d, lambda a: c.ok(cmd.cid, c.admin_topic_payload(
@@ -515,13 +519,13 @@ class Handlers:
 
     def admin_register_broker(self, cmd: c.AdminRegisterBroker, slot: Slot,
                               conn: Connection) -> bytes | None:
-        d = self._control().register_broker(cmd.broker_id, cmd.host, cmd.port, cmd.epoch)
+        d = self._admin().register_broker(cmd.broker_id, cmd.host, cmd.port, cmd.epoch)
         return self._answer(cmd, d, lambda a: c.ok(cmd.cid, c.broker_registered_payload(
             cmd.broker_id, cmd.host, cmd.port, a.term, a.index)), slot, conn)
 
     def admin_broker_heartbeat(self, cmd: c.AdminBrokerHeartbeat, slot: Slot,
                                conn: Connection) -> bytes | None:
-        d = self._control().heartbeat(cmd.broker_id)
+        d = self._admin().heartbeat(cmd.broker_id)
         return self._answer(cmd, d, lambda a: c.ok(cmd.cid, c.broker_heartbeat_payload(
             cmd.broker_id, a.term, a.index)), slot, conn)
 
@@ -530,7 +534,7 @@ class Handlers:
         """The operator's forced election (docs/cluster.md): refused for a leader outside
         the partition's ISR unless unclean election is allowed."""
         self.core.resolve(cmd.topic, cmd.partition, False)
-        d: Deferred[Applied] = self._control().elect(cmd.topic, cmd.partition, cmd.leader,
+        d: Deferred[Applied] = self._admin().elect(cmd.topic, cmd.partition, cmd.leader,
                                                      cmd.isr)
 
         def render(a: Applied) -> bytes:
@@ -542,17 +546,29 @@ class Handlers:
 
     def admin_get_metadata(self, cmd: c.AdminGetMetadata, slot: Slot,
                            conn: Connection) -> bytes:
-        view = self._control().metadata()
+        view = self._admin().metadata()
         return c.ok(cmd.cid, c.cluster_metadata_payload(view.topics, view.brokers))
 
-    def admin_delete_topic(self, cmd: c.AdminDeleteTopic, slot: Slot, conn: Connection) -> bytes:
+    def admin_delete_topic(self, cmd: c.AdminDeleteTopic, slot: Slot,
+                           conn: Connection) -> bytes | None:
+        if self.control is not None:
+            d = Deferred.fromCoroutine(self.control.delete_topic(cmd.topic))
+            self._later(cmd, d, lambda _ti: c.ok(cmd.cid, f"topic={cmd.topic} deleted=true"),
+                        slot, conn)
+            return None
         self.core.delete_topic(cmd.topic)
-        forget = getattr(self.control, "topic_deleted", None)
+        forget = getattr(self.admin, "topic_deleted", None)
         if forget is not None:
             forget(cmd.topic)
         return c.ok(cmd.cid, f"topic={cmd.topic} deleted=true")
 
-    def admin_add_partitions(self, cmd: c.AdminAddPartitions, slot: Slot, conn: Connection) -> bytes:
+    def admin_add_partitions(self, cmd: c.AdminAddPartitions, slot: Slot,
+                             conn: Connection) -> bytes | None:
+        if self.control is not None:
+            d = Deferred.fromCoroutine(self.control.add_partitions(cmd.topic, cmd.partitions))
+            self._later(cmd, d, lambda _ti: c.ok(
+                cmd.cid, f"topic={cmd.topic} partitions={cmd.partitions}"), slot, conn)
+            return None
         topic = self.core.add_partitions(cmd.topic, cmd.partitions)
         return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions}")
 

@@ -16,6 +16,7 @@ __all__ = [
     "NotCaughtUp",
     "InvalidIsr",
     "NotPartitionLeader",
+    "IneligibleLeader",
 ]
 
 
@@ -48,3 +49,8 @@ class InvalidIsr(ControlError):
 
 class NotPartitionLeader(ControlError):
     """A broker tried to write a partition's ISR without being the leader the key names."""
+
+
+class IneligibleLeader(ControlError):
+    """A forced election named a leader the rules refuse: not a replica, not alive, or
+    outside the committed ISR while unclean election is off."""

@@ -13,6 +13,9 @@ with ``str`` keys and ``bytes`` values, no encoding) and the builders:
                           ``MOD(key) == the revision the decision was made on``
 ``write_isr``             leader: ``MOD(key) == read revision`` and
                           ``LEASE(brokers/<me>) == my lease``
+``delete_topic``          ``MOD(topics/<t>) == read revision``; delete it and its partitions
+``grow_topic``            ``MOD(topics/<t>) == read revision``; put the grown topic and the
+                          new partitions
 ========================  ===============================================================
 
 Each failure branch reads back what the compares were about, so one round trip tells the
@@ -52,6 +55,8 @@ __all__ = [
     "create_topic",
     "write_partitions",
     "write_isr",
+    "delete_topic",
+    "grow_topic",
 ]
 
 
@@ -191,3 +196,24 @@ def write_isr(layout: KeyLayout, broker_id: int, lease: int, write: PartitionWri
                 Compare(layout.broker(broker_id), Target.LEASE, lease)),
                (Put(key, state.encode()),),
                (Get(key),))
+
+
+def delete_topic(layout: KeyLayout, topic: str, mod_revision: int) -> Txn:
+    """Delete the topic and every partition key, if the topic is still as read."""
+    key = layout.topic(topic)
+    return Txn((Compare(key, Target.MOD, mod_revision),),
+               (Delete(key), Delete(layout.partitions_prefix(topic), prefix=True)),
+               (Get(key),))
+
+
+def grow_topic(layout: KeyLayout, topic: str, mod_revision: int, before: TopicRecord,
+               after: TopicRecord) -> Txn:
+    """Add partitions: the topic record grows, the new partitions start as
+    ``PartitionState.initial``; only if the topic is still as read."""
+    if after.partitions <= before.partitions:
+        raise ValueError("a topic only grows")
+    key = layout.topic(topic)
+    puts: list[Op] = [Put(key, after.encode())]
+    puts += [Put(layout.partition(topic, p), PartitionState.initial(after.replicas[p]).encode())
+             for p in range(before.partitions, after.partitions)]
+    return Txn((Compare(key, Target.MOD, mod_revision),), tuple(puts), (Get(key),))

@@ -9,6 +9,7 @@ Must not import: the global reactor, sockets, transports, the store's modules.
 from broker.services.replication.follower_side import ReplicaHandle
 from broker.services.replication.partitions import PartitionLogView, StoreView
 from broker.services.replication.results import (
+    IsrFacts,
     PartitionStatus,
     PullResult,
     ReplicaFetchResult,
@@ -19,6 +20,7 @@ from broker.services.replication.service import ReplicationService
 __all__ = [
     "ReplicationService",
     "ReplicaFetchResult",
+    "IsrFacts",
     "PartitionStatus",
     "PullResult",
     "ReplicaStatusInfo",

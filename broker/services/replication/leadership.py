@@ -60,6 +60,10 @@ class Leadership:
         the frozen ISR members get a fresh lag window. The current role: no change.
         """
         new_role = parse_role(role)
+        if self._cluster is not None and self._cluster.controlled:
+            raise BadRequest("this cluster's leaders are elected through etcd "
+                             "(cluster.etcd); use ADMIN_SET_PARTITION_LEADER or "
+                             "`skerry cluster elect` instead of SET_PARTITION_ROLE")
         if self._cluster is not None:
             return self._set_role_in_cluster(slot, new_role)
         repl = slot.repl
@@ -111,6 +115,9 @@ class Leadership:
         repl = slot.repl
         if repl.role is not Role.LEADER or repl.leader_epoch != epoch or slot.forgotten:
             return False
+        if self._cluster is not None and self._cluster.controlled \
+                and slot.stored_epoch != epoch:
+            return False    # with etcd, only the partition key confirms a leadership
         if not slot.confirmed:
             slot.confirmed = True
             log.info("%s/%d: leadership of epoch %d confirmed by every other replica; "
@@ -142,6 +149,71 @@ class Leadership:
                      "ISR now [%s] (hw=%d)", slot.topic, slot.partition, broker_id,
                      " ".join(map(str, repl.isr)), repl.hw)
             self._progress.after_change(slot, True, repl.hw > hw_before)
+
+    def apply_stored(self, slot: Slot, leader: int, epoch: int,
+                     isr: tuple[int, ...]) -> None:
+        """The partition key in etcd says ``leader`` (a broker id, -1: offline) leads
+        ``epoch`` with the committed ``isr`` (broker ids): lead exactly that epoch, or
+        follow it. Writes are accepted only once this has run for the current epoch."""
+        assert self._cluster is not None
+        me = self._cluster.broker_id
+        repl = slot.repl
+        if not slot.is_replica or slot.forgotten:
+            slot.stored_epoch = epoch
+            slot.leader_id = leader
+            return
+        positions = [slot.replicas.index(b) for b in isr if b in slot.replicas]
+        if leader == me:
+            if epoch < repl.leader_epoch:
+                log.warning("%s/%d: etcd names this broker leader of epoch %d but it knows "
+                            "epoch %d; waiting for the controller", slot.topic,
+                            slot.partition, epoch, repl.leader_epoch)
+                slot.stored_epoch = epoch
+                return
+            if repl.role is Role.LEADER and repl.leader_epoch == epoch:
+                hw_before = repl.hw
+                slot.stored_epoch = epoch
+                repl.set_isr(positions)
+                slot.leader_id = me
+                if not slot.confirmed:
+                    slot.confirmed = True
+                    log.info("%s/%d: leader of epoch %d as etcd holds it; accepting writes",
+                             slot.topic, slot.partition, epoch)
+                self._progress.after_change(slot, False, repl.hw > hw_before)
+                self._listeners.changed(slot)
+                self._listeners.isr_wanted(slot)
+                return
+            if repl.role is Role.LEADER:   # leads an older epoch: the new one replaces it
+                self._checkpoints.persist(slot, repl.fence_checkpoint(repl.leader_epoch))
+                repl.fence(repl.leader_epoch)
+            slot.stored_epoch = epoch
+            repl.set_isr(positions)
+            self._checkpoints.persist(slot, repl.promotion_checkpoint(epoch))
+            hw_before = repl.hw
+            repl.promote(epoch, now_ms(self._clock), exact=True)
+            slot.confirmed = True
+            slot.leader_id = me
+            self._checkpoints.discard(slot)
+            log.info("%s/%d is now the leader, epoch %d as etcd holds it (log end %d, hw=%d, "
+                     "isr=%s)", slot.topic, slot.partition, epoch, slot.log.next_offset,
+                     repl.hw, list(isr))
+            self._progress.after_change(slot, False, repl.hw > hw_before, saved=True)
+            self._listeners.changed(slot)
+            return
+        slot.stored_epoch = epoch
+        slot.leader_id = leader
+        if repl.role is Role.LEADER:
+            fenced_at = max(epoch, repl.leader_epoch)
+            self._checkpoints.persist(slot, repl.fence_checkpoint(fenced_at))
+            self._step_down(slot, fenced_at,
+                            f"partition {slot.partition} of {slot.topic}: etcd names "
+                            f"{'no leader' if leader < 0 else f'broker {leader}'} for epoch "
+                            f"{epoch}")
+            slot.leader_id = leader
+            return
+        if repl.observe_epoch(epoch):
+            self._checkpoints.save(slot)
+        self._listeners.changed(slot)
 
     def _set_role_in_cluster(self, slot: Slot, role: Role) -> int:
         repl = slot.repl

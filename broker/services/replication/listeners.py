@@ -26,12 +26,22 @@ class Listeners:
     def __init__(self) -> None:
         self._hw: list[Callable[[str, int], None]] = []
         self._change: list[Callable[[str, int], None]] = []
+        self._isr: list[Callable[[str, int], None]] = []
 
     def add_hw(self, listener: Callable[[str, int], None]) -> None:
         self._hw.append(listener)
 
     def add_change(self, listener: Callable[[str, int], None]) -> None:
         self._change.append(listener)
+
+    def add_isr(self, listener: Callable[[str, int], None]) -> None:
+        self._isr.append(listener)
+
+    def isr_wanted(self, slot: Slot) -> None:
+        """A leader whose ISR is etcd's (managed) wants a different ISR: the control plane
+        proposes it."""
+        for listener in list(self._isr):
+            listener(slot.topic, slot.partition)
 
     def hw_moved(self, slot: Slot) -> None:
         for listener in list(self._hw):

@@ -74,7 +74,7 @@ class Slot:
 
     __slots__ = ("topic", "partition", "log", "repl", "replicated", "waiters", "expiry",
                  "expiry_at_ms", "forgotten", "replicas", "is_replica", "confirmed",
-                 "leader_id", "pulls", "hw_sent")
+                 "leader_id", "pulls", "hw_sent", "stored_epoch")
 
     def __init__(self, topic: str, partition: int, plog: PartitionLogView,
                  repl: PartitionReplication) -> None:
@@ -93,6 +93,9 @@ class Slot:
         self.leader_id = -1
         self.pulls: list[PullWaiter] = []
         self.hw_sent: dict[int, int] = {}  # replica id -> hw in the last pull answer
+        # With the control plane on etcd: the leader epoch of the partition key as last
+        # read (None: not read since start; the partition then takes no writes).
+        self.stored_epoch: int | None = None
 
 
 def now_ms(clock: IReactorTime) -> int:
@@ -108,9 +111,15 @@ def not_leader(slot: Slot, cluster: ClusterConfig | None) -> NotLeader:
             return NotLeader(f"broker {cluster.broker_id} holds no replica of {where} "
                              f"(replicas: brokers {' '.join(map(str, slot.replicas))})")
         epoch = slot.repl.leader_epoch
+        if slot.repl.role is Role.LEADER and cluster.controlled:
+            return NotLeader(f"{where}: leadership of epoch {epoch} on this broker is not "
+                             "the one etcd holds (or etcd's session is lost)")
         if slot.repl.role is Role.LEADER:
             return NotLeader(f"{where}: leadership of epoch {epoch} on this broker is not "
                              "confirmed yet (waiting for the other replicas' epochs)")
+        if cluster.controlled and slot.stored_epoch is None:
+            return NotLeader(f"{where}: this broker has not read the partition's state from "
+                             "etcd yet")
         leader = f"broker {slot.leader_id}" if slot.leader_id >= 0 else "not known yet"
         return NotLeader(f"{where} is a follower on this broker (epoch {epoch}, leader "
                          f"{leader})")
@@ -244,6 +253,9 @@ class PartitionTable:
             repl = PartitionReplication.restore(
                 checkpoint, local_replica=local, track_epochs=True,
                 first_offset=plog.first_offset, **common)
+            if cluster.controlled:
+                # The ISR is etcd's; until the partition key is read, the checkpointed one.
+                repl.manage_isr(checkpoint.isr)
         slot = Slot(topic, partition, plog, repl)
         slot.replicas = replicas
         slot.is_replica = local is not None
@@ -252,8 +264,10 @@ class PartitionTable:
         slot.confirmed = repl.role is not Role.LEADER
         slot.leader_id = -1
         if local is not None and repl.role is Role.LEADER:
-            log.info("%s/%d: leader of epoch %d on disk; refusing writes until the other "
-                     "replicas confirm it", topic, partition, repl.leader_epoch)
+            log.info("%s/%d: leader of epoch %d on disk; refusing writes until %s", topic,
+                     partition, repl.leader_epoch,
+                     "etcd's partition key names it" if cluster.controlled
+                     else "the other replicas confirm it")
         self._expiry.schedule_expiry(slot)
         self._listeners.changed(slot)
         return slot

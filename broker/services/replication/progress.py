@@ -68,6 +68,8 @@ class ProgressTracker:
         """The ISR or ``hw`` may have moved (``saved``: the state is on disk already)."""
         if isr_changed:
             self._checkpoints.save(slot)
+            if slot.repl.managed and slot.repl.is_leader:
+                self._listeners.isr_wanted(slot)
         elif slot.replicated and not saved:
             self._checkpoints.mark_dirty(slot)
         self.schedule_expiry(slot)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from replication.roles import Role
 
-__all__ = ["ReplicaFetchResult", "PartitionStatus", "PullResult", "ReplicaStatusInfo"]
+__all__ = ["ReplicaFetchResult", "PartitionStatus", "PullResult", "ReplicaStatusInfo", "IsrFacts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +72,21 @@ class ReplicaStatusInfo:
     replicas: list[int]
     leader: int
     epochs: list[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class IsrFacts:
+    """A partition as the control plane proposes its ISR: whether this broker leads it
+    (confirmed), its epochs (local and as etcd holds it), the committed ISR and the one the
+    lag rule wants (broker ids, sorted), each replica's last offset by broker id, ``hw``,
+    the leader's last offset when its epoch began, and the local log end."""
+
+    leader: bool
+    epoch: int
+    stored_epoch: int | None
+    committed: tuple[int, ...]
+    desired: tuple[int, ...]
+    progress: dict[int, int]
+    hw: int
+    epoch_start: int
+    log_end: int
