@@ -578,8 +578,17 @@ class Handlers:
                              f"retention_bytes={_limit(config.retention_bytes)}")
 
     def metadata(self, cmd: c.Metadata, slot: Slot, conn: Connection) -> bytes:
+        cluster = self.replication.cluster
         if cmd.topic is None:
-            return c.ok(cmd.cid, "topics=" + _lst(sorted(self.core.topic_names())))
+            payload = "topics=" + _lst(sorted(self.core.topic_names()))
+            if cluster is not None:
+                # Additive, in a cluster: every broker's V1 address (and, with etcd, the
+                # controller), so a client can reach the leaders METADATA <topic> names.
+                payload += " brokers=" + _lst(f"{b}@{a}" for b, a in cluster.brokers.items())
+                if self.control is not None:
+                    controller = self.control.controller
+                    payload += f" controller={-1 if controller is None else controller}"
+            return c.ok(cmd.cid, payload)
         cfg = self.core.topic_config(cmd.topic)
         if cfg is None:
             raise BadRequest("unknown topic")
@@ -598,7 +607,19 @@ class Handlers:
             f"next={_lst(ps.next_offset for ps in summaries)} under_replicated={_lst(under)}"
             # Additive, for `skerry topics describe`: record bytes and segment files.
             f" size={_lst(ps.size_bytes for ps in summaries)}"
-            f" segments={_lst(ps.segment_count for ps in summaries)}"))
+            f" segments={_lst(ps.segment_count for ps in summaries)}"
+            + (self._leaders(cmd.topic, cfg.partitions) if cluster is not None else "")))
+
+    def _leaders(self, topic: str, partitions: int) -> str:
+        """Additive, in a cluster: `` leaders=[<broker id> ...] epochs=[<n> ...]``, each
+        partition's leader as this broker knows it (``-1``: unknown or offline) and its
+        leader epoch; the addresses are in ``METADATA``'s ``brokers=``."""
+        leaders, epochs = [], []
+        for p in range(partitions):
+            leader, epoch = self.replication.leader_view(topic, p)
+            leaders.append(leader)
+            epochs.append(epoch)
+        return f" leaders={_lst(leaders)} epochs={_lst(epochs)}"
 
     def offsets(self, cmd: c.Offsets, slot: Slot, conn: Connection) -> bytes:
         self.core.resolve(cmd.topic, cmd.partition, False)

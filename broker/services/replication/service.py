@@ -179,6 +179,18 @@ class ReplicationService:
                 return found.leader, found.addr, found.epoch
         return None
 
+    def leader_view(self, topic: str, partition: int) -> tuple[int, int]:
+        """``(leader broker id, leader epoch)`` of a partition as this broker knows it: itself
+        when it leads (confirmed), else ``leader_hint``'s; ``(-1, epoch)`` when unknown."""
+        slot = self._slot(topic, partition)
+        cluster = self._cluster
+        if self.is_leader(topic, partition):
+            return (cluster.broker_id if cluster is not None else 0), slot.repl.leader_epoch
+        hint = self.leader_hint(topic, partition)
+        if hint is None:
+            return -1, slot.repl.leader_epoch
+        return hint[0], hint[2]
+
     def not_leader_error(self, topic: str, partition: int) -> NotLeader:
         """The NOT_LEADER refusal of a write here, naming the leader when known."""
         error = not_leader(self._slot(topic, partition), self._cluster)
