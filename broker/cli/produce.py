@@ -566,7 +566,11 @@ async def _produce_routed(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
                               name="skerry-produce-stdin", daemon=True)
     start = clock()
     try:
-        await refresh()
+        for _ in range(20):  # a topic auto-created through etcd appears a moment later
+            await refresh()
+            if routes.partitions >= 1:
+                break
+            await asyncio.sleep(0.25)
         if routes.partitions < 1:
             raise ToolError(f"cannot learn the partitions of {options.topic} from any broker "
                             "(does the topic exist? in a cluster, create it first)")
