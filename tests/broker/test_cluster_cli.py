@@ -233,3 +233,22 @@ def test_dev_cluster_with_etcd_fails_over_by_itself(tmp_path: Path) -> None:
         assert list(dict.fromkeys(v for v in stored if v.startswith("sdk"))) == acked
     finally:
         assert dev.stop() == 0
+
+
+def test_the_commands_in_docs_cluster_md_are_valid() -> None:
+    """Every ``$ skerry ...`` command docs/cluster.md shows parses with the real parser, and
+    the shell line dev-cluster suggests makes key:value lines."""
+    import shlex
+
+    from broker.cli.main import build_parser
+
+    text = (ROOT / "docs" / "cluster.md").read_text()
+    commands = re.findall(r"^\$ skerry (.+)$", text, re.M)
+    assert {c.split()[0] for c in commands} >= {"cluster", "dev-cluster"}
+    for command in commands:
+        build_parser().parse_args(shlex.split(command))
+    suggested = re.search(r"^      (seq 100 \| sed .+?) \| skerry", text, re.M)
+    assert suggested is not None
+    made = subprocess.run(["bash", "-c", suggested.group(1).replace("100", "3")],
+                          capture_output=True, text=True, timeout=10)
+    assert made.stdout == "k1:v1\nk2:v2\nk3:v3\n"
