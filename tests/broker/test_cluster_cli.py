@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.client.sync import Client
+from broker.client.sync import Client, RoutedProducer
 from tests.support import ROOT, V1Client, debian_tool
 
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
@@ -203,8 +203,8 @@ def test_dev_cluster_with_etcd_fails_over_by_itself(tmp_path: Path) -> None:
     """With etcd installed: dev-cluster starts it, status names a controller, and after a
     kill -9 of broker 1 the controller elects a new leader for partition 1 on its own: a
     producer rotating through its brokers on NOT_LEADER (the seed SDK's way) loses no
-    acknowledged message across it, and produce --acks all keeps acknowledging
-    everything."""
+    acknowledged message across it, the Python client's RoutedProducer follows the new
+    leader, and produce --acks all keeps acknowledging everything."""
     debian_tool("etcd", "etcd-server")
     dev = DevCluster(tmp_path / "dev")
     try:
@@ -217,6 +217,11 @@ def test_dev_cluster_with_etcd_fails_over_by_itself(tmp_path: Path) -> None:
                                    and r["under_replicated"] == 0 else None)(status(zero)),
                           "a controller and full replication")
         assert report["mode"] == "etcd"
+        routed = RoutedProducer(zero, timeout=5, retries=40, backoff=0.25)
+        py_acked = []
+        for i in range(30):  # learns the leaders, broker 1 for partition 1 among them
+            routed.produce("demo", f"py{i}", key=f"py{i}", acks="all")
+            py_acked.append(f"py{i}")
         acked, failover_s = rotating_producer(dev, kill_at=20)
         print(f"kill -9 of the leader -> next acknowledgement: {failover_s:.2f} s")
         assert len(acked) == 40 and failover_s < 10, failover_s
@@ -226,7 +231,11 @@ def test_dev_cluster_with_etcd_fails_over_by_itself(tmp_path: Path) -> None:
         again = skerry("produce", "demo", "--acks", "all", "--bootstrap", zero,
                        stdin=lines(200, 200))
         assert again.returncode == 0 and "produced 200 messages" in again.stderr, again.stderr
-        assert consumed(zero) == {f"v{i}" for i in range(400)} | set(acked)
+        for i in range(30, 60):  # its map is stale now: NOT_LEADER / refused, then the new
+            routed.produce("demo", f"py{i}", key=f"py{i}", acks="all")  # leader
+            py_acked.append(f"py{i}")
+        routed.close()
+        assert consumed(zero) == {f"v{i}" for i in range(400)} | set(acked) | set(py_acked)
         with Client(dev.addresses[moved["leader"]]) as client:
             stored = [m.value.decode() for m in client.consume("demo", 1, 0, max_messages=10_000
                                                                ).messages]
