@@ -240,6 +240,12 @@ def test_dev_cluster_with_etcd_fails_over_by_itself(tmp_path: Path) -> None:
             stored = [m.value.decode() for m in client.consume("demo", 1, 0, max_messages=10_000
                                                                ).messages]
         assert list(dict.fromkeys(v for v in stored if v.startswith("sdk"))) == acked
+        # a forced election through etcd: partition 2 (replicas 2 0 1) moves to broker 0
+        elected = skerry("cluster", "elect", "demo", "2", "--broker", "0", "--bootstrap", zero)
+        assert elected.returncode == 0, elected.stderr
+        assert re.match(r"demo/2: broker 0 leads now \(isr \[0 2\], term \d+, index \d+\)",
+                        elected.stdout), elected.stdout
+        wait_for(lambda: status(zero)["partitions"][2]["leader"] == 0, "broker 0 leading")
     finally:
         assert dev.stop() == 0
 
