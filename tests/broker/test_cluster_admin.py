@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from broker.services.cluster_admin import METADATA_FILE
+from replication.control.keys import PartitionState
 from tests.reliability.inmemory import InMemoryBroker
 
 
@@ -121,3 +122,29 @@ def test_docs_examples_are_answered_as_shown(tmp_path: Path) -> None:
         assert [ask(h, request) for request, _ in pairs] == [want for _, want in pairs]
     finally:
         h.close()
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_unclean_election_lets_a_leader_outside_the_isr_through(tmp_path: Path,
+                                                                 unclean: bool) -> None:
+    """``LocalControl`` with unclean election allowed (``cluster.unclean_leader_election``)
+    accepts a leader outside the recorded ISR, in the next epoch; without, it refuses and
+    records nothing."""
+    from broker.errors import InvalidReplicaRequest
+    from broker.services.cluster_admin import LocalControl
+
+    control = LocalControl(str(tmp_path), create_locally=lambda *a: None,
+                           topic_names=lambda: ["t"], check_partition=lambda t, p: None,
+                           unclean_allowed=unclean)
+    for broker in (1, 2):
+        control.register_broker(broker, "127.0.0.1", 9090 + broker, None)
+    control.elect("t", 0, 1, (1,))
+    results: list[object] = []
+    control.elect("t", 0, 2, (2,)).addBoth(results.append)
+    if unclean:
+        assert results[0].index == 4  # type: ignore[attr-defined]
+        assert control.state.leader_of("t", 0) == PartitionState(2, 1, (2,))
+    else:
+        assert isinstance(results[0].value, InvalidReplicaRequest)  # type: ignore[attr-defined]
+        assert "not in the partition's ISR [1]" in results[0].value.message  # type: ignore[attr-defined]
+        assert control.state.index == 3 and control.state.leader_of("t", 0).leader == 1
