@@ -148,3 +148,29 @@ def test_unclean_election_lets_a_leader_outside_the_isr_through(tmp_path: Path,
         assert isinstance(results[0].value, InvalidReplicaRequest)  # type: ignore[attr-defined]
         assert "not in the partition's ISR [1]" in results[0].value.message  # type: ignore[attr-defined]
         assert control.state.index == 3 and control.state.leader_of("t", 0).leader == 1
+
+
+@pytest.mark.parametrize("command", ["ADMIN_REGISTER_BROKER", "ADMIN_BROKER_HEARTBEAT",
+                                     "ADMIN_SET_PARTITION_LEADER", "ADMIN_GET_METADATA"])
+def test_any_arguments_parse_or_are_refused_cleanly(command: str) -> None:
+    """Whatever follows the command name, the codec gives a command or a protocol-shaped
+    refusal (CommandError), never another exception."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from broker.v1.codec import Codec, CommandError
+
+    codec = Codec()
+    alphabet = st.sampled_from(list("0123456789,:.[] abc-_\u00e9\t"))
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet, max_size=40))
+    def check(args: str) -> None:
+        try:
+            parsed = codec.parse_command(f"V1|1|{command}|{args}".encode())
+        except CommandError as refused:
+            assert refused.reply().startswith(b"V1|")
+            return
+        assert parsed is not None and parsed.name == command
+
+    check()
