@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, fail, succeed
 
-from broker.errors import BadRequest, SkerryError, StorageError
+from broker.errors import BadRequest, SkerryError, StorageError, Unavailable
 from data.atomic import read_json, write_atomic
 from data.fs import OS_FS, FileLayer
 from replication.cluster import ClusterConfig
@@ -238,7 +238,16 @@ class EtcdAdmin:
 
     @staticmethod
     def _applied(d: Deferred[Any]) -> Deferred[Applied]:
-        return d.addCallback(lambda ti: Applied(int(ti[0]), int(ti[1])))
+        """``(term, index)`` as ``Applied``; a write whose outcome etcd left unknown (no
+        answer in time) is UNAVAILABLE saying so, not a bug."""
+        from broker.services.etcd import OutcomeUnknown
+
+        def unknown(failure: Any) -> Any:
+            failure.trap(OutcomeUnknown)
+            raise Unavailable("etcd did not answer in time: the change may or may not have "
+                              "been made; look (ADMIN_GET_METADATA) before sending it again")
+
+        return d.addCallbacks(lambda ti: Applied(int(ti[0]), int(ti[1])), unknown)
 
     def _now(self) -> Applied:
         term, index = self._control.term_index()

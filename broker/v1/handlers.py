@@ -503,8 +503,8 @@ class Handlers:
         """The seed broker's shape: the topic's settings, then ``term``/``index`` of the
         change (its own reply fields, added at the end: older parsers read on)."""
         d = self._admin().create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
-                                         cmd.min_insync_replicas, cmd.retention_ms,
-                                         cmd.retention_bytes)
+                                       cmd.min_insync_replicas, cmd.retention_ms,
+                                       cmd.retention_bytes)
         return self._answer(cmd, d, lambda a: c.ok(cmd.cid, c.admin_topic_payload(
             cmd.topic, cmd.partitions, cmd.replication_factor, a.term, a.index)), slot, conn)
 
