@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data.names import is_valid_name
+from replication.control.errors import BadKey
+from replication.control.keys import KeyLayout
 
 __all__ = ["BrokerAddress", "ClusterConfig", "EtcdSettings", "default_replicas"]
 
@@ -117,7 +119,6 @@ class EtcdSettings:
 
 
 _ENDPOINT_RE = re.compile(r"https?://[^\s/:]+(:[0-9]{1,5})?/?")
-_CLUSTER_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -234,9 +235,11 @@ class ClusterConfig:
                     raise ValueError(f"{where}: not a topic name")
                 replicas[topic] = _replica_lists(lists, brokers, where)
         cluster_id = raw.get("id", "skerry")
-        if not isinstance(cluster_id, str) or not _CLUSTER_ID_RE.fullmatch(cluster_id) \
-                or cluster_id in (".", ".."):
-            raise ValueError(f"cluster.id: expected 1-64 of [A-Za-z0-9._-], got {cluster_id!r}")
+        try:
+            KeyLayout(cluster_id if isinstance(cluster_id, str) else "")
+        except BadKey:
+            raise ValueError(f"cluster.id: expected 1-64 of [A-Za-z0-9._-], got "
+                             f"{cluster_id!r}") from None
         etcd = EtcdSettings.from_mapping(raw["etcd"]) if raw.get("etcd") is not None else None
         unclean = raw.get("unclean_leader_election", False)
         if not isinstance(unclean, bool):

@@ -529,10 +529,25 @@ class PartitionReplication:
         self._recompute_bounds()
         return self._advance_hw() if self._role is Role.LEADER else False
 
+    def grant_lag_window(self, now_ms: int) -> None:
+        """Committed ISR members the lag rule does not count yet (no report since this
+        leadership began) get a fresh lag window from ``now_ms``, as Kafka's ``makeLeader``
+        does: a new leader must not shrink the ISR before its followers had time to fetch."""
+        for replica in self._committed:
+            follower = self._followers[replica]
+            if not follower.in_isr:
+                follower.in_isr = True
+                follower.caught_up_ms = now_ms
+
     @property
     def committed_isr(self) -> tuple[int, ...]:
         """The committed ISR with this replica, sorted (managed mode)."""
         return tuple(sorted(self._committed | {self._local}))
+
+    def isr_settled(self) -> bool:
+        """The lag rule wants exactly the committed ISR (no proposal needed)."""
+        followers = self._followers
+        return all(followers[r].in_isr == (r in self._committed) for r in followers)
 
     def desired_isr(self) -> tuple[int, ...]:
         """What the lag rule says the ISR should be now (this replica included, sorted):

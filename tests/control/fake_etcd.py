@@ -121,6 +121,8 @@ class FakeEtcd:
         self._next_lease = 0x7E5A0000
         self._watchers: dict[int, _Watcher] = {}
         self._next_watch = 0
+        self._outbox: list[tuple[int, list[_Event]]] = []
+        self._delivering = False
 
     # --- helpers the tests read ---------------------------------------------------------
 
@@ -173,8 +175,20 @@ class FakeEtcd:
         if not events:
             return
         self._history.append((self.revision, events))
-        for watcher in list(self._watchers.values()):
-            self._deliver(watcher, [(self.revision, events)])
+        # A watcher reacting to an event may write (a nested commit): its events queue up
+        # behind the ones being delivered, so every watcher sees revisions in order, as
+        # etcd's watch streams do.
+        self._outbox.append((self.revision, events))
+        if self._delivering:
+            return
+        self._delivering = True
+        try:
+            while self._outbox:
+                item = self._outbox.pop(0)
+                for watcher in list(self._watchers.values()):
+                    self._deliver(watcher, [item])
+        finally:
+            self._delivering = False
 
     def _apply_put(self, key: bytes, value: bytes, lease: int, events: list[_Event]) -> None:
         old = self._kvs.get(key)

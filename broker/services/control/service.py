@@ -620,6 +620,10 @@ class ControlPlane:
                 self._apply_partition(topic, p)
         if controller_gone:
             self._try_claim()
+        if brokers_changed:     # a broker back: the partitions led here may take it again
+            for (topic, p), state in sorted(self.view.partitions.items()):
+                if state.leader == self.broker_id:
+                    self._isr_wanted(topic, p)
         if brokers_changed or topics or partitions:
             self._schedule_reconcile()
 
@@ -817,7 +821,10 @@ class ControlPlane:
             proposed = isr.propose_shrink(out, leader=self.broker_id)
         else:
             joining = []
+            alive = self.view.alive
             for r in sorted(desired - committed):
+                if r not in alive:
+                    continue    # the controller would take it out again
                 try:
                     IsrView(committed).propose_expand(
                         r, facts.progress.get(r, -1), facts.hw,

@@ -176,6 +176,7 @@ class Leadership:
                 repl.set_isr(positions)
                 slot.leader_id = me
                 if not slot.confirmed:
+                    repl.grant_lag_window(now_ms(self._clock))
                     slot.confirmed = True
                     log.info("%s/%d: leader of epoch %d as etcd holds it; accepting writes",
                              slot.topic, slot.partition, epoch)

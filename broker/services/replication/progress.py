@@ -66,10 +66,12 @@ class ProgressTracker:
     def after_change(self, slot: Slot, isr_changed: bool, hw_advanced: bool, *,
                      saved: bool = False) -> None:
         """The ISR or ``hw`` may have moved (``saved``: the state is on disk already)."""
+        repl = slot.repl
+        if repl.managed and repl.is_leader and (isr_changed or not repl.isr_settled()):
+            # A follower caught up or lags (or caught up further, past hw): propose again.
+            self._listeners.isr_wanted(slot)
         if isr_changed:
             self._checkpoints.save(slot)
-            if slot.repl.managed and slot.repl.is_leader:
-                self._listeners.isr_wanted(slot)
         elif slot.replicated and not saved:
             self._checkpoints.mark_dirty(slot)
         self.schedule_expiry(slot)

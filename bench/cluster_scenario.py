@@ -1,0 +1,486 @@
+"""The cluster scenario: real etcd members and three real brokers on loopback running
+themselves (``cluster.etcd``): RF=3, min ISR 2, a pipelined ``acks=all`` load of random
+binary values, and the spec's failure targets ("Cluster control plane on etcd", Failure
+targets) with figures.
+
+Run it (from the repository root)::
+
+    .venv/bin/python -m bench.cluster_scenario                        # every target
+    .venv/bin/python -m bench.cluster_scenario --target 1 --runs 20 --messages 100000
+
+Targets (each on a fresh cluster; ``--etcd 3`` members by default):
+
+1. ``kill -9`` of the partition leader, ``--runs`` times (the killed broker restarts as a
+   follower between runs): failover time = from the kill to the first acknowledgement by
+   the new leader (an upper bound of "last ack of the old leader -> first ack of the new
+   one"), min/median/max;
+2. the leader ``SIGSTOP``ped for 2 x TTL then ``SIGCONT``: replaced; once resumed it
+   follows within a second and acknowledges no write;
+4. etcd's own members: 2 of 3 stopped (SIGSTOP) for 2 x TTL, then etcd's leader killed:
+   0 leadership changes, 0 produce errors;
+5. ``SIGTERM`` of the leader: failover time, 0 ``REPLICATION_TIMEOUT``;
+6. the controller's broker killed (one that leads nothing when possible): the controller
+   and its partitions move within TTL + 1 s;
+7. every ISR member dead: the partition goes offline (``leader=-1`` in etcd).
+
+Every target ends with the same checks: every acknowledged message is on the final leader
+exactly once, in order, at its offset, and all three logs are byte-identical.
+
+Target 3 (a broker cut off from etcd only, by a TCP proxy) is covered in memory
+(``tests/control/test_failover.py``), not here.
+
+Must not import: Twisted or the broker's runtime; ``data.store`` only on stopped brokers'
+directories; etcd is read with ``etcdctl``-free HTTP calls to its JSON gateway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.replication_scenario import Producer, _check_acked, fields, free_ports
+from data.store import StorageConfig, Store
+from tests.control.real_etcd import EtcdCluster
+from tests.support import BrokerProcess
+
+__all__ = ["EtcdBrokers", "TargetResult", "run_target", "main"]
+
+TOPIC = "repl"
+CLUSTER_ID = "bench"
+
+
+class EtcdBrokers:
+    """``etcd_members`` etcd processes and three brokers with ``cluster.etcd``."""
+
+    def __init__(self, workdir: Path, *, etcd_members: int = 3, ttl_ms: int = 2000,
+                 fence: bool = False, unclean: bool = False) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        self.ttl = ttl_ms / 1000.0
+        self.etcd = EtcdCluster(workdir, etcd_members)
+        ports = free_ports(3)
+        brokers = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
+        self.procs: dict[int, BrokerProcess] = {}
+        for i, port in enumerate(ports):
+            config = {
+                "log_level": "info",
+                "auto_create_topics": False,
+                "storage": {"fsync": "always"},
+                "replication": {"replica_lag_timeout_ms": 1000, "ack_timeout_ms": 3000,
+                                "fetch_wait_ms": 200, "retry_backoff_ms": 100,
+                                "request_timeout_ms": 1000},
+                "topics": {TOPIC: {"partitions": 1, "replication_factor": 3,
+                                   "min_insync_replicas": 2}},
+                "cluster": {"broker_id": i, "brokers": brokers, "id": CLUSTER_ID,
+                            "unclean_leader_election": unclean,
+                            "etcd": {"endpoints": self.etcd.endpoints, "lease_ttl_ms": ttl_ms,
+                                     "fence_writes_on_session_loss": fence}},
+            }
+            self.procs[i] = BrokerProcess(workdir / f"broker{i}", config, port=port)
+
+    # ------------------------------------------------------------------ processes
+
+    def start(self, broker_id: int | None = None) -> None:
+        ids = [broker_id] if broker_id is not None else list(self.procs)
+        with ThreadPoolExecutor(len(ids)) as pool:
+            for future in [pool.submit(self.procs[i].start) for i in ids]:
+                future.result()
+
+    def signal(self, broker_id: int, sig: int) -> None:
+        proc = self.procs[broker_id].proc
+        assert proc is not None
+        proc.send_signal(sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            proc.wait(timeout=30)
+
+    def alive(self, broker_id: int) -> bool:
+        proc = self.procs[broker_id].proc
+        return proc is not None and proc.poll() is None
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.proc is not None and proc.proc.poll() is None:
+                proc.proc.send_signal(signal.SIGCONT)
+            proc.__exit__(None, None, None)
+        for p in self.etcd.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+        self.etcd.stop()
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.proc is not None and proc.proc.poll() is None:
+                proc.stop()
+
+    # ------------------------------------------------------------------ etcd
+
+    def etcd_get(self, key: str) -> dict[str, Any] | None:
+        body = json.dumps({"key": base64.b64encode(
+            f"/skerry/{CLUSTER_ID}/{key}".encode()).decode()}).encode()
+        for endpoint in self.etcd.endpoints:
+            try:
+                request = urllib.request.Request(endpoint + "/v3/kv/range", data=body,
+                                                 headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=1) as answer:
+                    kvs = json.loads(answer.read()).get("kvs", [])
+                return json.loads(base64.b64decode(kvs[0]["value"])) if kvs else None
+            except OSError:
+                continue
+        raise OSError("no etcd member answered")
+
+    def partition(self) -> dict[str, Any]:
+        state = self.etcd_get(f"partitions/{TOPIC}/0")
+        assert state is not None
+        return state
+
+    def controller(self) -> int | None:
+        doc = self.etcd_get("controller")
+        return None if doc is None else int(doc["broker"])
+
+    # ------------------------------------------------------------------ brokers
+
+    def request(self, broker_id: int, line: str, timeout: float = 5.0) -> str:
+        client = self.procs[broker_id].client(timeout=timeout)
+        try:
+            return client.request(f"V1|1|{line}")
+        finally:
+            client.close()
+
+    def status(self, broker_id: int) -> dict[str, str]:
+        reply = self.request(broker_id, f"REPLICA_STATUS|{TOPIC} 0")
+        if "|OK|" not in reply:
+            raise RuntimeError(f"broker {broker_id}: {reply}")
+        return fields(reply.split("|OK|", 1)[1])
+
+    def leader(self) -> int | None:
+        """The broker accepting writes (leader, confirmed), None when none does."""
+        for i in self.procs:
+            if not self.alive(i):
+                continue
+            try:
+                info = self.status(i)
+            except (OSError, RuntimeError):
+                continue
+            if info["role"] == "leader" and info["confirmed"] == "true":
+                return i
+        return None
+
+    def wait(self, condition: Callable[[], Any], what: str, timeout: float = 60.0,
+             step: float = 0.02) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                value = condition()
+            except (OSError, RuntimeError, KeyError, AssertionError):
+                value = None
+            if value:
+                return value
+            time.sleep(step)
+        raise TimeoutError(f"timed out waiting for {what}")
+
+    def wait_whole_isr(self, timeout: float = 60.0) -> int:
+        """Until etcd's committed ISR names all three brokers and one leads; the leader."""
+        def whole() -> int | None:
+            state = self.partition()
+            if len(state["isr"]) != 3 or state["leader"] < 0:
+                return None
+            leader = state["leader"]
+            return leader + 1 if self.leader() == leader else None
+
+        return self.wait(whole, "a leader with the whole ISR", timeout) - 1
+
+    def wait_caught_up(self, leader: int, timeout: float = 120.0) -> int:
+        def done() -> int | None:
+            lead = self.status(leader)
+            leo = int(lead["leo"])
+            if int(lead["hw"]) != leo - 1:
+                return None
+            for i in self.procs:
+                info = self.status(i)
+                if int(info["leo"]) != leo or int(info["hw"]) != leo - 1:
+                    return None
+            return leo + 1
+
+        return self.wait(done, "every replica caught up", timeout) - 1
+
+    def read_log(self, broker_id: int) -> tuple[bytes, list[bytes]]:
+        store = Store(str(self.procs[broker_id].data_dir), StorageConfig(fsync="never"))
+        try:
+            plog = store.partition(TOPIC, 0)
+            raws: list[bytes] = []
+            payloads: list[bytes] = []
+            at = plog.first_offset
+            while at < plog.next_offset:
+                result = plog.read(at, 100_000, 1 << 24)
+                if not result.records:
+                    break
+                raws.append(result.raw)
+                payloads.extend(r.payload for r in result.records)
+                at = result.next_offset
+            return b"".join(raws), payloads
+        finally:
+            store.close()
+
+
+@dataclass
+class TargetResult:
+    target: str
+    messages: int
+    acked: int
+    timeouts: int
+    not_leader: int
+    unanswered: int
+    failovers: list[float] = field(default_factory=list)
+    log_end: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        fo = ""
+        if self.failovers:
+            fo = (f" failover min/median/max {min(self.failovers):.2f}/"
+                  f"{statistics.median(self.failovers):.2f}/{max(self.failovers):.2f} s "
+                  f"over {len(self.failovers)} run(s)")
+        return (f"target {self.target}: sent={self.messages} acked={self.acked} "
+                f"read back={self.log_end} timeouts={self.timeouts} "
+                f"not_leader={self.not_leader} unanswered={self.unanswered}{fo}; "
+                + "; ".join(self.notes))
+
+
+class _Load:
+    """The producer, always aimed at the current leader (found through REPLICA_STATUS)."""
+
+    def __init__(self, cluster: EtcdBrokers, window: int) -> None:
+        self.cluster = cluster
+        self.target = cluster.wait_whole_isr()
+        self.producer = Producer(lambda: self.target, _ClusterShim(cluster), window=window)
+
+    def windows(self, count: int, before_replies: Callable[[], None] | None = None) -> int:
+        """Send ``count`` requests to the current leader; returns how many were acked."""
+        before = len(self.producer.acked)
+        self.producer.send_window(count, before_replies)
+        return len(self.producer.acked) - before
+
+    def retarget(self, timeout: float) -> int:
+        self.producer.close()
+        self.target = self.cluster.wait(
+            lambda: (lambda b: None if b is None else b + 1)(self.cluster.leader()),
+            "a new leader", timeout, step=0.01) - 1
+        return self.target
+
+    def first_ack_after(self, start: float, timeout: float) -> float:
+        """Produce single requests to whichever broker leads until one is acknowledged;
+        seconds since ``start``."""
+        deadline = start + timeout
+        while time.monotonic() < deadline:
+            try:
+                self.retarget(max(0.1, deadline - time.monotonic()))
+            except TimeoutError:
+                break
+            if self.windows(1):
+                return time.monotonic() - start
+            time.sleep(0.01)
+        raise AssertionError(f"no acknowledgement within {timeout} s of the failure")
+
+
+class _ClusterShim:
+    """What ``Producer`` needs of a cluster: ``procs``."""
+
+    def __init__(self, cluster: EtcdBrokers) -> None:
+        self.procs = cluster.procs
+
+
+def _finish(cluster: EtcdBrokers, load: _Load, result: TargetResult) -> TargetResult:
+    """Every broker up and caught up, then stopped: logs byte-identical, acks read back."""
+    for i in cluster.procs:
+        if not cluster.alive(i):
+            cluster.start(i)
+    leader = cluster.wait_whole_isr(timeout=90)
+    load.producer.close()
+    result.log_end = cluster.wait_caught_up(leader)
+    cluster.stop()
+    lead_raw, payloads = cluster.read_log(leader)
+    for i in cluster.procs:
+        if i != leader:
+            raw, _ = cluster.read_log(i)
+            if raw != lead_raw:
+                raise AssertionError(f"broker {i}'s log differs from the leader's")
+    result.notes.append(f"3 logs byte-identical ({len(lead_raw)} bytes)")
+    _check_acked(load.producer, payloads)
+    result.notes.append(f"all {len(load.producer.acked)} acked read back in order")
+    p = load.producer
+    result.acked, result.timeouts = len(p.acked), p.timeouts
+    result.not_leader, result.unanswered = p.not_leader, p.unanswered
+    return result
+
+
+def _steady(load: _Load, count: int, window: int) -> None:
+    while count > 0:
+        n = min(window, count)
+        load.windows(n)
+        count -= n
+
+
+def run_target(target: str, workdir: Path, *, messages: int = 10_000, runs: int = 1,
+               window: int = 500, etcd_members: int = 3, ttl_ms: int = 2000) -> TargetResult:
+    """Run one failure target on a fresh cluster (module docstring)."""
+    cluster = EtcdBrokers(workdir, etcd_members=etcd_members, ttl_ms=ttl_ms,
+                          fence=target == "2", unclean=False)
+    try:
+        cluster.start()
+        load = _Load(cluster, window)
+        result = TargetResult(target, messages, 0, 0, 0, 0)
+        per = max(window, messages // (runs + 1))
+        ttl = cluster.ttl
+        if target in ("1", "5"):
+            sig = signal.SIGKILL if target == "1" else signal.SIGTERM
+            for _ in range(runs):
+                _steady(load, per, window)
+                victim = load.target
+                killed: list[float] = []
+
+                def kill(v: int = victim, killed: list[float] = killed) -> None:
+                    killed.append(time.monotonic())
+                    cluster.signal(v, sig)
+
+                load.windows(window, kill)
+                result.failovers.append(load.first_ack_after(killed[0], ttl + 10))
+                cluster.start(victim)
+                load.target = cluster.wait_whole_isr()
+            bound = ttl + 1 if target == "1" else 1.0
+            slow = [f for f in result.failovers if f > bound]
+            result.notes.append(f"{len(result.failovers) - len(slow)} of "
+                                f"{len(result.failovers)} within {bound:.1f} s")
+        elif target == "2":
+            _steady(load, per, window)
+            victim = load.target
+            cluster.signal(victim, signal.SIGSTOP)
+            stopped = time.monotonic()
+            result.failovers.append(load.first_ack_after(stopped, ttl + 10))
+            time.sleep(max(0.0, 2 * ttl - (time.monotonic() - stopped)))
+            cluster.signal(victim, signal.SIGCONT)
+            resumed = time.monotonic()
+            cluster.wait(lambda: cluster.status(victim)["role"] == "follower",
+                         "the old leader to follow", 5, step=0.01)
+            result.notes.append(f"old leader follows {time.monotonic() - resumed:.2f} s after "
+                                "SIGCONT")
+            reply = cluster.request(victim, f"PRODUCE|{TOPIC} k:late acks=all")
+            if "|OK|" in reply:
+                raise AssertionError(f"the resumed old leader acknowledged a write: {reply}")
+            result.notes.append("resumed old leader refused the write")
+            _steady(load, per, window)
+        elif target == "4":
+            if etcd_members < 3:
+                raise ValueError("target 4 needs 3 etcd members")
+            _steady(load, per // 2, window)
+            epoch = cluster.partition()["leader_epoch"]
+            others = [1, 2]
+            for m in others:
+                cluster.etcd.procs[m].send_signal(signal.SIGSTOP)
+            started = time.monotonic()
+            while time.monotonic() - started < 2 * ttl:
+                load.windows(min(window, 100))
+            for m in others:
+                cluster.etcd.procs[m].send_signal(signal.SIGCONT)
+            cluster.etcd.wait_healthy([0, 1, 2], 20)
+            cluster.etcd.kill(_etcd_leader(cluster))
+            _steady(load, per // 2, window)
+            time.sleep(ttl)
+            changes = cluster.partition()["leader_epoch"] - epoch
+            result.notes.append(f"{changes} leadership change(s)")
+            if changes:
+                raise AssertionError(f"{changes} leadership changes while etcd degraded")
+        elif target == "6":
+            _steady(load, per, window)
+            controller = cluster.wait(cluster.controller, "a controller", 10)
+            killed_at = time.monotonic()
+            cluster.signal(controller, signal.SIGKILL)
+            new = cluster.wait(lambda: (lambda c: None if c in (None, controller) else c)(
+                cluster.controller()), "a new controller", ttl + 10, step=0.01)
+            moved = time.monotonic() - killed_at
+            result.notes.append(f"controller {controller} -> {new} in {moved:.2f} s")
+            if load.target == controller:
+                result.failovers.append(load.first_ack_after(killed_at, ttl + 10))
+            _steady(load, per, window)
+        elif target == "7":
+            _steady(load, per, window)
+            for i in list(cluster.procs):
+                cluster.signal(i, signal.SIGKILL)
+            cluster.wait(lambda: cluster.partition()["leader"] == -1, "offline",
+                         ttl + 10, step=0.05)
+            state = cluster.partition()
+            result.notes.append(f"offline: leader=-1 epoch={state['leader_epoch']} "
+                                f"isr={state['isr']} kept")
+        else:
+            raise ValueError(f"unknown target {target}")
+        return _finish(cluster, load, result)
+    finally:
+        cluster.close()
+
+
+def _etcd_leader(cluster: EtcdBrokers) -> int:
+    for i, endpoint in enumerate(cluster.etcd.endpoints):
+        try:
+            request = urllib.request.Request(endpoint + "/v3/maintenance/status", data=b"{}",
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=1) as answer:
+                doc = json.loads(answer.read())
+            if doc.get("leader") == doc.get("header", {}).get("member_id"):
+                return i
+        except OSError:
+            continue
+    return 0
+
+
+TARGETS = ["1", "2", "4", "5", "6", "7"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--window", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=20, help="kill -9 runs of target 1")
+    parser.add_argument("--etcd", type=int, default=3, help="etcd members")
+    parser.add_argument("--ttl-ms", type=int, default=2000)
+    parser.add_argument("--target", choices=[*TARGETS, "all"], default="all")
+    args = parser.parse_args(argv)
+    names = TARGETS if args.target == "all" else [args.target]
+    root = Path(tempfile.mkdtemp(prefix="skerry-cluster-"))
+    print(f"{args.etcd} etcd + 3 brokers on 127.0.0.1, RF=3, min ISR 2, lease TTL "
+          f"{args.ttl_ms} ms, {args.messages} pipelined acks=all per target "
+          f"({args.window} in flight); data in {root}")
+    failed = False
+    for name in names:
+        started = time.monotonic()
+        try:
+            result = run_target(name, root / f"t{name}", messages=args.messages,
+                                runs=args.runs if name == "1" else 1, window=args.window,
+                                etcd_members=args.etcd, ttl_ms=args.ttl_ms)
+        except Exception as exc:  # noqa: BLE001 - report every target, then fail
+            failed = True
+            print(f"target {name}: FAILED: {type(exc).__name__}: {exc}")
+        else:
+            print(result.line() + f" ({time.monotonic() - started:.0f} s)")
+        sys.stdout.flush()
+    if not failed:
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""Automatic failover with the etcd control plane, in memory: three real brokers
+(``build_broker``) and a fake etcd on ``task.Clock``s (``etcd_cluster_harness``). No sleeps:
+the lease TTL passes by advancing the clocks."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.control.etcd_cluster_harness import TOPIC, EtcdNetwork
+from tests.replication.cluster_harness import produce_reply_offsets
+
+TTL = 2.0
+
+
+def produce(net: EtcdNetwork, broker: int, values: list[str]) -> list[int]:
+    client = net.client(broker)
+    lines = [client.request(f"PRODUCE|{TOPIC} k:{v} acks=all") for v in values]
+    offsets = produce_reply_offsets(lines)
+    assert len(offsets) == len(values), lines
+    return offsets
+
+
+class StartupTests:
+    def test_brokers_register_and_lead_the_stored_epoch(self, tmp_path: Path) -> None:
+        """Each broker registers with a lease; one is the controller; the config's topic is
+        in etcd with every replica in the ISR; broker 0 (first replica) leads epoch 0 and
+        acknowledges acks=all writes."""
+        net = EtcdNetwork(tmp_path)
+        assert sorted(net.control(0).metadata().brokers) == [0, 1, 2]
+        assert net.controller() in (0, 1, 2)
+        net.run_until(lambda: len(net.stored().isr) == 3)
+        state = net.stored()
+        assert (state.leader, state.leader_epoch, state.isr) == (0, 0, (0, 1, 2))
+        assert net.leader() == 0
+        assert produce(net, 0, ["a", "b"]) == [0, 1]
+        assert net.control(1).leader_of(TOPIC, 0) == (0, "10.0.0.1:9092", 0)
+
+    def test_no_write_before_the_key_is_read(self, tmp_path: Path) -> None:
+        """A broker that cannot reach etcd at start never read its partition's key: it takes
+        no write (NOT_LEADER), even though it was the leader on disk."""
+        net = EtcdNetwork(tmp_path)
+        produce(net, 0, ["a"])
+        net.crash(0)
+        net.advance(TTL + 1)
+        net.start(0)
+        net.cut_etcd(0)
+        net.advance(1)
+        reply = net.client(0).request(f"PRODUCE|{TOPIC} k:x acks=1")
+        assert "|ERR|NOT_LEADER|" in reply
+
+    def test_set_partition_role_is_refused(self, tmp_path: Path) -> None:
+        """With etcd the operator's SET_PARTITION_ROLE would fight the controller: refused
+        with a pointer to the forced election."""
+        net = EtcdNetwork(tmp_path)
+        reply = net.client(1).request(f"SET_PARTITION_ROLE|{TOPIC} 0 leader")
+        assert "|ERR|BAD_REQUEST|" in reply and "ADMIN_SET_PARTITION_LEADER" in reply
+
+
+class FailoverTests:
+    def test_leader_crash_elects_next_in_isr(self, tmp_path: Path) -> None:
+        """kill -9 of the leader (also the controller here or not): once its lease expires
+        the controller elects the next replica in the ISR with epoch + 1, the brokers switch
+        roles, every acknowledged message is on the new leader and writes go on there."""
+        net = EtcdNetwork(tmp_path)
+        acked = produce(net, 0, [f"v{i}" for i in range(20)])
+        net.crash(0)
+        took = net.run_until(lambda: net.leader() is not None, within=TTL + 2)
+        assert took <= TTL + 1
+        state = net.stored()
+        assert (state.leader, state.leader_epoch, state.isr) == (1, 1, (1, 2))
+        assert net.leader() == 1
+        assert net.plog(1).next_offset >= len(acked)
+        assert produce(net, 1, ["after"]) == [20]
+        assert net.controller() in (1, 2)
+
+    def test_controller_crash_moves_the_controller(self, tmp_path: Path) -> None:
+        """The controller's broker dies while leading nothing: another broker becomes the
+        controller (a new epoch = a new create revision) and still acts on later deaths."""
+        net = EtcdNetwork(tmp_path)
+        first = net.controller()
+        assert first is not None
+        net.crash(first)
+        net.run_until(lambda: net.controller() not in (None, first), within=TTL + 2)
+        second = net.controller()
+        survivors = [i for i in (0, 1, 2) if i not in (first, second)]
+        net.crash(survivors[0])
+        net.run_until(lambda: len(net.stored().isr) == 1, within=TTL + 2)
+        assert net.stored().isr == (second,) and net.stored().leader == second
+
+    def test_restart_revokes_the_old_lease(self, tmp_path: Path) -> None:
+        """A leader killed and restarted at once revokes its previous lease (its id is in the
+        data dir): the controller fails over without waiting for the TTL, and the restarted
+        broker follows the new leader."""
+        net = EtcdNetwork(tmp_path)
+        produce(net, 0, ["a"])
+        net.crash(0)
+        net.start(0)
+        took = net.run_until(lambda: net.stored().leader_epoch == 1, within=TTL)
+        assert took < 0.5
+        net.run_until(lambda: net.leader() == 1)
+        net.run_until(lambda: net.status(0).role.value == "follower")
+
+    def test_clean_shutdown_fails_over_at_once(self, tmp_path: Path) -> None:
+        """SIGTERM of the leader revokes its lease: a new leader within a second."""
+        net = EtcdNetwork(tmp_path)
+        produce(net, 0, ["a"])
+        net.stop(0)
+        took = net.run_until(lambda: net.leader() is not None, within=TTL)
+        assert took < 1.0 and net.leader() == 1
+
+    def test_lost_compare_decides_again(self, tmp_path: Path) -> None:
+        """A controller deciding on a stale read loses the txn's compare, takes what etcd
+        holds from the failure branch and decides again: the write that lands is right."""
+        net = EtcdNetwork(tmp_path)
+        controller = net.control(net.controller())
+        controller.view.partition_mods[(TOPIC, 0)] -= 1   # a stale read
+        leader = net.stored().leader
+        victim = [b for b in (1, 2) if b != controller.broker_id and b != leader][0] \
+            if leader == 0 else 0
+        txns_before = sum(1 for g in net.gateways.values() for c in g.calls
+                          if c[1] == "/v3/kv/txn")
+        net.crash(victim)
+        net.run_until(lambda: victim not in net.stored().isr, within=TTL + 2)
+        txns = sum(1 for g in net.gateways.values() for c in g.calls
+                   if c[1] == "/v3/kv/txn") - txns_before
+        assert txns >= 2  # the lost one and the one that landed
+        assert victim not in net.stored().isr
+
+
+class UnreachableEtcdTests:
+    def test_etcd_down_freezes_leadership(self, tmp_path: Path) -> None:
+        """etcd unreachable for 3 x TTL: nothing moves, the leader keeps acknowledging
+        acks=all writes (Kafka's rule)."""
+        net = EtcdNetwork(tmp_path)
+        produce(net, 0, ["a"])
+        net.etcd_down()
+        net.advance(3 * TTL)
+        assert net.leader() == 0
+        assert produce(net, 0, ["b", "c"]) == [1, 2]
+        net.etcd_up()
+        net.advance(TTL)
+        assert net.stored().leader_epoch == 0 and net.leader() == 0
+
+    def test_fence_writes_on_session_loss(self, tmp_path: Path) -> None:
+        """With fence_writes_on_session_loss the leader refuses writes once the last good
+        keepalive + TTL has passed, and takes them again once etcd answers."""
+        net = EtcdNetwork(tmp_path, etcd_settings={"fence_writes_on_session_loss": True})
+        produce(net, 0, ["a"])
+        net.etcd_down()
+        net.advance(TTL / 2)
+        assert produce(net, 0, ["b"]) == [1]
+        net.advance(TTL)
+        reply = net.client(0).request(f"PRODUCE|{TOPIC} k:c acks=all")
+        assert "|ERR|NOT_LEADER|" in reply
+        net.etcd_up()
+        net.advance(TTL)
+        assert produce(net, 0, ["d"]) == [2]
+
+    def test_broker_cut_off_from_etcd_is_replaced(self, tmp_path: Path) -> None:
+        """The leader alone loses etcd: its lease expires, a new leader is elected within
+        TTL + 1 s, and the old one acknowledges no acks=all write after that (its followers
+        follow the new epoch); it steps down once it reaches etcd again."""
+        net = EtcdNetwork(tmp_path)
+        produce(net, 0, ["a"])
+        net.cut_etcd(0)
+        took = net.run_until(lambda: net.stored().leader == 1, within=TTL + 2)
+        assert took <= TTL + 1
+        net.run_until(lambda: net.confirmed_leader(1))
+        reply = net.client(0).request(f"PRODUCE|{TOPIC} k:lost acks=all", within=5)
+        assert "|OK|" not in reply
+        net.restore_etcd(0)
+        net.run_until(lambda: not net.confirmed_leader(0), within=TTL + 2)
+        assert net.leader() == 1
+
+
+class IsrTests:
+    def test_shrink_and_expand_go_through_etcd(self, tmp_path: Path) -> None:
+        """A follower cut off from the leader (both alive in etcd) leaves the ISR through a
+        committed etcd txn after the lag timeout; once healed and caught up it is proposed
+        again and the committed ISR is whole."""
+        net = EtcdNetwork(tmp_path)
+        produce(net, 0, ["a"])
+        net.partition(0, 2)
+        net.run_until(lambda: net.stored().isr == (0, 1), within=5)
+        assert produce(net, 0, ["b"]) == [1]
+        net.heal(0, 2)
+        net.run_until(lambda: net.stored().isr == (0, 1, 2), within=5)
+        assert net.stored().leader_epoch == 0
+
+    def test_every_isr_member_dead_goes_offline(self, tmp_path: Path) -> None:
+        """Unclean election off: with every ISR member dead the partition goes offline
+        (leader -1) and keeps its ISR; the last in-sync replica leads again on return."""
+        net = EtcdNetwork(tmp_path)
+        produce(net, 0, ["a"])
+        net.partition(0, 2)
+        net.run_until(lambda: net.stored().isr == (0, 1), within=5)
+        net.crash(0)
+        net.crash(1)
+        net.run_until(lambda: net.stored().leader == -1, within=2 * TTL + 2)
+        assert net.leader() is None and net.stored().isr == (1,)
+        net.start(1)
+        net.run_until(lambda: net.stored().leader == 1, within=TTL + 2)
+
+    def test_unclean_election_elects_with_a_warning(self, tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+        """Unclean election on: the live replica outside the ISR leads, with a warning."""
+        net = EtcdNetwork(tmp_path, cluster_settings={"unclean_leader_election": True})
+        produce(net, 0, ["a"])
+        net.partition(0, 2)
+        net.run_until(lambda: net.stored().isr == (0, 1), within=5)
+        net.crash(0)
+        net.crash(1)
+        net.run_until(lambda: net.stored().leader == 2, within=2 * TTL + 2)
+        assert any(re.search("UNCLEAN election", r.getMessage()) for r in caplog.records)
+
+
+class ApiTests:
+    def test_create_topic_everywhere(self, tmp_path: Path) -> None:
+        """create_topic writes one txn; every broker creates the logs from the watch; the
+        answer is (etcd term, revision); a second create is refused."""
+        net = EtcdNetwork(tmp_path)
+        results: list[object] = []
+        from twisted.internet.defer import Deferred
+
+        Deferred.fromCoroutine(net.control(2).create_topic("orders", 3, 3, min_isr=2)) \
+            .addBoth(results.append)
+        net.flush()
+        term, index = results[0]  # type: ignore[misc]
+        assert term == 2 and index == net.etcd.revision or index <= net.etcd.revision
+        net.advance(0.5)
+        for i in range(3):
+            assert net.broker(i).core.topic_config("orders").partitions == 3
+        net.run_until(lambda: all(net.confirmed_leader(p, p) for p in range(3))
+                      if False else all(net.service(p).is_leader("orders", p)
+                                        for p in range(3)))
+        again: list[object] = []
+        Deferred.fromCoroutine(net.control(0).create_topic("orders", 1, 1)) \
+            .addBoth(again.append)
+        net.flush()
+        assert "topic already exists" in str(again[0])
+
+    def test_forced_election(self, tmp_path: Path) -> None:
+        """elect() moves leadership with epoch + 1 like an automatic election, and refuses
+        a leader outside the ISR while unclean election is off."""
+        net = EtcdNetwork(tmp_path)
+        from twisted.internet.defer import Deferred
+
+        done: list[object] = []
+        Deferred.fromCoroutine(net.control(1).elect(TOPIC, 0, 2)).addBoth(done.append)
+        net.run_until(lambda: net.leader() == 2)
+        assert net.stored().leader_epoch == 1 and net.stored().leader == 2
+        net.partition(2, 1)
+        net.run_until(lambda: sorted(net.stored().isr) == [0, 2], within=5)
+        refused: list[object] = []
+        Deferred.fromCoroutine(net.control(0).elect(TOPIC, 0, 1)).addBoth(refused.append)
+        net.flush()
+        assert "outside the ISR" in str(refused[0])
