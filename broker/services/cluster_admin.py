@@ -46,10 +46,13 @@ METADATA_FILE = "cluster-metadata.json"
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """Where a control-plane change landed: ``term`` and ``index`` of the write."""
+    """Where a control-plane change landed: ``term`` and ``index`` of the write.
+    ``address``: for a registration, the ``(host, port)`` the control plane holds for the
+    broker when that is not what was sent (with etcd, brokers register themselves)."""
 
     term: int
     index: int
+    address: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +272,16 @@ class EtcdAdmin:
                 f"broker {broker_id} is not in this cluster's address book (cluster.brokers: "
                 f"{' '.join(map(str, self._cluster.broker_ids))}); brokers register "
                 "themselves through their etcd leases"))
-        return succeed(self._now())
+        # The registration state: the address the broker registered with its lease, else
+        # (not running now) the address book's.
+        registered = self._control.registration(broker_id)
+        addr = registered.addr if registered is not None else (
+            str(self._cluster.brokers[broker_id]) if self._cluster is not None else None)
+        now = self._now()
+        if addr is None:
+            return succeed(now)
+        host, _, port = addr.rpartition(":")
+        return succeed(Applied(now.term, now.index, (host.strip("[]"), int(port))))
 
     def heartbeat(self, broker_id: int) -> Deferred[Applied]:
         if self._control.registration(broker_id) is None:

@@ -520,8 +520,13 @@ class Handlers:
     def admin_register_broker(self, cmd: c.AdminRegisterBroker, slot: Slot,
                               conn: Connection) -> bytes | None:
         d = self._admin().register_broker(cmd.broker_id, cmd.host, cmd.port, cmd.epoch)
-        return self._answer(cmd, d, lambda a: c.ok(cmd.cid, c.broker_registered_payload(
-            cmd.broker_id, cmd.host, cmd.port, a.term, a.index)), slot, conn)
+
+        def render(a: Applied) -> bytes:
+            host, port = a.address if a.address is not None else (cmd.host, cmd.port)
+            return c.ok(cmd.cid, c.broker_registered_payload(cmd.broker_id, host, port,
+                                                             a.term, a.index))
+
+        return self._answer(cmd, d, render, slot, conn)
 
     def admin_broker_heartbeat(self, cmd: c.AdminBrokerHeartbeat, slot: Slot,
                                conn: Connection) -> bytes | None:
