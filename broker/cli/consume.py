@@ -6,7 +6,8 @@ Owns: where reading starts (``--offset``, ``--from-beginning``, ``--from-timesta
 when following, so one idle partition's long poll never delays another), the group member
 (JOIN and SYNC, HEARTBEAT on its own connection every third of the session timeout, re-JOIN
 after GENERATION_MISMATCH, COMMIT after each printed batch, LEAVE on the way out, Ctrl-C
-included), and the two output formats: plain values, or one JSON object per line.
+included), and the two output formats: plain values, or one JSON object per line. In a
+cluster each partition is read from its leader (``_leaders``).
 
 Every read asks for ``detail=true enc=b64``, so any stored bytes arrive intact; the JSON
 form carries a value (and a key) as UTF-8 text when it decodes, else as base64 with

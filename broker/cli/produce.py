@@ -5,7 +5,10 @@ whole lines as values with ``--key``; a value that is not a plain V1 value goes 
 ``enc=b64`` automatically), reading stdin on a thread so a slow pipe or a person typing is
 sent line by line while a fast file is sent in big batches, keeping at most ``window``
 requests in flight on one connection, the progress bar (tqdm on stderr: only when stdin is
-a file or a pipe and stderr is a terminal), and the summary line and exit code.
+a file or a pipe and stderr is a terminal), and the summary line and exit code. In a
+cluster (the broker's METADATA lists brokers) each line goes to its partition's leader and a
+NOT_LEADER answer sends it again where the leader is (``_produce_routed``; routing state in
+the client codec's ``ClusterMap``).
 
 Must not import: Twisted or the broker's server side. The plain-key and plain-value rules
 (what needs ``enc=b64``) come from the client codec, ``broker.client.codec``.
