@@ -16,18 +16,19 @@ Targets (each on a fresh cluster; ``--etcd 3`` members by default):
    one"), min/median/max;
 2. the leader ``SIGSTOP``ped for 2 x TTL then ``SIGCONT``: replaced; once resumed it
    follows within a second and acknowledges no write;
+3. a broker cut off from etcd only (its TCP proxies in front of etcd closed): replaced
+   within TTL + 1 s; it acknowledges no ``acks=all`` write meanwhile;
 4. etcd's own members: 2 of 3 stopped (SIGSTOP) for 2 x TTL, then etcd's leader killed:
    0 leadership changes, 0 produce errors;
 5. ``SIGTERM`` of the leader: failover time, 0 ``REPLICATION_TIMEOUT``;
 6. the controller's broker killed (one that leads nothing when possible): the controller
    and its partitions move within TTL + 1 s;
-7. every ISR member dead: the partition goes offline (``leader=-1`` in etcd).
+7. every ISR member dead (a third broker, stopped long enough to leave the ISR, alive):
+   the partition goes offline (``leader=-1`` in etcd, no broker takes writes) and the
+   last ISR member leads again when it comes back.
 
 Every target ends with the same checks: every acknowledged message is on the final leader
 exactly once, in order, at its offset, and all three logs are byte-identical.
-
-Target 3 (a broker cut off from etcd only, by a TCP proxy) is covered in memory
-(``tests/control/test_failover.py``), not here.
 
 Must not import: Twisted or the broker's runtime; ``data.store`` only on stopped brokers'
 directories; etcd is read with ``etcdctl``-free HTTP calls to its JSON gateway.
@@ -40,9 +41,11 @@ import base64
 import json
 import os
 import signal
+import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -62,19 +65,95 @@ TOPIC = "repl"
 CLUSTER_ID = "bench"
 
 
+class TcpProxy:
+    """A loopback TCP forwarder to ``target`` (host, port); ``cut`` closes the listener
+    and every connection (a broker losing etcd alone), ``restore`` listens again."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = free_ports(1)[0]
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self.restore()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def restore(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        with self._lock:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+            for conn in self._conns:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                conn.close()
+            self._conns.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=2)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 class EtcdBrokers:
-    """``etcd_members`` etcd processes and three brokers with ``cluster.etcd``."""
+    """``etcd_members`` etcd processes and three brokers with ``cluster.etcd``; with
+    ``proxies`` each broker reaches etcd through its own ``TcpProxy`` per member."""
 
     def __init__(self, workdir: Path, *, etcd_members: int = 3, ttl_ms: int = 2000,
-                 fence: bool = False, unclean: bool = False) -> None:
+                 fence: bool = False, unclean: bool = False, proxies: bool = False) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
         self.ttl = ttl_ms / 1000.0
         self.etcd = EtcdCluster(workdir, etcd_members)
+        self.proxies: dict[int, list[TcpProxy]] = {}
         ports = free_ports(3)
         brokers = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
         self.procs: dict[int, BrokerProcess] = {}
         for i, port in enumerate(ports):
+            endpoints = self.etcd.endpoints
+            if proxies:
+                self.proxies[i] = [TcpProxy(_host_port(e)) for e in endpoints]
+                endpoints = [p.url for p in self.proxies[i]]
             config = {
                 "log_level": "info",
                 "auto_create_topics": False,
@@ -86,7 +165,7 @@ class EtcdBrokers:
                                    "min_insync_replicas": 2}},
                 "cluster": {"broker_id": i, "brokers": brokers, "id": CLUSTER_ID,
                             "unclean_leader_election": unclean,
-                            "etcd": {"endpoints": self.etcd.endpoints, "lease_ttl_ms": ttl_ms,
+                            "etcd": {"endpoints": endpoints, "lease_ttl_ms": ttl_ms,
                                      "fence_writes_on_session_loss": fence}},
             }
             self.procs[i] = BrokerProcess(workdir / f"broker{i}", config, port=port)
@@ -159,8 +238,8 @@ class EtcdBrokers:
         finally:
             client.close()
 
-    def status(self, broker_id: int) -> dict[str, str]:
-        reply = self.request(broker_id, f"REPLICA_STATUS|{TOPIC} 0")
+    def status(self, broker_id: int, timeout: float = 5.0) -> dict[str, str]:
+        reply = self.request(broker_id, f"REPLICA_STATUS|{TOPIC} 0", timeout)
         if "|OK|" not in reply:
             raise RuntimeError(f"broker {broker_id}: {reply}")
         return fields(reply.split("|OK|", 1)[1])
@@ -171,7 +250,9 @@ class EtcdBrokers:
             if not self.alive(i):
                 continue
             try:
-                info = self.status(i)
+                # A short timeout: a SIGSTOPped broker accepts the connection and never
+                # answers, and must not delay finding the one that does.
+                info = self.status(i, timeout=0.3)
             except (OSError, RuntimeError):
                 continue
             if info["role"] == "leader" and info["confirmed"] == "true":
@@ -233,6 +314,11 @@ class EtcdBrokers:
             return b"".join(raws), payloads
         finally:
             store.close()
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    return host, int(port)
 
 
 @dataclass
@@ -321,6 +407,7 @@ def _finish(cluster: EtcdBrokers, load: _Load, result: TargetResult) -> TargetRe
     _check_acked(load.producer, payloads)
     result.notes.append(f"all {len(load.producer.acked)} acked read back in order")
     p = load.producer
+    result.messages = p.sent
     result.acked, result.timeouts = len(p.acked), p.timeouts
     result.not_leader, result.unanswered = p.not_leader, p.unanswered
     return result
@@ -337,7 +424,7 @@ def run_target(target: str, workdir: Path, *, messages: int = 10_000, runs: int 
                window: int = 500, etcd_members: int = 3, ttl_ms: int = 2000) -> TargetResult:
     """Run one failure target on a fresh cluster (module docstring)."""
     cluster = EtcdBrokers(workdir, etcd_members=etcd_members, ttl_ms=ttl_ms,
-                          fence=target == "2", unclean=False)
+                          fence=target == "2", unclean=False, proxies=target == "3")
     try:
         cluster.start()
         load = _Load(cluster, window)
@@ -381,6 +468,27 @@ def run_target(target: str, workdir: Path, *, messages: int = 10_000, runs: int 
                 raise AssertionError(f"the resumed old leader acknowledged a write: {reply}")
             result.notes.append("resumed old leader refused the write")
             _steady(load, per, window)
+        elif target == "3":
+            _steady(load, per, window)
+            victim = load.target
+            for proxy in cluster.proxies[victim]:
+                proxy.cut()
+            cut = time.monotonic()
+            result.failovers.append(load.first_ack_after(cut, ttl + 10))
+            late = cluster.request(victim, f"PRODUCE|{TOPIC} k:late acks=all", 10)
+            if "|OK|" in late:
+                raise AssertionError(f"the cut-off old leader acknowledged a write: {late}")
+            result.notes.append("cut-off old leader acknowledged no acks=all write "
+                                f"({late.split('|')[3] if late.count('|') > 3 else late})")
+            _steady(load, per, window)
+            for proxy in cluster.proxies[victim]:
+                proxy.restore()
+            cluster.wait(lambda: cluster.status(victim)["role"] == "follower",
+                         "the old leader to follow", ttl + 10)
+            bound = ttl + 1
+            result.notes.append(f"replaced in {result.failovers[0]:.2f} s "
+                                f"({'within' if result.failovers[0] <= bound else 'OVER'} "
+                                f"{bound:.1f} s)")
         elif target == "4":
             if etcd_members < 3:
                 raise ValueError("target 4 needs 3 etcd members")
@@ -416,13 +524,28 @@ def run_target(target: str, workdir: Path, *, messages: int = 10_000, runs: int 
             _steady(load, per, window)
         elif target == "7":
             _steady(load, per, window)
-            for i in list(cluster.procs):
+            leader = load.target
+            outsider = [i for i in cluster.procs if i != leader][-1]
+            cluster.signal(outsider, signal.SIGSTOP)     # it leaves the ISR (lag timeout)
+            cluster.wait(lambda: outsider not in cluster.partition()["isr"],
+                         "the ISR to shrink", 30)
+            _steady(load, 2 * window, window)            # written without the outsider
+            isr = list(cluster.partition()["isr"])
+            for i in isr:
                 cluster.signal(i, signal.SIGKILL)
+            cluster.signal(outsider, signal.SIGCONT)
             cluster.wait(lambda: cluster.partition()["leader"] == -1, "offline",
                          ttl + 10, step=0.05)
             state = cluster.partition()
-            result.notes.append(f"offline: leader=-1 epoch={state['leader_epoch']} "
-                                f"isr={state['isr']} kept")
+            if cluster.leader() is not None:
+                raise AssertionError("a broker outside the ISR took writes")
+            result.notes.append(f"ISR {isr} dead, broker {outsider} alive outside it: "
+                                f"offline (leader=-1 epoch={state['leader_epoch']} "
+                                f"isr={state['isr']} kept), no broker takes writes")
+            cluster.start(isr[-1])
+            cluster.wait(lambda: cluster.partition()["leader"] == isr[-1],
+                         "the last ISR member to lead again", ttl + 10)
+            result.notes.append(f"broker {isr[-1]} back: leads again")
         else:
             raise ValueError(f"unknown target {target}")
         return _finish(cluster, load, result)
@@ -444,7 +567,7 @@ def _etcd_leader(cluster: EtcdBrokers) -> int:
     return 0
 
 
-TARGETS = ["1", "2", "4", "5", "6", "7"]
+TARGETS = ["1", "2", "3", "4", "5", "6", "7"]
 
 
 def main(argv: list[str] | None = None) -> int:

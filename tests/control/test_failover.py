@@ -258,3 +258,41 @@ class ApiTests:
         Deferred.fromCoroutine(net.control(0).elect(TOPIC, 0, 1)).addBoth(refused.append)
         net.flush()
         assert "outside the ISR" in str(refused[0])
+
+
+class AdminThroughEtcdTests:
+    def test_topic_commands_go_through_etcd(self, tmp_path: Path) -> None:
+        """ADMIN_CREATE_TOPIC, ADMIN_ADD_PARTITIONS and ADMIN_DELETE_TOPIC sent to one
+        broker change the topic on every broker (from etcd's watch)."""
+        net = EtcdNetwork(tmp_path)
+        client = net.client(1)
+        assert "|OK|" in client.request("ADMIN_CREATE_TOPIC|events 1 3")
+        net.advance(0.1)
+        assert all(net.broker(i).core.topic_config("events") is not None for i in range(3))
+        assert "|OK|" in client.request("ADMIN_ADD_PARTITIONS|events 2")
+        net.advance(0.1)
+        assert all(net.broker(i).core.topic_config("events").partitions == 2
+                   for i in range(3))
+        net.run_until(lambda: net.service(1).is_leader("events", 1))
+        assert "|OK|" in net.client(1).request("PRODUCE|events k:v partition=1 acks=all")
+        assert "|OK|" in client.request("ADMIN_DELETE_TOPIC|events")
+        net.advance(0.1)
+        assert all(net.broker(i).core.topic_config("events") is None for i in range(3))
+
+    def test_auto_create_goes_through_etcd(self, tmp_path: Path) -> None:
+        """With auto-creation on, the first write to an unknown topic starts its creation
+        across the cluster and answers NOT_LEADER; the retry is accepted by its leader."""
+        net = EtcdNetwork(tmp_path, start=False)
+        for node in net.nodes.values():
+            node.config["auto_create_topics"] = True
+            node.config["defaults"] = {"partitions": 1, "replication_factor": 3,
+                                       "min_insync_replicas": 2}
+        for i in range(3):
+            net.start(i)
+        net.run_until(lambda: all(net.control(i).ready.called for i in range(3)))
+        first = net.client(0).request("PRODUCE|fresh k:v acks=1")
+        assert "|ERR|NOT_LEADER|" in first and "being created" in first
+        net.run_until(lambda: all(net.broker(i).core.topic_config("fresh") is not None
+                                  for i in range(3)))
+        net.run_until(lambda: net.service(0).is_leader("fresh", 0))
+        assert "|OK|" in net.client(0).request("PRODUCE|fresh k:v acks=1")
