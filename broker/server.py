@@ -288,6 +288,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
     if config.cluster is not None and config.cluster.etcd is not None:
         control = _control_plane(config, clock, core, replication, etcd_transport)
         handlers.control = control
+    handlers.admin = _admin_plane(config, core, handlers, replication, control, fs)
     iggy = None
     if config["iggy_port"] is not None:
         from broker.services.host_facts import HostFacts
@@ -339,6 +340,28 @@ def build_broker(config: Config, clock: IReactorTime, *,
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
                   metrics=metrics, tls=tls, console=console, kafka=kafka,
                   kafka_groups=kafka_groups, tank=tank, control=control)
+
+
+def _admin_plane(config: Config, core: BrokerCore, handlers: Handlers,
+                 replication: ReplicationService, control: Any, fs: FileLayer) -> Any:
+    """What the seed broker's admin commands and NOT_LEADER hints ask
+    (``broker/services/cluster_admin.py``): the etcd control plane when there is one, else
+    the local metadata file in the data dir (docs/cluster.md)."""
+    from broker.services.cluster_admin import EtcdAdmin, LocalControl
+
+    if control is not None:
+        admin: Any = EtcdAdmin(control, config.cluster)
+    else:
+        admin = LocalControl(
+            config["data_dir"], create_locally=handlers.create_topic_here,
+            topic_names=core.topic_names,
+            check_partition=lambda topic, partition: core.resolve(topic, partition, False),
+            cluster=config.cluster,
+            replicas=replication if config.cluster is not None else None,
+            unclean_allowed=bool(getattr(config.cluster, "unclean_leader_election", False)),
+            fs=fs)
+    replication.set_leader_lookup(admin.leader_of, authoritative=control is not None)
+    return admin
 
 
 def _control_plane(config: Config, clock: IReactorTime, core: BrokerCore,

@@ -24,9 +24,19 @@ class ReplicationError(SkerryError):
 
 
 class NotLeader(ReplicationError):
-    """The partition is in follower role on this broker (or leadership moved on)."""
+    """The partition is in follower role on this broker (or leadership moved on).
+
+    ``leader``, ``addr`` and ``epoch`` name the leader when this broker knows it (a broker
+    id, its V1 ``host:port``, the leader epoch); transports may pass them on as a hint."""
 
     description = "partition is in follower role on this broker"
+
+    def __init__(self, message: str | None = None, *, leader: int | None = None,
+                 addr: str | None = None, epoch: int | None = None) -> None:
+        super().__init__(message)
+        self.leader = leader
+        self.addr = addr
+        self.epoch = epoch
 
 
 class InvalidReplicaRequest(ReplicationError):

@@ -6,7 +6,8 @@ Owns: where reading starts (``--offset``, ``--from-beginning``, ``--from-timesta
 when following, so one idle partition's long poll never delays another), the group member
 (JOIN and SYNC, HEARTBEAT on its own connection every third of the session timeout, re-JOIN
 after GENERATION_MISMATCH, COMMIT after each printed batch, LEAVE on the way out, Ctrl-C
-included), and the two output formats: plain values, or one JSON object per line.
+included), and the two output formats: plain values, or one JSON object per line. In a
+cluster each partition is read from its leader (``_leaders``).
 
 Every read asks for ``detail=true enc=b64``, so any stored bytes arrive intact; the JSON
 form carries a value (and a key) as UTF-8 text when it decodes, else as base64 with
@@ -34,8 +35,10 @@ from broker.client.aio import (
     Connection,
     Message,
     ToolError,
+    parse_address,
     parse_detail_messages,
 )
+from broker.client.codec import ClusterMap, parse_brokers
 
 __all__ = [
     "ConsumeOptions",
@@ -293,11 +296,39 @@ async def _until_finished(tasks: Sequence[asyncio.Task[Any]],
         await asyncio.gather(*tasks, *waiters, return_exceptions=True)
 
 
+async def _leaders(conn: Connection, options: ConsumeOptions) -> dict[int, Address]:
+    """In a cluster (METADATA lists brokers): each partition's leader's address, where
+    reads see every committed message first (a follower's ``hw`` trails by a fetch). Empty
+    for a single broker, or when a leader is unknown (that partition is read from the
+    bootstrap broker: any replica serves CONSUME)."""
+    listing = await conn.request("METADATA", check=False)
+    brokers = parse_brokers(listing) if listing.ok else {}
+    if not brokers:
+        return {}
+    routes = ClusterMap(options.topic)
+    routes.brokers.update(brokers)
+    reply = await conn.request("METADATA", options.topic, check=False)
+    if reply.ok:
+        routes.update_topic(reply)
+    out = {}
+    for partition in range(routes.partitions):
+        address = routes.leader_address(partition)
+        if address is not None:
+            base = parse_address(address)
+            out[partition] = Address(base.host, base.port, options.address.user,
+                                     options.address.token, options.address.tls)
+    return out
+
+
 async def _follow(options: ConsumeOptions, offsets: dict[int, int], printer: _Printer,
                   commit: Committer | None = None,
-                  stop: asyncio.Event | None = None) -> None:
-    """Read every partition of ``offsets`` at once, each on its own connection."""
-    conns = [await Connection.open(options.address, options.timeout) for _ in offsets]
+                  stop: asyncio.Event | None = None,
+                  leaders: dict[int, Address] | None = None) -> None:
+    """Read every partition of ``offsets`` at once, each on its own connection (to the
+    partition's leader when ``leaders`` names it)."""
+    where = leaders or {}
+    conns = [await Connection.open(where.get(p, options.address), options.timeout)
+             for p in offsets]
     try:
         tasks = [asyncio.ensure_future(_read_partition(c, options, p, o, printer, True,
                                                        commit, stop))
@@ -458,6 +489,7 @@ async def consume(options: ConsumeOptions, out: BinaryIO,
     printer = _Printer(out, options)
     summary = ConsumeSummary()
     conn = await Connection.open(options.address, options.timeout)
+    opened: list[Connection] = []
     try:
         count, appeared = await _partitions(conn, options.topic, options.follow, err)
         if appeared and options.offset is None and options.from_timestamp_ms is None:
@@ -472,11 +504,16 @@ async def consume(options: ConsumeOptions, out: BinaryIO,
             partitions = [options.partition] if options.partition is not None \
                 else list(range(count))
             offsets = await _start_offsets(conn, options, partitions)
+            leaders = await _leaders(conn, options)
             if options.follow:
-                await _follow(options, offsets, printer)
+                await _follow(options, offsets, printer, leaders=leaders)
             else:
                 for partition in partitions:
-                    await _read_partition(conn, options, partition, offsets[partition],
+                    target = conn
+                    if partition in leaders:
+                        target = await Connection.open(leaders[partition], options.timeout)
+                        opened.append(target)
+                    await _read_partition(target, options, partition, offsets[partition],
                                           printer, False)
                     if printer.done:
                         break
@@ -484,6 +521,8 @@ async def consume(options: ConsumeOptions, out: BinaryIO,
         summary.interrupted = True
     finally:
         await conn.close()
+        for other in opened:
+            await other.close()
     summary.consumed = printer.count
     summary.output_closed = printer.closed
     return summary

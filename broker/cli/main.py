@@ -97,6 +97,25 @@ def _harness(args: argparse.Namespace) -> int:
     return run(options)
 
 
+def _dev_cluster(args: argparse.Namespace) -> int:
+    import signal
+    from pathlib import Path
+
+    from broker.cli.devcluster import DevClusterOptions, run_dev_cluster
+
+    if args.brokers < 1 or args.partitions < 1:
+        print("skerry dev-cluster: --brokers and --partitions must be at least 1",
+              file=sys.stderr)
+        return 2
+    stop: list[int] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda number, _frame: stop.append(number))
+    options = DevClusterOptions(brokers=args.brokers, directory=Path(args.dir),
+                                topic=args.topic, partitions=args.partitions,
+                                etcd=not args.no_etcd)
+    return run_dev_cluster(options, sys.stdout, lambda: bool(stop))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="skerry", description="Skerry message broker and its tools.")
@@ -171,6 +190,26 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.add_argument("--continuous", action="store_true",
                           help="keep running (default: process what is there, then stop)")
     pipeline.set_defaults(func=_pipeline)
+
+    dev = sub.add_parser(
+        "dev-cluster", help="a local cluster for trying things out: etcd (when installed) and "
+                            "N brokers on loopback ports, stopped together by Ctrl-C",
+        description="Start a local etcd when the etcd binary is installed (else the brokers "
+                    "run in the operator-driven mode, said in one line) and --brokers "
+                    "brokers on free 127.0.0.1 ports, with configuration, data and logs "
+                    "under --dir. Prints how to reach them; Ctrl-C or SIGTERM stops them "
+                    "all.")
+    dev.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
+    dev.add_argument("--dir", default="skerry-dev-cluster",
+                     help="folder for everything (default ./skerry-dev-cluster)")
+    dev.add_argument("--topic", default="demo",
+                     help="without etcd: the topic every broker declares (default demo)")
+    dev.add_argument("--partitions", type=int, default=3,
+                     help="partitions of that topic, or of auto-created topics with etcd "
+                          "(default 3)")
+    dev.add_argument("--no-etcd", action="store_true",
+                     help="the operator-driven mode even when etcd is installed")
+    dev.set_defaults(func=_dev_cluster)
 
     from broker.cli.parsers import add_tool_parsers  # produce, consume, topics, groups
 

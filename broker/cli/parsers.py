@@ -270,8 +270,37 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
     groups.set_defaults(func=_lazy("groups_command"))
 
 
+def _add_cluster(sub: Any, common: argparse.ArgumentParser) -> None:
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    cluster = sub.add_parser("cluster", help="a cluster's brokers, controller, leaders and "
+                                             "ISR; force a leader")
+    csub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION")
+    csub.required = True
+    csub.add_parser(
+        "status", parents=[common, output],
+        help="brokers (up or down), controller, and per partition the leader, epoch, "
+             "replicas, ISR and whether it is under-replicated",
+        description="Ask the --bootstrap broker for the address book and topics, every "
+                    "broker whether it is up, and each partition's leader for its replicas "
+                    "and ISR. Exit status 0 when every partition is fully replicated, 1 "
+                    "when some are under-replicated or without a leader.")
+    elect = csub.add_parser(
+        "elect", parents=[common],
+        help="force a broker to lead a partition (ADMIN_SET_PARTITION_LEADER)",
+        description="Make --broker (default: the first replica in list order that is up "
+                    "and in the ISR) lead the partition in a new leader epoch. A broker "
+                    "outside the ISR is refused unless unclean election is on, since it may "
+                    "lack committed messages.")
+    elect.add_argument("topic", type=_name)
+    elect.add_argument("partition", type=_count(0))
+    elect.add_argument("--broker", type=_count(0), help="the broker id to lead")
+    cluster.set_defaults(func=_lazy("cluster_command"))
+
+
 def add_tool_parsers(sub: Any) -> None:
-    """Add ``produce``, ``consume``, ``topics`` and ``groups`` to the ``skerry`` parser."""
+    """Add ``produce``, ``consume``, ``topics``, ``groups`` and ``cluster`` to the
+    ``skerry`` parser."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap", default=os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
                         help="the broker (default $SKERRY_BOOTSTRAP, else 127.0.0.1:9092)")
@@ -291,3 +320,4 @@ def add_tool_parsers(sub: Any) -> None:
     _add_produce(sub, common)
     _add_consume(sub, common)
     _add_admin(sub, common)
+    _add_cluster(sub, common)

@@ -5,7 +5,10 @@ whole lines as values with ``--key``; a value that is not a plain V1 value goes 
 ``enc=b64`` automatically), reading stdin on a thread so a slow pipe or a person typing is
 sent line by line while a fast file is sent in big batches, keeping at most ``window``
 requests in flight on one connection, the progress bar (tqdm on stderr: only when stdin is
-a file or a pipe and stderr is a terminal), and the summary line and exit code.
+a file or a pipe and stderr is a terminal), and the summary line and exit code. In a
+cluster (the broker's METADATA lists brokers) each line goes to its partition's leader and a
+NOT_LEADER answer sends it again where the leader is (``_produce_routed``; routing state in
+the client codec's ``ClusterMap``).
 
 Must not import: Twisted or the broker's server side. The plain-key and plain-value rules
 (what needs ``enc=b64``) come from the client codec, ``broker.client.codec``.
@@ -24,8 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO, TextIO
 
-from broker.client.aio import Address, Connection, ConnectionLost, Reply, ToolError
-from broker.client.codec import is_plain_key, is_plain_value
+from broker.client.aio import Address, Connection, ConnectionLost, Reply, ToolError, parse_address
+from broker.client.codec import (
+    ClusterMap,
+    is_plain_key,
+    is_plain_value,
+    parse_brokers,
+    parse_leader_hint,
+)
 
 __all__ = ["ProduceOptions", "ProduceSummary", "produce", "request_args", "count_lines"]
 
@@ -228,8 +237,19 @@ class _Progress:
 
 async def produce(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
                   clock: Callable[[], float] = time.monotonic) -> ProduceSummary:
-    """Send every line of ``stdin``; returns the counts (errors are printed to ``err``)."""
+    """Send every line of ``stdin``; returns the counts (errors are printed to ``err``).
+
+    When the broker belongs to a cluster (its METADATA lists brokers), each message goes to
+    its partition's leader instead (``_produce_routed``)."""
     conn = await Connection.open(options.address, options.timeout)
+    try:
+        listing = await conn.request("METADATA", check=False)
+        brokers = parse_brokers(listing) if listing.ok else {}
+    except ToolError:
+        await conn.close()
+        raise
+    if brokers:
+        return await _produce_routed(options, stdin, err, clock, conn, brokers)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[list[bytes] | BaseException | None] = asyncio.Queue()
     slots = threading.Semaphore(8)  # chunks read ahead at most
@@ -368,4 +388,207 @@ async def produce(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
         summary.seconds = clock() - start
         progress.close()
         await conn.close()
+    return summary
+
+
+_ROUTE_ATTEMPTS = 12
+"""Sends of one message at most in a cluster (NOT_LEADER or a lost connection each cost
+one), ``_ROUTE_BACKOFF`` seconds apart when nothing new was learnt."""
+_ROUTE_BACKOFF = 0.25
+
+
+def _key_of(line: bytes, key: bytes | None) -> bytes:
+    return key if key is not None else line.partition(b":")[0]
+
+
+async def _produce_routed(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
+                          clock: Callable[[], float], first: Connection,
+                          brokers: dict[int, str]) -> ProduceSummary:
+    """``produce`` for a cluster: each line goes to its partition's leader (the key's hash,
+    as the broker picks it, unless ``--partition``), in windows of ``window`` lines, all
+    answered before the next window goes. A ``NOT_LEADER`` answer or a lost connection sends
+    the line again (in input order) to the leader the answer names, or to whatever a fresh
+    METADATA of every broker says, at most ``_ROUTE_ATTEMPTS`` times. Any other refusal
+    (``REPLICATION_TIMEOUT`` included: the line may still be stored) is an error, as on one
+    broker. A line sent again after a lost connection may be stored twice."""
+    routes = ClusterMap(options.topic)
+    routes.brokers.update(brokers)
+    bootstrap = str(options.address)
+    conns: dict[str, Connection] = {bootstrap: first}
+    summary = ProduceSummary()
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[list[bytes] | BaseException | None] = asyncio.Queue()
+    slots = threading.Semaphore(8)
+    stop = threading.Event()
+    show = _show_progress(options, stdin, err)
+    progress = _Progress(show, count_lines(stdin) if show else None, err, options.topic)
+    shown = 0
+
+    def report(lineno: int, text: str) -> None:
+        nonlocal shown
+        summary.errors += 1
+        shown += 1
+        if shown <= _MAX_ERRORS_SHOWN:
+            progress.write(f"skerry produce: line {lineno}: {text}")
+        elif shown == _MAX_ERRORS_SHOWN + 1:
+            progress.write("skerry produce: (more errors; only the count is shown from now)")
+
+    async def conn_for(address: str) -> Connection:
+        conn = conns.get(address)
+        if conn is None or conn.closed:
+            base = parse_address(address)
+            target = Address(base.host, base.port, options.address.user,
+                             options.address.token, options.address.tls)
+            conn = await Connection.open(target, options.timeout)
+            conns[address] = conn
+        return conn
+
+    async def refresh() -> None:
+        """METADATA of every broker known; the newest epoch per partition wins."""
+        fresh = ClusterMap(options.topic)
+        fresh.brokers.update(routes.brokers)
+        for address in dict.fromkeys([bootstrap, *routes.brokers.values()]):
+            try:
+                conn = await conn_for(address)
+                listing = await conn.request("METADATA", check=False)
+                if listing.ok:
+                    fresh.update_brokers(listing)
+                reply = await conn.request("METADATA", options.topic, check=False)
+                if not reply.ok:  # unknown: a CONSUME creates it where auto-create is on
+                    await conn.request("CONSUME", f"{options.topic} 0 0 max=1 enc=b64",
+                                       check=False)
+                    reply = await conn.request("METADATA", options.topic, check=False)
+                if reply.ok:
+                    fresh.update_topic(reply)
+            except ToolError:
+                continue
+        if fresh.partitions:
+            routes.partitions = fresh.partitions
+            routes.brokers.update(fresh.brokers)
+            routes.leaders = fresh.leaders
+
+    async def send_window(entries: list[tuple[int, bytes, bytes]]) -> None:
+        """Send ``(line number, line, key)`` entries until each is answered for good."""
+        pending = entries
+        attempt = 0
+        while pending:
+            attempt += 1
+            groups: dict[str, list[tuple[int, bytes, bytes, int]]] = {}
+            for number, line, key in pending:
+                partition = options.partition if options.partition is not None \
+                    else routes.partition_for(key)
+                address = routes.leader_address(partition)
+                if address is None:
+                    known = list(dict.fromkeys([bootstrap, *routes.brokers.values()]))
+                    address = known[attempt % len(known)]
+                groups.setdefault(address, []).append((number, line, key, partition))
+            retry: list[tuple[int, bytes, bytes]] = []
+            learnt = True
+            sent: list[tuple[list[tuple[int, bytes, bytes, int]], Any, str]] = []
+            for address, items in groups.items():
+                try:
+                    conn = await conn_for(address)
+                except ToolError:
+                    retry.extend((n, ln, k) for n, ln, k, _p in items)
+                    for _n, _ln, _k, p in items:
+                        routes.note_hint(p, None)
+                    learnt = False
+                    continue
+                args = [request_args(options.topic, line, options.key, options.acks, p)
+                        for _n, line, _k, p in items]
+                sent.append((items, conn.send_batch("PRODUCE", args), address))
+            for items, future, address in sent:
+                conn = conns[address]
+                try:
+                    replies = await conn.result(future, "PRODUCE")
+                except ToolError as exc:
+                    replies = exc.replies if isinstance(exc, ConnectionLost) else []
+                    conn.abort()
+                    learnt = False
+                for index, (number, line, key, partition) in enumerate(items):
+                    if index >= len(replies):
+                        retry.append((number, line, key))
+                        routes.note_hint(partition, None)
+                        continue
+                    reply = replies[index]
+                    if reply.ok:
+                        summary.produced += 1
+                        summary.last_acknowledged = max(summary.last_acknowledged, number)
+                        progress.update(1)
+                    elif reply.code == "NOT_LEADER":
+                        if not routes.note_hint(partition, parse_leader_hint(reply.payload)):
+                            learnt = False
+                        retry.append((number, line, key))
+                    else:
+                        report(number, f"{reply.code}: {reply.payload}")
+                        progress.update(1)
+            if not retry:
+                return
+            if attempt >= _ROUTE_ATTEMPTS:
+                for number, _line, _key in retry:
+                    report(number, f"no leader took it after {attempt} attempts "
+                                   "(NOT_LEADER or no connection)")
+                return
+            if not learnt:
+                await asyncio.sleep(_ROUTE_BACKOFF)
+                await refresh()
+            pending = sorted(retry)
+
+    async def send_all() -> None:
+        lineno = 0
+        window: list[tuple[int, bytes, bytes]] = []
+        while True:
+            chunk = await queue.get()
+            slots.release()
+            if chunk is None:
+                break
+            if isinstance(chunk, BaseException):
+                raise ToolError(f"cannot read stdin: {chunk}")
+            for raw in chunk:
+                lineno += 1
+                line = raw[:-1] if raw.endswith(b"\r") else raw
+                if not line:
+                    progress.update(1)
+                    continue
+                try:
+                    request_args(options.topic, line, options.key, options.acks, None)
+                except ToolError as exc:
+                    report(lineno, exc.message)
+                    progress.update(1)
+                    continue
+                window.append((lineno, line, _key_of(line, options.key)))
+            if len(window) >= options.window or queue.empty():
+                await send_window(window)
+                summary.resume_line = lineno + 1
+                window = []
+        if window:
+            await send_window(window)
+        summary.resume_line = lineno + 1
+
+    reader = threading.Thread(target=_read_stdin, args=(stdin, loop, queue, slots, stop),
+                              name="skerry-produce-stdin", daemon=True)
+    start = clock()
+    try:
+        for _ in range(20):  # a topic auto-created through etcd appears a moment later
+            await refresh()
+            if routes.partitions >= 1:
+                break
+            await asyncio.sleep(0.25)
+        if routes.partitions < 1:
+            raise ToolError(f"cannot learn the partitions of {options.topic} from any broker "
+                            "(does the topic exist? in a cluster, create it first)")
+        reader.start()
+        await send_all()
+    except asyncio.CancelledError:
+        summary.stopped = "interrupted"
+        summary.interrupted = True
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+    finally:
+        stop.set()
+        summary.seconds = clock() - start
+        progress.close()
+        for conn in conns.values():
+            await conn.close()
     return summary

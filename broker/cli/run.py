@@ -252,3 +252,26 @@ def groups_command(args: argparse.Namespace) -> int:
     spec = admin.ResetOffsets(args.group, args.topic, target, value, args.partition,
                               args.execute, args.create, args.to_datetime or "")
     return _admin(command, args, lambda c: admin.reset_offsets(c, spec), admin.render_reset)
+
+
+def cluster_command(args: argparse.Namespace) -> int:
+    """``skerry cluster status|elect``."""
+    from broker.cli.cluster import elect, gather, render
+
+    try:
+        address = _address(args)
+        if args.cluster_command == "status":
+            report = _run(lambda: gather(address, args.timeout))
+            if args.json:
+                print(to_json(report.to_json()))
+            else:
+                sys.stdout.write(render(report))
+            return 1 if any(r.under_replicated for r in report.partitions) else 0
+        line = _run(lambda: elect(address, args.timeout, args.topic, args.partition,
+                                  args.broker))
+        print(line)
+        return 0
+    except ToolError as exc:
+        return _fail(f"cluster {args.cluster_command}", exc)
+    except KeyboardInterrupt:
+        return 130

@@ -17,6 +17,7 @@ replication). The tools are clients and judge the broker by its wire answers onl
 from __future__ import annotations
 
 import asyncio
+import binascii
 import os
 import socket
 import ssl
@@ -29,11 +30,13 @@ from typing import Any, TypeVar
 from broker.client.codec import (
     BrokerError,
     ClientError,
+    ClusterMap,
     ConnectionLost,
     Message,
     ProtocolViolation,
     Reply,
     encode_request,
+    parse_leader_hint,
     parse_messages,
     parse_reply,
 )
@@ -46,6 +49,7 @@ __all__ = [
     "ConnectionLost",
     "Message",
     "Reply",
+    "RoutedProducer",
     "ToolError",
     "parse_address",
     "parse_detail_messages",
@@ -378,3 +382,108 @@ class Connection:
                 target.future.set_result(target.replies)
         elif not target.done():
             target.set_result(reply)
+
+
+class RoutedProducer:
+    """The asyncio twin of ``broker.client.sync.RoutedProducer``: each message to its
+    partition's leader (``METADATA`` of every broker known, newest epoch per partition),
+    again to the leader a ``NOT_LEADER`` names or a fresh ``METADATA`` says, at most
+    ``retries`` times ``backoff`` seconds apart when nothing new was learnt. ``bootstrap``
+    carries the way in (``AUTH``, TLS) for every broker; ``seeds`` adds more addresses to
+    ask. At-least-once: a message sent again after a lost connection may be stored twice."""
+
+    def __init__(self, bootstrap: Address, timeout: float = 10.0, *,
+                 seeds: Sequence[str] = (), retries: int = 10, backoff: float = 0.2) -> None:
+        self._bootstrap = bootstrap
+        self._seeds = list(dict.fromkeys([str(bootstrap), *seeds]))
+        self._timeout = timeout
+        self._retries = retries
+        self._backoff = backoff
+        self._conns: dict[str, Connection] = {}
+        self._maps: dict[str, ClusterMap] = {}
+        self.sends = 0
+
+    async def close(self) -> None:
+        for conn in self._conns.values():
+            await conn.close()
+        self._conns.clear()
+
+    async def _conn(self, address: str) -> Connection:
+        conn = self._conns.get(address)
+        if conn is None or conn.closed:
+            base = parse_address(address)
+            target = Address(base.host, base.port, self._bootstrap.user, self._bootstrap.token,
+                             self._bootstrap.tls)
+            conn = await Connection.open(target, self._timeout)
+            self._conns[address] = conn
+        return conn
+
+    async def refresh(self, topic: str) -> ClusterMap:
+        """Ask every known broker for ``topic``'s partitions and leaders."""
+        found = ClusterMap(topic)
+        old = self._maps.get(topic)
+        addresses = list(dict.fromkeys([*self._seeds, *(old.brokers.values() if old else ())]))
+        answered = False
+        for address in addresses:
+            try:
+                conn = await self._conn(address)
+                listing = await conn.request("METADATA", check=False)
+                if listing.ok:
+                    found.update_brokers(listing)
+                reply = await conn.request("METADATA", topic, check=False)
+                if not reply.ok:  # a CONSUME creates it where auto-create is on
+                    await conn.request("CONSUME", f"{topic} 0 0 max=1 enc=b64", check=False)
+                    reply = await conn.request("METADATA", topic, check=False)
+                if reply.ok:
+                    found.update_topic(reply)
+                    answered = True
+            except ToolError:
+                continue
+            addresses.extend(a for a in found.brokers.values() if a not in addresses)
+        if not answered:
+            raise ToolError(f"no broker answered METADATA {topic}")
+        self._maps[topic] = found
+        return found
+
+    async def produce(self, topic: str, value: bytes, key: bytes = b"", *, acks: str = "1",
+                      partition: int | None = None) -> Reply:
+        """Send one message to its partition's leader; the OK ``Reply`` (``partition=``,
+        ``offset=``, ``hw=``). ``BrokerError`` for a refusal other than NOT_LEADER."""
+        routes = self._maps.get(topic) or await self.refresh(topic)
+        target = partition if partition is not None else routes.partition_for(key)
+        args = b"%b %b:%b enc=b64 acks=%b partition=%d" % (
+            topic.encode(), key, binascii.b2a_base64(value, newline=False), acks.encode(),
+            target)
+        error: ClientError | None = None
+        for attempt in range(self._retries + 1):
+            address = routes.leader_address(target)
+            if address is None:
+                known = list(dict.fromkeys([*self._seeds, *routes.brokers.values()]))
+                address = known[attempt % len(known)]
+            self.sends += 1  # attempts, a connection that could not be made included
+            try:
+                conn = await self._conn(address)
+                reply = await conn.request("PRODUCE", args, check=False)
+            except ToolError as exc:
+                error = exc
+                self._conns.pop(address, None)
+                routes.note_hint(target, None)
+                await asyncio.sleep(self._backoff)
+                routes = await self._refresh_quietly(topic, routes)
+                continue
+            if reply.ok:
+                return reply
+            if reply.code != "NOT_LEADER":
+                raise reply.error("PRODUCE")
+            error = reply.error("PRODUCE")
+            if not routes.note_hint(target, parse_leader_hint(reply.payload)):
+                await asyncio.sleep(self._backoff)
+                routes = await self._refresh_quietly(topic, routes)
+        assert error is not None
+        raise error
+
+    async def _refresh_quietly(self, topic: str, routes: ClusterMap) -> ClusterMap:
+        try:
+            return await self.refresh(topic)
+        except ToolError:
+            return routes

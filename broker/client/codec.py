@@ -42,6 +42,8 @@ __all__ = [
     "BatchAck",
     "BrokerError",
     "ClientError",
+    "ClusterMap",
+    "LeaderHint",
     "ConnectionLost",
     "Fetched",
     "GenerationMismatchError",
@@ -56,7 +58,9 @@ __all__ = [
     "is_plain_key",
     "is_plain_value",
     "is_valid_name",
+    "parse_brokers",
     "parse_fetch",
+    "parse_leader_hint",
     "parse_messages",
     "parse_reply",
     "partition_for_key",
@@ -421,3 +425,102 @@ class BatchAck:
         fields = reply.fields()
         return cls(int_field(fields, "partition"), int_field(fields, "offset"),
                    int_field(fields, "count"), int(fields.get("duplicates", "0")))
+
+
+# -------------------------------------------------------------------------------- leaders
+
+_HINT_RE = re.compile(r"leader=(\d+) addr=(\S+) epoch=(\d+)(?: |$)")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderHint:
+    """Who leads a partition: a broker id, its V1 ``host:port`` and the leader epoch."""
+
+    leader: int
+    addr: str
+    epoch: int
+
+
+def parse_leader_hint(message: str) -> LeaderHint | None:
+    """The leader a ``NOT_LEADER`` message names in its first fields (``leader=<id>
+    addr=<host:port> epoch=<n> ...``), or None when it names none.
+
+    >>> parse_leader_hint("leader=1 addr=10.0.0.2:9092 epoch=3 partition 0 is a follower")
+    LeaderHint(leader=1, addr='10.0.0.2:9092', epoch=3)
+    """
+    match = _HINT_RE.match(message)
+    if match is None:
+        return None
+    return LeaderHint(int(match.group(1)), match.group(2), int(match.group(3)))
+
+
+def parse_brokers(reply: Reply) -> dict[int, str]:
+    """``brokers=[<id>@<host:port> ...]`` of a cluster's ``METADATA`` answer (empty for a
+    single broker, whose answer has no such field)."""
+    if not reply.has("brokers"):
+        return {}
+    out: dict[int, str] = {}
+    for item in reply.items("brokers"):
+        ident, at, addr = item.partition("@")
+        if not at or not ident.isdigit() or not addr:
+            raise ProtocolViolation(f"unexpected broker in METADATA: {item[:100]!r}")
+        out[int(ident)] = addr
+    return out
+
+
+class ClusterMap:
+    """Where one topic's partitions are led, sans I/O: fed with ``METADATA`` answers (from
+    one or several brokers: for each partition the leader with the newest epoch wins) and
+    ``NOT_LEADER`` hints; asked for the address to send a partition's writes to.
+
+    ``brokers`` is empty for a single broker (its METADATA names no brokers): everything
+    then goes to the bootstrap address."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.partitions = 0
+        self.brokers: dict[int, str] = {}
+        self.leaders: dict[int, tuple[int, int]] = {}  # partition -> (broker id, epoch)
+
+    def update_brokers(self, reply: Reply) -> None:
+        """From a ``METADATA`` (topic list) answer."""
+        self.brokers.update(parse_brokers(reply))
+
+    def update_topic(self, reply: Reply) -> None:
+        """From a ``METADATA <topic>`` answer: the partition count and, in a cluster, each
+        partition's leader (kept when the answer's epoch is not newer)."""
+        self.partitions = reply.number("partitions")
+        if not reply.has("leaders"):
+            return
+        leaders, epochs = reply.ints("leaders"), reply.ints("epochs")
+        for partition, (leader, epoch) in enumerate(zip(leaders, epochs, strict=False)):
+            if leader < 0:
+                continue
+            known = self.leaders.get(partition)
+            if known is None or epoch >= known[1]:
+                self.leaders[partition] = (leader, epoch)
+
+    def note_hint(self, partition: int, hint: LeaderHint | None) -> bool:
+        """A ``NOT_LEADER`` answer for ``partition``: take its hint when it is news (True);
+        without one (or an older one), forget the partition's leader (False): ask again."""
+        known = self.leaders.get(partition)
+        if hint is not None and (known is None or hint.epoch >= known[1]) \
+                and known != (hint.leader, hint.epoch):
+            self.leaders[partition] = (hint.leader, hint.epoch)
+            self.brokers.setdefault(hint.leader, hint.addr)
+            return True
+        self.leaders.pop(partition, None)
+        return False
+
+    def partition_for(self, key: bytes) -> int:
+        """The partition a message with ``key`` goes to (the broker's own rule)."""
+        if self.partitions < 1:
+            raise ClientError(f"no partition count known for topic {self.topic}")
+        return partition_for_key(key, self.partitions)
+
+    def leader_address(self, partition: int) -> str | None:
+        """The V1 address of the partition's leader; None when unknown (or one broker)."""
+        known = self.leaders.get(partition)
+        if known is None:
+            return None
+        return self.brokers.get(known[0])

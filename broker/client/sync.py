@@ -19,8 +19,9 @@ import binascii
 import os
 import socket
 import ssl
+import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from broker.client.codec import (
@@ -28,9 +29,11 @@ from broker.client.codec import (
     BatchAck,
     BrokerError,
     ClientError,
+    ClusterMap,
     ConnectionLost,
     Fetched,
     Message,
+    NotLeaderError,
     Reply,
     encode_batch,
     encode_request,
@@ -39,6 +42,7 @@ from broker.client.codec import (
     is_plain_key,
     is_plain_value,
     parse_fetch,
+    parse_leader_hint,
     parse_messages,
     parse_reply,
 )
@@ -54,6 +58,7 @@ __all__ = [
     "Fetched",
     "Message",
     "Produced",
+    "RoutedProducer",
     "encode_batch",
     "fnv1a_32",
     "parse_bootstrap",
@@ -489,3 +494,125 @@ class Client:
 
     def admin_commit(self, group: str, topic: str, partition: int, offset: int) -> None:
         self.call("ADMIN_COMMIT", f"{group} {topic} {partition} {offset}")
+
+
+
+class RoutedProducer:
+    """Produces to the leader of each partition of a cluster (a single broker works too).
+
+    ``bootstrap`` is one ``host:port`` or a comma-separated list. The partition count and
+    the leaders come from ``METADATA`` (asked of every broker known, the newest epoch per
+    partition winning); a message goes to its partition's leader (the key's hash, as the
+    broker would pick it, unless ``partition`` is given). A ``NOT_LEADER`` answer moves the
+    message to the leader it names, or, without a name, to whatever a fresh ``METADATA``
+    says; a lost connection likewise. At most ``retries`` sends per message, ``backoff``
+    seconds apart when nothing new is known. A message sent again after a lost connection
+    or a ``REPLICATION_TIMEOUT`` may be stored twice (at-least-once, as Kafka without
+    idempotence)."""
+
+    def __init__(self, bootstrap: str, timeout: float = 10.0, *, user: str | None = None,
+                 token: str | None = None, tls: ssl.SSLContext | None = None,
+                 retries: int = 10, backoff: float = 0.2,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._seeds = [part.strip() for part in bootstrap.split(",") if part.strip()]
+        if not self._seeds:
+            raise ValueError("bootstrap must name at least one host:port")
+        self._timeout = timeout
+        self._auth = (user, token, tls)
+        self._retries = retries
+        self._backoff = backoff
+        self._sleep = sleep
+        self._clients: dict[str, Client] = {}
+        self._maps: dict[str, ClusterMap] = {}
+        self.sends = 0
+        """Every PRODUCE sent (retries included): for tests and curious callers."""
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    def __enter__(self) -> RoutedProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _client(self, address: str) -> Client:
+        client = self._clients.get(address)
+        if client is None:
+            user, token, tls = self._auth
+            client = Client(address, self._timeout, user=user, token=token, tls=tls)
+            self._clients[address] = client
+        return client
+
+    def _drop(self, address: str) -> None:
+        client = self._clients.pop(address, None)
+        if client is not None:
+            client.close()
+
+    def refresh(self, topic: str) -> ClusterMap:
+        """Ask every known broker for ``topic``'s partitions and leaders."""
+        found = ClusterMap(topic)
+        old = self._maps.get(topic)
+        addresses = list(dict.fromkeys([*self._seeds, *(old.brokers.values() if old else ())]))
+        answered = 0
+        last: ClientError | None = None
+        for address in addresses:
+            try:
+                client = self._client(address)
+                found.update_brokers(client.call("METADATA"))
+                try:
+                    found.update_topic(client.call("METADATA", topic))
+                except BrokerError:
+                    client.partitions(topic)  # creates it where the broker auto-creates
+                    found.update_topic(client.call("METADATA", topic))
+                answered += 1
+            except (ClientError, OSError) as exc:
+                self._drop(address)
+                last = exc if isinstance(exc, ClientError) else ClientError(str(exc))
+                continue
+            for extra in found.brokers.values():
+                if extra not in addresses:
+                    addresses.append(extra)
+        if not answered:
+            raise last or ClientError("no broker answered METADATA")
+        self._maps[topic] = found
+        return found
+
+    def produce(self, topic: str, value: bytes | str, key: bytes | str = b"", *,
+                acks: str = "1", partition: int | None = None) -> Produced:
+        """Send one message to its partition's leader, following leadership changes."""
+        routes = self._maps.get(topic) or self.refresh(topic)
+        target = partition if partition is not None else routes.partition_for(_bytes(key))
+        error: ClientError | None = None
+        for attempt in range(self._retries + 1):
+            address = routes.leader_address(target)
+            if address is None:  # nobody named: try the brokers in turn, as the seed SDK
+                known = list(dict.fromkeys([*self._seeds, *routes.brokers.values()]))
+                address = known[attempt % len(known)]
+            try:
+                self.sends += 1
+                return self._client(address).produce(topic, value, key, acks=acks,
+                                                     partition=target)
+            except NotLeaderError as exc:
+                error = exc
+                if not routes.note_hint(target, parse_leader_hint(exc.broker_message)):
+                    self._sleep(self._backoff)
+                    routes = self._refresh_quietly(topic, routes)
+            except BrokerError:
+                raise
+            except (ClientError, OSError) as exc:
+                error = exc if isinstance(exc, ClientError) else ClientError(str(exc))
+                self._drop(address)
+                routes.note_hint(target, None)
+                self._sleep(self._backoff)
+                routes = self._refresh_quietly(topic, routes)
+        assert error is not None
+        raise error
+
+    def _refresh_quietly(self, topic: str, routes: ClusterMap) -> ClusterMap:
+        try:
+            return self.refresh(topic)
+        except ClientError:
+            return routes

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred
 
-from broker.errors import SkerryError
+from broker.errors import NotLeader, SkerryError
 from data.log import PartitionLog
 from data.store import Topic, TopicConfig
 
@@ -61,6 +61,8 @@ class ReplicationView(Protocol):
     def hw(self, topic: str, partition: int) -> int: ...
 
     def is_leader(self, topic: str, partition: int) -> bool: ...
+
+    def not_leader_error(self, topic: str, partition: int) -> NotLeader: ...
 
     def on_appended(self, topic: str, partition: int) -> None: ...
 

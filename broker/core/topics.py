@@ -120,7 +120,7 @@ class Topics:
     def check_leader(self, topic: str, partition: int) -> None:
         """``NotLeader`` unless this broker accepts writes for the partition."""
         if not self._replication.is_leader(topic, partition):
-            raise NotLeader(f"partition {partition} of {topic} is a follower on this broker")
+            raise self._replication.not_leader_error(topic, partition)
 
     @staticmethod
     def check_healthy(topic: str, partition: int, plog: PartitionLog) -> None:

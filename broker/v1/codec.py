@@ -34,6 +34,7 @@ from broker.v1.commands import (
     ALL_COMMANDS,
     CLUSTER_COMMANDS,
     COMMANDS,
+    CONTROL_COMMANDS,
     DATA_COMMANDS,
     MAX_INT,
     MAX_KEY_BYTES,
@@ -42,11 +43,15 @@ from broker.v1.commands import (
     VERSION,
     AdminAddPartitions,
     AdminAlterTopic,
+    AdminBrokerHeartbeat,
     AdminCommit,
     AdminCreateTopic,
     AdminDeleteGroup,
     AdminDeleteTopic,
+    AdminGetMetadata,
+    AdminRegisterBroker,
     AdminResetOffsets,
+    AdminSetPartitionLeader,
     Auth,
     Command,
     Commit,
@@ -76,7 +81,11 @@ from broker.v1.errors import code_for
 from broker.v1.framing import LineSplitter, LineTooLong
 from broker.v1.replies import (
     LINE_TOO_LONG_REPLY,
+    admin_topic_payload,
     assignment_payload,
+    broker_heartbeat_payload,
+    broker_registered_payload,
+    cluster_metadata_payload,
     consume_reply,
     consume_reply_raw,
     err,
@@ -85,6 +94,7 @@ from broker.v1.replies import (
     format_bool,
     format_list,
     ok,
+    partition_leader_payload,
     produce_batch_payload,
     produce_ok,
     produce_payload,
@@ -98,6 +108,11 @@ from data.names import NAME_PATTERN
 
 __all__ = [
     "AdminAddPartitions",
+    "AdminBrokerHeartbeat",
+    "AdminGetMetadata",
+    "AdminRegisterBroker",
+    "AdminSetPartitionLeader",
+    "CONTROL_COMMANDS",
     "AdminCommit",
     "AdminCreateTopic",
     "AdminDeleteGroup",
@@ -150,7 +165,12 @@ __all__ = [
     "ReplicaStatus",
     "SetPartitionRole",
     "Sync",
+    "admin_topic_payload",
     "assignment_payload",
+    "broker_heartbeat_payload",
+    "broker_registered_payload",
+    "cluster_metadata_payload",
+    "partition_leader_payload",
     "consume_reply",
     "err",
     "format_bool",
@@ -518,6 +538,38 @@ def _parse_replica_status(cid: str, args: str) -> ReplicaStatus:
     return ReplicaStatus(cid, fields.name(tokens[0], "topic"), fields.uint(tokens[1], "partition"))
 
 
+def _parse_admin_register_broker(cid: str, args: str) -> AdminRegisterBroker:
+    tokens = fields.split_tokens(args)
+    if not 3 <= len(tokens) <= 4:
+        raise BadRequest(f"ADMIN_REGISTER_BROKER expects 3 or 4 positional arguments, got "
+                         f"{len(tokens)}; usage: {fields.USAGE['ADMIN_REGISTER_BROKER']}")
+    port = fields.uint(tokens[2], "port")
+    if not 0 < port <= 65535:
+        raise BadRequest(f"port must be between 1 and 65535, got {port}")
+    return AdminRegisterBroker(cid, fields.uint(tokens[0], "broker_id"), fields.host(tokens[1]),
+                               port, fields.uint(tokens[3], "epoch") if len(tokens) == 4
+                               else None)
+
+
+def _parse_admin_broker_heartbeat(cid: str, args: str) -> AdminBrokerHeartbeat:
+    tokens, _ = fields.split_args("ADMIN_BROKER_HEARTBEAT", args)
+    return AdminBrokerHeartbeat(cid, fields.uint(tokens[0], "broker_id"))
+
+
+def _parse_admin_set_partition_leader(cid: str, args: str) -> AdminSetPartitionLeader:
+    tokens, _ = fields.split_args("ADMIN_SET_PARTITION_LEADER", args)
+    return AdminSetPartitionLeader(cid, fields.name(tokens[0], "topic"),
+                                   fields.uint(tokens[1], "partition"),
+                                   fields.uint(tokens[2], "leader_id"),
+                                   fields.broker_ids(tokens[3], "isr"))
+
+
+def _parse_admin_get_metadata(cid: str, args: str) -> AdminGetMetadata:
+    if args and fields.split_tokens(args):
+        fields.options("ADMIN_GET_METADATA", fields.split_tokens(args), 0)
+    return AdminGetMetadata(cid)
+
+
 _Parser: TypeAlias = Callable[[str, str], Any]
 
 
@@ -575,6 +627,10 @@ class Codec:
             "AUTH": _parse_auth,
             "FETCH": _parse_fetch,
             "PRODUCE_BATCH": self._parse_produce_batch,
+            "ADMIN_REGISTER_BROKER": _parse_admin_register_broker,
+            "ADMIN_BROKER_HEARTBEAT": _parse_admin_broker_heartbeat,
+            "ADMIN_SET_PARTITION_LEADER": _parse_admin_set_partition_leader,
+            "ADMIN_GET_METADATA": _parse_admin_get_metadata,
         }
         assert self._parsers.keys() == ALL_COMMANDS.keys() | SECURITY_COMMANDS.keys()
 

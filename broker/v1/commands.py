@@ -19,11 +19,15 @@ from data.plaintext import BAD_KEY_RE, BAD_VALUE_RE, MAX_KEY_BYTES, is_plain_key
 __all__ = [
     "AdminAddPartitions",
     "AdminAlterTopic",
+    "AdminBrokerHeartbeat",
     "AdminCommit",
     "AdminCreateTopic",
     "AdminDeleteGroup",
     "AdminDeleteTopic",
+    "AdminGetMetadata",
+    "AdminRegisterBroker",
     "AdminResetOffsets",
+    "AdminSetPartitionLeader",
     "ALL_COMMANDS",
     "Auth",
     "BAD_KEY_RE",
@@ -33,6 +37,7 @@ __all__ = [
     "COMMANDS",
     "Commit",
     "Consume",
+    "CONTROL_COMMANDS",
     "DATA_COMMANDS",
     "DescribeGroup",
     "Fetch",
@@ -420,6 +425,50 @@ class ReplicaStatus:
     partition: int
 
 
+@dataclass(frozen=True, slots=True)
+class AdminRegisterBroker:
+    """Additive (the seed broker's control plane): ``ADMIN_REGISTER_BROKER <broker_id>
+    <host> <port> [epoch]``."""
+
+    name: ClassVar[str] = "ADMIN_REGISTER_BROKER"
+    cid: str
+    broker_id: int
+    host: str
+    port: int
+    epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AdminBrokerHeartbeat:
+    """Additive (the seed broker's control plane): ``ADMIN_BROKER_HEARTBEAT <broker_id>``."""
+
+    name: ClassVar[str] = "ADMIN_BROKER_HEARTBEAT"
+    cid: str
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class AdminSetPartitionLeader:
+    """Additive (the seed broker's control plane): ``ADMIN_SET_PARTITION_LEADER <topic>
+    <partition> <leader_id> <isr_csv>``; ``isr`` holds the ids of ``isr_csv`` in order
+    (comma-separated, empty entries ignored)."""
+
+    name: ClassVar[str] = "ADMIN_SET_PARTITION_LEADER"
+    cid: str
+    topic: str
+    partition: int
+    leader: int
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AdminGetMetadata:
+    """Additive (the seed broker's control plane): ``ADMIN_GET_METADATA`` (no arguments)."""
+
+    name: ClassVar[str] = "ADMIN_GET_METADATA"
+    cid: str
+
+
 Command: TypeAlias = (
     Ping
     | Produce
@@ -448,6 +497,10 @@ Command: TypeAlias = (
     | ReplicaStatus
     | Fetch
     | ProduceBatch
+    | AdminRegisterBroker
+    | AdminBrokerHeartbeat
+    | AdminSetPartitionLeader
+    | AdminGetMetadata
 )
 """Any parsed request (a runtime union: ``isinstance(x, Command)`` works)."""
 
@@ -491,7 +544,16 @@ DATA_COMMANDS: dict[str, type[Any]] = {cls.name: cls for cls in (Fetch, ProduceB
 """Additive commands for data tools (the Spark source and sink): bulk binary-safe reads and
 writes."""
 
-ALL_COMMANDS: dict[str, type[Any]] = {**COMMANDS, **CLUSTER_COMMANDS, **DATA_COMMANDS}
+CONTROL_COMMANDS: dict[str, type[Any]] = {
+    cls.name: cls
+    for cls in (AdminRegisterBroker, AdminBrokerHeartbeat, AdminSetPartitionLeader,
+                AdminGetMetadata)
+}
+"""The additive admin commands of the seed broker's control plane (its SDK sends them;
+docs/cluster.md): answered by every broker, from etcd or from a local metadata file."""
+
+ALL_COMMANDS: dict[str, type[Any]] = {**COMMANDS, **CLUSTER_COMMANDS, **DATA_COMMANDS,
+                                      **CONTROL_COMMANDS}
 """Every command of the data plane (``SECURITY_COMMANDS`` are parsed too)."""
 
 SECURITY_COMMANDS: dict[str, type[Any]] = {"AUTH": Auth}

@@ -32,7 +32,7 @@ from broker.errors import (
     UnknownCommand,
 )
 
-__all__ = ["CODE_BY_ERROR", "code_for", "for_code"]
+__all__ = ["CODE_BY_ERROR", "code_for", "for_code", "message_for"]
 
 CODE_BY_ERROR: Mapping[type[BaseException], str] = {
     # broker.errors: the broker's own refusals
@@ -81,3 +81,13 @@ def code_for(error: BaseException) -> str:
 def for_code(code: str) -> type[SkerryError]:
     """The exception class for a wire code (``InternalError`` for an unknown one)."""
     return _CLASS_BY_CODE.get(code, InternalError)
+
+
+def message_for(error: SkerryError) -> str:
+    """The message of ``error``'s ERR line. A ``NotLeader`` that knows the leader starts with
+    ``leader=<id> addr=<host:port> epoch=<n>`` (docs/protocol.md, NOT_LEADER hints), so a
+    client can go there without asking for metadata; the rest is the free text."""
+    if isinstance(error, NotLeader) and error.leader is not None and error.addr is not None:
+        epoch = -1 if error.epoch is None else error.epoch
+        return f"leader={error.leader} addr={error.addr} epoch={epoch} {error.message}"
+    return error.message

@@ -13,6 +13,7 @@ Must not import: Twisted, sockets, the store, ``groups``, ``replication``, or th
 from __future__ import annotations
 
 import binascii
+import re
 
 from broker.errors import BadRequest
 from broker.v1.commands import BAD_KEY_RE, BAD_VALUE_RE, MAX_INT, MAX_KEY_BYTES, MAX_NAME_CHARS
@@ -20,6 +21,8 @@ from data.names import is_valid_name
 
 __all__ = [
     "b64decode",
+    "broker_ids",
+    "host",
     "boolean",
     "encoding",
     "key",
@@ -73,6 +76,11 @@ USAGE: dict[str, str] = {
     "FETCH": "FETCH <topic> <partition> <offset> [max=<n>] [max_bytes=<n>] [enc=b64 or enc=raw]",
     "PRODUCE_BATCH": "PRODUCE_BATCH <topic> <partition> [acks=0, acks=1 or acks=all] "
     "[pid=<producer id> seq=<n>] data=<base64 batch>",
+    "ADMIN_REGISTER_BROKER": "ADMIN_REGISTER_BROKER <broker_id> <host> <port> [epoch]",
+    "ADMIN_BROKER_HEARTBEAT": "ADMIN_BROKER_HEARTBEAT <broker_id>",
+    "ADMIN_SET_PARTITION_LEADER": "ADMIN_SET_PARTITION_LEADER <topic> <partition> <leader_id> "
+    "<isr as comma-separated broker ids>",
+    "ADMIN_GET_METADATA": "ADMIN_GET_METADATA",
 }
 POSITIONAL_COUNT: dict[str, int] = {
     "PING": 0,
@@ -102,6 +110,9 @@ POSITIONAL_COUNT: dict[str, int] = {
     "AUTH": 2,
     "FETCH": 3,
     "PRODUCE_BATCH": 2,
+    "ADMIN_BROKER_HEARTBEAT": 1,
+    "ADMIN_SET_PARTITION_LEADER": 4,
+    "ADMIN_GET_METADATA": 0,
 }
 OPTIONS: dict[str, tuple[str, ...]] = {
     "PRODUCE": ("acks", "partition", "enc", "pid", "seq"),
@@ -230,6 +241,30 @@ def boolean(value: str, option: str) -> bool:
     raise BadRequest(f"invalid {option} {show(value)}; expected {option}=true or {option}=false")
 
 
+
+
+_HOST_RE = re.compile(r"[A-Za-z0-9.:_-]{1,253}")
+
+
+def host(text: str) -> str:
+    """A host name or address (``[v6]`` brackets dropped): letters, digits, ``. : _ -``."""
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    if _HOST_RE.fullmatch(bare) is None:
+        raise BadRequest(f"invalid host {show(text)}; expected a host name or an IP address")
+    return bare
+
+
+def broker_ids(text: str, what: str) -> tuple[int, ...]:
+    """Comma-separated broker ids (``1,2``), empty entries ignored, each at most once."""
+    ids: list[int] = []
+    for item in text.split(","):
+        if not item:
+            continue
+        value = uint(item, what)
+        if value in ids:
+            raise BadRequest(f"broker {value} is listed twice in the {what}")
+        ids.append(value)
+    return tuple(ids)
 
 
 _NO_OPTIONS: dict[str, str] = {}

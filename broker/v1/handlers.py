@@ -24,6 +24,7 @@ from twisted.python.failure import Failure
 from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
 from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated
+from broker.services.cluster_admin import AdminPlane, Applied
 from broker.services.groups import GroupService
 from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.services.replication import ReplicationService
@@ -147,6 +148,10 @@ class Handlers:
             c.Auth: self.auth,
             c.Fetch: self.fetch,
             c.ProduceBatch: self.produce_batch,
+            c.AdminRegisterBroker: self.admin_register_broker,
+            c.AdminBrokerHeartbeat: self.admin_broker_heartbeat,
+            c.AdminSetPartitionLeader: self.admin_set_partition_leader,
+            c.AdminGetMetadata: self.admin_get_metadata,
         }
 
     # ------------------------------------------------------------- dispatch
@@ -187,20 +192,33 @@ class Handlers:
         """Fill ``slot`` from a Deferred result (or its error) and drain."""
 
         def done(result: Any) -> None:
-            if isinstance(result, Failure):
-                if isinstance(result.value, SkerryError):
-                    slot[0] = c.err(cmd.cid, result.value)
-                else:
-                    log.error("%s failed: %s", type(cmd).__name__, result.getTraceback())
-                    slot[0] = c.err(cmd.cid, InternalError())
-            else:
-                try:
-                    slot[0] = render(result)
-                except SkerryError as error:
-                    slot[0] = c.err(cmd.cid, error)
+            slot[0] = self._render(cmd, result, render)
             conn.drain()
 
         d.addBoth(done)
+
+    def _render(self, cmd: Any, result: Any, render: Callable[[Any], bytes]) -> bytes:
+        """The reply line for a Deferred's result: ``render(result)``, or the error line."""
+        if isinstance(result, Failure):
+            if isinstance(result.value, SkerryError):
+                return c.err(cmd.cid, result.value)
+            log.error("%s failed: %s", type(cmd).__name__, result.getTraceback())
+            return c.err(cmd.cid, InternalError())
+        try:
+            return render(result)
+        except SkerryError as error:
+            return c.err(cmd.cid, error)
+
+    def _answer(self, cmd: Any, d: Deferred[Any], render: Callable[[Any], bytes],
+                slot: Slot, conn: Connection) -> bytes | None:
+        """The reply at once when ``d`` has fired already (a control plane without etcd),
+        else ``_later``."""
+        if not d.called:
+            self._later(cmd, d, render, slot, conn)
+            return None
+        box: list[Any] = []
+        d.addBoth(box.append)
+        return self._render(cmd, box[0], render)
 
     # ------------------------------------------------------------- basics
 
@@ -497,26 +515,70 @@ class Handlers:
     """``broker.services.control.ControlPlane`` with ``cluster.etcd``: topic changes then go
     through etcd (every broker applies them from its watch)."""
 
+    admin: AdminPlane | None = None
+    """What the seed broker's admin commands ask (``broker/services/cluster_admin.py``): set
+    by the shell; the local metadata file without etcd, the etcd control plane with it."""
+
+    def _admin(self) -> AdminPlane:
+        if self.admin is None:
+            raise BadRequest("this broker has no control plane configured")
+        return self.admin
+
     def admin_create_topic(self, cmd: c.AdminCreateTopic, slot: Slot,
                            conn: Connection) -> bytes | None:
-        if self.control is not None:
-            settings = {k: v for k, v in (("retention_ms", cmd.retention_ms),
-                                          ("retention_bytes", cmd.retention_bytes))
-                        if v is not None}
-            d = Deferred.fromCoroutine(self.control.create_topic(
-                cmd.topic, cmd.partitions, cmd.replication_factor,
-                min_isr=cmd.min_insync_replicas, settings=settings))
-            self._later(cmd, d, lambda _ti: c.ok(
-                cmd.cid, f"topic={cmd.topic} partitions={cmd.partitions} "
-                         f"replication_factor={cmd.replication_factor}"), slot, conn)
-            return None
-        topic = self.core.create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
+        """The seed broker's shape: the topic's settings, then ``term``/``index`` of the
+        change (its own reply fields, added at the end: older parsers read on)."""
+        d = self._admin().create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
                                        cmd.min_insync_replicas, cmd.retention_ms,
                                        cmd.retention_bytes)
+        return self._answer(cmd, d, lambda a: c.ok(cmd.cid, c.admin_topic_payload(
+            cmd.topic, cmd.partitions, cmd.replication_factor, a.term, a.index)), slot, conn)
+
+    def create_topic_here(self, topic: str, partitions: int, replication_factor: int,
+                          min_insync_replicas: int | None, retention_ms: int | None,
+                          retention_bytes: int | None) -> None:
+        """Create a topic on this broker (a control plane without etcd calls this)."""
+        self.core.create_topic(topic, partitions, replication_factor, min_insync_replicas,
+                               retention_ms, retention_bytes)
         if self.replication.cluster is not None:
-            self.replication.topic_created(cmd.topic)  # followers start fetching now
-        return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions} "
-                             f"replication_factor={topic.config.replication_factor}")
+            self.replication.topic_created(topic)  # followers start fetching now
+
+    def admin_register_broker(self, cmd: c.AdminRegisterBroker, slot: Slot,
+                              conn: Connection) -> bytes | None:
+        d = self._admin().register_broker(cmd.broker_id, cmd.host, cmd.port, cmd.epoch)
+
+        def render(a: Applied) -> bytes:
+            host, port = a.address if a.address is not None else (cmd.host, cmd.port)
+            return c.ok(cmd.cid, c.broker_registered_payload(cmd.broker_id, host, port,
+                                                             a.term, a.index))
+
+        return self._answer(cmd, d, render, slot, conn)
+
+    def admin_broker_heartbeat(self, cmd: c.AdminBrokerHeartbeat, slot: Slot,
+                               conn: Connection) -> bytes | None:
+        d = self._admin().heartbeat(cmd.broker_id)
+        return self._answer(cmd, d, lambda a: c.ok(cmd.cid, c.broker_heartbeat_payload(
+            cmd.broker_id, a.term, a.index)), slot, conn)
+
+    def admin_set_partition_leader(self, cmd: c.AdminSetPartitionLeader, slot: Slot,
+                                   conn: Connection) -> bytes | None:
+        """The operator's forced election (docs/cluster.md): refused for a leader outside
+        the partition's ISR unless unclean election is allowed."""
+        self.core.resolve(cmd.topic, cmd.partition, False)
+        d: Deferred[Applied] = self._admin().elect(cmd.topic, cmd.partition, cmd.leader,
+                                                     cmd.isr)
+
+        def render(a: Applied) -> bytes:
+            self.core.notify_hw(cmd.topic, cmd.partition)
+            return c.ok(cmd.cid, c.partition_leader_payload(
+                cmd.topic, cmd.partition, cmd.leader, cmd.isr, a.term, a.index))
+
+        return self._answer(cmd, d, render, slot, conn)
+
+    def admin_get_metadata(self, cmd: c.AdminGetMetadata, slot: Slot,
+                           conn: Connection) -> bytes:
+        view = self._admin().metadata()
+        return c.ok(cmd.cid, c.cluster_metadata_payload(view.topics, view.brokers))
 
     def admin_delete_topic(self, cmd: c.AdminDeleteTopic, slot: Slot,
                            conn: Connection) -> bytes | None:
@@ -526,6 +588,9 @@ class Handlers:
                         slot, conn)
             return None
         self.core.delete_topic(cmd.topic)
+        forget = getattr(self.admin, "topic_deleted", None)
+        if forget is not None:
+            forget(cmd.topic)
         return c.ok(cmd.cid, f"topic={cmd.topic} deleted=true")
 
     def admin_add_partitions(self, cmd: c.AdminAddPartitions, slot: Slot,
@@ -544,8 +609,17 @@ class Handlers:
                              f"retention_bytes={_limit(config.retention_bytes)}")
 
     def metadata(self, cmd: c.Metadata, slot: Slot, conn: Connection) -> bytes:
+        cluster = self.replication.cluster
         if cmd.topic is None:
-            return c.ok(cmd.cid, "topics=" + _lst(sorted(self.core.topic_names())))
+            payload = "topics=" + _lst(sorted(self.core.topic_names()))
+            if cluster is not None:
+                # Additive, in a cluster: every broker's V1 address (and, with etcd, the
+                # controller), so a client can reach the leaders METADATA <topic> names.
+                payload += " brokers=" + _lst(f"{b}@{a}" for b, a in cluster.brokers.items())
+                if self.control is not None:
+                    controller = self.control.controller
+                    payload += f" controller={-1 if controller is None else controller}"
+            return c.ok(cmd.cid, payload)
         cfg = self.core.topic_config(cmd.topic)
         if cfg is None:
             raise BadRequest("unknown topic")
@@ -564,7 +638,19 @@ class Handlers:
             f"next={_lst(ps.next_offset for ps in summaries)} under_replicated={_lst(under)}"
             # Additive, for `skerry topics describe`: record bytes and segment files.
             f" size={_lst(ps.size_bytes for ps in summaries)}"
-            f" segments={_lst(ps.segment_count for ps in summaries)}"))
+            f" segments={_lst(ps.segment_count for ps in summaries)}"
+            + (self._leaders(cmd.topic, cfg.partitions) if cluster is not None else "")))
+
+    def _leaders(self, topic: str, partitions: int) -> str:
+        """Additive, in a cluster: `` leaders=[<broker id> ...] epochs=[<n> ...]``, each
+        partition's leader as this broker knows it (``-1``: unknown or offline) and its
+        leader epoch; the addresses are in ``METADATA``'s ``brokers=``."""
+        leaders, epochs = [], []
+        for p in range(partitions):
+            leader, epoch = self.replication.leader_view(topic, p)
+            leaders.append(leader)
+            epochs.append(epoch)
+        return f" leaders={_lst(leaders)} epochs={_lst(epochs)}"
 
     def offsets(self, cmd: c.Offsets, slot: Slot, conn: Connection) -> bytes:
         self.core.resolve(cmd.topic, cmd.partition, False)

@@ -21,11 +21,16 @@ import numpy as np
 
 from broker.errors import BadRequest, SkerryError
 from broker.v1.commands import BAD_VALUE_RE, is_plain_key, is_plain_value
-from broker.v1.errors import code_for
+from broker.v1.errors import code_for, message_for
 from data.format import HEADER_SIZE, PAYLOAD_LENGTH_OFFSET, header_rows
 
 __all__ = [
+    "admin_topic_payload",
     "assignment_payload",
+    "broker_heartbeat_payload",
+    "broker_registered_payload",
+    "cluster_metadata_payload",
+    "partition_leader_payload",
     "consume_reply",
     "consume_reply_raw",
     "err",
@@ -68,7 +73,7 @@ def ok(cid: str, payload: str | None = None) -> bytes:
 
 def err(cid: str, error: SkerryError) -> bytes:
     """``V1|<cid>|ERR|<CODE>|<message>\\n``; the message is never empty, '|' or newline free."""
-    message = error.message
+    message = message_for(error)
     if not message or "|" in message or "\n" in message or "\r" in message:
         message = (
             message.replace("|", "/").replace("\r", " ").replace("\n", " ").strip()
@@ -107,6 +112,38 @@ def replica_fetch_payload(
         f"replica={replica} acked_offset={acked_offset} hw={hw} isr={format_list(isr)} "
         f"under_replicated={format_bool(under_replicated)}"
     )
+
+
+def admin_topic_payload(topic: str, partitions: int, replication_factor: int, term: int,
+                        index: int) -> str:
+    """``topic=<t> partitions=<n> replication_factor=<r> term=<n> index=<n>``
+    (ADMIN_CREATE_TOPIC: the seed broker's shape, ``term``/``index`` of the change)."""
+    return (f"topic={topic} partitions={partitions} replication_factor={replication_factor} "
+            f"term={term} index={index}")
+
+
+def broker_registered_payload(broker_id: int, host: str, port: int, term: int,
+                              index: int) -> str:
+    """``broker_id=<id> host=<h> port=<p> term=<n> index=<n>`` (ADMIN_REGISTER_BROKER)."""
+    return f"broker_id={broker_id} host={host} port={port} term={term} index={index}"
+
+
+def broker_heartbeat_payload(broker_id: int, term: int, index: int) -> str:
+    """``broker_id=<id> heartbeat=ok term=<n> index=<n>`` (ADMIN_BROKER_HEARTBEAT)."""
+    return f"broker_id={broker_id} heartbeat=ok term={term} index={index}"
+
+
+def partition_leader_payload(topic: str, partition: int, leader: int, isr: Sequence[int],
+                             term: int, index: int) -> str:
+    """``topic=<t> partition=<p> leader=<id> isr=[<ids>] term=<n> index=<n>``
+    (ADMIN_SET_PARTITION_LEADER)."""
+    return (f"topic={topic} partition={partition} leader={leader} isr={format_list(isr)} "
+            f"term={term} index={index}")
+
+
+def cluster_metadata_payload(topics: Iterable[str], brokers: Iterable[int]) -> str:
+    """``topics=[<names sorted>] brokers=[<ids sorted>]`` (ADMIN_GET_METADATA)."""
+    return f"topics={format_list(sorted(topics))} brokers={format_list(sorted(brokers))}"
 
 
 def role_payload(topic: str, partition: int, role: str, hw: int) -> str:

@@ -29,6 +29,9 @@ class FakeReplication:
     def hw(self, topic: str, partition: int) -> int:
         return self.hws[(topic, partition)]
 
+    def not_leader_error(self, topic: str, partition: int) -> NotLeader:
+        return NotLeader(f"partition {partition} of {topic} is a follower on this broker")
+
 
 class FakeStore:
     """One topic ``t`` whose partitions are the given logs."""

@@ -131,9 +131,9 @@ class ReplicationFactorTests:
         assert client.request("ADMIN_CREATE_TOPIC|big 1 4") == (
             "V1|1|ERR|BAD_REQUEST|replication factor 4 is larger than the number of "
             "brokers (3)")
-        assert client.request("METADATA|") == "V1|2|OK|topics=[t]"
+        assert client.request("METADATA|").startswith("V1|2|OK|topics=[t] brokers=[0@")
         assert client.request("ADMIN_CREATE_TOPIC|fits 2 3") == \
-            "V1|3|OK|topic=fits partitions=2 replication_factor=3"
+            "V1|3|OK|topic=fits partitions=2 replication_factor=3 term=1 index=1"
 
     def test_cluster_refuses_what_an_explicit_replica_list_contradicts(
             self, tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ class ReplicationFactorTests:
             "topic's replication factor is 3")
         assert client.request("PRODUCE|pinned k:v").startswith(
             "V1|2|ERR|BAD_REQUEST|cluster.replicas.pinned[0] lists 2 brokers")
-        assert client.request("METADATA|") == "V1|3|OK|topics=[t]"
+        assert client.request("METADATA|").startswith("V1|3|OK|topics=[t] brokers=[0@")
 
     def test_single_broker_refuses_an_admin_replication_factor_it_cannot_place(
             self, tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ class ReplicationFactorTests:
                 "brokers (1): a single broker has no follower to copy it to"), reply
             assert ask(h, "V1|2|METADATA|") == "V1|2|OK|topics=[]"
             assert ask(h, "V1|3|ADMIN_CREATE_TOPIC|y 1 1") == \
-                "V1|3|OK|topic=y partitions=1 replication_factor=1"
+                "V1|3|OK|topic=y partitions=1 replication_factor=1 term=1 index=1"
         finally:
             h.close()
 

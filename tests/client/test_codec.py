@@ -139,3 +139,49 @@ class RulesTests:
         except (BadRequest, server.CommandError):
             accepted = False
         assert codec.is_valid_name(name) == accepted
+
+
+class LeaderRoutingCodecTests:
+    """The sans-I/O side of leader routing: NOT_LEADER hints and the ClusterMap."""
+
+    def test_hint_is_read_from_the_first_fields_only(self) -> None:
+        """``leader= addr= epoch=`` first in the message is a hint; anywhere else, or
+        incomplete, it is not."""
+        from broker.client.codec import LeaderHint, parse_leader_hint
+
+        assert parse_leader_hint("leader=2 addr=127.0.0.1:9094 epoch=7 partition 0 ...") == \
+            LeaderHint(2, "127.0.0.1:9094", 7)
+        assert parse_leader_hint("leader=2 addr=h:1 epoch=7") == LeaderHint(2, "h:1", 7)
+        assert parse_leader_hint("partition 0 of t is a follower on this broker") is None
+        assert parse_leader_hint("x leader=2 addr=h:1 epoch=7") is None
+        assert parse_leader_hint("leader=2 epoch=7 addr=h:1") is None
+
+    def test_cluster_map_keeps_the_newest_epoch(self) -> None:
+        """METADATA answers from several brokers merge per partition by epoch; a hint moves
+        a partition; a NOT_LEADER without news forgets it (ask again)."""
+        from broker.client.codec import ClusterMap, LeaderHint, parse_reply
+
+        routes = ClusterMap("t")
+        routes.update_brokers(parse_reply(b"V1|1|OK|topics=[t] brokers=[0@h:1 1@h:2 2@h:3]"))
+        routes.update_topic(parse_reply(b"V1|2|OK|topic=t partitions=3 replication_factor=3 "
+                                        b"leaders=[0 1 -1] epochs=[4 0 2]"))
+        routes.update_topic(parse_reply(b"V1|3|OK|topic=t partitions=3 replication_factor=3 "
+                                        b"leaders=[2 0 2] epochs=[3 1 2]"))
+        assert [routes.leader_address(p) for p in range(3)] == ["h:1", "h:1", "h:3"]
+        assert routes.note_hint(0, LeaderHint(1, "h:2", 5)) is True
+        assert routes.leader_address(0) == "h:2"
+        assert routes.note_hint(0, LeaderHint(1, "h:2", 5)) is False  # no news: forget
+        assert routes.leader_address(0) is None
+        assert routes.partition_for(b"user1") == routes.partition_for(b"user1") < 3
+
+    def test_single_broker_metadata_names_no_brokers(self) -> None:
+        """A single broker's answers carry no cluster fields: the map stays empty and
+        every partition goes to the bootstrap broker."""
+        from broker.client.codec import ClusterMap, parse_brokers, parse_reply
+
+        listing = parse_reply(b"V1|1|OK|topics=[t]")
+        assert parse_brokers(listing) == {}
+        routes = ClusterMap("t")
+        routes.update_topic(parse_reply(b"V1|2|OK|topic=t partitions=3 replication_factor=1 "
+                                        b"min_insync_replicas=1 roles=[leader leader leader]"))
+        assert routes.partitions == 3 and routes.leader_address(0) is None

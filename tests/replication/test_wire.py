@@ -70,7 +70,8 @@ class RequestParsingTests:
         command set."""
         assert set(c.CLUSTER_COMMANDS) == {"REPLICA_PULL", "REPLICA_EPOCH", "REPLICA_STATUS"}
         assert not set(c.CLUSTER_COMMANDS) & set(c.COMMANDS)
-        assert c.ALL_COMMANDS == {**c.COMMANDS, **c.CLUSTER_COMMANDS, **c.DATA_COMMANDS}
+        assert c.ALL_COMMANDS == {**c.COMMANDS, **c.CLUSTER_COMMANDS, **c.DATA_COMMANDS,
+                                  **c.CONTROL_COMMANDS}
 
 
 class ReplyTests:

@@ -98,6 +98,8 @@ class ReplicationService:
                                         progress=progress, fencing=leadership)
         self._follower = FollowerLog(lifecycle, fsync_always=fsync_always,
                                      checkpoints=checkpoints, listeners=listeners)
+        self._leader_lookup: Callable[[str, int], Any] | None = None
+        self._lookup_first = False
         self._write_fence: Callable[[], str | None] | None = None
         checkpoints.start()
 
@@ -146,6 +148,56 @@ class ReplicationService:
             isr=list(repl.isr), under_replicated=repl.under_replicated, replica=local,
             replicas=list(slot.replicas), leader=leader,
             epochs=[(e.epoch, e.start_offset) for e in repl.epoch_entries])
+
+    def set_leader_lookup(self, lookup: Callable[[str, int], Any], *,
+                          authoritative: bool = False) -> None:
+        """Where NOT_LEADER hints come from besides this broker's own view: ``lookup(topic,
+        partition)`` answers an object with ``leader``, ``addr`` and ``epoch`` (or None).
+        ``authoritative`` (the etcd control plane): asked first; otherwise only when this
+        broker does not know the leader itself (a forced leader recorded without etcd)."""
+        self._leader_lookup = lookup
+        self._lookup_first = authoritative
+
+    def leader_hint(self, topic: str, partition: int) -> tuple[int, str | None, int] | None:
+        """``(leader broker id, its V1 address or None, leader epoch)`` of a partition this
+        broker does not lead, as far as it knows; None when it does not know."""
+        slot = self._slot(topic, partition)
+        lookup = self._leader_lookup
+        if lookup is not None and self._lookup_first:
+            found = lookup(topic, partition)
+            if found is not None:
+                return found.leader, found.addr, found.epoch
+        cluster = self._cluster
+        if cluster is not None and slot.repl.role is not Role.LEADER and slot.leader_id >= 0:
+            address = cluster.brokers.get(slot.leader_id)
+            return slot.leader_id, None if address is None else str(address), \
+                slot.repl.leader_epoch
+        if lookup is not None and not self._lookup_first:
+            found = lookup(topic, partition)
+            own = cluster.broker_id if cluster is not None else None
+            if found is not None and found.leader != own:
+                return found.leader, found.addr, found.epoch
+        return None
+
+    def leader_view(self, topic: str, partition: int) -> tuple[int, int]:
+        """``(leader broker id, leader epoch)`` of a partition as this broker knows it: itself
+        when it leads (confirmed), else ``leader_hint``'s; ``(-1, epoch)`` when unknown."""
+        slot = self._slot(topic, partition)
+        cluster = self._cluster
+        if self.is_leader(topic, partition):
+            return (cluster.broker_id if cluster is not None else 0), slot.repl.leader_epoch
+        hint = self.leader_hint(topic, partition)
+        if hint is None:
+            return -1, slot.repl.leader_epoch
+        return hint[0], hint[2]
+
+    def not_leader_error(self, topic: str, partition: int) -> NotLeader:
+        """The NOT_LEADER refusal of a write here, naming the leader when known."""
+        error = not_leader(self._slot(topic, partition), self._cluster)
+        hint = self.leader_hint(topic, partition)
+        if hint is not None:
+            error.leader, error.addr, error.epoch = hint
+        return error
 
     def add_hw_listener(self, listener: Callable[[str, int], None]) -> None:
         """Call ``listener(topic, partition)`` whenever a replication event (a report, an ISR
@@ -234,7 +286,7 @@ class ReplicationService:
         slot = self._slot(topic, partition)
         repl = slot.repl
         if repl.role is not Role.LEADER or not slot.confirmed:
-            return fail(not_leader(slot, self._cluster))
+            return fail(self.not_leader_error(topic, partition))
         fenced = self._fenced()
         if fenced is not None:
             return fail(NotLeader(f"partition {partition} of {topic}: {fenced}"))
