@@ -333,10 +333,16 @@ def build_broker(config: Config, clock: IReactorTime, *,
     if config["console_port"] is not None:
         from broker.console import ConsoleService
 
+        cluster_view = None
+        if control is not None:
+            from broker.console.cluster import ControlPlaneView
+
+            cluster_view = ControlPlaneView(control, config.cluster,
+                                            config.cluster.broker_id)
         console = ConsoleService.for_broker(
             core, factory, clock, config=config, groups=groups, replication=replication,
             tokens=handlers.auth_tokens,
-            counters=metrics.metrics if metrics is not None else None)
+            counters=metrics.metrics if metrics is not None else None, cluster=cluster_view)
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
                   metrics=metrics, tls=tls, console=console, kafka=kafka,
                   kafka_groups=kafka_groups, tank=tank, control=control)

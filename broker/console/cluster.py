@@ -9,8 +9,9 @@ section knows the brokers of its configuration and the replica state its replica
 service holds for each partition (its own role, the leader it follows, the ISR when it
 leads).
 
-The cluster control plane (a controller electing leaders and keeping the metadata) will
-know more: it plugs in by implementing ``ClusterView`` and handing it to
+``ControlPlaneView`` is the view of a broker whose cluster runs on etcd
+(``cluster.etcd``): brokers, controller, leaders, epochs and committed ISRs as etcd holds
+them, through the control plane's public ``metadata()``. It is handed to
 ``ConsoleService.for_broker(cluster=...)``; nothing else in the console changes.
 
 Must not import: the replication package's internals, transports, the store. It reads the
@@ -25,7 +26,8 @@ from typing import Any, Protocol
 
 from broker.errors import SkerryError
 
-__all__ = ["BrokerEntry", "ClusterView", "LocalClusterView", "Placement", "ReplicaStatusSource"]
+__all__ = ["BrokerEntry", "ClusterView", "ControlPlaneView", "LocalClusterView", "Placement",
+           "ReplicaStatusSource"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,3 +118,47 @@ class LocalClusterView:
         leader = status.leader if status.leader >= 0 else None
         return Placement(leader, tuple(status.replicas), tuple(status.isr),
                          bool(status.under_replicated), status.epoch, role)
+
+
+class MetadataSource(Protocol):
+    """What ``ControlPlaneView`` reads of ``broker.services.control.ControlPlane``: its
+    ``metadata()`` (live brokers, controller, partitions with leader, epoch, ISR and
+    replicas; ``-1`` leader = offline)."""
+
+    def metadata(self) -> Any: ...
+
+
+class ControlPlaneView:
+    """The cluster as etcd holds it (see the module docstring). Brokers are those of the
+    address book (``cluster.brokers``); a broker whose lease is gone is listed with its
+    configured address and leads nothing. A partition whose leader is ``-1`` is offline:
+    shown with no leader and counted as under-replicated."""
+
+    def __init__(self, control: MetadataSource, address_book: Any, self_id: int) -> None:
+        """``address_book``: the ``ClusterConfig`` (``broker_ids``, ``address(i)``)."""
+        self._control = control
+        self._book = address_book
+        self._self_id = self_id
+
+    @property
+    def mode(self) -> str:
+        return "etcd"
+
+    def brokers(self) -> list[BrokerEntry]:
+        live = self._control.metadata().brokers
+        return [BrokerEntry(i, str(live.get(i, self._book.address(i))), i == self._self_id)
+                for i in self._book.broker_ids]
+
+    def controller(self) -> int | None:
+        controller = self._control.metadata().controller
+        return None if controller is None else int(controller)
+
+    def placement(self, topic: str, partition: int) -> Placement:
+        info = self._control.metadata().partitions.get((topic, partition))
+        if info is None:
+            return Placement(None, (), (), False, 0, "unknown")
+        leader = info.leader if info.leader >= 0 else None
+        role = ("leader" if leader == self._self_id
+                else "follower" if self._self_id in info.replicas else "none")
+        under = leader is None or len(info.isr) < len(info.replicas)
+        return Placement(leader, tuple(info.replicas), tuple(info.isr), under, info.epoch, role)
