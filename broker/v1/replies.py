@@ -17,12 +17,10 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
 from broker.errors import BadRequest, SkerryError
 from broker.v1.commands import BAD_VALUE_RE, is_plain_key, is_plain_value
 from broker.v1.errors import code_for
-from data.format import HEADER_SIZE, PAYLOAD_LENGTH_OFFSET, header_rows
+from data.format import consume_items, payload_spans
 
 __all__ = [
     "assignment_payload",
@@ -269,18 +267,13 @@ def consume_reply_raw(cid: str, raw: bytes, ends: Sequence[int], first_offset: i
     k = len(ends)
     if k == 0:
         return b"V1|%b|OK|messages= hw=%d\n" % (cid.encode(), hw)
-    starts = np.empty(k, dtype=np.int64)
-    starts[0] = 0
-    starts[1:] = ends[:-1]
-    rows = header_rows(np.frombuffer(raw, dtype=np.uint8))
-    lengths = np.ascontiguousarray(rows[starts, PAYLOAD_LENGTH_OFFSET:PAYLOAD_LENGTH_OFFSET + 4])
-    bodies = starts + HEADER_SIZE
-    stops = bodies + lengths.view("<u4")[:, 0]
-    payloads = map(raw.__getitem__, map(slice, bodies.tolist(), stops.tolist()))
     if b64:
-        payloads = map(_b64_no_newline, payloads)
-    items = b",".join(map(b"%d:%b".__mod__,
-                          zip(range(first_offset, first_offset + k), payloads, strict=True)))
+        bodies, stops = payload_spans(raw, ends)
+        payloads = map(_b64_no_newline, map(raw.__getitem__, map(slice, bodies, stops)))
+        items = b",".join(map(b"%d:%b".__mod__,
+                              zip(range(first_offset, first_offset + k), payloads, strict=True)))
+    else:
+        items = consume_items(raw, ends, first_offset)  # compiled when data.speedups says so
     if not b64:
         # Plain only if the separators are the only commas and nothing else breaks the rule.
         if items.isascii():
