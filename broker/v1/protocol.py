@@ -1,15 +1,15 @@
 """The V1 transport's Twisted protocol: framing, dispatch and reply order for one connection.
 
 Owns: running the framer (``broker.v1.framing.LineFramer``, the one the framing tests test)
-over each read, the PRODUCE fast path (the codec's faster branch, ``Codec.match_produce``,
-matched in place at the framer's cursor; it feeds the same handler as a parsed PRODUCE,
+over each read, the PRODUCE fast path (the codec's faster branch, ``Codec.scan_produce``,
+a run of plain PRODUCEs scanned in place at the framer's cursor, compiled or its twin; it feeds the same handler as a parsed PRODUCE,
 ``Handlers.produce_message``), and the per-connection queue that keeps replies in request
 order while some wait (fsync, acks=all, group writes, long polls). What every connection
 needs whatever its protocol (socket options, idle timeout, flow control, half-close, the
 connection limit) is ``broker.connection``'s.
 
-The PRODUCE path, socket to fsync: ``dataReceived`` -> ``LineFramer.next_request`` (fast:
-a match at the cursor; else a line -> ``lineReceived`` -> ``Codec.parse_command`` ->
+The PRODUCE path, socket to fsync: ``dataReceived`` -> ``LineFramer.take_fast`` (fast:
+a run scanned at the cursor; else a line -> ``lineReceived`` -> ``Codec.parse_command`` ->
 ``Handlers.dispatch`` -> ``Handlers.produce``) -> ``Handlers.produce_message`` ->
 ``BrokerCore.produce_to`` (queued in this turn's batch for the partition) ->
 ``BrokerCore.flush`` (one append a partition a turn; the fsync as ``durability`` says) ->
@@ -62,7 +62,7 @@ class V1Protocol(Connection):
     def __init__(self, factory: V1Factory) -> None:
         super().__init__(factory)
         self.codec = factory.codec
-        self.framer = LineFramer(factory.max_line_bytes, self.codec.match_produce)
+        self.framer = LineFramer(factory.max_line_bytes, self.codec.scan_produce)
         self._pending: deque[list[Any]] = deque()
         self._cmd_slots: set[int] = set()  # ids of pending slots of commands other than PRODUCE
         self._held: Any = None  # a command waiting for the replies before it (see _must_wait)
@@ -123,7 +123,6 @@ class V1Protocol(Connection):
         produce = self.handlers.produce_message
         pending = self._pending
         topic_names = self._topic_names
-        acks_map = codec.FAST_ACKS
         fast = self.authenticated and not self._core.closing
         metrics = self.factory.metrics  # broker.metrics: fast PRODUCEs counted once per read
         fast_count = 0
@@ -132,17 +131,16 @@ class V1Protocol(Connection):
             if fast and not self._cmd_slots:
                 run = take_fast(_FAST_RUN)
                 if run:
-                    for match in run:
+                    for cid, topic, key, value, acks, start in run:
                         if self.paused:  # a reply write filled the transport: stop here
-                            framer.rewind(match.start())
+                            framer.rewind(start)
                             break
-                        cid, topic, key, value, acks = match.groups()
                         slot: list[Any] = [None, cid]
                         name = topic_names.get(topic)
                         if name is None:
                             name = topic_names[topic] = topic.decode()
                         try:
-                            produce(name, None, key, value, acks_map[acks], self, slot)
+                            produce(name, None, key, value, acks, self, slot)
                         except SkerryError as error:
                             self._emit(err(cid.decode(), error))
                         else:

@@ -1,0 +1,115 @@
+/* broker.v1._cscan: the compiled twin of the V1 PRODUCE fast path's scan over a read.
+ *
+ *   scan_produce(buffer, pos, most, max_line, max_value) -> (run, pos)
+ *
+ * The reference is broker/v1/codec.py's _scan_produce_py (PRODUCE_LINE_RE matched again and
+ * again from ``pos``, then Codec.match_produce's checks and the framer's length limit):
+ * at most ``most`` plain PRODUCE lines from ``pos``, each as (cid, topic, key, value, acks,
+ * start) with acks "0", "1" or "all", stopping at the first line that is not that shape,
+ * past the limits, or at the end of the buffer; ``pos`` after the last one taken.
+ * data/speedups.py decides whether this module runs (SKERRY_NO_EXTENSIONS=1: never);
+ * tests/broker/test_scan_equivalence.py holds it to the reference on arbitrary bytes.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+static unsigned char cid_ok[256], name_ok[256], key_ok[256], value_ok[256];
+static PyObject *acks_0, *acks_1, *acks_all;
+
+#define MAX_NAME 249
+#define MAX_KEY 255
+
+static PyObject *scan_produce(PyObject *self, PyObject *args) {
+    PyObject *buffer;
+    Py_ssize_t pos, most, max_line, max_value;
+    if (!PyArg_ParseTuple(args, "O!nnnn", &PyBytes_Type, &buffer, &pos, &most, &max_line,
+                          &max_value))
+        return NULL;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(buffer);
+    Py_ssize_t size = PyBytes_GET_SIZE(buffer);
+    PyObject *run = PyList_New(0);
+    if (run == NULL) return NULL;
+    if (pos < 0) pos = 0;
+    for (Py_ssize_t taken = 0; taken < most && pos < size; taken++) {
+        Py_ssize_t p = pos;
+        if (size - p < 3 || memcmp(b + p, "V1|", 3) != 0) break;
+        p += 3;
+        Py_ssize_t cid0 = p;
+        while (p < size && cid_ok[b[p]]) p++;
+        Py_ssize_t cid1 = p;
+        if (cid1 == cid0 || size - p < 9 || memcmp(b + p, "|PRODUCE|", 9) != 0) break;
+        p += 9;
+        Py_ssize_t topic0 = p;
+        while (p < size && name_ok[b[p]]) p++;
+        Py_ssize_t topic1 = p;
+        if (topic1 == topic0 || topic1 - topic0 > MAX_NAME || p >= size || b[p] != ' ') break;
+        p++;
+        Py_ssize_t key0 = p;
+        while (p < size && key_ok[b[p]]) p++;
+        Py_ssize_t key1 = p;
+        if (key1 - key0 > MAX_KEY || p >= size || b[p] != ':') break;
+        p++;
+        Py_ssize_t value0 = p;
+        while (p < size && value_ok[b[p]]) p++;
+        Py_ssize_t value1 = p;
+        PyObject *acks = acks_1;
+        if (p < size && b[p] == ' ') {
+            if (size - p < 7 || memcmp(b + p, " acks=", 6) != 0) break;
+            p += 6;
+            if (b[p] == '0') { acks = acks_0; p++; }
+            else if (b[p] == '1') { acks = acks_1; p++; }
+            else if (size - p >= 3 && memcmp(b + p, "all", 3) == 0) { acks = acks_all; p += 3; }
+            else break;
+        }
+        if (p < size && b[p] == '\r') p++;
+        if (p >= size || b[p] != '\n') break;
+        Py_ssize_t end = p + 1;
+        /* Codec.match_produce's checks, then the framer's line limit. */
+        if (value1 - value0 > max_value) break;
+        if (topic1 - topic0 >= 2 && b[topic0] == '_' && b[topic0 + 1] == '_') break;
+        if (topic1 - topic0 <= 2 && b[topic0] == '.' && b[topic1 - 1] == '.') break;
+        if (end - pos > max_line) break;
+        PyObject *item = Py_BuildValue(
+            "(y#y#y#y#On)", b + cid0, cid1 - cid0, b + topic0, topic1 - topic0, b + key0,
+            key1 - key0, b + value0, value1 - value0, acks, pos);
+        if (item == NULL || PyList_Append(run, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(run);
+            return NULL;
+        }
+        Py_DECREF(item);
+        pos = end;
+    }
+    return Py_BuildValue("(Nn)", run, pos);
+}
+
+static PyMethodDef methods[] = {
+    {"scan_produce", scan_produce, METH_VARARGS,
+     "(run, pos): the plain PRODUCE lines from pos. See broker.v1.codec._scan_produce_py."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "broker.v1._cscan",
+    "The compiled twin of the V1 PRODUCE fast path's scan (see data/speedups.py).", -1,
+    methods,
+};
+
+static void range_ok(unsigned char *table, int lo, int hi) {
+    for (int c = lo; c <= hi; c++) table[c] = 1;
+}
+
+PyMODINIT_FUNC PyInit__cscan(void) {
+    range_ok(cid_ok, 0x21, 0x7b); range_ok(cid_ok, 0x7d, 0x7e);
+    range_ok(name_ok, 'A', 'Z'); range_ok(name_ok, 'a', 'z'); range_ok(name_ok, '0', '9');
+    name_ok['.'] = name_ok['_'] = name_ok['-'] = 1;
+    range_ok(key_ok, 0x21, 0x2b); range_ok(key_ok, 0x2d, 0x39); range_ok(key_ok, 0x3b, 0x7b);
+    range_ok(key_ok, 0x7d, 0x7e);
+    range_ok(value_ok, 0x21, 0x2b); range_ok(value_ok, 0x2d, 0x7b); range_ok(value_ok, 0x7d, 0x7e);
+    acks_0 = PyUnicode_InternFromString("0");
+    acks_1 = PyUnicode_InternFromString("1");
+    acks_all = PyUnicode_InternFromString("all");
+    if (acks_0 == NULL || acks_1 == NULL || acks_all == NULL) return NULL;
+    return PyModule_Create(&module);
+}
