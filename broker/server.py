@@ -32,6 +32,7 @@ from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
 from broker.v1.handlers import Handlers
 from broker.v1.protocol import V1Factory
+from data import speedups
 from data.errors import DataDirError
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
@@ -355,6 +356,7 @@ def run(config: Config) -> int:
                 " ".join(addresses), os.path.abspath(config["data_dir"]), len(store.topics),
                 ", ".join(sorted(store.topics)) or "-", config["storage.fsync"], nofile,
                 time.monotonic() - started)
+    _log_always(log, "%s", speedups.describe())  # compiled loops or the Python twin
     reactor.addSystemEventTrigger("before", "shutdown", broker.stop)
     reactor.run()
     return 0
