@@ -155,7 +155,9 @@ def comparison_rows(result: SuiteResult) -> list[list[str]]:
     """Header plus one row per workload: rates, ratio and latency percentiles."""
     from bench.suite import WORKLOADS
 
+    twisted = bool(result.twisted)
     rows = [["workload", "Skerry msg/s", "Redis msg/s", "Skerry/Redis",
+             *(["Twisted ceiling msg/s", "Skerry/Twisted"] if twisted else []),
              "Skerry p50/p99/p99.9 ms", "Redis p50/p99/p99.9 ms"]]
     for wl in WORKLOADS:
         if wl.key not in result.measurements:
@@ -164,7 +166,12 @@ def comparison_rows(result: SuiteResult) -> list[list[str]]:
         sk, rd = by.get("skerry"), by.get("redis")
         s_rate, r_rate = _rate(sk), _rate(rd)
         ratio = f"{s_rate / r_rate:.2f}x" if s_rate is not None and r_rate else "n/a"
-        rows.append([f"({wl.key}) {wl.title}", _cell(sk), _cell(rd), ratio,
+        extra = []
+        if twisted:
+            tw = result.twisted.get(wl.key)
+            t_rate = _rate(tw)
+            extra = [_cell(tw), f"{s_rate / t_rate:.2f}x" if s_rate is not None and t_rate else "n/a"]
+        rows.append([f"({wl.key}) {wl.title}", _cell(sk), _cell(rd), ratio, *extra,
                      _latency(sk.result if sk and not sk.error else None),
                      _latency(rd.result if rd and not rd.error else None)])
     return rows
@@ -258,6 +265,8 @@ def _failures(result: SuiteResult) -> list[str]:
 
 def render_terminal(result: SuiteResult) -> str:
     parts = ["", _aligned(comparison_rows(result))]
+    if result.implementation:
+        parts += [f"Skerry: {result.implementation}"]
     if result.ceilings:
         parts += ["", "Load generator ceiling (canned-reply responder):",
                   _aligned(ceiling_rows(result))]
@@ -325,6 +334,17 @@ def render_section(result: SuiteResult, doc_dir: Path, charts: Sequence[Path]) -
         "",
         *_settings_lines(result),
     ]
+    if result.implementation:
+        lines += ["", f"Skerry's {result.implementation} in every Skerry figure above "
+                      "(the line `skerry serve` logs; docs/performance.md, \"Compiled loops\", "
+                      "says how to build or disable them)."]
+    if result.twisted:
+        lines += ["", "The Twisted ceiling column is a do-nothing Twisted line responder "
+                      "(`bench/twisted_ceiling.py`: Twisted's default reactor, one "
+                      "`bytes.count` and one `write` a read, a canned reply of the broker's "
+                      "shape) under the same load as each Skerry workload, in the same run: "
+                      "what the reactor carries when the broker does no work; Skerry/Twisted "
+                      "is the share of it the broker keeps."]
     if result.fill:
         counts = set(result.fill.values())
         filled = (f"{counts.pop():,}" if len(counts) == 1 else
