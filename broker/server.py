@@ -352,11 +352,11 @@ def run(config: Config) -> int:
         return 1
     store = broker.store
     _log_always(log, "skerry listening on %s; data in %s; %d topic(s): %s; fsync=%s; "
-                "open-file limit %d; started in %.2fs",
+                "open-file limit %d; started in %.2fs; %s",
                 " ".join(addresses), os.path.abspath(config["data_dir"]), len(store.topics),
                 ", ".join(sorted(store.topics)) or "-", config["storage.fsync"], nofile,
-                time.monotonic() - started)
-    _log_always(log, "%s", speedups.describe())  # compiled loops or the Python twin
+                time.monotonic() - started,
+                speedups.describe())  # compiled loops or the Python twin, and why
     reactor.addSystemEventTrigger("before", "shutdown", broker.stop)
     reactor.run()
     return 0

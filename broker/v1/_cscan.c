@@ -1,6 +1,7 @@
 /* broker.v1._cscan: the compiled twin of the V1 PRODUCE fast path's scan over a read.
  *
  *   scan_produce(buffer, pos, most, max_line, max_value) -> (run, pos)
+ *   fill_produce_ok(tokens, partition, first_offset, hw)   (see below)
  *
  * The reference is broker/v1/codec.py's _scan_produce_py (PRODUCE_LINE_RE matched again and
  * again from ``pos``, then Codec.match_produce's checks and the framer's length limit):
@@ -12,6 +13,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdio.h>
 #include <string.h>
 
 static unsigned char cid_ok[256], name_ok[256], key_ok[256], value_ok[256];
@@ -84,7 +86,47 @@ static PyObject *scan_produce(PyObject *self, PyObject *args) {
     return Py_BuildValue("(Nn)", run, pos);
 }
 
+/* fill_produce_ok(tokens, partition, first_offset, hw): token i (a list [reply, cid, ...])
+ * gets reply b"V1|<cid>|OK|partition=<p> offset=<first_offset + i> hw=<hw>\n" in its item 0.
+ * The reference is broker/v1/replies.py's _fill_produce_ok_py. */
+static PyObject *fill_produce_ok(PyObject *self, PyObject *args) {
+    PyObject *tokens_in;
+    long long partition, first, hw;
+    if (!PyArg_ParseTuple(args, "OLLL", &tokens_in, &partition, &first, &hw)) return NULL;
+    PyObject *tokens = PySequence_Fast(tokens_in, "tokens must be a sequence");
+    if (tokens == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(tokens);
+    char tail[96];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *token = PySequence_Fast_GET_ITEM(tokens, i);
+        Py_buffer cid;
+        if (!PyList_Check(token) || PyList_GET_SIZE(token) < 2
+                || PyObject_GetBuffer(PyList_GET_ITEM(token, 1), &cid, PyBUF_SIMPLE) < 0) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "token %zd is not a [reply, cid bytes, ...] list", i);
+            Py_DECREF(tokens);
+            return NULL;
+        }
+        int tlen = snprintf(tail, sizeof tail, "|OK|partition=%lld offset=%lld hw=%lld\n",
+                            partition, first + (long long)i, hw);
+        PyObject *reply = PyBytes_FromStringAndSize(NULL, 3 + cid.len + tlen);
+        if (reply == NULL) { PyBuffer_Release(&cid); Py_DECREF(tokens); return NULL; }
+        char *w = PyBytes_AS_STRING(reply);
+        memcpy(w, "V1|", 3);
+        memcpy(w + 3, cid.buf, cid.len);
+        memcpy(w + 3 + cid.len, tail, tlen);
+        PyBuffer_Release(&cid);
+        PyObject *old = PyList_GET_ITEM(token, 0);
+        PyList_SET_ITEM(token, 0, reply);
+        Py_XDECREF(old);
+    }
+    Py_DECREF(tokens);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"fill_produce_ok", fill_produce_ok, METH_VARARGS,
+     "Fill a run of PRODUCE slots with their OK replies. See broker.v1.replies._fill_produce_ok_py."},
     {"scan_produce", scan_produce, METH_VARARGS,
      "(run, pos): the plain PRODUCE lines from pos. See broker.v1.codec._scan_produce_py."},
     {NULL, NULL, 0, NULL},

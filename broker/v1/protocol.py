@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from twisted.internet.interfaces import IReactorTime
@@ -36,7 +37,7 @@ from broker.errors import BadRequest, SkerryError, Unauthenticated, Unavailable
 from broker.v1 import codec
 from broker.v1.framing import TOO_LONG, LineFramer
 from broker.v1.handlers import Handlers
-from broker.v1.replies import LINE_TOO_LONG_REPLY, PRODUCE_OK, err
+from broker.v1.replies import LINE_TOO_LONG_REPLY, PRODUCE_OK, err, fill_produce_ok
 
 __all__ = ["V1Protocol", "V1Factory"]
 
@@ -280,6 +281,10 @@ class V1Protocol(Connection):
             token[0] = PRODUCE_OK % (token[1], partition, offset, hw)  # replies.produce_ok
         else:
             token[0] = err(token[1].decode(), error)
+
+    def produced_run(self, tokens: Sequence[Any], partition: int, first_offset: int,
+                     hw: int) -> None:
+        fill_produce_ok(tokens, partition, first_offset, hw)  # compiled, or its twin
 
     def flush(self) -> None:
         self.drain()

@@ -102,3 +102,33 @@ def test_the_server_runs_the_compiled_scan() -> None:
     if speedups.status.get("broker.v1._cscan") != "compiled":
         pytest.skip("the twin runs by request (SKERRY_NO_EXTENSIONS)")
     assert codec.scan_produce is C.scan_produce
+
+
+tokens = st.lists(st.one_of(
+    st.builds(lambda cid: [None, cid], st.binary(max_size=8)),
+    st.builds(lambda cid: [b"old", cid, 123.0], st.binary(max_size=8)),
+    st.builds(lambda cid: [None, bytearray(cid)], st.binary(max_size=4)),
+    st.sampled_from([(None, b"1"), [None], [None, "1"], [None, 7], None]),
+), max_size=6)
+
+
+@SETTINGS
+@given(tokens, st.integers(0, 1 << 31), st.integers(0, 1 << 62), st.integers(-1, 1 << 62))
+def test_fill_produce_ok(slots: list[Any], partition: int, first: int, hw: int) -> None:
+    """Both fill the same replies into the same slots, and fail on the same token."""
+    copy = [list(s) if isinstance(s, list) else s for s in slots]
+    from broker.v1 import replies
+
+    expected = outcome(replies._fill_produce_ok_py, slots, partition, first, hw)
+    assert outcome(C.fill_produce_ok, copy, partition, first, hw) == expected
+    assert copy == slots
+
+
+def test_fill_produce_ok_replies() -> None:
+    from broker.v1 import replies
+
+    for impl in (C.fill_produce_ok, replies._fill_produce_ok_py):
+        slots = [[None, b"a"], [None, b"7"]]
+        impl(slots, 2, 40, 41)
+        assert slots == [[b"V1|a|OK|partition=2 offset=40 hw=41\n", b"a"],
+                         [b"V1|7|OK|partition=2 offset=41 hw=41\n", b"7"]]
