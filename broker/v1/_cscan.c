@@ -72,11 +72,22 @@ static PyObject *scan_produce(PyObject *self, PyObject *args) {
         if (topic1 - topic0 >= 2 && b[topic0] == '_' && b[topic0 + 1] == '_') break;
         if (topic1 - topic0 <= 2 && b[topic0] == '.' && b[topic1 - 1] == '.') break;
         if (end - pos > max_line) break;
-        PyObject *item = Py_BuildValue(
-            "(y#y#y#y#On)", b + cid0, cid1 - cid0, b + topic0, topic1 - topic0, b + key0,
-            key1 - key0, b + value0, value1 - value0, acks, pos);
-        if (item == NULL || PyList_Append(run, item) < 0) {
-            Py_XDECREF(item);
+        PyObject *item = PyTuple_New(6);
+        if (item == NULL) { Py_DECREF(run); return NULL; }
+        PyObject *fields[6] = {
+            PyBytes_FromStringAndSize((const char *)b + cid0, cid1 - cid0),
+            PyBytes_FromStringAndSize((const char *)b + topic0, topic1 - topic0),
+            PyBytes_FromStringAndSize((const char *)b + key0, key1 - key0),
+            PyBytes_FromStringAndSize((const char *)b + value0, value1 - value0),
+            acks, PyLong_FromSsize_t(pos)};
+        Py_INCREF(acks);
+        int failed = 0;
+        for (int f = 0; f < 6; f++) {
+            if (fields[f] == NULL) failed = 1;
+            else PyTuple_SET_ITEM(item, f, fields[f]);
+        }
+        if (failed || PyList_Append(run, item) < 0) {
+            Py_DECREF(item);
             Py_DECREF(run);
             return NULL;
         }
@@ -96,7 +107,10 @@ static PyObject *fill_produce_ok(PyObject *self, PyObject *args) {
     PyObject *tokens = PySequence_Fast(tokens_in, "tokens must be a sequence");
     if (tokens == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(tokens);
-    char tail[96];
+    /* Only the offset changes along the run: the rest of the line is formatted once. */
+    char middle[48], tail[32], digits[24];
+    int mlen = snprintf(middle, sizeof middle, "|OK|partition=%lld offset=", partition);
+    int tlen = snprintf(tail, sizeof tail, " hw=%lld\n", hw);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *token = PySequence_Fast_GET_ITEM(tokens, i);
         Py_buffer cid;
@@ -107,14 +121,22 @@ static PyObject *fill_produce_ok(PyObject *self, PyObject *args) {
             Py_DECREF(tokens);
             return NULL;
         }
-        int tlen = snprintf(tail, sizeof tail, "|OK|partition=%lld offset=%lld hw=%lld\n",
-                            partition, first + (long long)i, hw);
-        PyObject *reply = PyBytes_FromStringAndSize(NULL, 3 + cid.len + tlen);
+        long long offset = first + (long long)i;
+        unsigned long long v = offset < 0 ? (unsigned long long)(-offset) : (unsigned long long)offset;
+        int d = 0;
+        do { digits[d++] = (char)('0' + v % 10); v /= 10; } while (v);
+        if (offset < 0) digits[d++] = '-';
+        PyObject *reply = PyBytes_FromStringAndSize(NULL, 3 + cid.len + mlen + d + tlen);
         if (reply == NULL) { PyBuffer_Release(&cid); Py_DECREF(tokens); return NULL; }
         char *w = PyBytes_AS_STRING(reply);
         memcpy(w, "V1|", 3);
-        memcpy(w + 3, cid.buf, cid.len);
-        memcpy(w + 3 + cid.len, tail, tlen);
+        w += 3;
+        memcpy(w, cid.buf, cid.len);
+        w += cid.len;
+        memcpy(w, middle, mlen);
+        w += mlen;
+        while (d) *w++ = digits[--d];
+        memcpy(w, tail, tlen);
         PyBuffer_Release(&cid);
         PyObject *old = PyList_GET_ITEM(token, 0);
         PyList_SET_ITEM(token, 0, reply);
