@@ -122,6 +122,7 @@ class V1Protocol(Connection):
         # fast branch (no slicing, no command objects) and handed to the produce handler one
         # by one; anything else goes through the codec and the handler table.
         produce = self.handlers.produce_message
+        produce_run = self.handlers.produce_run
         pending = self._pending
         topic_names = self._topic_names
         fast = self.authenticated and not self._core.closing
@@ -131,7 +132,29 @@ class V1Protocol(Connection):
         while not self.paused and self._held is None:
             if fast and not self._cmd_slots:
                 run = take_fast(_FAST_RUN)
+                taken = len(run)
                 if run:
+                    # A run of one topic and one acks level (a pipelined client's read) goes
+                    # to the core in one call; a refusal there queued nothing, and the run
+                    # is then taken message by message, each answered on its own.
+                    if len(run) > 1 and not self.paused:
+                        cids, topics, keys, values, acks_col, _ = zip(*run, strict=True)
+                        if topics.count(topics[0]) == len(run) and \
+                                acks_col.count(acks_col[0]) == len(run):
+                            topic = topics[0]
+                            name = topic_names.get(topic)
+                            if name is None:
+                                name = topic_names[topic] = topic.decode()
+                            slots = [[None, cid] for cid in cids]
+                            try:
+                                produce_run(name, keys, values, acks_col[0], self, slots)
+                            except SkerryError:
+                                pass
+                            else:
+                                pending.extend(slots)
+                                fast_count += len(slots)
+                                slot = slots[-1]
+                                run = ()
                     for cid, topic, key, value, acks, start in run:
                         if self.paused:  # a reply write filled the transport: stop here
                             framer.rewind(start)
@@ -149,7 +172,7 @@ class V1Protocol(Connection):
                         fast_count += 1
                     if framer.at_end:
                         break
-                    if len(run) == _FAST_RUN or self.paused:
+                    if taken == _FAST_RUN or self.paused:
                         continue  # more may follow (or the loop ends: paused)
             request = next_request()
             if request is None:
