@@ -11,6 +11,8 @@
  *                 timestamp, start_position)
  *   verify_run(data, ends, first_offset,      data/reader.py   (_verify_run_py)
  *              budget, take_first)
+ *   decode_run(data, ends, first_offset,      data/reader.py   (_decode_run_py)
+ *              out, budget, take_first, Record)
  *   consume_items(raw, ends, first_offset)    data/format.py   (_consume_items_py)
  *
  * Batch in, batch out: one call per batch of records, never one per message.
@@ -348,6 +350,96 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ decode_run */
+
+/* decode_run(data, ends, first_offset, out, budget, take_first, record_type): verify_run's
+ * checks, and each good record appended to ``out`` as record_type(offset, timestamp, id,
+ * origin_timestamp, payload, user_headers) (a tuple subclass, filled in place). */
+static PyObject *decode_run(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    PyObject *ends_in, *out, *budget_obj;
+    long long first;
+    int take_first;
+    PyTypeObject *record_type;
+    if (!PyArg_ParseTuple(args, "y*OLO!OpO!", &data, &ends_in, &first, &PyList_Type, &out,
+                          &budget_obj, &take_first, &PyType_Type, &record_type))
+        return NULL;
+    PyObject *result = NULL, *ends = NULL;
+    Py_ssize_t *pos = NULL;
+    if (!PyType_IsSubtype(record_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
+        goto done;
+    }
+    ends = PySequence_Fast(ends_in, "ends must be a sequence");
+    if (ends == NULL) goto done;
+    long long budget = PyLong_AsLongLong(budget_obj);
+    if (budget == -1 && PyErr_Occurred()) goto done;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(ends);
+    if (m == 0) { PyErr_SetString(PyExc_IndexError, "list index out of range"); goto done; }
+    pos = PyMem_Malloc(sizeof(Py_ssize_t) * m);
+    if (pos == NULL) { PyErr_NoMemory(); goto done; }
+    Py_ssize_t last = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(ends, m - 1));
+    if (last == -1 && PyErr_Occurred()) goto done;
+    int short_ = data.len < last;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        Py_ssize_t e = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(ends, i));
+        if (e == -1 && PyErr_Occurred()) goto done;
+        if (!short_ || e <= data.len) pos[k++] = e;
+    }
+    if (k == 0) { PyErr_SetNone(PyExc_StopIteration); goto done; }
+    const unsigned char *buf = data.buf;
+    Py_ssize_t start = 0;
+    long long expect = first, used = 0;
+    int over = 0, failed = 0;
+    Py_ssize_t i;
+    for (i = 1; i < k; i++) {
+        Py_ssize_t end = pos[i];
+        if (start + HEADER_SIZE > data.len) { failed = 1; break; }
+        const unsigned char *r = buf + start;
+        uint64_t ck = get_u64(r), off = get_u64(r + 24);
+        uint64_t uhl = get_u32(r + 48), pl = get_u32(r + 52);
+        long long body_end = (long long)start + HEADER_SIZE + (long long)pl;
+        if (body_end + (long long)uhl != (long long)end || off != (uint64_t)expect
+                || xxh3(r + 8, (size_t)(end - start - 8)) != ck) {
+            failed = 1;
+            break;
+        }
+        used += (long long)pl;
+        if (used > budget && (expect != first || !take_first)) {
+            used -= (long long)pl;
+            over = 1;
+            break;
+        }
+        PyObject *rec = record_type->tp_alloc(record_type, 6);
+        if (rec == NULL) goto done;
+        PyObject *ident = _PyLong_FromByteArray(r + 8, 16, 1, 0);
+        PyObject *fields[6] = {
+            PyLong_FromUnsignedLongLong(off),
+            PyLong_FromUnsignedLongLong(get_u64(r + 32)),
+            ident,
+            PyLong_FromUnsignedLongLong(get_u64(r + 40)),
+            PyBytes_FromStringAndSize((const char *)buf + start + HEADER_SIZE, (Py_ssize_t)pl),
+            PyBytes_FromStringAndSize((const char *)buf + body_end, (Py_ssize_t)uhl)};
+        int bad = 0;
+        for (int f = 0; f < 6; f++) {
+            if (fields[f] == NULL) bad = 1;
+            else PyTuple_SET_ITEM(rec, f, fields[f]);
+        }
+        if (bad || PyList_Append(out, rec) < 0) { Py_DECREF(rec); goto done; }
+        Py_DECREF(rec);
+        start = end;
+        expect += 1;
+    }
+    if (i == k) failed = short_;
+    result = run_tuple(expect - first, start, used, over, failed);
+done:
+    PyBuffer_Release(&data);
+    PyMem_Free(pos);
+    Py_XDECREF(ends);
+    return result;
+}
+
 /* ------------------------------------------------------------------ consume_items */
 
 static Py_ssize_t decimal_len(unsigned long long v) {
@@ -425,6 +517,8 @@ static PyMethodDef methods[] = {
      "Stamp a batch of records: (record bytes, ends). See data.writer._build_records_py."},
     {"verify_run", verify_run, METH_VARARGS,
      "(count, consumed, payload, over_budget, failed). See data.reader._verify_run_py."},
+    {"decode_run", decode_run, METH_VARARGS,
+     "verify_run that also appends Record tuples to out. See data.reader._decode_run_py."},
     {"consume_items", consume_items, METH_VARARGS,
      "b','.join(b'%d:%b' % (offset, payload)). See data.format._consume_items_py."},
     {NULL, NULL, 0, NULL},

@@ -79,7 +79,7 @@ class RunResult:
         self.failed = failed
 
 
-def decode_run(
+def _decode_run_py(
     data: bytes,
     ends: Sequence[int],
     first_offset: int,
@@ -94,6 +94,10 @@ def decode_run(
     (``position + 64 + lengths == next position``) before it is handed out. Stops before the
     first record whose payload would take the sum of payloads past ``budget`` -- unless it is
     the very first record and ``take_first`` (a read returns at least one record).
+
+    The pure-Python twin (the reference) of ``data._cspeedups.decode_run``;
+    ``decode_run`` is whichever ``data.speedups`` picked (same preconditions as
+    ``_verify_run_py``).
     """
     unpack = HEADER.unpack_from
     xxh = checksum_of
@@ -181,6 +185,13 @@ def _verify_run_py(
 
 if speedups.compiled is not None:
     _verify_run_c = speedups.compiled.verify_run
+    _decode_run_c = speedups.compiled.decode_run
+
+    def decode_run(data: bytes, ends: Sequence[int], first_offset: int, out: list[Record],
+                   budget: int, take_first: bool) -> RunResult:
+        """``_decode_run_py``'s contract, one pass in C (``data._cspeedups``)."""
+        return RunResult(*_decode_run_c(data, ends, first_offset, out, budget, take_first,
+                                        Record))
 
     def verify_run(data: bytes, ends: Sequence[int], first_offset: int, budget: int,
                    take_first: bool) -> RunResult:
@@ -188,6 +199,7 @@ if speedups.compiled is not None:
         return RunResult(*_verify_run_c(data, ends, first_offset, budget, take_first))
 else:
     verify_run = _verify_run_py
+    decode_run = _decode_run_py
 
 
 def _verify_slow(

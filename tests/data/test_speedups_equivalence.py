@@ -128,7 +128,8 @@ def runs(draw: st.DrawFn) -> tuple[bytes, list[int], int]:
     headers = draw(st.lists(st.sampled_from([b"", fmt.key_header(b"k1"), fmt.key_header(b"user-7")]),
                             min_size=n, max_size=n))
     first = draw(st.integers(0, 1 << 40))
-    data, ends = writer._build_records_py(bytes(16 * n), payloads, headers, None, first, 5, 0)
+    ids = draw(st.binary(min_size=16 * n, max_size=16 * n))
+    data, ends = writer._build_records_py(ids, payloads, headers, None, first, 5, 0)
     return data, ends, first
 
 
@@ -161,6 +162,21 @@ def test_verify_run(run: tuple[bytes, list[int], int], budget: int, take_first: 
     assert outcome(reader.verify_run if speedups.compiled else _c_verify, data, ends, first,
                    budget, take_first) == expected
     assert outcome(_c_verify, data, ends, first, budget, take_first) == expected
+
+
+@SETTINGS
+@given(st.one_of(runs(), damaged()), st.integers(-1, 400), st.booleans())
+def test_decode_run(run: tuple[bytes, list[int], int], budget: int, take_first: bool) -> None:
+    """The same records (as ``Record`` tuples, ids as u128) and the same ``RunResult``."""
+    data, ends, first = run
+    out_py: list[fmt.Record] = []
+    out_c: list[fmt.Record] = []
+    expected = outcome(reader._decode_run_py, data, ends, first, out_py, budget, take_first)
+    got = outcome(lambda *a: reader.RunResult(*C.decode_run(*a, fmt.Record)),
+                  data, ends, first, out_c, budget, take_first)
+    assert got == expected
+    assert out_c == out_py
+    assert all(type(record) is fmt.Record for record in out_c)
 
 
 def _c_verify(data: bytes, ends: list[int], first: int, budget: int, take_first: bool) -> reader.RunResult:
