@@ -250,7 +250,7 @@ class Handlers:
                         acks: str, sink: ProduceSink, slot: Slot, pid: str | None = None,
                         seq: int | None = None) -> None:
         """The one PRODUCE handler: a parsed PRODUCE comes here through ``produce``, and the
-        transport's fast path (the codec's ``match_produce``) straight from the framer. The
+        transport's fast path (the codec's ``scan_produce``) straight from the framer. The
         result goes to ``sink.produced`` with ``slot`` as its token; refusals that change
         nothing (unknown topic, NOT_LEADER...) raise ``SkerryError`` at once."""
         self.core.produce_to(topic, partition, key, value, acks, sink, slot, pid, seq)
