@@ -57,6 +57,8 @@ def main() -> int:
     headers = [fmt.key_header(b"user%d" % (i % 100)) for i in range(N)]
     idb = writer.random_ids(N)
     raw, ends = writer._build_records_py(idb, payloads, headers, None, 0, 1, 0)
+    framed, framed_ends = writer._build_records_py(idb, payloads, None, None, 0, 0, 0)
+    framed_ends = framed_ends[1:]
     lines = b"".join(b"V1|%d|PRODUCE|bench user%d:%s\n" % (i, i % 100, p) for i, p in enumerate(payloads))
 
     def scan_all(scan: Callable[..., Any]) -> Callable[[], None]:
@@ -73,6 +75,12 @@ def main() -> int:
          data_c and data_c.build_records, (idb, payloads, headers, None, 0, 1, 0), N),
         ("verify a run of records (checks, XXH3)", reader._verify_run_py,
          data_c and data_c.verify_run, (raw, ends, 0, 1 << 30, True), N),
+        ("decode a run into Record tuples (checks, XXH3)", lambda *a: reader._decode_run_py(*a[:3], [], *a[3:]),
+         data_c and (lambda *a: data_c.decode_run(*a[:3], [], *a[3:], fmt.Record)),
+         (raw, ends, 0, 1 << 30, True), N),
+        ("stamp an Iggy SendMessages area (ids set)", writer._stamp_framed_py,
+         data_c and (lambda *a: data_c.stamp_framed(*a, writer.random_ids)),
+         (framed, framed_ends, 0, 1, 0), N),
         ("CONSUME items (cut payloads, format)", fmt._consume_items_py,
          data_c and data_c.consume_items, (raw, ends[1:], 0), N),
         ("scan PRODUCE lines (runs of 32)", scan_all(codec._scan_produce_py),

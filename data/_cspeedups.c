@@ -13,6 +13,8 @@
  *              budget, take_first)
  *   decode_run(data, ends, first_offset,      data/reader.py   (_decode_run_py)
  *              out, budget, take_first, Record)
+ *   stamp_framed(messages, ends, first_offset, data/writer.py   (_stamp_framed_py)
+ *                timestamp, start_position, random_ids)
  *   consume_items(raw, ends, first_offset)    data/format.py   (_consume_items_py)
  *
  * Batch in, batch out: one call per batch of records, never one per message.
@@ -440,6 +442,161 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ stamp_framed */
+
+/* stamp_framed(messages, ends, first_offset, timestamp, start_position, random_ids): Iggy's
+ * SendMessages area stamped in one copy; the checks in the twin's order (each over the
+ * whole batch before the next), random_ids(k) called once for the k unset ids. */
+static PyObject *stamp_framed(PyObject *self, PyObject *args) {
+    Py_buffer msg;
+    PyObject *ends_in, *first_obj, *ts_obj, *random_ids;
+    long long start_position;
+    if (!PyArg_ParseTuple(args, "y*OOOLO", &msg, &ends_in, &first_obj, &ts_obj,
+                          &start_position, &random_ids))
+        return NULL;
+    PyObject *result = NULL, *ends = NULL, *stamped = NULL, *positions = NULL, *fresh = NULL;
+    Py_ssize_t *end_at = NULL;
+    const unsigned char *buf = msg.buf;
+    Py_ssize_t total = msg.len, n = 0;
+    if (ends_in == Py_None) {  /* walked from the headers */
+        Py_ssize_t pos = 0, cap = 64;
+        end_at = PyMem_Malloc(sizeof(Py_ssize_t) * cap);
+        if (end_at == NULL) { PyErr_NoMemory(); goto done; }
+        while (pos < total) {
+            if (pos + HEADER_SIZE > total) {
+                PyErr_Format(PyExc_ValueError, "partial header at byte %zd (%zd of %d bytes)",
+                             pos, total - pos, HEADER_SIZE);
+                goto done;
+            }
+            pos += HEADER_SIZE + (Py_ssize_t)get_u32(buf + pos + 52) + (Py_ssize_t)get_u32(buf + pos + 48);
+            if (n == cap) {
+                cap *= 2;
+                Py_ssize_t *grown = PyMem_Realloc(end_at, sizeof(Py_ssize_t) * cap);
+                if (grown == NULL) { PyErr_NoMemory(); goto done; }
+                end_at = grown;
+            }
+            end_at[n++] = pos;
+        }
+    } else {
+        ends = PySequence_Fast(ends_in, "ends must be a sequence");
+        if (ends == NULL) goto done;
+        n = PySequence_Fast_GET_SIZE(ends);
+        end_at = PyMem_Malloc(sizeof(Py_ssize_t) * (n ? n : 1));
+        if (end_at == NULL) { PyErr_NoMemory(); goto done; }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            end_at[i] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(ends, i));
+            if (end_at[i] == -1 && PyErr_Occurred()) goto done;
+        }
+    }
+    if (n == 0 || total == 0) { PyErr_SetString(PyExc_ValueError, "no messages"); goto done; }
+    if (end_at[n - 1] != total) {
+        PyErr_Format(PyExc_ValueError, "the messages end at byte %zd; the area has %zd bytes",
+                     end_at[n - 1], total);
+        goto done;
+    }
+    {   /* offsets and timestamp: the twin's messages, with Python's own numbers */
+        PyObject *last_off = NULL, *step = PyLong_FromSsize_t(n - 1);
+        if (step == NULL) goto done;
+        last_off = PyNumber_Add(first_obj, step);
+        Py_DECREF(step);
+        if (last_off == NULL) goto done;
+        uint64_t l; int kind = 0;
+        PyObject *zero_obj = PyLong_FromLong(0);
+        if (zero_obj == NULL) { Py_DECREF(last_off); goto done; }
+        int neg = PyObject_RichCompareBool(first_obj, zero_obj, Py_LT);
+        Py_DECREF(zero_obj);
+        if (neg < 0 || as_u64(last_off, &l, &kind) == -2) { Py_DECREF(last_off); goto done; }
+        if (neg || kind) {
+            PyErr_Format(PyExc_ValueError, "offset %S does not fit in u64", last_off);
+            Py_DECREF(last_off);
+            goto done;
+        }
+        Py_DECREF(last_off);
+    }
+    uint64_t first = PyLong_AsUnsignedLongLong(first_obj);
+    if (first == (uint64_t)-1 && PyErr_Occurred()) goto done;
+    uint64_t timestamp; int ts_kind = 0;
+    int rc = as_u64(ts_obj, &timestamp, &ts_kind);
+    if (rc == -2) goto done;
+    if (rc == -1) {
+        PyErr_Format(PyExc_ValueError, "timestamp %S does not fit in u64", ts_obj);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t start = i ? end_at[i - 1] : 0;
+        if (start + HEADER_SIZE > end_at[i]) {
+            PyErr_Format(PyExc_ValueError, "a message header is cut short: message %zd spans "
+                         "bytes %zd-%zd", i, start, end_at[i]);
+            goto done;
+        }
+    }
+    Py_ssize_t unset = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *r = buf + (i ? end_at[i - 1] : 0);
+        if ((i ? end_at[i - 1] : 0) + HEADER_SIZE + (Py_ssize_t)get_u32(r + 48)
+                + (Py_ssize_t)get_u32(r + 52) != end_at[i]) {
+            PyErr_SetString(PyExc_ValueError, "a message's payload and user header lengths "
+                            "disagree with its end position");
+            goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *r = buf + (i ? end_at[i - 1] : 0);
+        if (get_u64(r + 56)) {
+            PyErr_SetString(PyExc_ValueError, "a message's reserved field is not 0");
+            goto done;
+        }
+        if (get_u64(r + 8) == 0 && get_u64(r + 16) == 0) unset++;
+    }
+    stamped = PyByteArray_FromStringAndSize((const char *)buf, total);
+    if (stamped == NULL) goto done;
+    unsigned char *w = (unsigned char *)PyByteArray_AS_STRING(stamped);
+    const unsigned char *ids = NULL;
+    if (unset) {
+        fresh = PyObject_CallFunction(random_ids, "n", unset);
+        if (fresh == NULL) goto done;
+        if (!PyBytes_Check(fresh) || PyBytes_GET_SIZE(fresh) != 16 * unset) {
+            PyErr_SetString(PyExc_ValueError, "random_ids gave the wrong bytes");
+            goto done;
+        }
+        ids = (const unsigned char *)PyBytes_AS_STRING(fresh);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t start = i ? end_at[i - 1] : 0;
+        unsigned char *r = w + start;
+        if (ids != NULL && get_u64(r + 8) == 0 && get_u64(r + 16) == 0) {
+            memcpy(r + 8, ids, 16);
+            ids += 16;
+        }
+        put_u64(r + 24, first + (uint64_t)i);
+        put_u64(r + 32, timestamp);
+        put_u64(r + 0, xxh3(r + 8, (size_t)(end_at[i] - start - 8)));
+    }
+    if ((unsigned long long)start_position + (unsigned long long)total > MAX_U32) {
+        PyErr_Format(PyExc_ValueError, "batch of %zd bytes does not fit a segment", total);
+        goto done;
+    }
+    positions = PyList_New(n + 1);
+    if (positions == NULL) goto done;
+    PyObject *zero = PyLong_FromLongLong(start_position);
+    if (zero == NULL) goto done;
+    PyList_SET_ITEM(positions, 0, zero);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromLongLong(start_position + end_at[i]);
+        if (v == NULL) goto done;
+        PyList_SET_ITEM(positions, i + 1, v);
+    }
+    result = PyTuple_Pack(2, stamped, positions);
+done:
+    PyBuffer_Release(&msg);
+    PyMem_Free(end_at);
+    Py_XDECREF(ends);
+    Py_XDECREF(stamped);
+    Py_XDECREF(positions);
+    Py_XDECREF(fresh);
+    return result;
+}
+
 /* ------------------------------------------------------------------ consume_items */
 
 static Py_ssize_t decimal_len(unsigned long long v) {
@@ -519,6 +676,8 @@ static PyMethodDef methods[] = {
      "(count, consumed, payload, over_budget, failed). See data.reader._verify_run_py."},
     {"decode_run", decode_run, METH_VARARGS,
      "verify_run that also appends Record tuples to out. See data.reader._decode_run_py."},
+    {"stamp_framed", stamp_framed, METH_VARARGS,
+     "Stamp Iggy's already-framed messages. See data.writer._stamp_framed_py."},
     {"consume_items", consume_items, METH_VARARGS,
      "b','.join(b'%d:%b' % (offset, payload)). See data.format._consume_items_py."},
     {NULL, NULL, 0, NULL},

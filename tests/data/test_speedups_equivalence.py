@@ -214,3 +214,57 @@ def test_build_then_verify_round_trip() -> None:
     assert len(data) == ends[-1]
     assert _c_verify(data, ends, 3, 1 << 30, True).count == 50
     assert reader._verify_run_py(data, ends, 3, 1 << 30, True).count == 50
+
+
+# --------------------------------------------------------------------------- stamp_framed
+
+
+@st.composite
+def framed(draw: st.DrawFn) -> tuple[bytes, list[int] | None]:
+    """Iggy SendMessages areas: records as a client frames them (ids set or 0), maybe damaged."""
+    n = draw(st.integers(0, 6))
+    payloads = draw(st.lists(st.binary(max_size=40), min_size=n, max_size=n))
+    ids = b"".join(draw(st.sampled_from([bytes(16), bytes(range(1, 17))])) for _ in range(n))
+    data, ends = writer._build_records_py(ids, payloads, None, None, 0, 0, 0)
+    raw = bytearray(data)
+    record_ends = ends[1:]
+    for _ in range(draw(st.integers(0, 2))):
+        kind = draw(st.sampled_from(["flip", "truncate", "ends", "reserved", "extend"]))
+        if kind == "flip" and raw:
+            at = draw(st.integers(0, len(raw) - 1))
+            raw[at] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "truncate" and raw:
+            del raw[draw(st.integers(0, len(raw) - 1)):]
+        elif kind == "ends" and record_ends:
+            at = draw(st.integers(0, len(record_ends) - 1))
+            record_ends[at] = max(0, record_ends[at] + draw(st.integers(-70, 70)))
+        elif kind == "reserved" and len(raw) > 56:
+            raw[56] = 1
+        elif kind == "extend":
+            raw += draw(st.binary(max_size=70))
+    return bytes(raw), draw(st.sampled_from([None, record_ends]))
+
+
+def _fake_ids(k: int) -> bytes:
+    return bytes((i * 7 + 3) % 256 for i in range(16 * k))
+
+
+@SETTINGS
+@given(framed(), st.sampled_from([-1, 0, 5, (1 << 64) - 3, MAX_U64]),
+       st.sampled_from([-1, 0, 17, MAX_U64, MAX_U64 + 1]),
+       st.sampled_from([0, 100, (1 << 32) - 200]))
+def test_stamp_framed(area: tuple[bytes, list[int] | None], first: int, timestamp: int,
+                      start: int) -> None:
+    messages, ends = area
+    original = writer.random_ids
+    writer.random_ids = _fake_ids  # both call the module's random_ids: the same "random" ids
+    try:
+        expected = outcome(writer._stamp_framed_py, messages, ends, first, timestamp, start)
+        got = outcome(C.stamp_framed, messages, ends, first, timestamp, start, writer.random_ids)
+    finally:
+        writer.random_ids = original
+    if expected[0] == "ok":
+        expected = ("ok", (bytes(expected[1][0]), expected[1][1]))
+    if got[0] == "ok":
+        got = ("ok", (bytes(got[1][0]), got[1][1]))
+    assert got == expected
