@@ -37,6 +37,7 @@ __all__ = [
     "ceiling_rows",
     "reference_rows",
     "reference_headroom",
+    "twisted_share",
     "render_terminal",
     "render_section",
     "draw_charts",
@@ -204,6 +205,7 @@ def ceiling_rows(result: SuiteResult) -> list[list[str]]:
 _REFERENCE_TARGETS = (
     ("responder v1", "canned-reply responder, V1 replies"),
     ("responder resp", "canned-reply responder, RESP replies"),
+    ("twisted", "do-nothing Twisted line responder (the Twisted ceiling)"),
     ("skerry", "Skerry, workload (a)"),
     ("redis", "Redis, workload (a)"),
 )
@@ -216,6 +218,8 @@ def _reference_python(result: SuiteResult, key: str) -> Measurement | None:
     if key.startswith("responder "):
         wl = next(w for w in WORKLOADS if w.key == REFERENCE_WORKLOAD)
         return result.ceilings.get(shape_name(wl.shape), {}).get(key.split()[1])
+    if key == "twisted":
+        return result.twisted.get(REFERENCE_WORKLOAD)
     return result.measurements.get(REFERENCE_WORKLOAD, {}).get(key)
 
 
@@ -243,6 +247,16 @@ def reference_headroom(result: SuiteResult) -> list[str]:
         if on_server and on_responder:
             out.append(f"{name} {on_responder / on_server:.1f}x")
     return out
+
+
+def twisted_share(result: SuiteResult) -> str | None:
+    """Target (a) of issue 21: Skerry's request/response figure over the do-nothing Twisted
+    responder's, both with the C reference client, in the same run."""
+    on_skerry = _rate(result.reference.get("skerry"))
+    on_twisted = _rate(result.reference.get("twisted"))
+    if on_skerry and on_twisted:
+        return f"{on_skerry / on_twisted:.2f}x"
+    return None
 
 
 def _markdown(rows: Sequence[Sequence[str]]) -> str:
@@ -277,6 +291,9 @@ def render_terminal(result: SuiteResult) -> str:
         if headroom:
             parts += ["most headroom any client shows here (C client: responder / server): "
                       + ", ".join(headroom)]
+        share = twisted_share(result)
+        if share:
+            parts += [f"Skerry / Twisted ceiling with the C client, workload (a): {share}"]
     failures = _failures(result)
     if failures:
         parts += ["", "Failures:"] + [f"  {f}" for f in failures]
@@ -389,6 +406,10 @@ def render_section(result: SuiteResult, doc_dir: Path, charts: Sequence[Path]) -
             lines += ["", "The most headroom any client can show on this machine for this "
                       "load (C client on the responder / C client on the server): "
                       + ", ".join(headroom) + "."]
+        share = twisted_share(result)
+        if share:
+            lines += ["", "Skerry against the do-nothing Twisted line responder on this load, "
+                      f"both with the C client (issue 21's target (a) is 0.9x): {share}."]
         failed = [f"{key}: {m.error}" for key, m in result.reference.items() if m.error]
         if failed:
             lines += ["", "C reference client not measured: " + "; ".join(failed) + "."]

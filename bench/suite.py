@@ -398,6 +398,11 @@ def _run_twisted(workloads: Sequence[Workload], opts: SuiteOptions, workdir: Pat
                     topic = CONSUME_TOPIC if wl.mode == "consume" else PRODUCE_TOPIC
                     done[wl.shape] = _measure(_spec(opts, "v1", server.port, wl.mode,
                                                     wl.connections, wl.inflight, topic))
+                    if opts.reference and wl.key == REFERENCE_WORKLOAD:
+                        ref = _reference(opts, workdir, "v1", server.port, wl.connections)
+                        out.reference_runs.setdefault("twisted", []).append(ref)
+                        _log(f"[twisted] ({wl.key}) C reference client: "
+                             f"{report.describe(ref.result, ref.error)}")
                 finally:
                     server.stop()
             _log(f"[twisted] {shape_name(wl.shape)}: "

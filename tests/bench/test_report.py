@@ -110,3 +110,8 @@ def test_the_table_has_a_twisted_ceiling_column() -> None:
     assert rows[1][1:6] == ["30k", "45k", "0.67x", "40k", "0.75x"]
     suite.implementation = "per-message loops: compiled (data._cspeedups)"
     assert "Skerry: per-message loops: compiled" in render_terminal(suite)
+    suite.reference = {"twisted": Measurement(result=_result(50_000.0)),
+                       "skerry": Measurement(result=_result(45_000.0))}
+    assert reference_rows(suite)[1] == [
+        "do-nothing Twisted line responder (the Twisted ceiling)", "50k", "40k", "0.80"]
+    assert "C client, workload (a): 0.90x" in render_terminal(suite)
