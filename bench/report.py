@@ -37,6 +37,7 @@ __all__ = [
     "ceiling_rows",
     "reference_rows",
     "reference_headroom",
+    "twisted_share",
     "render_terminal",
     "render_section",
     "draw_charts",
@@ -155,7 +156,9 @@ def comparison_rows(result: SuiteResult) -> list[list[str]]:
     """Header plus one row per workload: rates, ratio and latency percentiles."""
     from bench.suite import WORKLOADS
 
+    twisted = bool(result.twisted)
     rows = [["workload", "Skerry msg/s", "Redis msg/s", "Skerry/Redis",
+             *(["Twisted ceiling msg/s", "Skerry/Twisted"] if twisted else []),
              "Skerry p50/p99/p99.9 ms", "Redis p50/p99/p99.9 ms"]]
     for wl in WORKLOADS:
         if wl.key not in result.measurements:
@@ -164,7 +167,12 @@ def comparison_rows(result: SuiteResult) -> list[list[str]]:
         sk, rd = by.get("skerry"), by.get("redis")
         s_rate, r_rate = _rate(sk), _rate(rd)
         ratio = f"{s_rate / r_rate:.2f}x" if s_rate is not None and r_rate else "n/a"
-        rows.append([f"({wl.key}) {wl.title}", _cell(sk), _cell(rd), ratio,
+        extra = []
+        if twisted:
+            tw = result.twisted.get(wl.key)
+            t_rate = _rate(tw)
+            extra = [_cell(tw), f"{s_rate / t_rate:.2f}x" if s_rate is not None and t_rate else "n/a"]
+        rows.append([f"({wl.key}) {wl.title}", _cell(sk), _cell(rd), ratio, *extra,
                      _latency(sk.result if sk and not sk.error else None),
                      _latency(rd.result if rd and not rd.error else None)])
     return rows
@@ -197,6 +205,7 @@ def ceiling_rows(result: SuiteResult) -> list[list[str]]:
 _REFERENCE_TARGETS = (
     ("responder v1", "canned-reply responder, V1 replies"),
     ("responder resp", "canned-reply responder, RESP replies"),
+    ("twisted", "do-nothing Twisted line responder (the Twisted ceiling)"),
     ("skerry", "Skerry, workload (a)"),
     ("redis", "Redis, workload (a)"),
 )
@@ -209,6 +218,8 @@ def _reference_python(result: SuiteResult, key: str) -> Measurement | None:
     if key.startswith("responder "):
         wl = next(w for w in WORKLOADS if w.key == REFERENCE_WORKLOAD)
         return result.ceilings.get(shape_name(wl.shape), {}).get(key.split()[1])
+    if key == "twisted":
+        return result.twisted.get(REFERENCE_WORKLOAD)
     return result.measurements.get(REFERENCE_WORKLOAD, {}).get(key)
 
 
@@ -238,6 +249,16 @@ def reference_headroom(result: SuiteResult) -> list[str]:
     return out
 
 
+def twisted_share(result: SuiteResult) -> str | None:
+    """Target (a) of issue 21: Skerry's request/response figure over the do-nothing Twisted
+    responder's, both with the C reference client, in the same run."""
+    on_skerry = _rate(result.reference.get("skerry"))
+    on_twisted = _rate(result.reference.get("twisted"))
+    if on_skerry and on_twisted:
+        return f"{on_skerry / on_twisted:.2f}x"
+    return None
+
+
 def _markdown(rows: Sequence[Sequence[str]]) -> str:
     out = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     out += ["| " + " | ".join(row) + " |" for row in rows[1:]]
@@ -258,6 +279,8 @@ def _failures(result: SuiteResult) -> list[str]:
 
 def render_terminal(result: SuiteResult) -> str:
     parts = ["", _aligned(comparison_rows(result))]
+    if result.implementation:
+        parts += [f"Skerry: {result.implementation}"]
     if result.ceilings:
         parts += ["", "Load generator ceiling (canned-reply responder):",
                   _aligned(ceiling_rows(result))]
@@ -268,6 +291,9 @@ def render_terminal(result: SuiteResult) -> str:
         if headroom:
             parts += ["most headroom any client shows here (C client: responder / server): "
                       + ", ".join(headroom)]
+        share = twisted_share(result)
+        if share:
+            parts += [f"Skerry / Twisted ceiling with the C client, workload (a): {share}"]
     failures = _failures(result)
     if failures:
         parts += ["", "Failures:"] + [f"  {f}" for f in failures]
@@ -325,6 +351,17 @@ def render_section(result: SuiteResult, doc_dir: Path, charts: Sequence[Path]) -
         "",
         *_settings_lines(result),
     ]
+    if result.implementation:
+        lines += ["", f"Skerry's {result.implementation} in every Skerry figure above "
+                      "(the line `skerry serve` logs; docs/performance.md, \"Compiled loops\", "
+                      "says how to build or disable them)."]
+    if result.twisted:
+        lines += ["", "The Twisted ceiling column is a do-nothing Twisted line responder "
+                      "(`bench/twisted_ceiling.py`: Twisted's default reactor, one "
+                      "`bytes.count` and one `write` a read, a canned reply of the broker's "
+                      "shape) under the same load as each Skerry workload, in the same run: "
+                      "what the reactor carries when the broker does no work; Skerry/Twisted "
+                      "is the share of it the broker keeps."]
     if result.fill:
         counts = set(result.fill.values())
         filled = (f"{counts.pop():,}" if len(counts) == 1 else
@@ -369,6 +406,10 @@ def render_section(result: SuiteResult, doc_dir: Path, charts: Sequence[Path]) -
             lines += ["", "The most headroom any client can show on this machine for this "
                       "load (C client on the responder / C client on the server): "
                       + ", ".join(headroom) + "."]
+        share = twisted_share(result)
+        if share:
+            lines += ["", "Skerry against the do-nothing Twisted line responder on this load, "
+                      f"both with the C client (issue 21's target (a) is 0.9x): {share}."]
         failed = [f"{key}: {m.error}" for key, m in result.reference.items() if m.error]
         if failed:
             lines += ["", "C reference client not measured: " + "; ".join(failed) + "."]

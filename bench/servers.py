@@ -313,6 +313,33 @@ def start_responder(workdir: Path, protocol: str, mode: str, *, batch: int, valu
     raise last
 
 
+def start_twisted_ceiling(workdir: Path, mode: str, *, batch: int, value_size: int,
+                          python: str = sys.executable, cpus: Sequence[int] | None = None,
+                          timeout_s: float = 20.0) -> ServerProcess:
+    """Start the do-nothing Twisted line responder (``bench/twisted_ceiling.py``) on a free
+    port: the reactor's own ceiling for a V1 load of this mode."""
+    log_path = workdir / f"twisted-ceiling-{mode}.log"
+    last: ServerError | None = None
+    for _ in range(3):
+        port = free_port()
+        proc = _spawn([python, "-m", "bench.twisted_ceiling", "--mode", mode, "--port", str(port),
+                       "--batch", str(batch), "--value-size", str(value_size)],
+                      log_path, cpus, cwd=REPO_ROOT)
+        server = ServerProcess(f"Twisted line responder ({mode})", proc, port, workdir, log_path)
+
+        def listening() -> bool:
+            return "responder listening" in log_path.read_text(errors="replace")
+
+        try:
+            _wait_until(server, listening, timeout_s)
+            return server
+        except ServerError as exc:
+            server.stop()
+            last = exc
+    assert last is not None
+    raise last
+
+
 def _first_line(path: str, prefix: str) -> str | None:
     try:
         with open(path) as f:

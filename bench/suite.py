@@ -46,6 +46,7 @@ from bench.servers import (
     start_redis,
     start_responder,
     start_skerry,
+    start_twisted_ceiling,
 )
 
 __all__ = ["Workload", "WORKLOADS", "SuiteOptions", "SuiteResult", "Measurement",
@@ -104,6 +105,7 @@ class SuiteOptions:
     workloads: tuple[str, ...] = tuple(w.key for w in WORKLOADS)
     systems: tuple[System, ...] = ("skerry", "redis")
     ceiling: bool = True
+    twisted: bool = True
     reference: bool = True
     load_processes: int = 2
     repeat: int = 1
@@ -159,6 +161,10 @@ class SuiteResult:
     runs: dict[str, dict[str, list[Measurement]]] = field(default_factory=dict)
     ceilings: dict[str, dict[str, Measurement]] = field(default_factory=dict)
     ceiling_runs: dict[str, dict[str, list[Measurement]]] = field(default_factory=dict)
+    twisted: dict[str, Measurement] = field(default_factory=dict)
+    """The do-nothing Twisted line responder with each workload's load (V1), keyed by
+    workload: the reactor's ceiling, measured in the same run."""
+    twisted_runs: dict[str, list[Measurement]] = field(default_factory=dict)
     fill: dict[str, int] = field(default_factory=dict)
     reference: dict[str, Measurement] = field(default_factory=dict)
     """The C reference client on the request/response load: keyed ``skerry``, ``redis``
@@ -166,6 +172,9 @@ class SuiteResult:
     reference_runs: dict[str, list[Measurement]] = field(default_factory=dict)
     loadavg_after: str = ""
     responder: str = ""
+    implementation: str = ""
+    """What the Skerry servers logged about their per-message loops ("per-message loops:
+    compiled (...)" or "... pure Python (why)"): which implementation the figures used."""
 
     def failures(self) -> list[str]:
         out = []
@@ -184,7 +193,7 @@ class SuiteResult:
         return {
             "options": opts, "machine": self.machine, "command": self.command,
             "started": self.started, "loadavg_after": self.loadavg_after, "fill": self.fill,
-            "responder": self.responder,
+            "responder": self.responder, "implementation": self.implementation,
             "measurements": {k: {s: m.to_dict() for s, m in v.items()}
                              for k, v in self.measurements.items()},
             "runs": {k: {s: [m.to_dict() for m in ms] for s, ms in v.items()}
@@ -192,6 +201,7 @@ class SuiteResult:
             "ceilings": {k: {p: m.to_dict() for p, m in v.items()}
                          for k, v in self.ceilings.items()},
             "reference": {k: m.to_dict() for k, m in self.reference.items()},
+            "twisted": {k: m.to_dict() for k, m in self.twisted.items()},
         }
 
 
@@ -321,6 +331,13 @@ def _run_group(system: System, group: Sequence[Workload], opts: SuiteOptions, wo
                 _log(f"[{system}] ({wl.key}) C reference client: "
                      f"{report.describe(ref.result, ref.error)}")
     finally:
+        if system == "skerry":
+            for line in server.log_path.read_text(errors="replace").splitlines():
+                if "per-message loops:" in line:
+                    loops = line[line.index("per-message loops:"):].strip()
+                    if out.implementation and out.implementation != loops:
+                        loops = f"{out.implementation}; then {loops}"
+                    out.implementation = loops
         code = server.stop()
         if code not in (0, None, -15):
             _log(f"[{system}] {server.name} exited with code {code}:\n{server.log_tail()}")
@@ -363,6 +380,36 @@ def _run_ceilings(workloads: Sequence[Workload], opts: SuiteOptions, workdir: Pa
                      f"{report.describe(ref.result, ref.error)}")
 
 
+def _run_twisted(workloads: Sequence[Workload], opts: SuiteOptions, workdir: Path,
+                 out: SuiteResult) -> None:
+    """The Twisted ceiling: each load shape once against the do-nothing Twisted responder;
+    every workload of that shape gets the figure."""
+    done: dict[tuple[str, int, int], Measurement] = {}
+    for wl in workloads:
+        if wl.shape not in done:
+            try:
+                server = start_twisted_ceiling(workdir, wl.mode, batch=opts.batch,
+                                               value_size=opts.value_size, python=opts.python,
+                                               cpus=opts.server_cpus())
+            except ServerError as exc:
+                done[wl.shape] = Measurement(error=str(exc))
+            else:
+                try:
+                    topic = CONSUME_TOPIC if wl.mode == "consume" else PRODUCE_TOPIC
+                    done[wl.shape] = _measure(_spec(opts, "v1", server.port, wl.mode,
+                                                    wl.connections, wl.inflight, topic))
+                    if opts.reference and wl.key == REFERENCE_WORKLOAD:
+                        ref = _reference(opts, workdir, "v1", server.port, wl.connections)
+                        out.reference_runs.setdefault("twisted", []).append(ref)
+                        _log(f"[twisted] ({wl.key}) C reference client: "
+                             f"{report.describe(ref.result, ref.error)}")
+                finally:
+                    server.stop()
+            _log(f"[twisted] {shape_name(wl.shape)}: "
+                 f"{report.describe(done[wl.shape].result, done[wl.shape].error)}")
+        out.twisted_runs.setdefault(wl.key, []).append(done[wl.shape])
+
+
 def run_suite(opts: SuiteOptions, command: str) -> SuiteResult:
     """Run the selected workloads on both systems (and the ceilings); start-to-stop."""
     workloads = [w for w in WORKLOADS if w.key in opts.workloads]
@@ -381,6 +428,8 @@ def run_suite(opts: SuiteOptions, command: str) -> SuiteResult:
             for group in _groups(workloads):
                 for system in opts.systems:
                     _run_group(system, group, opts, rep_dir, out)
+            if opts.twisted:
+                _run_twisted(workloads, opts, rep_dir, out)
             if opts.ceiling:
                 _run_ceilings(workloads, opts, workdir, out)
     for key, by_system in out.runs.items():
@@ -391,6 +440,8 @@ def run_suite(opts: SuiteOptions, command: str) -> SuiteResult:
                               for proto, runs in by_proto.items() if runs}
     for name, runs in out.reference_runs.items():
         out.reference[name] = median_measurement(runs)
+    for key, runs in out.twisted_runs.items():
+        out.twisted[key] = median_measurement(runs)
     load1, load5, _ = os.getloadavg()
     out.loadavg_after = f"{load1:.2f} (1 min), {load5:.2f} (5 min)"
     return out
@@ -416,6 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--systems", default="skerry,redis", help="skerry,redis or one of them")
     p.add_argument("--no-ceiling", action="store_true",
                    help="skip measuring the load generator against the canned responder")
+    p.add_argument("--no-twisted", action="store_true",
+                   help="skip the Twisted ceiling (a do-nothing Twisted line responder with "
+                        "each workload's load)")
     p.add_argument("--no-reference", action="store_true",
                    help="skip the C reference client on the request/response load")
     p.add_argument("--load-processes", type=int, default=2,
@@ -448,7 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides: dict[str, Any] = {
         "value_size": args.value_size, "max_requests": args.max_requests, "workloads": keys,
         "repeat": max(args.repeat, 1),
-        "systems": systems, "ceiling": not args.no_ceiling,
+        "systems": systems, "ceiling": not args.no_ceiling, "twisted": not args.no_twisted,
         "reference": not args.no_reference,
         "load_processes": args.load_processes, "loop": args.loop, "pin": args.pin}
     for name, value in (("duration_s", args.duration), ("warmup_s", args.warmup),

@@ -66,6 +66,7 @@ from twisted.web.server import NOT_DONE_YET, Site
 
 from broker.auth import FIRST_DELAY_S, TokenStore, bind_refusal, is_loopback
 from broker.errors import SkerryError
+from data import speedups
 from data.format import HEADER_SIZE
 
 if TYPE_CHECKING:
@@ -289,6 +290,14 @@ class _Collector:
                                "are up; 0 while starting or stopping.")
         up.add_metric([], 1.0 if m.health.ready else 0.0)
         yield up
+        implementation = GaugeMetricFamily(
+            "skerry_implementation", "1 for the implementation of the per-message loops "
+            "that runs: compiled (the C extensions) or python (the pure-Python twin, e.g. "
+            "SKERRY_NO_EXTENSIONS=1 or no compiler at install time).", labels=["loops"])
+        current = speedups.implementation()
+        for kind in ("compiled", "python", "mixed"):
+            implementation.add_metric([kind], 1.0 if kind == current else 0.0)
+        yield implementation
         if m._factory is not None:
             connections = GaugeMetricFamily("skerry_connections", "Open client connections.",
                                             labels=["transport"])

@@ -32,6 +32,7 @@ from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
 from broker.v1.handlers import Handlers
 from broker.v1.protocol import V1Factory
+from data import speedups
 from data.errors import DataDirError
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
@@ -548,10 +549,11 @@ def run(config: Config) -> int:
         return 1
     store = broker.store
     _log_always(log, "skerry listening on %s; data in %s; %d topic(s): %s; fsync=%s; "
-                "open-file limit %d; started in %.2fs",
+                "open-file limit %d; started in %.2fs; %s",
                 " ".join(addresses), os.path.abspath(config["data_dir"]), len(store.topics),
                 ", ".join(sorted(store.topics)) or "-", config["storage.fsync"], nofile,
-                time.monotonic() - started)
+                time.monotonic() - started,
+                speedups.describe())  # compiled loops or the Python twin, and why
     reactor.addSystemEventTrigger("before", "shutdown", broker.stop)
     reactor.run()
     return 0

@@ -20,21 +20,27 @@ User headers: repeated ``key_kind u8, key_len u32, key, value_kind u8, value_len
 value`` with both lengths in 1..255 and both kinds in 1..15. A V1 key travels as one
 header ``(2, b"key", 2, <key bytes>)``; an empty V1 key means no header at all.
 
-Must not import: Twisted, anything else of Skerry (this is the leaf every layer shares).
+Must not import: Twisted, anything else of Skerry but ``data.speedups`` (this is the leaf
+every layer shares).
 """
 
 from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 import xxhash
 
+from data import speedups
+
 __all__ = [
     "field_view",
     "header_rows",
+    "payload_spans",
+    "consume_items",
     "HEADER_SIZE",
     "CHECKSUM_OFFSET",
     "ID_OFFSET",
@@ -444,3 +450,44 @@ def header_rows(area: np.ndarray) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(
         area, shape=(max(len(area) - HEADER_SIZE + 1, 0), HEADER_SIZE), strides=(1, 1),
         writeable=area.flags.writeable)
+
+
+def payload_spans(raw: bytes | bytearray | memoryview, ends: Sequence[int]) -> tuple[list[int], list[int]]:
+    """``(starts, stops)`` of the payloads of the records that lie back to back in ``raw``
+    from byte 0, ``ends[i]`` the end of record ``i`` (header fields read as columns; the
+    framing was checked when the run was read). ``ValueError`` naming the first record whose
+    header or payload runs past ``raw``."""
+    k = len(ends)
+    if k == 0:
+        return [], []
+    starts = np.empty(k, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1]
+    size = len(raw)
+    inside = (starts >= 0) & (starts + HEADER_SIZE <= size)
+    lengths = field_view(raw, "<u4")[np.where(inside, starts, 0) + PAYLOAD_LENGTH_OFFSET] \
+        if size >= HEADER_SIZE else np.zeros(k, dtype=np.uint32)
+    bodies = starts + HEADER_SIZE
+    stops = bodies + lengths.astype(np.int64)
+    bad = np.nonzero(~inside | (stops > size))[0]
+    if len(bad):
+        raise ValueError(f"record {int(bad[0])} runs past the data")
+    return bodies.tolist(), stops.tolist()
+
+
+def _consume_items_py(raw: bytes, ends: Sequence[int], first_offset: int) -> bytes:
+    """``b",".join(b"%d:%b" % (first_offset + i, payload_i))`` over the records in ``raw``
+    (``payload_spans``' arguments): the ``messages=`` field of a plain V1 CONSUME reply,
+    before the plain-text check. The pure-Python twin (the reference) of
+    ``data._cspeedups.consume_items``; ``consume_items`` is whichever ``data.speedups``
+    picked. ``ValueError`` for a negative ``first_offset`` or a record past ``raw``."""
+    if first_offset < 0:
+        raise ValueError(f"first offset {first_offset} is negative")
+    bodies, stops = payload_spans(raw, ends)
+    payloads = map(raw.__getitem__, map(slice, bodies, stops))
+    return b",".join(map(b"%d:%b".__mod__, zip(range(first_offset, first_offset + len(bodies)),
+                                              payloads, strict=True)))
+
+
+consume_items: Callable[[bytes, Sequence[int], int], bytes] = (
+    speedups.compiled.consume_items if speedups.compiled is not None else _consume_items_py)

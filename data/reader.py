@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from itertools import accumulate, repeat
 from operator import add, itemgetter, sub
 
+from data import speedups
 from data.format import (
     CHECKSUM_OFFSET,
     CHECKSUMMED_FROM,
@@ -78,7 +79,7 @@ class RunResult:
         self.failed = failed
 
 
-def decode_run(
+def _decode_run_py(
     data: bytes,
     ends: Sequence[int],
     first_offset: int,
@@ -93,6 +94,10 @@ def decode_run(
     (``position + 64 + lengths == next position``) before it is handed out. Stops before the
     first record whose payload would take the sum of payloads past ``budget`` -- unless it is
     the very first record and ``take_first`` (a read returns at least one record).
+
+    The pure-Python twin (the reference) of ``data._cspeedups.decode_run``;
+    ``decode_run`` is whichever ``data.speedups`` picked (same preconditions as
+    ``_verify_run_py``).
     """
     unpack = HEADER.unpack_from
     xxh = checksum_of
@@ -131,7 +136,7 @@ def decode_run(
     return RunResult(expect - first_offset, start, used, over, failed)
 
 
-def verify_run(
+def _verify_run_py(
     data: bytes,
     ends: Sequence[int],
     first_offset: int,
@@ -176,6 +181,25 @@ def verify_run(
     if count >= k:  # a single record taken over budget: decode_run ends the run normally
         return RunResult(k, ends[k], sums[-1], False, short)
     return RunResult(count, ends[count], sums[count - 1] if count else 0, True, False)
+
+
+if speedups.compiled is not None:
+    _verify_run_c = speedups.compiled.verify_run
+    _decode_run_c = speedups.compiled.decode_run
+
+    def decode_run(data: bytes, ends: Sequence[int], first_offset: int, out: list[Record],
+                   budget: int, take_first: bool) -> RunResult:
+        """``_decode_run_py``'s contract, one pass in C (``data._cspeedups``)."""
+        return RunResult(*_decode_run_c(data, ends, first_offset, out, budget, take_first,
+                                        Record))
+
+    def verify_run(data: bytes, ends: Sequence[int], first_offset: int, budget: int,
+                   take_first: bool) -> RunResult:
+        """``_verify_run_py``'s contract, one pass in C (``data._cspeedups``)."""
+        return RunResult(*_verify_run_c(data, ends, first_offset, budget, take_first))
+else:
+    verify_run = _verify_run_py
+    decode_run = _decode_run_py
 
 
 def _verify_slow(

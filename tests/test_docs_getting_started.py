@@ -53,6 +53,8 @@ _VARIABLE = [
     (re.compile(r"\([0-9,.]+k? msgs/s\)"), "(<rate>)"),
     (re.compile(r"\b1\d{12}\b"), "<epoch-ms>"),
     (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
+    # compiled or the pure-Python twin, by machine (docs/performance.md, "Compiled loops")
+    (re.compile(r"per-message loops: .*"), "per-message loops: <implementation>"),
 ]
 
 

@@ -78,6 +78,9 @@ class BrokerCore:
         """Queue one message for this turn's append; the result goes to a ``ProduceSink``
         (``ProducePipeline.produce_to``: refusals, idempotence, acks). The pipeline's
         method itself: the per-message hot path skips a delegation frame."""
+        self.produce_run = self._produce.produce_run
+        """Queue a run of messages of one topic with one acks level, one call for the run
+        (``ProducePipeline.produce_run``: everything checked before anything is queued)."""
 
     @property
     def metrics(self) -> CoreMetrics | None:

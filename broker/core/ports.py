@@ -114,7 +114,11 @@ class ProduceSink(Protocol):
 
     ``produced`` is called once per message (``error`` set when it failed, and then
     ``offset`` and ``hw`` are -1); ``flush`` once per sink after each group of results, so a
-    connection writes all its replies of a batch at once.
+    connection writes all its replies of a batch at once. Optionally a sink also has
+    ``produced_run(tokens, partition, first_offset, hw)``: the successes of a run of
+    messages with consecutive offsets that all go to it, ``tokens[i]`` at
+    ``first_offset + i``, in one call (the V1 connection has it; a sink without it gets
+    ``produced`` per message).
     """
 
     def produced(self, token: Any, partition: int, offset: int, hw: int,

@@ -3,9 +3,9 @@
 Owns: the exact wire contract of ``spec/v1-protocol.md`` as far as it can be checked without
 state: the envelope (``V1|<cid>|<COMMAND>|<args>``), argument syntax and ranges (names,
 numbers, ``key:value``, options), and the PRODUCE fast path, the faster branch of the same
-parser (``Codec.match_produce``: a plain PRODUCE matched in place in the read buffer, no
-line slicing, no command object; whatever it accepts ``parse_command`` accepts with the same
-fields). Checks run in the spec's order: envelope -> command known -> argument syntax and
+parser (``Codec.scan_produce``: runs of plain PRODUCEs scanned in place in the read buffer,
+compiled or its regex twin ``_scan_produce_py``, no line slicing, no command object;
+whatever it accepts ``parse_command`` accepts with the same fields). Checks run in the spec's order: envelope -> command known -> argument syntax and
 ranges. All of them answer BAD_REQUEST (UNKNOWN_COMMAND for the second); existence,
 generation, membership and ownership are the handlers' business.
 
@@ -104,6 +104,7 @@ from broker.v1.replies import (
     replica_status_payload,
     role_payload,
 )
+from data import speedups
 from data.names import NAME_PATTERN
 
 __all__ = [
@@ -589,6 +590,46 @@ _match_produce_line = PRODUCE_LINE_RE.match
 FAST_ACKS = {None: "1", b"0": "0", b"1": "1", b"all": "all"}
 
 
+ProduceRun: TypeAlias = "list[tuple[bytes, bytes, bytes, bytes, str, int]]"
+"""``(cid, topic, key, value, acks, start)`` of each plain PRODUCE line a scan took."""
+
+
+def _scan_produce_py(buffer: bytes, pos: int, most: int, max_line: int,
+                     max_value: int) -> tuple[ProduceRun, int]:
+    """The PRODUCE fast path over a read: at most ``most`` plain PRODUCE lines from ``pos``
+    (``PRODUCE_LINE_RE``, then ``Codec.fast_match_ok``'s rules with ``max_value``, and at
+    most ``max_line`` bytes each with the terminator), as ``(cid, topic, key, value, acks,
+    start)`` with acks ``"0"``, ``"1"`` or ``"all"``; and the position after the last one.
+    Stops at the first line of another shape and at the end of ``buffer``.
+
+    The pure-Python twin (the reference) of ``broker.v1._cscan.scan_produce``, which
+    ``scan_produce`` is when ``data.speedups`` loads it."""
+    run: ProduceRun = []
+    append = run.append
+    size = len(buffer)
+    for _ in range(most):
+        match = _match_produce_line(buffer, pos)
+        if match is None:
+            break
+        if match.end(4) - match.start(4) > max_value or buffer.startswith(b"__", match.start(2)) \
+                or (match.end(2) - match.start(2) <= 2 and match.group(2).strip(b".") == b""):
+            break
+        end = match.end()
+        if end - pos > max_line:
+            break
+        cid, topic, key, value, acks = match.groups()
+        append((cid, topic, key, value, FAST_ACKS[acks], pos))
+        pos = end
+        if pos == size:
+            break
+    return run, pos
+
+
+_cscan = speedups.load("broker.v1._cscan")
+scan_produce: Callable[[bytes, int, int, int, int], tuple[ProduceRun, int]] = (
+    _cscan.scan_produce if _cscan is not None else _scan_produce_py)
+
+
 class Codec:
     """Parses request lines into commands under a set of ``CodecLimits``."""
 
@@ -648,22 +689,11 @@ class Codec:
         cid, topic, key, value, acks = match.groups()
         return cid, topic, key, value, FAST_ACKS[acks]
 
-    def match_produce(self, buffer: bytes, pos: int) -> re.Match[bytes] | None:
-        """The fast path over a read buffer: the plain PRODUCE line (``\\n`` included) that
-        starts at ``pos``, or None for "not this shape" (the framer then cuts the line and
-        ``parse_command`` reads it). ``match.groups()`` is ``(cid, topic, key, value,
-        acks)``, with acks as on the wire or None (``FAST_ACKS`` maps them). Matching in
-        place is what keeps pipelined PRODUCE fast: no line is sliced, no command built."""
-        match = _match_produce_line(buffer, pos)
-        if match is None:
-            return None
-        # fast_match_ok, written out: this runs once a pipelined PRODUCE.
-        if match.end(4) - match.start(4) > self._max_value or \
-                buffer.startswith(b"__", match.start(2)):
-            return None
-        if match.end(2) - match.start(2) > 2 or match.group(2).strip(b".") != b"":
-            return match
-        return None
+    def scan_produce(self, buffer: bytes, pos: int, most: int,
+                     max_line: int) -> tuple[ProduceRun, int]:
+        """The framer's fast path (``LineFramer.take_fast``): the run of plain PRODUCE lines
+        at ``pos`` under this codec's value limit (``scan_produce``: compiled or its twin)."""
+        return scan_produce(buffer, pos, most, max_line, self._max_value)
 
     def fast_match_ok(self, match: re.Match[bytes]) -> bool:
         """The rules the fast regex cannot say: value size and the names '.'/'..'. Topics

@@ -5,11 +5,11 @@ rules (``delimiter = b"\\n"``, a maximum length, nothing after an over-long line
 the ``\\r`` of a ``\\r\\n`` terminator does not count toward the length limit; a cursor over
 each read, so a connection can stop in the middle of a buffer (a command held back, the
 client paused) and go on later from the same byte; and the place where a codec's fast path
-is tried: a match at the cursor, in place, before any line is cut.
+is tried: a run of requests scanned at the cursor, in place, before any line is cut.
 
 Why a cursor and not ``LineReceiver``: LineReceiver re-splits the whole rest of the buffer
 for every line, which is quadratic on a burst of thousands of pipelined requests; here each
-read is walked once (``bytes.find`` from the cursor, or the fast match at the cursor), and
+read is walked once (``bytes.find`` from the cursor, or the fast scan at the cursor), and
 the rest is sliced once, at the end of the read (``end_of_read``).
 
 ``LineFramer`` is the server's interface (``broker.v1.protocol``); ``LineSplitter`` is the
@@ -22,14 +22,16 @@ Must not import: Twisted, sockets, the codec's command classes, the store, ``gro
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["LineFramer", "LineSplitter", "LineTooLong", "TOO_LONG", "FastMatch"]
+__all__ = ["LineFramer", "LineSplitter", "LineTooLong", "TOO_LONG", "FastScan"]
 
-FastMatch = Callable[[bytes, int], "re.Match[bytes] | None"]
-"""A codec's fast path: the whole line (``\\n`` included) at a position of a buffer, or None."""
+FastScan = Callable[[bytes, int, int, int], "tuple[list[Any], int]"]
+"""A codec's fast path: ``scan(buffer, pos, most, max_line)`` gives the run of at most
+``most`` requests it takes at ``pos`` (each a tuple whose last item is the request's start)
+and the position after them (``Codec.scan_produce``)."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class LineFramer:
 
     __slots__ = ("max_line", "_buffer", "_pos", "_fast", "overflowed", "at_end")
 
-    def __init__(self, max_line_bytes: int, fast: FastMatch | None = None) -> None:
+    def __init__(self, max_line_bytes: int, fast: FastScan | None = None) -> None:
         if max_line_bytes < 0:
             raise ValueError(f"max_line_bytes must be >= 0, got {max_line_bytes}")
         self.max_line = max_line_bytes
@@ -91,34 +93,21 @@ class LineFramer:
             self._pos = 0
         self._buffer = buffer + data if buffer else data
 
-    def take_fast(self, most: int = 32) -> list[re.Match[bytes]]:
-        """The run of requests at the cursor that the fast path matches (each within the
-        limit), at most ``most``, in order; the cursor moves past them. Taken as a run, not
-        one call a request: that is most of a pipelined PRODUCE's framing cost. The run is
-        short because its matches live until the caller is done with it, and thousands of
-        live matches (GC-tracked objects) would set off the cyclic collector, which shows in
-        the p99 latency of a pipelined load. A caller that stops in the middle of the run
-        gives the rest back with ``rewind``."""
+    def take_fast(self, most: int = 32) -> list[Any]:
+        """The run of requests at the cursor that the fast path takes (each within the
+        limit), at most ``most``, in order, one call for the run (``Codec.scan_produce``:
+        compiled, or its Python twin); the cursor moves past them. Taken as a run, not one
+        call a request: that is most of a pipelined PRODUCE's framing cost. The run is short
+        because its items live until the caller is done with it, and thousands of live
+        tuples (GC-tracked objects) would set off the cyclic collector, which shows in the
+        p99 latency of a pipelined load. A caller that stops in the middle of the run gives
+        the rest back with ``rewind`` (a request's start is its tuple's last item)."""
         buffer = self._buffer
-        pos = self._pos
-        fast = self._fast
-        limit = self.max_line
-        size = len(buffer)
-        run: list[re.Match[bytes]] = []
-        append = run.append
-        for _ in range(most):
-            match = fast(buffer, pos)  # type: ignore[misc]
-            if match is None:
-                break
-            end = match.end()
-            if end - pos > limit:
-                break
-            append(match)
-            pos = end
-            if pos == size:  # the read ends here (a request/response client's every read)
+        run, pos = self._fast(buffer, self._pos, most, self.max_line)  # type: ignore[misc]
+        if run:
+            self._pos = pos
+            if pos == len(buffer):  # the read ends here (a request/response client's every read)
                 self.at_end = True
-                break
-        self._pos = pos
         return run
 
     def rewind(self, pos: int) -> None:

@@ -15,7 +15,7 @@ Must not import: Twisted's reactor, sockets, files. Only ``Deferred`` for waitin
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, maybeDeferred
@@ -294,10 +294,17 @@ class Handlers:
                         acks: str, sink: ProduceSink, slot: Slot, pid: str | None = None,
                         seq: int | None = None) -> None:
         """The one PRODUCE handler: a parsed PRODUCE comes here through ``produce``, and the
-        transport's fast path (the codec's ``match_produce``) straight from the framer. The
+        transport's fast path (the codec's ``scan_produce``) straight from the framer. The
         result goes to ``sink.produced`` with ``slot`` as its token; refusals that change
         nothing (unknown topic, NOT_LEADER...) raise ``SkerryError`` at once."""
         self.core.produce_to(topic, partition, key, value, acks, sink, slot, pid, seq)
+
+    def produce_run(self, topic: str, keys: Sequence[bytes], values: Sequence[bytes],
+                    acks: str, sink: ProduceSink, slots: Sequence[Slot]) -> None:
+        """``produce_message`` for a run of plain PRODUCEs of one topic and one acks level
+        (the transport's fast path over a read), one call for the run; a refusal raises
+        before any of them is queued (``BrokerCore.produce_run``)."""
+        self.core.produce_run(topic, keys, values, acks, sink, slots)
 
     def fetch(self, cmd: c.Fetch, slot: Slot, conn: Connection) -> bytes:
         """Additive FETCH: committed records as their on-disk bytes (binary-safe bulk read)."""

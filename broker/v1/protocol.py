@@ -1,15 +1,15 @@
 """The V1 transport's Twisted protocol: framing, dispatch and reply order for one connection.
 
 Owns: running the framer (``broker.v1.framing.LineFramer``, the one the framing tests test)
-over each read, the PRODUCE fast path (the codec's faster branch, ``Codec.match_produce``,
-matched in place at the framer's cursor; it feeds the same handler as a parsed PRODUCE,
+over each read, the PRODUCE fast path (the codec's faster branch, ``Codec.scan_produce``,
+a run of plain PRODUCEs scanned in place at the framer's cursor, compiled or its twin; it feeds the same handler as a parsed PRODUCE,
 ``Handlers.produce_message``), and the per-connection queue that keeps replies in request
 order while some wait (fsync, acks=all, group writes, long polls). What every connection
 needs whatever its protocol (socket options, idle timeout, flow control, half-close, the
 connection limit) is ``broker.connection``'s.
 
-The PRODUCE path, socket to fsync: ``dataReceived`` -> ``LineFramer.next_request`` (fast:
-a match at the cursor; else a line -> ``lineReceived`` -> ``Codec.parse_command`` ->
+The PRODUCE path, socket to fsync: ``dataReceived`` -> ``LineFramer.take_fast`` (fast:
+a run scanned at the cursor; else a line -> ``lineReceived`` -> ``Codec.parse_command`` ->
 ``Handlers.dispatch`` -> ``Handlers.produce``) -> ``Handlers.produce_message`` ->
 ``BrokerCore.produce_to`` (queued in this turn's batch for the partition) ->
 ``BrokerCore.flush`` (one append a partition a turn; the fsync as ``durability`` says) ->
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from twisted.internet.interfaces import IReactorTime
@@ -36,7 +37,7 @@ from broker.errors import BadRequest, SkerryError, Unauthenticated, Unavailable
 from broker.v1 import codec
 from broker.v1.framing import TOO_LONG, LineFramer
 from broker.v1.handlers import Handlers
-from broker.v1.replies import LINE_TOO_LONG_REPLY, PRODUCE_OK, err
+from broker.v1.replies import LINE_TOO_LONG_REPLY, PRODUCE_OK, err, fill_produce_ok
 
 __all__ = ["V1Protocol", "V1Factory"]
 
@@ -62,7 +63,7 @@ class V1Protocol(Connection):
     def __init__(self, factory: V1Factory) -> None:
         super().__init__(factory)
         self.codec = factory.codec
-        self.framer = LineFramer(factory.max_line_bytes, self.codec.match_produce)
+        self.framer = LineFramer(factory.max_line_bytes, self.codec.scan_produce)
         self._pending: deque[list[Any]] = deque()
         self._cmd_slots: set[int] = set()  # ids of pending slots of commands other than PRODUCE
         self._held: Any = None  # a command waiting for the replies before it (see _must_wait)
@@ -122,9 +123,9 @@ class V1Protocol(Connection):
         # fast branch (no slicing, no command objects) and handed to the produce handler one
         # by one; anything else goes through the codec and the handler table.
         produce = self.handlers.produce_message
+        produce_run = self.handlers.produce_run
         pending = self._pending
         topic_names = self._topic_names
-        acks_map = codec.FAST_ACKS
         fast = self.authenticated and not self._core.closing
         metrics = self.factory.metrics  # broker.metrics: fast PRODUCEs counted once per read
         fast_count = 0
@@ -132,18 +133,39 @@ class V1Protocol(Connection):
         while not self.paused and self._held is None:
             if fast and not self._cmd_slots:
                 run = take_fast(_FAST_RUN)
+                taken = len(run)
                 if run:
-                    for match in run:
+                    # A run of one topic and one acks level (a pipelined client's read) goes
+                    # to the core in one call; a refusal there queued nothing, and the run
+                    # is then taken message by message, each answered on its own.
+                    if len(run) > 1 and not self.paused:
+                        cids, topics, keys, values, acks_col, _ = zip(*run, strict=True)
+                        if topics.count(topics[0]) == len(run) and \
+                                acks_col.count(acks_col[0]) == len(run):
+                            topic = topics[0]
+                            name = topic_names.get(topic)
+                            if name is None:
+                                name = topic_names[topic] = topic.decode()
+                            slots = [[None, cid] for cid in cids]
+                            try:
+                                produce_run(name, keys, values, acks_col[0], self, slots)
+                            except SkerryError:
+                                pass
+                            else:
+                                pending.extend(slots)
+                                fast_count += len(slots)
+                                slot = slots[-1]
+                                run = ()
+                    for cid, topic, key, value, acks, start in run:
                         if self.paused:  # a reply write filled the transport: stop here
-                            framer.rewind(match.start())
+                            framer.rewind(start)
                             break
-                        cid, topic, key, value, acks = match.groups()
                         slot: list[Any] = [None, cid]
                         name = topic_names.get(topic)
                         if name is None:
                             name = topic_names[topic] = topic.decode()
                         try:
-                            produce(name, None, key, value, acks_map[acks], self, slot)
+                            produce(name, None, key, value, acks, self, slot)
                         except SkerryError as error:
                             self._emit(err(cid.decode(), error))
                         else:
@@ -151,7 +173,7 @@ class V1Protocol(Connection):
                         fast_count += 1
                     if framer.at_end:
                         break
-                    if len(run) == _FAST_RUN or self.paused:
+                    if taken == _FAST_RUN or self.paused:
                         continue  # more may follow (or the loop ends: paused)
             request = next_request()
             if request is None:
@@ -283,6 +305,10 @@ class V1Protocol(Connection):
             token[0] = PRODUCE_OK % (token[1], partition, offset, hw)  # replies.produce_ok
         else:
             token[0] = err(token[1].decode(), error)
+
+    def produced_run(self, tokens: Sequence[Any], partition: int, first_offset: int,
+                     hw: int) -> None:
+        fill_produce_ok(tokens, partition, first_offset, hw)  # compiled, or its twin
 
     def flush(self) -> None:
         self.drain()

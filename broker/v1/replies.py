@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import binascii
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-
-import numpy as np
 
 from broker.errors import BadRequest, SkerryError
 from broker.v1.commands import BAD_VALUE_RE, is_plain_key, is_plain_value
 from broker.v1.errors import code_for, message_for
-from data.format import HEADER_SIZE, PAYLOAD_LENGTH_OFFSET, header_rows
+from data import speedups
+from data.format import consume_items, payload_spans
 
 __all__ = [
     "admin_topic_payload",
@@ -85,6 +84,27 @@ def err(cid: str, error: SkerryError) -> bytes:
 PRODUCE_OK = b"V1|%b|OK|partition=%d offset=%d hw=%d\n"
 """The PRODUCE success line as a ``%`` template over (cid bytes, partition, offset, hw):
 what ``produce_ok`` fills, applied in place by a transport answering produces in bulk."""
+
+
+def _fill_produce_ok_py(tokens: Sequence[Any], partition: int, first_offset: int, hw: int) -> None:
+    """Fill a run of PRODUCE slots (``[reply, cid bytes, ...]`` lists, in offset order) with
+    their OK replies: token ``i`` went to ``first_offset + i``. The pure-Python twin (the
+    reference) of ``broker.v1._cscan.fill_produce_ok``; ``fill_produce_ok`` is whichever
+    ``data.speedups`` loaded. ``TypeError`` naming the first token of another shape (the
+    tokens before it are filled)."""
+    offset = first_offset
+    try:
+        for token in tokens:
+            token[0] = PRODUCE_OK % (token[1], partition, offset, hw)
+            offset += 1
+    except (TypeError, IndexError):
+        i = offset - first_offset
+        raise TypeError(f"token {i} is not a [reply, cid bytes, ...] list") from None
+
+
+_cscan = speedups.load("broker.v1._cscan")
+fill_produce_ok: Callable[[Sequence[Any], int, int, int], None] = (
+    _cscan.fill_produce_ok if _cscan is not None else _fill_produce_ok_py)
 
 
 def produce_ok(cid: bytes, partition: int, offset: int, hw: int) -> bytes:
@@ -306,18 +326,13 @@ def consume_reply_raw(cid: str, raw: bytes, ends: Sequence[int], first_offset: i
     k = len(ends)
     if k == 0:
         return b"V1|%b|OK|messages= hw=%d\n" % (cid.encode(), hw)
-    starts = np.empty(k, dtype=np.int64)
-    starts[0] = 0
-    starts[1:] = ends[:-1]
-    rows = header_rows(np.frombuffer(raw, dtype=np.uint8))
-    lengths = np.ascontiguousarray(rows[starts, PAYLOAD_LENGTH_OFFSET:PAYLOAD_LENGTH_OFFSET + 4])
-    bodies = starts + HEADER_SIZE
-    stops = bodies + lengths.view("<u4")[:, 0]
-    payloads = map(raw.__getitem__, map(slice, bodies.tolist(), stops.tolist()))
     if b64:
-        payloads = map(_b64_no_newline, payloads)
-    items = b",".join(map(b"%d:%b".__mod__,
-                          zip(range(first_offset, first_offset + k), payloads, strict=True)))
+        bodies, stops = payload_spans(raw, ends)
+        payloads = map(_b64_no_newline, map(raw.__getitem__, map(slice, bodies, stops)))
+        items = b",".join(map(b"%d:%b".__mod__,
+                              zip(range(first_offset, first_offset + k), payloads, strict=True)))
+    else:
+        items = consume_items(raw, ends, first_offset)  # compiled when data.speedups says so
     if not b64:
         # Plain only if the separators are the only commas and nothing else breaks the rule.
         if items.isascii():

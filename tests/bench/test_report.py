@@ -11,9 +11,11 @@ from bench.report import (
     BEGIN,
     END,
     MarkerError,
+    comparison_rows,
     format_rate,
     reference_headroom,
     reference_rows,
+    render_terminal,
     replace_section,
     update_doc,
 )
@@ -94,3 +96,22 @@ def test_reference_table_compares_python_with_c_on_the_same_server() -> None:
     assert rows[3] == ["Skerry, workload (a)", "40k", "30k", "0.75"]
     assert rows[4] == ["Redis, workload (a)", "50k", "45k", "0.90"]
     assert reference_headroom(suite) == ["Skerry 3.0x", "Redis 2.0x"]
+
+
+def test_the_table_has_a_twisted_ceiling_column() -> None:
+    """With the Twisted ceiling measured, each row shows it and Skerry's share of it; the
+    section names the implementation the Skerry figures used."""
+    suite = SuiteResult(options=SuiteOptions(), machine={}, command="x", started="now")
+    suite.measurements["a"] = {"skerry": Measurement(result=_result(30_000.0)),
+                               "redis": Measurement(result=_result(45_000.0))}
+    suite.twisted["a"] = Measurement(result=_result(40_000.0))
+    rows = comparison_rows(suite)
+    assert rows[0][4:6] == ["Twisted ceiling msg/s", "Skerry/Twisted"]
+    assert rows[1][1:6] == ["30k", "45k", "0.67x", "40k", "0.75x"]
+    suite.implementation = "per-message loops: compiled (data._cspeedups)"
+    assert "Skerry: per-message loops: compiled" in render_terminal(suite)
+    suite.reference = {"twisted": Measurement(result=_result(50_000.0)),
+                       "skerry": Measurement(result=_result(45_000.0))}
+    assert reference_rows(suite)[1] == [
+        "do-nothing Twisted line responder (the Twisted ceiling)", "50k", "40k", "0.80"]
+    assert "C client, workload (a): 0.90x" in render_terminal(suite)

@@ -25,6 +25,7 @@ from broker.config import config_from_mapping
 from broker.core.durability import synchronous
 from broker.metrics import MetricsService, StartupResponder
 from broker.server import Broker, build_broker
+from data import speedups
 from tests.support import BrokerProcess
 
 
@@ -219,6 +220,16 @@ class HealthTests:
         assert value(h.samples(), "skerry_ready") == 1
         h.service.stopping()
         assert render(h.service, b"health")[::2] == (503, b"stopping\n")
+
+    def test_metrics_say_which_implementation_runs(self, tmp_path: Path) -> None:
+        """skerry_implementation{loops=...} is 1 for the loops that run (compiled or the
+        Python twin: data.speedups) and 0 for the others."""
+        h = Harness(tmp_path)
+        samples = h.samples()
+        running = speedups.implementation()
+        assert value(samples, "skerry_implementation", loops=running) == 1
+        others = {"compiled", "python", "mixed"} - {running}
+        assert [value(samples, "skerry_implementation", loops=k) for k in sorted(others)] == [0, 0]
 
     def test_metrics_page_is_prometheus_text(self, tmp_path: Path) -> None:
         """/metrics answers the Prometheus text format with its content type."""

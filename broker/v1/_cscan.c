@@ -1,0 +1,179 @@
+/* broker.v1._cscan: the compiled twin of the V1 PRODUCE fast path's scan over a read.
+ *
+ *   scan_produce(buffer, pos, most, max_line, max_value) -> (run, pos)
+ *   fill_produce_ok(tokens, partition, first_offset, hw)   (see below)
+ *
+ * The reference is broker/v1/codec.py's _scan_produce_py (PRODUCE_LINE_RE matched again and
+ * again from ``pos``, then Codec.match_produce's checks and the framer's length limit):
+ * at most ``most`` plain PRODUCE lines from ``pos``, each as (cid, topic, key, value, acks,
+ * start) with acks "0", "1" or "all", stopping at the first line that is not that shape,
+ * past the limits, or at the end of the buffer; ``pos`` after the last one taken.
+ * data/speedups.py decides whether this module runs (SKERRY_NO_EXTENSIONS=1: never);
+ * tests/broker/test_scan_equivalence.py holds it to the reference on arbitrary bytes.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdio.h>
+#include <string.h>
+
+static unsigned char cid_ok[256], name_ok[256], key_ok[256], value_ok[256];
+static PyObject *acks_0, *acks_1, *acks_all;
+
+#define MAX_NAME 249
+#define MAX_KEY 255
+
+static PyObject *scan_produce(PyObject *self, PyObject *args) {
+    PyObject *buffer;
+    Py_ssize_t pos, most, max_line, max_value;
+    if (!PyArg_ParseTuple(args, "O!nnnn", &PyBytes_Type, &buffer, &pos, &most, &max_line,
+                          &max_value))
+        return NULL;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(buffer);
+    Py_ssize_t size = PyBytes_GET_SIZE(buffer);
+    PyObject *run = PyList_New(0);
+    if (run == NULL) return NULL;
+    if (pos < 0) pos = 0;
+    for (Py_ssize_t taken = 0; taken < most && pos < size; taken++) {
+        Py_ssize_t p = pos;
+        if (size - p < 3 || memcmp(b + p, "V1|", 3) != 0) break;
+        p += 3;
+        Py_ssize_t cid0 = p;
+        while (p < size && cid_ok[b[p]]) p++;
+        Py_ssize_t cid1 = p;
+        if (cid1 == cid0 || size - p < 9 || memcmp(b + p, "|PRODUCE|", 9) != 0) break;
+        p += 9;
+        Py_ssize_t topic0 = p;
+        while (p < size && name_ok[b[p]]) p++;
+        Py_ssize_t topic1 = p;
+        if (topic1 == topic0 || topic1 - topic0 > MAX_NAME || p >= size || b[p] != ' ') break;
+        p++;
+        Py_ssize_t key0 = p;
+        while (p < size && key_ok[b[p]]) p++;
+        Py_ssize_t key1 = p;
+        if (key1 - key0 > MAX_KEY || p >= size || b[p] != ':') break;
+        p++;
+        Py_ssize_t value0 = p;
+        while (p < size && value_ok[b[p]]) p++;
+        Py_ssize_t value1 = p;
+        PyObject *acks = acks_1;
+        if (p < size && b[p] == ' ') {
+            if (size - p < 7 || memcmp(b + p, " acks=", 6) != 0) break;
+            p += 6;
+            if (b[p] == '0') { acks = acks_0; p++; }
+            else if (b[p] == '1') { acks = acks_1; p++; }
+            else if (size - p >= 3 && memcmp(b + p, "all", 3) == 0) { acks = acks_all; p += 3; }
+            else break;
+        }
+        if (p < size && b[p] == '\r') p++;
+        if (p >= size || b[p] != '\n') break;
+        Py_ssize_t end = p + 1;
+        /* Codec.match_produce's checks, then the framer's line limit. */
+        if (value1 - value0 > max_value) break;
+        if (topic1 - topic0 >= 2 && b[topic0] == '_' && b[topic0 + 1] == '_') break;
+        if (topic1 - topic0 <= 2 && b[topic0] == '.' && b[topic1 - 1] == '.') break;
+        if (end - pos > max_line) break;
+        PyObject *item = PyTuple_New(6);
+        if (item == NULL) { Py_DECREF(run); return NULL; }
+        PyObject *fields[6] = {
+            PyBytes_FromStringAndSize((const char *)b + cid0, cid1 - cid0),
+            PyBytes_FromStringAndSize((const char *)b + topic0, topic1 - topic0),
+            PyBytes_FromStringAndSize((const char *)b + key0, key1 - key0),
+            PyBytes_FromStringAndSize((const char *)b + value0, value1 - value0),
+            acks, PyLong_FromSsize_t(pos)};
+        Py_INCREF(acks);
+        int failed = 0;
+        for (int f = 0; f < 6; f++) {
+            if (fields[f] == NULL) failed = 1;
+            else PyTuple_SET_ITEM(item, f, fields[f]);
+        }
+        if (failed || PyList_Append(run, item) < 0) {
+            Py_DECREF(item);
+            Py_DECREF(run);
+            return NULL;
+        }
+        Py_DECREF(item);
+        pos = end;
+    }
+    return Py_BuildValue("(Nn)", run, pos);
+}
+
+/* fill_produce_ok(tokens, partition, first_offset, hw): token i (a list [reply, cid, ...])
+ * gets reply b"V1|<cid>|OK|partition=<p> offset=<first_offset + i> hw=<hw>\n" in its item 0.
+ * The reference is broker/v1/replies.py's _fill_produce_ok_py. */
+static PyObject *fill_produce_ok(PyObject *self, PyObject *args) {
+    PyObject *tokens_in;
+    long long partition, first, hw;
+    if (!PyArg_ParseTuple(args, "OLLL", &tokens_in, &partition, &first, &hw)) return NULL;
+    PyObject *tokens = PySequence_Fast(tokens_in, "tokens must be a sequence");
+    if (tokens == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(tokens);
+    /* Only the offset changes along the run: the rest of the line is formatted once. */
+    char middle[48], tail[32], digits[24];
+    int mlen = snprintf(middle, sizeof middle, "|OK|partition=%lld offset=", partition);
+    int tlen = snprintf(tail, sizeof tail, " hw=%lld\n", hw);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *token = PySequence_Fast_GET_ITEM(tokens, i);
+        Py_buffer cid;
+        if (!PyList_Check(token) || PyList_GET_SIZE(token) < 2
+                || PyObject_GetBuffer(PyList_GET_ITEM(token, 1), &cid, PyBUF_SIMPLE) < 0) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "token %zd is not a [reply, cid bytes, ...] list", i);
+            Py_DECREF(tokens);
+            return NULL;
+        }
+        long long offset = first + (long long)i;
+        unsigned long long v = offset < 0 ? (unsigned long long)(-offset) : (unsigned long long)offset;
+        int d = 0;
+        do { digits[d++] = (char)('0' + v % 10); v /= 10; } while (v);
+        if (offset < 0) digits[d++] = '-';
+        PyObject *reply = PyBytes_FromStringAndSize(NULL, 3 + cid.len + mlen + d + tlen);
+        if (reply == NULL) { PyBuffer_Release(&cid); Py_DECREF(tokens); return NULL; }
+        char *w = PyBytes_AS_STRING(reply);
+        memcpy(w, "V1|", 3);
+        w += 3;
+        memcpy(w, cid.buf, cid.len);
+        w += cid.len;
+        memcpy(w, middle, mlen);
+        w += mlen;
+        while (d) *w++ = digits[--d];
+        memcpy(w, tail, tlen);
+        PyBuffer_Release(&cid);
+        PyObject *old = PyList_GET_ITEM(token, 0);
+        PyList_SET_ITEM(token, 0, reply);
+        Py_XDECREF(old);
+    }
+    Py_DECREF(tokens);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"fill_produce_ok", fill_produce_ok, METH_VARARGS,
+     "Fill a run of PRODUCE slots with their OK replies. See broker.v1.replies._fill_produce_ok_py."},
+    {"scan_produce", scan_produce, METH_VARARGS,
+     "(run, pos): the plain PRODUCE lines from pos. See broker.v1.codec._scan_produce_py."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "broker.v1._cscan",
+    "The compiled twin of the V1 PRODUCE fast path's scan (see data/speedups.py).", -1,
+    methods,
+};
+
+static void range_ok(unsigned char *table, int lo, int hi) {
+    for (int c = lo; c <= hi; c++) table[c] = 1;
+}
+
+PyMODINIT_FUNC PyInit__cscan(void) {
+    range_ok(cid_ok, 0x21, 0x7b); range_ok(cid_ok, 0x7d, 0x7e);
+    range_ok(name_ok, 'A', 'Z'); range_ok(name_ok, 'a', 'z'); range_ok(name_ok, '0', '9');
+    name_ok['.'] = name_ok['_'] = name_ok['-'] = 1;
+    range_ok(key_ok, 0x21, 0x2b); range_ok(key_ok, 0x2d, 0x39); range_ok(key_ok, 0x3b, 0x7b);
+    range_ok(key_ok, 0x7d, 0x7e);
+    range_ok(value_ok, 0x21, 0x2b); range_ok(value_ok, 0x2d, 0x7b); range_ok(value_ok, 0x7d, 0x7e);
+    acks_0 = PyUnicode_InternFromString("0");
+    acks_1 = PyUnicode_InternFromString("1");
+    acks_all = PyUnicode_InternFromString("all");
+    if (acks_0 == NULL || acks_1 == NULL || acks_all == NULL) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,270 @@
+"""The compiled loops (``data._cspeedups``) against their pure-Python twins (hypothesis):
+the same bytes and the same errors for the same input, malformed input included.
+
+Skipped where the extension is not built (a machine without a C compiler): the twin alone
+runs there, and ``test_speedups_twin.py`` runs the store and codec tests on it everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from data import format as fmt
+from data import keys, reader, speedups, writer
+
+try:
+    from data import _cspeedups as C  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the machine
+    C = None
+
+pytestmark = pytest.mark.skipif(C is None, reason="data._cspeedups is not built (no C compiler "
+                                                  "at install time): only the twin runs here")
+
+SETTINGS = settings(max_examples=300, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+MAX_U64 = (1 << 64) - 1
+
+
+def outcome(function: Any, *args: Any) -> tuple[Any, ...]:
+    """What a call gave: ``("ok", result)`` or ``("error", type, message)``."""
+    try:
+        result = function(*args)
+    except Exception as exc:  # noqa: BLE001 - any exception is part of the contract here
+        return ("error", type(exc), str(exc))
+    if isinstance(result, reader.RunResult):
+        result = (result.count, result.consumed, result.payload, result.over_budget, result.failed)
+    return ("ok", result)
+
+
+def test_the_extension_runs_where_it_was_built() -> None:
+    """With the extension built and no SKERRY_NO_EXTENSIONS, the public names are the
+    compiled functions (a silently broken selection would only show as a slow broker)."""
+    if os.environ.get(speedups.ENV, "") not in ("", "0"):
+        pytest.skip(f"{speedups.ENV} is set: the twin runs by request")
+    assert speedups.compiled is C
+    assert keys.fnv1a_32 is C.fnv1a_32
+    assert fmt.consume_items is C.consume_items
+    assert speedups.status["data._cspeedups"] == "compiled"
+
+
+def test_a_machine_with_a_compiler_builds_it() -> None:
+    assert C is not None or shutil.which("cc") is None
+
+
+# --------------------------------------------------------------------------- fnv1a_32
+
+not_bytes = st.one_of(st.text(max_size=5), st.integers(), st.none(), st.lists(st.integers(0, 255), max_size=3))
+
+
+@SETTINGS
+@given(st.one_of(st.binary(max_size=300), st.binary(max_size=30).map(bytearray),
+                 st.binary(max_size=30).map(memoryview), not_bytes))
+def test_fnv1a_32(data: Any) -> None:
+    assert outcome(C.fnv1a_32, data) == outcome(keys._fnv1a_32_py, data)
+
+
+def test_fnv1a_32_known_values() -> None:
+    # FNV-1a 32 test vectors (the empty string is the offset basis).
+    for impl in (C.fnv1a_32, keys._fnv1a_32_py):
+        assert impl(b"") == 0x811C9DC5
+        assert impl(b"a") == 0xE40C292C
+        assert impl(b"foobar") == 0xBF9CF968
+
+
+# --------------------------------------------------------------------------- build_records
+
+u64ish = st.one_of(st.integers(0, MAX_U64), st.integers(-3, 3), st.integers(MAX_U64 - 3, MAX_U64 + 3),
+                   st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=2), st.booleans())
+payload_like = st.one_of(st.binary(max_size=200), st.binary(max_size=20).map(bytearray))
+bad_payload = st.one_of(st.text(max_size=3), st.integers(), st.none())
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> tuple[Any, ...]:
+    n = draw(st.integers(0, 12))
+    malformed = draw(st.booleans())
+    item = st.one_of(payload_like, bad_payload) if malformed else payload_like
+    payloads = draw(st.lists(item, min_size=n, max_size=n))
+    headers = draw(st.one_of(st.none(), st.lists(item, min_size=n, max_size=n),
+                             st.lists(payload_like, max_size=3)))
+    origins = draw(st.one_of(st.none(), st.lists(u64ish if malformed else st.integers(0, MAX_U64),
+                                                 min_size=n, max_size=n),
+                             st.lists(st.integers(0, 9), max_size=3)))
+    idb = draw(st.one_of(st.just(bytes(range(16)) * n), st.binary(max_size=40)))
+    first = draw(st.integers(-2, MAX_U64 + 2) if malformed else st.integers(0, 1 << 40))
+    timestamp = draw(u64ish if malformed else st.integers(0, MAX_U64))
+    start = draw(st.one_of(st.integers(0, 1 << 20), st.integers((1 << 32) - 3000, (1 << 32) + 5)))
+    return (idb, payloads, headers, origins, first, timestamp, start)
+
+
+@SETTINGS
+@given(batches())
+def test_build_records(batch: tuple[Any, ...]) -> None:
+    expected = outcome(writer._build_records_py, *batch)
+    assert outcome(C.build_records, *batch) == expected
+
+
+def test_build_records_names_the_first_bad_record() -> None:
+    args = (bytes(48), [b"a", b"b", "c"], None, [1, -5, 3], 0, 7, 0)
+    for impl in (C.build_records, writer._build_records_py):
+        with pytest.raises(ValueError, match=r"message 1: origin timestamp -5 does not fit in u64"):
+            impl(*args)
+
+
+# --------------------------------------------------------------------------- runs of records
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> tuple[bytes, list[int], int]:
+    """A run of valid records as the store holds them: (bytes, ends with ends[0] == 0, first offset)."""
+    n = draw(st.integers(1, 8))
+    payloads = draw(st.lists(st.binary(max_size=80), min_size=n, max_size=n))
+    headers = draw(st.lists(st.sampled_from([b"", fmt.key_header(b"k1"), fmt.key_header(b"user-7")]),
+                            min_size=n, max_size=n))
+    first = draw(st.integers(0, 1 << 40))
+    ids = draw(st.binary(min_size=16 * n, max_size=16 * n))
+    data, ends = writer._build_records_py(ids, payloads, headers, None, first, 5, 0)
+    return data, ends, first
+
+
+@st.composite
+def damaged(draw: st.DrawFn) -> tuple[bytes, list[int], int]:
+    data, ends, first = draw(runs())
+    raw = bytearray(data)
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["flip", "truncate", "ends", "offset", "extend"]))
+        if kind == "flip" and raw:
+            at = draw(st.integers(0, len(raw) - 1))
+            raw[at] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "truncate" and raw:
+            del raw[draw(st.integers(0, len(raw) - 1)):]
+        elif kind == "ends" and len(ends) > 1:
+            at = draw(st.integers(1, len(ends) - 1))
+            ends = [*ends[:at], max(0, ends[at] + draw(st.integers(-70, 70))), *ends[at + 1:]]
+        elif kind == "offset":
+            first = max(0, first + draw(st.integers(-2, 2)))
+        elif kind == "extend":
+            raw += draw(st.binary(max_size=70))
+    return bytes(raw), ends, first
+
+
+@SETTINGS
+@given(st.one_of(runs(), damaged()), st.integers(-1, 400), st.booleans())
+def test_verify_run(run: tuple[bytes, list[int], int], budget: int, take_first: bool) -> None:
+    data, ends, first = run
+    expected = outcome(reader._verify_run_py, data, ends, first, budget, take_first)
+    assert outcome(reader.verify_run if speedups.compiled else _c_verify, data, ends, first,
+                   budget, take_first) == expected
+    assert outcome(_c_verify, data, ends, first, budget, take_first) == expected
+
+
+@SETTINGS
+@given(st.one_of(runs(), damaged()), st.integers(-1, 400), st.booleans())
+def test_decode_run(run: tuple[bytes, list[int], int], budget: int, take_first: bool) -> None:
+    """The same records (as ``Record`` tuples, ids as u128) and the same ``RunResult``."""
+    data, ends, first = run
+    out_py: list[fmt.Record] = []
+    out_c: list[fmt.Record] = []
+    expected = outcome(reader._decode_run_py, data, ends, first, out_py, budget, take_first)
+    got = outcome(lambda *a: reader.RunResult(*C.decode_run(*a, fmt.Record)),
+                  data, ends, first, out_c, budget, take_first)
+    assert got == expected
+    assert out_c == out_py
+    assert all(type(record) is fmt.Record for record in out_c)
+
+
+def _c_verify(data: bytes, ends: list[int], first: int, budget: int, take_first: bool) -> reader.RunResult:
+    return reader.RunResult(*C.verify_run(data, ends, first, budget, take_first))
+
+
+def test_verify_run_stops_before_a_corrupt_record() -> None:
+    data, ends = writer._build_records_py(bytes(48), [b"a", b"b", b"c"], None, None, 10, 5, 0)
+    bad = bytearray(data)
+    bad[ends[1] + 64] ^= 1  # the payload byte of the second record
+    result = _c_verify(bytes(bad), ends, 10, 1000, True)
+    assert (result.count, result.consumed, result.failed) == (1, ends[1], True)
+
+
+@SETTINGS
+@given(st.one_of(runs(), damaged()), st.integers(-1, 3))
+def test_consume_items(run: tuple[bytes, list[int], int], shift: int) -> None:
+    data, ends, first = run
+    record_ends = ends[1:]
+    first += shift
+    assert outcome(C.consume_items, data, record_ends, first) == \
+        outcome(fmt._consume_items_py, data, record_ends, first)
+
+
+def test_consume_items_of_a_valid_run() -> None:
+    data, ends = writer._build_records_py(bytes(32), [b"x", b"yz"], None, None, 41, 5, 0)
+    for impl in (C.consume_items, fmt._consume_items_py):
+        assert impl(data, ends[1:], 41) == b"41:x,42:yz"
+        assert impl(data, [], 41) == b""
+
+
+def test_build_then_verify_round_trip() -> None:
+    payloads = [os.urandom(10) for _ in range(50)]
+    data, ends = C.build_records(writer.random_ids(50), payloads, None, None, 3, 9, 0)
+    assert len(data) == ends[-1]
+    assert _c_verify(data, ends, 3, 1 << 30, True).count == 50
+    assert reader._verify_run_py(data, ends, 3, 1 << 30, True).count == 50
+
+
+# --------------------------------------------------------------------------- stamp_framed
+
+
+@st.composite
+def framed(draw: st.DrawFn) -> tuple[bytes, list[int] | None]:
+    """Iggy SendMessages areas: records as a client frames them (ids set or 0), maybe damaged."""
+    n = draw(st.integers(0, 6))
+    payloads = draw(st.lists(st.binary(max_size=40), min_size=n, max_size=n))
+    ids = b"".join(draw(st.sampled_from([bytes(16), bytes(range(1, 17))])) for _ in range(n))
+    data, ends = writer._build_records_py(ids, payloads, None, None, 0, 0, 0)
+    raw = bytearray(data)
+    record_ends = ends[1:]
+    for _ in range(draw(st.integers(0, 2))):
+        kind = draw(st.sampled_from(["flip", "truncate", "ends", "reserved", "extend"]))
+        if kind == "flip" and raw:
+            at = draw(st.integers(0, len(raw) - 1))
+            raw[at] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "truncate" and raw:
+            del raw[draw(st.integers(0, len(raw) - 1)):]
+        elif kind == "ends" and record_ends:
+            at = draw(st.integers(0, len(record_ends) - 1))
+            record_ends[at] = max(0, record_ends[at] + draw(st.integers(-70, 70)))
+        elif kind == "reserved" and len(raw) > 56:
+            raw[56] = 1
+        elif kind == "extend":
+            raw += draw(st.binary(max_size=70))
+    return bytes(raw), draw(st.sampled_from([None, record_ends]))
+
+
+def _fake_ids(k: int) -> bytes:
+    return bytes((i * 7 + 3) % 256 for i in range(16 * k))
+
+
+@SETTINGS
+@given(framed(), st.sampled_from([-1, 0, 5, (1 << 64) - 3, MAX_U64]),
+       st.sampled_from([-1, 0, 17, MAX_U64, MAX_U64 + 1]),
+       st.sampled_from([0, 100, (1 << 32) - 200]))
+def test_stamp_framed(area: tuple[bytes, list[int] | None], first: int, timestamp: int,
+                      start: int) -> None:
+    messages, ends = area
+    original = writer.random_ids
+    writer.random_ids = _fake_ids  # both call the module's random_ids: the same "random" ids
+    try:
+        expected = outcome(writer._stamp_framed_py, messages, ends, first, timestamp, start)
+        got = outcome(C.stamp_framed, messages, ends, first, timestamp, start, writer.random_ids)
+    finally:
+        writer.random_ids = original
+    if expected[0] == "ok":
+        expected = ("ok", (bytes(expected[1][0]), expected[1][1]))
+    if got[0] == "ok":
+        got = ("ok", (bytes(got[1][0]), got[1][1]))
+    assert got == expected
