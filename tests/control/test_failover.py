@@ -286,6 +286,23 @@ class UncleanByLogEndTests:
         assert any("no log end reported" in r.getMessage() for r in caplog.records)
 
 
+    def test_last_epoch_is_the_epoch_of_the_last_record(self, tmp_path: Path) -> None:
+        """What a replica reports as its last epoch: the epoch that wrote its last record,
+        not the epoch it merely knows (a leader promoted without writing yet still ends in
+        the previous epoch); followers copy it with the records."""
+        from twisted.internet.defer import Deferred
+
+        net = EtcdNetwork(tmp_path)
+        produce(net, 0, ["a"])
+        Deferred.fromCoroutine(net.control(1).elect(TOPIC, 0, 1))
+        net.run_until(lambda: net.leader() == 1)
+        facts = net.service(1).isr_facts(TOPIC, 0)
+        assert (facts.epoch, facts.last_epoch, facts.log_end) == (1, 0, 1)
+        assert produce(net, 1, ["b"]) == [1]
+        assert net.service(1).isr_facts(TOPIC, 0).last_epoch == 1
+        net.run_until(lambda: net.service(2).isr_facts(TOPIC, 0).last_epoch == 1)
+
+
 class ApiTests:
     def test_create_topic_everywhere(self, tmp_path: Path) -> None:
         """create_topic writes one txn; every broker creates the logs from the watch; the
