@@ -7,7 +7,7 @@ Run it (from the repository root)::
 
     .venv/bin/python -m bench.cluster_scenario                        # every target
     .venv/bin/python -m bench.cluster_scenario --target 1 --runs 20 --messages 100000
-    .venv/bin/python -m bench.cluster_scenario --target 7 --unclean
+    .venv/bin/python -m bench.cluster_scenario --target 7 --unclean --ttl-ms 6000
 
 Targets (each on a fresh cluster; ``--etcd 3`` members by default):
 
@@ -638,6 +638,13 @@ def _unclean_by_log_end(cluster: EtcdBrokers, load: _Load, result: TargetResult,
                         f"broker {new} elected {took:.2f} s after the kill")
     if new != second:
         raise AssertionError(f"broker {new} elected, not {second} with the longer log")
+    if str(first) in seen and str(second) in seen:
+        result.notes.append(f"list order would have elected broker {first}, missing the "
+                            f"{seen[str(second)]['log_end'] - seen[str(first)]['log_end']} "
+                            "messages acknowledged while it was stopped")
+    else:
+        result.notes.append(f"broker {first} had not reported (its lease expired while "
+                            "stopped; a TTL of 6000 ms avoids that)")
     load.retarget(ttl + 10, leader)
     _steady(load, window, window)
 
