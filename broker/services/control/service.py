@@ -651,6 +651,8 @@ class ControlPlane:
         local = self.topics.partitions_of(name)
         try:
             if record is None:
+                for key in [k for k in self._reported if k[0] == name]:
+                    del self._reported[key]     # the topic's deletion took the reports
                 if local is not None:
                     self.topics.delete_local(name)
                 return
