@@ -4,6 +4,8 @@ elections and the operator's forced election."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from replication.control.errors import IneligibleLeader, InvalidIsr
 from replication.control.keys import (
@@ -195,6 +197,41 @@ class UncleanPlanTests:
         [planned] = plan(view, alive={0, 1, 2}).writes
         assert planned.write.state == PartitionState(0, 5, (0,))
         assert not planned.election.unclean
+
+    @given(st.sets(st.integers(0, 2)),
+           st.dictionaries(st.integers(0, 2), st.tuples(st.integers(0, 20),
+                                                        st.integers(-1, 3),
+                                                        st.integers(3, 5))),
+           st.booleans())
+    def test_never_elects_unclean_before_every_live_report_or_the_deadline(
+            self, alive: set[int], reports: dict[int, tuple[int, int, int]],
+            deadline: bool) -> None:
+        """Over random live sets and reports (some stale): an unclean leader is elected
+        only once every live replica reported for the current offline epoch or the wait
+        is over, and then no counted report ranks above it."""
+        view = self.unclean_view()
+        offline(view, 4, isr=(0,))
+        for b, (end, last, epoch) in reports.items():
+            report(view, b, log_end=end, last_epoch=last, offline_epoch=epoch)
+        result = plan(view, alive=alive, gave_up=[("t", 0, 4)] if deadline else [])
+        counted = {b: r for b, r in reports.items() if b in alive and r[2] == 4}
+        if 0 in alive:                    # the ISR member is back: clean
+            assert result.writes[0].write.state.leader == 0
+            assert not result.writes[0].election.unclean
+            return
+        if not alive:
+            assert result == ElectionPlan([], [])
+            return
+        complete = all(b in counted for b in alive)
+        if not complete and not deadline:
+            assert result == ElectionPlan([], [("t", 0, 4)])
+            return
+        [planned] = result.writes
+        leader = planned.write.state.leader
+        assert planned.election.unclean and leader in alive
+        assert set(planned.log_ends) == set(counted)
+        rank = {b: (r[1], r[0]) for b, r in counted.items()}
+        assert all(rank[b] <= rank.get(leader, (-1, -1)) for b in counted)
 
     def test_report_keys_round_trip_and_vanish(self) -> None:
         """The view keeps reports per partition and forgets them when the key goes."""
