@@ -7,6 +7,7 @@ Run it (from the repository root)::
 
     .venv/bin/python -m bench.cluster_scenario                        # every target
     .venv/bin/python -m bench.cluster_scenario --target 1 --runs 20 --messages 100000
+    .venv/bin/python -m bench.cluster_scenario --target 7 --unclean --ttl-ms 6000
 
 Targets (each on a fresh cluster; ``--etcd 3`` members by default):
 
@@ -25,7 +26,13 @@ Targets (each on a fresh cluster; ``--etcd 3`` members by default):
    and its partitions move within TTL + 1 s;
 7. every ISR member dead (a third broker, stopped long enough to leave the ISR, alive):
    the partition goes offline (``leader=-1`` in etcd, no broker takes writes) and the
-   last ISR member leads again when it comes back.
+   last ISR member leads again when it comes back. With ``--unclean``
+   (``unclean_leader_election: true``): the leader is left alone in the ISR with the two
+   followers stopped one after the other (the second holds more), then killed and the
+   followers resumed: the controller takes the partition offline, reads the replicas'
+   log ends from etcd and elects the longer log, which is the replica *later* in list
+   order here, so nothing acknowledged is lost (list order would have lost the
+   messages acknowledged while the first follower was stopped).
 
 Every target ends with the same checks: every acknowledged message is on the final leader
 exactly once, in order, at its offset, and all three logs are byte-identical.
@@ -230,6 +237,25 @@ class EtcdBrokers:
         state = self.etcd_get(f"partitions/{TOPIC}/0")
         assert state is not None
         return state
+
+    def etcd_prefix(self, prefix: str) -> dict[str, Any]:
+        """Every key under ``/skerry/<id>/<prefix>`` (the name after the prefix -> value)."""
+        from replication.control.keys import prefix_range_end
+
+        full = f"/skerry/{CLUSTER_ID}/{prefix}".encode()
+        body = json.dumps({"key": base64.b64encode(full).decode(), "range_end":
+                           base64.b64encode(prefix_range_end(full)).decode()}).encode()
+        for endpoint in self.etcd.endpoints:
+            try:
+                request = urllib.request.Request(endpoint + "/v3/kv/range", data=body,
+                                                 headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=1) as answer:
+                    kvs = json.loads(answer.read()).get("kvs", [])
+                return {base64.b64decode(kv["key"])[len(full):].decode():
+                        json.loads(base64.b64decode(kv["value"])) for kv in kvs}
+            except OSError:
+                continue
+        raise OSError("no etcd member answered")
 
     def controller(self) -> int | None:
         doc = self.etcd_get("controller")
@@ -436,10 +462,12 @@ def _steady(load: _Load, count: int, window: int) -> None:
 
 
 def run_target(target: str, workdir: Path, *, messages: int = 10_000, runs: int = 1,
-               window: int = 500, etcd_members: int = 3, ttl_ms: int = 2000) -> TargetResult:
+               window: int = 500, etcd_members: int = 3, ttl_ms: int = 2000,
+               unclean: bool = False) -> TargetResult:
     """Run one failure target on a fresh cluster (module docstring)."""
     cluster = EtcdBrokers(workdir, etcd_members=etcd_members, ttl_ms=ttl_ms,
-                          fence=target == "2", unclean=False, proxies=target == "3")
+                          fence=target == "2", unclean=unclean and target == "7",
+                          proxies=target == "3")
     try:
         cluster.start()
         load = _Load(cluster, window)
@@ -543,6 +571,8 @@ def run_target(target: str, workdir: Path, *, messages: int = 10_000, runs: int 
                 result.failovers.append(load.first_ack_after(killed_at, ttl + 10,
                                                              controller))
             _steady(load, per, window)
+        elif target == "7" and unclean:
+            _unclean_by_log_end(cluster, load, result, per, window)
         elif target == "7":
             _steady(load, per, window)
             leader = load.target
@@ -574,6 +604,51 @@ def run_target(target: str, workdir: Path, *, messages: int = 10_000, runs: int 
         cluster.close()
 
 
+def _unclean_by_log_end(cluster: EtcdBrokers, load: _Load, result: TargetResult, per: int,
+                        window: int) -> None:
+    """Target 7 with unclean election on (module docstring)."""
+    ttl = cluster.ttl
+    _steady(load, per, window)
+    leader = load.target
+    replicas = cluster.etcd_get(f"topics/{TOPIC}")["replicas"][0]   # type: ignore[index]
+    first, second = [r for r in replicas if r != leader]      # list order
+    cluster.signal(first, signal.SIGSTOP)
+    cluster.wait(lambda: first not in cluster.partition()["isr"], "the ISR to shrink", 30)
+    _steady(load, 2 * window, window)            # acknowledged by the leader and `second`
+    cluster.signal(second, signal.SIGSTOP)
+    cluster.wait(lambda: cluster.partition()["isr"] == [leader], "the ISR to be the leader",
+                 30)
+    cluster.signal(leader, signal.SIGKILL)
+    killed = time.monotonic()
+    cluster.signal(first, signal.SIGCONT)
+    cluster.signal(second, signal.SIGCONT)
+    seen: dict[str, Any] = {}
+
+    def elected() -> int | None:
+        seen.update(cluster.etcd_prefix(f"logends/{TOPIC}/0/"))
+        now = cluster.partition()["leader"]
+        return None if now in (-1, leader) else now + 1
+
+    new = cluster.wait(elected, "an unclean election", 3 * ttl + 10, step=0.02) - 1
+    took = time.monotonic() - killed
+    ends = ", ".join(f"broker {b}: {r['log_end']} (last epoch {r['last_epoch']})"
+                     for b, r in sorted(seen.items()))
+    result.notes.append(f"ISR [{leader}] killed, brokers {first} and {second} (list order) "
+                        f"resumed outside it; reported log ends {ends or 'none seen'}; "
+                        f"broker {new} elected {took:.2f} s after the kill")
+    if new != second:
+        raise AssertionError(f"broker {new} elected, not {second} with the longer log")
+    if str(first) in seen and str(second) in seen:
+        result.notes.append(f"list order would have elected broker {first}, missing the "
+                            f"{seen[str(second)]['log_end'] - seen[str(first)]['log_end']} "
+                            "messages acknowledged while it was stopped")
+    else:
+        result.notes.append(f"broker {first} had not reported (its lease expired while "
+                            "stopped; a TTL of 6000 ms avoids that)")
+    load.retarget(ttl + 10, leader)
+    _steady(load, window, window)
+
+
 def _etcd_leader(cluster: EtcdBrokers) -> int:
     for i, endpoint in enumerate(cluster.etcd.endpoints):
         try:
@@ -599,6 +674,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--etcd", type=int, default=3, help="etcd members")
     parser.add_argument("--ttl-ms", type=int, default=2000)
     parser.add_argument("--target", choices=[*TARGETS, "all"], default="all")
+    parser.add_argument("--unclean", action="store_true",
+                        help="target 7 with unclean leader election on")
     args = parser.parse_args(argv)
     names = TARGETS if args.target == "all" else [args.target]
     root = Path(tempfile.mkdtemp(prefix="skerry-cluster-"))
@@ -611,7 +688,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = run_target(name, root / f"t{name}", messages=args.messages,
                                 runs=args.runs if name == "1" else 1, window=args.window,
-                                etcd_members=args.etcd, ttl_ms=args.ttl_ms)
+                                etcd_members=args.etcd, ttl_ms=args.ttl_ms,
+                                unclean=args.unclean)
         except Exception as exc:  # noqa: BLE001 - report every target, then fail
             failed = True
             print(f"target {name}: FAILED: {type(exc).__name__}: {exc}")

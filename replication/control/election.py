@@ -15,9 +15,17 @@ The rule (the spec's "Election"):
    in-sync replica is still electable when it comes back; the epoch moves when a real
    leader is taken away (the old leader, if it is only cut off, is fenced by it).
 4. ...unless unclean election is on for the topic: then the live replica with the largest
-   log end (ties: replica-list order) leads ``leader_epoch + 1`` alone in the ISR, and the
-   answer is flagged ``unclean`` (the caller warns and counts it). Committed data may be
-   lost: that is what "unclean" means.
+   log end leads ``leader_epoch + 1`` alone in the ISR, and the answer is flagged
+   ``unclean`` (the caller warns and counts it). Committed data may be lost: that is what
+   "unclean" means. When the replicas' last leader epochs are known they rank first (the
+   highest epoch of the last record, then the largest log end, then replica-list order:
+   Raft's "most up-to-date log", Kafka KIP-966's unclean recovery), because a longer log
+   whose tail was written by a deposed leader holds nothing the newer epoch committed; with
+   equal last epochs this is the largest log end. A live replica whose log end is unknown
+   ranks below every replica that reported one (all unknown: replica-list order).
+
+The log ends come from the replicas (the controller gathers them while the partition is
+offline: ``replication.control.view.plan``); this function only ranks them.
 
 Why rule 2 never loses a committed offset: an offset is committed (``hw`` passed it) only
 once every member of the committed ISR holds it (``replication.control.isr``: a shrink
@@ -34,7 +42,7 @@ from dataclasses import dataclass
 
 from replication.control.keys import NO_LEADER, PartitionState
 
-__all__ = ["Election", "elect_leader"]
+__all__ = ["Election", "elect_leader", "unclean_rank"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +59,12 @@ class Election:
 
 def elect_leader(current: PartitionState, replicas: Sequence[int], alive: Collection[int], *,
                  unclean_allowed: bool = False,
-                 log_end_by_replica: Mapping[int, int] | None = None) -> Election:
+                 log_end_by_replica: Mapping[int, int] | None = None,
+                 last_epoch_by_replica: Mapping[int, int] | None = None) -> Election:
     """The partition's next state given which brokers are ``alive`` (module docstring).
 
     ``replicas`` is the partition's replica list (preference order); ``log_end_by_replica``
-    is only read for an unclean election (a replica missing from it holds nothing).
+    and ``last_epoch_by_replica`` are only read for an unclean election (``unclean_rank``).
 
     >>> s = PartitionState(leader=1, leader_epoch=4, isr=(1, 2, 0))
     >>> elect_leader(s, [1, 2, 0], alive={0, 2}).state
@@ -78,10 +87,10 @@ def elect_leader(current: PartitionState, replicas: Sequence[int], alive: Collec
                             changed=True, offline=False)
 
     if unclean_allowed:
-        ends = log_end_by_replica or {}
         live = [r for r in replicas if r in alive]
         if live:
-            best = max(live, key=lambda r: (ends.get(r, -1), -replicas.index(r)))
+            best = unclean_rank(replicas, live, log_end_by_replica or {},
+                                last_epoch_by_replica or {})[0]
             return Election(PartitionState(best, current.leader_epoch + 1, (best,)),
                             changed=True, offline=False, unclean=True)
 
@@ -89,3 +98,22 @@ def elect_leader(current: PartitionState, replicas: Sequence[int], alive: Collec
         return Election(current, changed=False, offline=True)
     return Election(PartitionState(NO_LEADER, current.leader_epoch + 1, current.isr),
                     changed=True, offline=True)
+
+
+def unclean_rank(replicas: Sequence[int], candidates: Collection[int],
+                 log_end_by_replica: Mapping[int, int],
+                 last_epoch_by_replica: Mapping[int, int]) -> list[int]:
+    """``candidates`` best first for an unclean election: the highest last epoch, then the
+    largest log end, then replica-list order; unknown values rank lowest (-1).
+
+    >>> unclean_rank([0, 1, 2], [1, 2], {1: 5, 2: 9}, {})
+    [2, 1]
+    >>> unclean_rank([0, 1, 2], [1, 2], {1: 5, 2: 9}, {1: 4, 2: 3})   # 2's tail is stale
+    [1, 2]
+    >>> unclean_rank([0, 1, 2], [2, 1], {}, {})
+    [1, 2]
+    """
+    order = {r: i for i, r in enumerate(replicas)}
+    return sorted(candidates, key=lambda r: (-last_epoch_by_replica.get(r, -1),
+                                             -log_end_by_replica.get(r, -1),
+                                             order.get(r, len(order))))

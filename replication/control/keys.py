@@ -13,6 +13,8 @@ Layout (the spec's "Keys" table)::
     /skerry/<cluster>/topics/<t>            {"partitions", "replication_factor", "min_isr",
                                              "replicas", "settings"}
     /skerry/<cluster>/partitions/<t>/<p>    {"leader", "leader_epoch", "isr"}
+    /skerry/<cluster>/logends/<t>/<p>/<id>  {"log_end", "last_epoch", "offline_epoch"}
+                                                                          lease-bound
 
 Decoding is strict: a missing field, a wrong type (``true`` is not an int) or an unknown
 top-level key shape raises ``MalformedValue`` / ``BadKey``; unknown *extra* fields in a
@@ -39,12 +41,14 @@ __all__ = [
     "ControllerKey",
     "TopicKey",
     "PartitionKey",
+    "LogEndKey",
     "ParsedKey",
     "prefix_range_end",
     "BrokerRegistration",
     "ControllerRecord",
     "TopicRecord",
     "PartitionState",
+    "LogEndReport",
 ]
 
 NO_LEADER = -1
@@ -76,7 +80,16 @@ class PartitionKey:
     partition: int
 
 
-ParsedKey = BrokerKey | ControllerKey | TopicKey | PartitionKey
+@dataclass(frozen=True, slots=True)
+class LogEndKey:
+    """``logends/<t>/<p>/<broker>``: what a live replica of an offline partition holds."""
+
+    topic: str
+    partition: int
+    broker_id: int
+
+
+ParsedKey = BrokerKey | ControllerKey | TopicKey | PartitionKey | LogEndKey
 
 
 def prefix_range_end(prefix: bytes) -> bytes:
@@ -145,6 +158,17 @@ class KeyLayout:
             return f"{self.prefix}partitions/"
         return f"{self.prefix}partitions/{_check_topic(topic)}/"
 
+    def log_ends_prefix(self, topic: str | None = None) -> str:
+        """Every log-end report, or those of one topic."""
+        if topic is None:
+            return f"{self.prefix}logends/"
+        return f"{self.prefix}logends/{_check_topic(topic)}/"
+
+    def log_end(self, topic: str, partition: int, broker_id: int) -> str:
+        """A replica's log-end report for an offline partition (unclean election)."""
+        return (f"{self.log_ends_prefix(topic)}{_check_id(partition, 'partition')}/"
+                f"{_check_id(broker_id, 'broker id')}")
+
     def broker(self, broker_id: int) -> str:
         return f"{self.brokers_prefix}{_check_id(broker_id, 'broker id')}"
 
@@ -168,6 +192,9 @@ class KeyLayout:
                 return TopicKey(topic)
             case ["partitions", topic, p] if _TOPIC_RE.fullmatch(topic) and _INT_RE.fullmatch(p):
                 return PartitionKey(topic, int(p))
+            case ["logends", topic, p, b] if _TOPIC_RE.fullmatch(topic) \
+                    and _INT_RE.fullmatch(p) and _INT_RE.fullmatch(b):
+                return LogEndKey(topic, int(p), int(b))
         raise BadKey(f"key {key!r} is not one of the layout's keys")
 
 
@@ -316,3 +343,31 @@ class PartitionState:
     def initial(cls, replicas: Sequence[int]) -> PartitionState:
         """A new partition: the first replica leads epoch 0, every replica in the ISR."""
         return cls(replicas[0], 0, tuple(replicas))
+
+
+@dataclass(frozen=True, slots=True)
+class LogEndReport:
+    """``logends/<t>/<p>/<broker>``: a live replica's log end offset and the leader epoch
+    of its last record (``last_epoch``, -1 for an empty log), published bound to its lease
+    once it saw the partition offline at ``offline_epoch`` (the partition key's
+    ``leader_epoch`` then). The controller's unclean election reads these; a report made
+    for another epoch is stale and ignored.
+
+    >>> LogEndReport.decode(LogEndReport(120, 3, 5).encode())
+    LogEndReport(log_end=120, last_epoch=3, offline_epoch=5)
+    """
+
+    log_end: int
+    last_epoch: int
+    offline_epoch: int
+
+    def encode(self) -> bytes:
+        return _dumps({"log_end": self.log_end, "last_epoch": self.last_epoch,
+                       "offline_epoch": self.offline_epoch})
+
+    @classmethod
+    def decode(cls, raw: bytes) -> LogEndReport:
+        what = "log-end report"
+        doc = _loads(raw, what)
+        return cls(_int(doc, "log_end", what), _int(doc, "last_epoch", what, minimum=-1),
+                   _int(doc, "offline_epoch", what))

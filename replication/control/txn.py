@@ -16,6 +16,9 @@ with ``str`` keys and ``bytes`` values, no encoding) and the builders:
 ``delete_topic``          ``MOD(topics/<t>) == read revision``; delete it and its partitions
 ``grow_topic``            ``MOD(topics/<t>) == read revision``; put the grown topic and the
                           new partitions
+``report_log_end``        a replica of an offline partition: ``LEASE(brokers/<me>) == my
+                          lease``; put ``logends/<t>/<p>/<me>`` bound to my lease
+``withdraw_log_end``      the same replica once the partition has a leader: delete it
 ========================  ===============================================================
 
 Each failure branch reads back what the compares were about, so one round trip tells the
@@ -36,6 +39,7 @@ from replication.control.keys import (
     BrokerRegistration,
     ControllerRecord,
     KeyLayout,
+    LogEndReport,
     PartitionState,
     TopicRecord,
 )
@@ -57,6 +61,8 @@ __all__ = [
     "write_isr",
     "delete_topic",
     "grow_topic",
+    "report_log_end",
+    "withdraw_log_end",
 ]
 
 
@@ -199,10 +205,12 @@ def write_isr(layout: KeyLayout, broker_id: int, lease: int, write: PartitionWri
 
 
 def delete_topic(layout: KeyLayout, topic: str, mod_revision: int) -> Txn:
-    """Delete the topic and every partition key, if the topic is still as read."""
+    """Delete the topic, every partition key and every log-end report, if the topic is
+    still as read."""
     key = layout.topic(topic)
     return Txn((Compare(key, Target.MOD, mod_revision),),
-               (Delete(key), Delete(layout.partitions_prefix(topic), prefix=True)),
+               (Delete(key), Delete(layout.partitions_prefix(topic), prefix=True),
+                Delete(layout.log_ends_prefix(topic), prefix=True)),
                (Get(key),))
 
 
@@ -217,3 +225,18 @@ def grow_topic(layout: KeyLayout, topic: str, mod_revision: int, before: TopicRe
     puts += [Put(layout.partition(topic, p), PartitionState.initial(after.replicas[p]).encode())
              for p in range(before.partitions, after.partitions)]
     return Txn((Compare(key, Target.MOD, mod_revision),), tuple(puts), (Get(key),))
+
+
+def report_log_end(layout: KeyLayout, broker_id: int, lease: int, topic: str,
+                   partition: int, report: LogEndReport) -> Txn:
+    """A live replica of an offline partition publishes its log end for the controller's
+    unclean election, bound to its lease (it vanishes with the broker), only while this
+    broker still holds that lease."""
+    key = layout.log_end(topic, partition, broker_id)
+    return Txn((Compare(layout.broker(broker_id), Target.LEASE, lease),),
+               (Put(key, report.encode(), lease),))
+
+
+def withdraw_log_end(layout: KeyLayout, broker_id: int, topic: str, partition: int) -> Txn:
+    """The partition has a leader again: the replica's report is of no use any more."""
+    return Txn((), (Delete(layout.log_end(topic, partition, broker_id)),))

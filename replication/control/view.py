@@ -2,8 +2,10 @@
 
 Owns: ``ClusterView`` (every key under ``/skerry/<cluster id>/`` as last read or watched:
 live brokers, the controller and its epoch, topics, partitions, each with the mod revision
-the next compare needs), ``plan_elections`` (the controller's writes after any change:
-``election.elect_leader`` for every partition, batched under etcd's txn size limit) and
+the next compare needs, and the replicas' log-end reports for offline partitions),
+``plan`` / ``plan_elections`` (the controller's writes after any change:
+``election.elect_leader`` for every partition, batched under etcd's txn size limit, and
+the partitions whose unclean election waits for the replicas' log ends) and
 ``forced_election`` (the operator's ``ADMIN_SET_PARTITION_LEADER`` / ``skerry cluster
 elect``: the same epoch bump and fencing as an automatic election).
 
@@ -18,7 +20,7 @@ Must not import: Twisted, ``broker``, ``time``, sockets or files.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from replication.control.election import Election, elect_leader
@@ -30,6 +32,8 @@ from replication.control.keys import (
     ControllerKey,
     ControllerRecord,
     KeyLayout,
+    LogEndKey,
+    LogEndReport,
     ParsedKey,
     PartitionKey,
     PartitionState,
@@ -38,8 +42,8 @@ from replication.control.keys import (
 )
 from replication.control.txn import PartitionWrite
 
-__all__ = ["ClusterView", "PlannedElection", "plan_elections", "forced_election",
-           "MAX_WRITES_PER_TXN"]
+__all__ = ["ClusterView", "PlannedElection", "ElectionPlan", "plan", "plan_elections",
+           "forced_election", "MAX_WRITES_PER_TXN"]
 
 MAX_WRITES_PER_TXN = 60
 """Partition writes per controller txn: ``2 + 2 * 60`` ops stays under etcd's default
@@ -60,6 +64,8 @@ class ClusterView:
     topic_mods: dict[str, int] = field(default_factory=dict)
     partitions: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
     partition_mods: dict[tuple[str, int], int] = field(default_factory=dict)
+    log_ends: dict[tuple[str, int], dict[int, LogEndReport]] = field(default_factory=dict)
+    """``logends/<t>/<p>/<broker>``: (topic, partition) -> broker -> its report."""
     revision: int = 0
     """The newest revision applied (a range's header, a watch event, a txn answer)."""
 
@@ -96,6 +102,9 @@ class ClusterView:
                 case PartitionKey(topic, partition):
                     self.partitions[(topic, partition)] = PartitionState.decode(value)
                     self.partition_mods[(topic, partition)] = mod_revision
+                case LogEndKey(topic, partition, broker_id):
+                    report = LogEndReport.decode(value)
+                    self.log_ends.setdefault((topic, partition), {})[broker_id] = report
         except MalformedValue:
             return None
         return parsed
@@ -120,6 +129,11 @@ class ClusterView:
             case PartitionKey(topic, partition):
                 self.partitions.pop((topic, partition), None)
                 self.partition_mods.pop((topic, partition), None)
+            case LogEndKey(topic, partition, broker_id):
+                reports = self.log_ends.get((topic, partition), {})
+                reports.pop(broker_id, None)
+                if not reports:
+                    self.log_ends.pop((topic, partition), None)
         return parsed
 
     @property
@@ -148,35 +162,87 @@ class ClusterView:
 
 @dataclass(frozen=True, slots=True)
 class PlannedElection:
-    """One partition the controller writes: the write and the election that produced it."""
+    """One partition the controller writes: the write and the election that produced it.
+    ``log_ends``: for an unclean election, the reports it ranked (empty: none arrived in
+    time, the leader is the first live replica in list order)."""
 
     write: PartitionWrite
     election: Election
+    log_ends: Mapping[int, LogEndReport] = field(default_factory=dict)
 
 
-def plan_elections(view: ClusterView, *, unclean_default: bool = False,
-                   alive: Collection[int] | None = None) -> list[PlannedElection]:
+@dataclass(frozen=True, slots=True)
+class ElectionPlan:
+    """``plan``'s answer: the writes, and the offline partitions whose unclean election
+    waits for log-end reports, as ``(topic, partition, offline leader epoch)``."""
+
+    writes: list[PlannedElection]
+    waiting: list[tuple[str, int, int]]
+
+
+def current_reports(view: ClusterView, topic: str, partition: int, state: PartitionState,
+                    live: Collection[int]) -> dict[int, LogEndReport]:
+    """The reports that count for the partition now: from live replicas, made for the
+    offline epoch the key holds."""
+    replicas = view.replicas(topic, partition)
+    return {b: r for b, r in view.log_ends.get((topic, partition), {}).items()
+            if b in live and b in replicas and r.offline_epoch == state.leader_epoch}
+
+
+def plan(view: ClusterView, *, unclean_default: bool = False,
+         alive: Collection[int] | None = None,
+         gave_up: Collection[tuple[str, int, int]] = ()) -> ElectionPlan:
     """Every partition whose state the election rule changes given the live brokers, in
-    (topic, partition) order. The caller writes them in batches of ``MAX_WRITES_PER_TXN``.
+    (topic, partition) order (the caller writes them in batches of ``MAX_WRITES_PER_TXN``),
+    and the unclean elections still waiting.
 
     A topic's ``settings.unclean_leader_election`` (true or false) overrides the cluster's
-    ``unclean_default``.
+    ``unclean_default``. An unclean election takes two steps, so the log ends it compares
+    no longer move:
+
+    1. the partition goes offline first (``leader = -1``, epoch + 1: a leader that is only
+       cut off from etcd is fenced and its followers stop fetching from it);
+    2. its live replicas publish their log ends for that epoch (``logends/...``); once
+       every live replica did, or the caller's deadline for ``(topic, partition, epoch)``
+       passed (``gave_up``), the best ranked (``election.unclean_rank``) leads. Until then
+       the partition is listed in ``waiting``.
     """
     live = view.alive if alive is None else frozenset(alive)
-    out: list[PlannedElection] = []
+    writes: list[PlannedElection] = []
+    waiting: list[tuple[str, int, int]] = []
     for (topic, partition), state in sorted(view.partitions.items()):
         record = view.topics.get(topic)
         if record is None or partition >= record.partitions:
             continue
         unclean = record.settings.get("unclean_leader_election")
         allowed = unclean if isinstance(unclean, bool) else unclean_default
-        election = elect_leader(state, record.replicas[partition], live,
-                                unclean_allowed=allowed)
+        replicas = record.replicas[partition]
+        election = elect_leader(state, replicas, live)
+        reports: dict[int, LogEndReport] = {}
+        if election.offline and allowed and state.leader == NO_LEADER:
+            reports = current_reports(view, topic, partition, state, live)
+            candidates = [r for r in replicas if r in live]
+            key = (topic, partition, state.leader_epoch)
+            if candidates and not all(r in reports for r in candidates) \
+                    and key not in gave_up:
+                waiting.append(key)
+                continue
+            election = elect_leader(
+                state, replicas, live, unclean_allowed=True,
+                log_end_by_replica={b: r.log_end for b, r in reports.items()},
+                last_epoch_by_replica={b: r.last_epoch for b, r in reports.items()})
         if election.changed:
-            out.append(PlannedElection(PartitionWrite(
+            writes.append(PlannedElection(PartitionWrite(
                 topic, partition, view.partition_mods.get((topic, partition), 0),
-                election.state), election))
-    return out
+                election.state), election, reports))
+    return ElectionPlan(writes, waiting)
+
+
+def plan_elections(view: ClusterView, *, unclean_default: bool = False,
+                   alive: Collection[int] | None = None,
+                   gave_up: Collection[tuple[str, int, int]] = ()) -> list[PlannedElection]:
+    """``plan``'s writes."""
+    return plan(view, unclean_default=unclean_default, alive=alive, gave_up=gave_up).writes
 
 
 def batches(items: Sequence[PlannedElection],

@@ -132,6 +132,9 @@ class FakeEtcd:
     def leases(self) -> set[int]:
         return set(self._leases)
 
+    def keys(self) -> list[bytes]:
+        return sorted(self._kvs)
+
     def compact(self, revision: int) -> None:
         """Forget history before ``revision`` (etcd ``compaction``)."""
         self.compact_revision = max(self.compact_revision, revision)

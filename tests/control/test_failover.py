@@ -217,6 +217,92 @@ class IsrTests:
         assert any(re.search("UNCLEAN election", r.getMessage()) for r in caplog.records)
 
 
+def whittle_isr_to_broker_0(net: EtcdNetwork) -> None:
+    """Leave broker 0 alone in the ISR with broker 2 holding more than broker 1 (broker 1
+    is cut off from the leader first, two more messages reach broker 2, then broker 2 is
+    cut off), then kill broker 0: every ISR member is dead, and the replica *later* in list
+    order has the longer log."""
+    produce(net, 0, ["a"])
+    net.partition(0, 1)
+    net.run_until(lambda: net.stored().isr == (0, 2), within=5)
+    assert produce(net, 0, ["b", "c"]) == [1, 2]
+    net.partition(0, 2)
+    net.run_until(lambda: net.stored().isr == (0,), within=5)
+    assert (net.plog(1).next_offset, net.plog(2).next_offset) == (1, 3)
+    net.crash(0)
+
+
+def log_end_keys(net: EtcdNetwork) -> list[str]:
+    return sorted(k.decode() for k in net.etcd.keys() if b"/logends/" in k)
+
+
+class UncleanByLogEndTests:
+    def test_longest_log_leads_not_list_order(self, tmp_path: Path,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+        """Unclean election on: the partition goes offline, brokers 1 and 2 report their log
+        ends (1 and 3) through etcd, and broker 2 (later in list order, longer log) leads
+        the next epoch alone, with a warning naming the log ends; broker 1 then follows it
+        and gets b and c; the reports are withdrawn."""
+        net = EtcdNetwork(tmp_path, cluster_settings={"unclean_leader_election": True})
+        whittle_isr_to_broker_0(net)
+        net.run_until(lambda: net.stored().leader != 0, within=TTL + 2)
+        net.run_until(lambda: net.stored().leader == 2, within=TTL + 2)
+        state = net.stored()
+        assert (state.leader, state.isr) == (2, (2,))
+        assert net.run_until(lambda: net.leader() == 2) < TTL
+        assert any("UNCLEAN election" in r.getMessage() and "broker 1: 1 (last epoch 0)" in
+                   r.getMessage() and "broker 2: 3 (last epoch 0)" in r.getMessage()
+                   for r in caplog.records)
+        net.run_until(lambda: net.plog(1).next_offset == 3)
+        assert produce(net, 2, ["d"]) == [3]
+        net.run_until(lambda: log_end_keys(net) == [])
+        assert sum(net.control(i).unclean_elections for i in (1, 2)) == 1
+
+    def test_unclean_off_stays_offline(self, tmp_path: Path) -> None:
+        """Same history, unclean election off: offline, ISR [0] kept, nobody takes writes,
+        however long it lasts (the replicas' reports change nothing)."""
+        net = EtcdNetwork(tmp_path)
+        whittle_isr_to_broker_0(net)
+        net.run_until(lambda: net.stored().leader == -1, within=TTL + 2)
+        net.advance(3 * TTL)
+        assert net.stored().leader == -1 and net.stored().isr == (0,)
+        assert net.leader() is None
+
+    def test_no_report_in_time_falls_back_to_list_order(
+            self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        """The replicas never report (as if their etcd writes were lost): after one lease
+        TTL the controller elects the first live replica in list order and says so."""
+        net = EtcdNetwork(tmp_path, cluster_settings={"unclean_leader_election": True})
+        whittle_isr_to_broker_0(net)
+
+        async def lost(*_: object) -> None:
+            return None
+
+        for i in (1, 2):
+            net.control(i)._publish_log_end = lost
+        net.run_until(lambda: net.stored().leader == -1, within=TTL + 2)
+        took = net.run_until(lambda: net.stored().leader == 1, within=TTL + 1)
+        assert took >= TTL - 0.1
+        assert any("no log end reported" in r.getMessage() for r in caplog.records)
+
+
+    def test_last_epoch_is_the_epoch_of_the_last_record(self, tmp_path: Path) -> None:
+        """What a replica reports as its last epoch: the epoch that wrote its last record,
+        not the epoch it merely knows (a leader promoted without writing yet still ends in
+        the previous epoch); followers copy it with the records."""
+        from twisted.internet.defer import Deferred
+
+        net = EtcdNetwork(tmp_path)
+        produce(net, 0, ["a"])
+        Deferred.fromCoroutine(net.control(1).elect(TOPIC, 0, 1))
+        net.run_until(lambda: net.leader() == 1)
+        facts = net.service(1).isr_facts(TOPIC, 0)
+        assert (facts.epoch, facts.last_epoch, facts.log_end) == (1, 0, 1)
+        assert produce(net, 1, ["b"]) == [1]
+        assert net.service(1).isr_facts(TOPIC, 0).last_epoch == 1
+        net.run_until(lambda: net.service(2).isr_facts(TOPIC, 0).last_epoch == 1)
+
+
 class ApiTests:
     def test_create_topic_everywhere(self, tmp_path: Path) -> None:
         """create_topic writes one txn; every broker creates the logs from the watch; the

@@ -7,6 +7,8 @@ import doctest
 import importlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from replication.control.election import elect_leader
 from replication.control.errors import (
@@ -191,6 +193,58 @@ class ElectionTests:
         result = elect_leader(PartitionState(0, 3, (0, 2)), self.R, {1, 2},
                               unclean_allowed=True, log_end_by_replica={1: 99})
         assert result.state.leader == 2 and not result.unclean
+
+    def test_unclean_newer_epoch_ranks_first(self) -> None:
+        """With last epochs known, a longer log whose last record is of an older epoch
+        (a deposed leader's tail) loses to the newer history; equal epochs: log end."""
+        current = PartitionState(NO_LEADER, 5, (0,))
+        result = elect_leader(current, self.R, {1, 2}, unclean_allowed=True,
+                              log_end_by_replica={1: 10, 2: 15},
+                              last_epoch_by_replica={1: 4, 2: 3})
+        assert result.state == PartitionState(1, 6, (1,)) and result.unclean
+        same = elect_leader(current, self.R, {1, 2}, unclean_allowed=True,
+                            log_end_by_replica={1: 10, 2: 15},
+                            last_epoch_by_replica={1: 4, 2: 4})
+        assert same.state.leader == 2
+
+    def test_unclean_without_log_ends_takes_list_order(self) -> None:
+        """Nothing reported (the controller's wait ran out): replica-list order; a replica
+        that reported beats one that did not."""
+        current = PartitionState(NO_LEADER, 5, (0,))
+        assert elect_leader(current, self.R, {2, 1}, unclean_allowed=True).state.leader == 1
+        assert elect_leader(current, self.R, {1, 2}, unclean_allowed=True,
+                            log_end_by_replica={2: 0}).state.leader == 2
+
+    @given(st.permutations([0, 1, 2, 3, 4]), st.sets(st.integers(0, 4), min_size=1),
+           st.dictionaries(st.integers(0, 4), st.integers(0, 50)),
+           st.dictionaries(st.integers(0, 4), st.integers(-1, 6)), st.booleans())
+    def test_unclean_picks_the_most_up_to_date_live_replica(
+            self, replicas: list[int], alive: set[int], ends: dict[int, int],
+            epochs: dict[int, int], with_epochs: bool) -> None:
+        """Every ISR member dead: the leader is a live replica, alone in the ISR, no live
+        replica has a newer (last epoch, log end), and among equals it comes first in list
+        order. Without epochs this is the largest log end."""
+        isr_member = replicas[0]
+        alive = alive - {isr_member}
+        if not alive:
+            return
+        last = epochs if with_epochs else {}
+        current = PartitionState(isr_member, 3, (isr_member,))
+        result = elect_leader(current, replicas, alive, unclean_allowed=True,
+                              log_end_by_replica=ends, last_epoch_by_replica=last)
+        leader = result.state.leader
+        assert result.unclean and leader in alive and result.state.isr == (leader,)
+        assert result.state.leader_epoch == 4
+
+        def rank(r: int) -> tuple[int, int]:
+            return last.get(r, -1), ends.get(r, -1)
+
+        for other in alive:
+            assert rank(other) <= rank(leader)
+            if rank(other) == rank(leader):
+                assert replicas.index(leader) <= replicas.index(other)
+        if not with_epochs:
+            assert ends.get(leader, -1) == max(ends.get(r, -1) for r in alive)
 
     def test_unclean_nobody_alive(self) -> None:
         """Unclean on but no replica alive: offline."""

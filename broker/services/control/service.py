@@ -22,7 +22,14 @@ What runs, in order (the spec's "Cluster control plane on etcd"):
    ``write_isr`` (its lease and the key's mod revision compared): a shrink counts once
    committed, an expansion at once (``IsrView``); a follower is proposed only when its
    progress reached ``hw`` and the epoch's start.
-5. **etcd unreachable.** Leadership and ISR freeze; writes go on (Kafka's rule) unless
+5. **Unclean election by log end.** A replica of an offline partition publishes its log
+   end and the epoch of its last record (``logends/<t>/<p>/<me>``, bound to its lease) and
+   withdraws it once the partition has a leader again. With unclean election on, the
+   controller first takes the partition offline (epoch + 1: nobody takes writes, so the log
+   ends stop moving), then waits for every live replica's report, at most one lease TTL
+   (``unclean_wait_s``), and elects the best ranked (``plan``); reports missing at the
+   deadline rank last, none at all is replica-list order, logged as such.
+6. **etcd unreachable.** Leadership and ISR freeze; writes go on (Kafka's rule) unless
    ``fence_writes_on_session_loss``: then none once the last good keepalive + TTL passed.
    A lease etcd says is gone (the broker was cut off longer than the TTL) refuses writes at
    once, renews the session and reads every key again.
@@ -67,6 +74,8 @@ from replication.control.keys import (
     BrokerRegistration,
     ControllerKey,
     KeyLayout,
+    LogEndKey,
+    LogEndReport,
     PartitionKey,
     PartitionState,
     TopicKey,
@@ -84,10 +93,12 @@ from replication.control.txn import (
     delete_topic,
     grow_topic,
     register_broker,
+    report_log_end,
+    withdraw_log_end,
     write_isr,
     write_partitions,
 )
-from replication.control.view import ClusterView, batches, forced_election, plan_elections
+from replication.control.view import ClusterView, PlannedElection, batches, forced_election, plan
 
 __all__ = ["ControlPlane", "ClusterMetadata", "PartitionInfo", "LocalTopics",
            "ReplicaControl", "SESSION_FILE"]
@@ -201,6 +212,11 @@ class ControlPlane:
         self._isr_inflight: set[tuple[str, int]] = set()
         self._isr_again: set[tuple[str, int]] = set()
         self._creating: set[str] = set()
+        self._reported: dict[tuple[str, int], tuple[int, int]] = {}
+        """(topic, partition) -> (offline epoch, lease) of this broker's log-end report."""
+        self._unclean_deadlines: dict[tuple[str, int, int], float] = {}
+        self.unclean_wait_s: float = float(self.settings.lease_ttl_s)
+        """How long the controller waits for the live replicas' log ends (one lease TTL)."""
         replication.add_isr_listener(self._isr_wanted)
         replication.set_write_fence(self.write_refusal)
 
@@ -504,6 +520,7 @@ class ControlPlane:
         lease, ttl = await self._retrying(
             lambda: self.client.grant(self.settings.lease_ttl_s), "granting an etcd lease")
         self.lease = lease
+        self._reported.clear()      # the old lease's reports went with it
         self._write_session()
         self.keeper = LeaseKeeper(self.client, lease, ttl, self._lease_lost)
         self.keeper.start()
@@ -590,7 +607,7 @@ class ControlPlane:
     def _on_events(self, events: list[WatchEvent]) -> None:
         topics: set[str] = set()
         partitions: set[tuple[str, int]] = set()
-        controller_gone = brokers_changed = False
+        controller_gone = brokers_changed = reports = False
         for event in events:
             kv = event.kv
             if event.deleted:
@@ -609,6 +626,8 @@ class ControlPlane:
                     else:
                         log.info("controller is broker %s (epoch %d)", self.view.controller,
                                  self.view.controller_epoch)
+                case LogEndKey():
+                    reports = True
                 case BrokerKey(broker_id):
                     brokers_changed = True
                     log.info("broker %d %s", broker_id, "left (lease gone)" if event.deleted
@@ -624,7 +643,7 @@ class ControlPlane:
             for (topic, p), state in sorted(self.view.partitions.items()):
                 if state.leader == self.broker_id:
                     self._isr_wanted(topic, p)
-        if brokers_changed or topics or partitions:
+        if brokers_changed or topics or partitions or reports:
             self._schedule_reconcile()
 
     def _apply_topic(self, name: str) -> None:
@@ -632,6 +651,8 @@ class ControlPlane:
         local = self.topics.partitions_of(name)
         try:
             if record is None:
+                for key in [k for k in self._reported if k[0] == name]:
+                    del self._reported[key]     # the topic's deletion took the reports
                 if local is not None:
                     self.topics.delete_local(name)
                 return
@@ -654,6 +675,60 @@ class ControlPlane:
                                           state.isr)
         except Exception as exc:  # noqa: BLE001 - logged; the next event applies again
             log.error("%s/%d: etcd state not applied: %s", topic, partition, exc)
+            return
+        self._sync_log_end(topic, partition)
+
+    # ================================================================ log-end reports
+
+    def _sync_log_end(self, topic: str, partition: int) -> None:
+        """Publish this replica's log end while the partition is offline (once per offline
+        epoch and lease), withdraw it once the partition has a leader."""
+        key = (topic, partition)
+        state = self.view.partitions.get(key)
+        if state is None or self._stopped or not self.lease \
+                or self.broker_id not in self.view.replicas(topic, partition):
+            return
+        if state.leader != NO_LEADER:
+            if self._reported.pop(key, None) is not None:
+                _run(self._withdraw_log_end(topic, partition))
+            return
+        if self._reported.get(key) == (state.leader_epoch, self.lease):
+            return
+        try:
+            facts = self.replication.isr_facts(topic, partition)
+        except Exception:  # noqa: BLE001 - the topic went away meanwhile
+            return
+        report = LogEndReport(facts.log_end, facts.last_epoch, state.leader_epoch)
+        self._reported[key] = (state.leader_epoch, self.lease)
+        _run(self._publish_log_end(topic, partition, report, self.lease))
+
+    async def _publish_log_end(self, topic: str, partition: int, report: LogEndReport,
+                               lease: int) -> None:
+        key = (topic, partition)
+        try:
+            result = await self.client.txn(report_log_end(self.layout, self.broker_id, lease,
+                                                          topic, partition, report))
+        except (LeaseNotFound, *_ETCD_FAILURES) as exc:
+            result = None
+            log.warning("%s/%d: log end not reported to etcd: %s", topic, partition, exc)
+        if result is not None:
+            self._note(result.header)
+            if result.succeeded:
+                log.info("%s/%d is offline (epoch %d): reported log end %d, last epoch %d",
+                         topic, partition, report.offline_epoch, report.log_end,
+                         report.last_epoch)
+                return
+        if self._reported.get(key) == (report.offline_epoch, lease):
+            del self._reported[key]
+            if result is None:      # etcd unreachable: try again (a lost lease re-reports)
+                self.clock.callLater(RETRY_S, self._sync_log_end, topic, partition)
+
+    async def _withdraw_log_end(self, topic: str, partition: int) -> None:
+        try:
+            await self.client.txn(withdraw_log_end(self.layout, self.broker_id, topic,
+                                                   partition))
+        except _ETCD_FAILURES as exc:   # it goes with the lease anyway
+            log.info("%s/%d: log-end report not withdrawn: %s", topic, partition, exc)
 
     def _absorb(self, reads: tuple[tuple[KeyValue, ...] | None, ...]) -> None:
         """A txn lost its compare: take what its failure branch read."""
@@ -717,8 +792,12 @@ class ControlPlane:
         try:
             while self.is_controller and not self._stopped:
                 self._reconcile_again = False
-                plans = plan_elections(self.view,
-                                       unclean_default=self.cluster.unclean_leader_election)
+                now = self.clock.seconds()
+                gave_up = {k for k, at in self._unclean_deadlines.items() if now >= at}
+                decided = plan(self.view, unclean_default=self.cluster.unclean_leader_election,
+                               gave_up=gave_up)
+                self._await_log_ends(decided.waiting, now)
+                plans = decided.writes
                 lost = False
                 for batch in batches(plans):
                     if not self.is_controller:
@@ -743,6 +822,22 @@ class ControlPlane:
         finally:
             self._reconciling = False
 
+    def _await_log_ends(self, waiting: list[tuple[str, int, int]], now: float) -> None:
+        """Unclean elections waiting for the live replicas' log ends: decide again when the
+        wait (one lease TTL) ends, whatever arrived by then."""
+        deadlines = {}
+        for key in waiting:
+            at = self._unclean_deadlines.get(key)
+            if at is None:
+                at = now + self.unclean_wait_s
+                self.clock.callLater(self.unclean_wait_s, self._schedule_reconcile)
+                topic, partition, epoch = key
+                log.warning("%s/%d: offline (epoch %d) with unclean election on: waiting up "
+                            "to %.1f s for the live replicas' log ends", topic, partition,
+                            epoch, self.unclean_wait_s)
+            deadlines[key] = at
+        self._unclean_deadlines = deadlines
+
     def _lost_compare(self, reads: tuple[tuple[KeyValue, ...] | None, ...]) -> None:
         controller = reads[0] if reads else None
         if not controller:
@@ -750,7 +845,7 @@ class ControlPlane:
         self._absorb(reads)
         log.info("controller: a compare was lost; deciding again on what etcd holds")
 
-    def _elected(self, batch: list[Any], revision: int) -> None:
+    def _elected(self, batch: list[PlannedElection], revision: int) -> None:
         for planned in batch:
             write, election = planned.write, planned.election
             key = self.layout.partition(write.topic, write.partition)
@@ -758,9 +853,17 @@ class ControlPlane:
             state = write.state
             if election.unclean:
                 self.unclean_elections += 1
+                ends = planned.log_ends
+                if ends:
+                    basis = "log ends " + ", ".join(
+                        f"broker {b}: {r.log_end} (last epoch {r.last_epoch})"
+                        for b, r in sorted(ends.items()))
+                else:
+                    basis = (f"no log end reported within {self.unclean_wait_s:.1f} s; "
+                             "first live replica in list order")
                 log.warning("%s/%d: UNCLEAN election: broker %d leads epoch %d from outside "
-                            "the ISR; committed messages may be lost", write.topic,
-                            write.partition, state.leader, state.leader_epoch)
+                            "the ISR (%s); committed messages may be lost", write.topic,
+                            write.partition, state.leader, state.leader_epoch, basis)
             elif election.offline:
                 self.offline += 1
                 log.warning("%s/%d: offline: no live replica in the ISR %s (epoch %d)",

@@ -79,7 +79,9 @@ class IsrFacts:
     """A partition as the control plane proposes its ISR: whether this broker leads it
     (confirmed), its epochs (local and as etcd holds it), the committed ISR and the one the
     lag rule wants (broker ids, sorted), each replica's last offset by broker id, ``hw``,
-    the leader's last offset when its epoch began, and the local log end."""
+    the leader's last offset when its epoch began, the local log end, and the leader epoch
+    of the last record in the local log (-1: empty or unknown; the unclean election ranks
+    replicas by it)."""
 
     leader: bool
     epoch: int
@@ -90,3 +92,4 @@ class IsrFacts:
     hw: int
     epoch_start: int
     log_end: int
+    last_epoch: int = -1

@@ -256,7 +256,9 @@ class ReplicationService:
             committed=tuple(replicas[i] for i in repl.committed_isr) if slot.is_replica else (),
             desired=tuple(replicas[i] for i in repl.desired_isr()) if slot.is_replica else (),
             progress=progress, hw=repl.hw, epoch_start=repl.epoch_start_last_offset(),
-            log_end=slot.log.next_offset)
+            log_end=slot.log.next_offset,
+            last_epoch=max((e.epoch for e in repl.epoch_entries
+                            if e.start_offset < slot.log.next_offset), default=-1))
 
     def add_isr_listener(self, listener: Callable[[str, int], None]) -> None:
         """Call ``listener(topic, partition)`` when a leader whose ISR is etcd's wants
