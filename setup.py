@@ -1,6 +1,6 @@
 """The optional compiled extensions; everything else is in pyproject.toml.
 
-The extensions (``data._cspeedups``, ``broker.v1._cscan``) are ``optional``: where no C compiler works (``CC=false``, no gcc), setuptools
+The extensions (``data._cspeedups``, ``broker.v1._cscan``, ``broker.kafka._cfetch``) are ``optional``: where no C compiler works (``CC=false``, no gcc), setuptools
 warns and installs the package without them, and ``data.speedups`` runs the pure-Python twin.
 ``SKERRY_NO_EXTENSIONS=1`` at build time skips the build altogether (docs/performance.md).
 """
@@ -14,6 +14,8 @@ if os.environ.get("SKERRY_NO_EXTENSIONS", "") in ("", "0"):
     ext_modules.append(Extension("data._cspeedups", ["data/_cspeedups.c"],
                                  extra_compile_args=["-O2"], optional=True))
     ext_modules.append(Extension("broker.v1._cscan", ["broker/v1/_cscan.c"],
+                                 extra_compile_args=["-O2"], optional=True))
+    ext_modules.append(Extension("broker.kafka._cfetch", ["broker/kafka/_cfetch.c"],
                                  extra_compile_args=["-O2"], optional=True))
 
 setup(ext_modules=ext_modules)

@@ -34,6 +34,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from data import paths
 from data.atomic import read_json, write_json_atomic
 from data.errors import StorageError
@@ -51,7 +53,7 @@ from data.index import (
     time_entries_from_bytes,
     time_entry_bytes,
 )
-from data.reader import decode_run, first_timestamp_at_or_after, scan_log, verify_run
+from data.reader import RunResult, decode_run, first_timestamp_at_or_after, scan_log, verify_run
 from data.segment import WRITE_FLAGS, Segment
 from data.writer import build_batch, scan_stamped, stamp_framed, write_all
 
@@ -403,15 +405,21 @@ class PartitionLog:
 
     def _ends(self, seg: Segment, rel: int, n: int) -> list[int]:
         """File positions of records ``rel .. rel + n - 1`` of ``seg`` and the end of the last."""
+        return self._end_array(seg, rel, n).tolist()
+
+    def _end_array(self, seg: Segment, rel: int, n: int) -> array[int]:
+        """``_ends`` as an ``array`` of u32: a read converts to Python ints only the
+        positions of the records it takes (a Kafka fetch asks for up to ``budget // 26``
+        records and takes a fifth of them)."""
         if seg.positions is not None:
-            ends = seg.positions[rel : rel + n + 1].tolist()
+            ends = seg.positions[rel : rel + n + 1]
         else:
             _log_fd, index_fd = self._read_fds(seg)
             m = min(n + 1, seg.count - rel)
             raw = self._fs.pread(index_fd, m * POSITION_SIZE, rel * POSITION_SIZE)
             if len(raw) != m * POSITION_SIZE:
                 raise _IndexDamaged(f"{seg.index_path} is shorter than its {seg.count} entries")
-            ends = positions_from_bytes(raw).tolist()
+            ends = positions_from_bytes(raw)
         if len(ends) == n:
             ends.append(seg.size)
         return ends
@@ -477,7 +485,7 @@ class PartitionLog:
             if n <= 0:  # an empty segment (only the active one can be)
                 break
             try:
-                ends = self._ends(seg, rel, n)
+                ends = self._end_array(seg, rel, n)
             except _IndexDamaged as exc:
                 if not repaired and self._repair_index(seg):
                     repaired = True
@@ -486,12 +494,31 @@ class PartitionLog:
             k = _records_to_read(ends, n, budget)
             p0 = ends[0]
             log_fd = self._read_fds(seg)[0]
-            data = fs.pread(log_fd, ends[k] - p0, p0)
-            rel_ends = ends[: k + 1] if p0 == 0 else [e - p0 for e in ends[: k + 1]]
+            # The last of the k records may not fit the budget (it does not, when records
+            # carry no user headers): it is read and checked apart, so that leaving it out
+            # costs no copy of the whole read (``data[:consumed]``).
+            sure = k - 1 if k > 1 and _payload_bound(ends, k - 1) <= budget else k
+            data = fs.pread(log_fd, ends[sure] - p0, p0)
+            rel_ends = (ends[: sure + 1].tolist() if p0 == 0 else
+                        (np.frombuffer(ends, dtype=np.uint32, count=sure + 1).astype(np.int64)
+                         - p0).tolist())
             if records is None:
                 run = verify_run(data, rel_ends, at, budget, at == start)
             else:
                 run = decode_run(data, rel_ends, at, records, budget, at == start)
+            if sure < k and run.count == sure and not run.failed and not run.over_budget:
+                tail = fs.pread(log_fd, ends[k] - ends[sure], ends[sure])
+                if records is None:
+                    last = verify_run(tail, [0, ends[k] - ends[sure]], at + sure,
+                                      budget - run.payload, False)
+                else:
+                    last = decode_run(tail, [0, ends[k] - ends[sure]], at + sure, records,
+                                      budget - run.payload, False)
+                if last.count:
+                    data += tail
+                    rel_ends.append(rel_ends[-1] + len(tail))
+                run = RunResult(run.count + last.count, run.consumed + last.consumed,
+                                run.payload + last.payload, last.over_budget, last.failed)
             if run.count:
                 if ends_out is not None:
                     shift = (ends_out[-1] if ends_out else 0) - rel_ends[0]
@@ -929,7 +956,13 @@ class _IndexDamaged(Exception):
     """A sealed segment's ``.index`` is shorter than the segment's record count."""
 
 
-def _records_to_read(ends: list[int], n: int, budget: int) -> int:
+def _payload_bound(ends: Sequence[int], k: int) -> int:
+    """At least the payload bytes of the first ``k`` records from ``ends[0]`` (their bytes
+    less their headers: user headers counted as payload)."""
+    return ends[k] - ends[0] - HEADER_SIZE * k
+
+
+def _records_to_read(ends: Sequence[int], n: int, budget: int) -> int:
     """How many of the ``n`` records to read for a payload budget: every record that fits
     even counting its headers as payload, plus one that may fit (at least one)."""
     base = ends[0]

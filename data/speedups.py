@@ -1,17 +1,18 @@
 """Which implementation of the per-message loops runs: the compiled one or the Python twin.
 
 Owns: the one decision, made once per compiled module at import (``load``). A compiled
-module (C: ``data/_cspeedups.c``, ``broker/v1/_cscan.c``; built by ``pip install`` when a
-compiler is there, ``setup.py``) is used unless the environment sets
+module (C: ``data/_cspeedups.c``, ``broker/v1/_cscan.c``, ``broker/kafka/_cfetch.c``;
+built by ``pip install`` when a compiler is there, ``setup.py``) is used unless the environment sets
 ``SKERRY_NO_EXTENSIONS`` (to anything but ``""`` or ``"0"``) or it cannot be imported (not
 built, or the xxhash symbol it needs is missing). The pure-Python twins are the reference
 and live beside their callers: ``data.keys._fnv1a_32_py``, ``data.writer._build_records_py``,
 ``data.reader._verify_run_py``, ``data.reader._decode_run_py``,
 ``data.writer._stamp_framed_py``, ``data.format._consume_items_py``,
 ``broker.v1.replies._fill_produce_ok_py``,
-``broker.v1.codec._scan_produce_py``; each of those modules binds its public name to the
-compiled function when ``load`` gives the module. ``tests/data/test_speedups_equivalence.py``
-and ``tests/broker/test_scan_equivalence.py`` hold both to the same bytes and errors.
+``broker.v1.codec._scan_produce_py``, ``broker.kafka.mapping._message_set_py``; each of
+those modules binds its public name to the compiled function when ``load`` gives the
+module. ``tests/data/test_speedups_equivalence.py``, ``tests/broker/test_scan_equivalence.py``
+and ``tests/kafka/test_fetch_equivalence.py`` hold both to the same bytes and errors.
 
 Must not import: Twisted, anything of Skerry (the data modules import this one).
 """

@@ -1,6 +1,7 @@
 """The codec, format and store tests again on the pure-Python twins (``SKERRY_NO_EXTENSIONS=1``).
 
-The choice of implementation is made once, when ``data`` and ``broker.v1.codec`` are first
+The choice of implementation is made once, when ``data``, ``broker.v1.codec`` and
+``broker.kafka.mapping`` are first
 imported (``data.speedups``), and bound to module-level names deep in the store and the
 framer; so the twin run is a fresh interpreter with the variable set, running the same test
 modules, rather than a parametrization that would have to patch every binding (and could
@@ -28,6 +29,8 @@ TWIN_MODULES = (
     "tests/data/test_store.py",
     "tests/data/test_log.py",
     "tests/data/test_raw_paths.py",
+    "tests/kafka/test_mapping.py",
+    "tests/kafka/test_data.py",
 )
 
 
@@ -37,7 +40,7 @@ def test_codec_format_and_store_tests_pass_on_the_python_twin() -> None:
         pytest.skip("this run is already on the twin")
     env = {**os.environ, "SKERRY_NO_EXTENSIONS": "1", "PYTHONPATH": str(ROOT)}
     check = subprocess.run(
-        [sys.executable, "-c", "from data import speedups; import broker.v1.codec; "
+        [sys.executable, "-c", "from data import speedups; import broker.v1.codec, broker.kafka.mapping; "
          "print(speedups.implementation())"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert check.stdout.strip() == "python", check.stderr

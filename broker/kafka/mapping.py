@@ -9,7 +9,8 @@ magic 0 or 1, built straight from the stored bytes, bounded by a byte budget). B
 batch-first: a regular batch (one shape for every message, what fixed-size producers send)
 is built as one numpy array, column by column; an irregular one takes a per-message loop.
 ``framed_records`` and ``message_set_loop`` are the one-message-at-a-time references the
-tests hold them to.
+tests hold them to. ``message_set`` is the compiled loop ``broker.kafka._cfetch`` where it
+is built (``data.speedups`` decides; ``_message_set_py`` is its twin).
 
 The mapping:
 
@@ -40,6 +41,7 @@ from functools import lru_cache
 import numpy as np
 
 from broker.kafka.codec import MessageColumns, Record
+from data import speedups
 from data.format import (
     HEADER,
     HEADER_SIZE,
@@ -270,8 +272,8 @@ def _framed_loop(cols: MessageColumns, now_us: int) -> tuple[bytes, list[int]]:
     return b"".join(parts), ends
 
 
-def message_set(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int,
-                whole_first: bool = True) -> tuple[bytes, int]:
+def _message_set_py(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int,
+                    whole_first: bool = True) -> tuple[bytes, int]:
     """Stored records (``raw``, each ending at ``ends[i]``) -> ``(MessageSet, count)``:
     as many whole messages as fit ``max_bytes``, and the first one whole even when it does
     not fit (when ``whole_first``): a partial first message stalls the clients, and Fetch
@@ -294,7 +296,7 @@ def message_set(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int,
     k = h - _KEY_HEADER_OVERHEAD
     if h:
         at = HEADER_SIZE + v
-        if k < 1 or not (rows[:, at:at + 8] == np.frombuffer(_KEY_NAME_PART, np.uint8)).all() \
+        if not 1 <= k <= MAX_KEY_BYTES or not (rows[:, at:at + 8] == np.frombuffer(_KEY_NAME_PART, np.uint8)).all() \
                 or not np.isin(rows[:, at + 8], (KIND_RAW, KIND_STRING)).all() \
                 or not (rows[:, at + 9:at + 13] == rows[0, at + 9:at + 13]).all() \
                 or struct.unpack_from("<I", raw, at + 9)[0] != k:
@@ -330,3 +332,23 @@ def message_set(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int,
     out[:, pos + 4:] = rows[:, HEADER_SIZE:HEADER_SIZE + v]
     out[:, 12:16] = _crcs(out).astype(">u4").view(np.uint8).reshape(count, 4)
     return out.tobytes(), count
+
+
+_cfetch = speedups.load("broker.kafka._cfetch")
+
+
+def _message_set_compiled(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int,
+                          whole_first: bool = True) -> tuple[bytes, int]:
+    """``message_set`` by ``broker.kafka._cfetch`` (one C call: framing, key, CRC-32 per
+    message), which declines (None) any shape but a null key or one key header, and then
+    the twin answers: the same bytes or error as the twin, by construction."""
+    got = _cfetch.message_set(raw, ends, magic, max_bytes, whole_first)
+    if got is None:
+        return _message_set_py(raw, ends, magic, max_bytes, whole_first)
+    return got
+
+
+message_set = _message_set_compiled if _cfetch is not None else _message_set_py
+"""Stored records (``raw``, each ending at ``ends[i]``) -> ``(MessageSet, count)``: see
+``_message_set_py`` (the pure-Python twin, the reference) for the rules; the compiled loop
+runs when ``data.speedups`` loads ``broker.kafka._cfetch``."""

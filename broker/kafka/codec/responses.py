@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from broker.kafka.codec.error_codes import ErrorCode
 from broker.kafka.codec.framing import RequestHeader, frame_response
 from broker.kafka.codec.messages import Record, encode_message_set
-from broker.kafka.codec.primitives import Writer
+from broker.kafka.codec.primitives import INT32, Writer
 from broker.kafka.codec.requests import SUPPORTED_VERSIONS, ApiKey, ApiVersionsRequest
 
 __all__ = [
@@ -528,5 +528,9 @@ def encode_response(header: RequestHeader, response: Response) -> bytes:
     if not low <= version <= high:
         raise ValueError(f"{key.name} v{version} is not a supported version")
     w = Writer()
+    w.raw(b"")  # the frame head, once the body's size is known: one join, no second copy
     encode(w, response, version)
-    return frame_response(header.correlation_id, w.getvalue())
+    parts = w.parts
+    parts[0] = frame_response(header.correlation_id, b"")
+    parts[0] = INT32.pack(sum(map(len, parts)) - 4) + parts[0][4:]
+    return w.getvalue()

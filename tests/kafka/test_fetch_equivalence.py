@@ -1,0 +1,210 @@
+"""The compiled MessageSet builder (``broker.kafka._cfetch``) against its pure-Python twin
+(hypothesis): the same bytes and count, or the same error, for the same stored records.
+
+``message_set`` is the compiled loop when it is built; for a shape it does not answer
+(user headers other than one key header, lengths that do not add up, bad arguments) it
+declines and the twin (``_message_set_py``) answers. So the tests hold three things: the
+public ``message_set`` gives exactly what the twin gives on any input, malformed included;
+whatever the compiled loop answers itself equals the twin and the one-record-at-a-time
+reference ``message_set_loop``; and it does answer the shapes Kafka producers write
+(null keys and key headers, regular and irregular runs), so a loop that always declined
+would fail here rather than only show as a slow broker.
+
+Skipped where the extension is not built: the twin alone runs there.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker.kafka import mapping
+from data import speedups
+from data.format import (
+    HEADER,
+    KEY_HEADER_NAME,
+    KIND_RAW,
+    KIND_STRING,
+    encode_user_headers,
+    key_header,
+)
+
+try:
+    from broker.kafka import _cfetch as C  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the machine
+    C = None
+
+pytestmark = pytest.mark.skipif(C is None, reason="broker.kafka._cfetch is not built (no C "
+                                                  "compiler at install time): only the twin runs")
+
+SETTINGS = settings(max_examples=400, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+MAX_I64 = (1 << 63) - 1
+MAX_U64 = (1 << 64) - 1
+
+
+def outcome(function: Any, *args: Any) -> tuple[Any, ...]:
+    """``("ok", result)`` or ``("error", type, message)``."""
+    try:
+        return ("ok", function(*args))
+    except Exception as exc:  # noqa: BLE001 - any exception is part of the contract here
+        return ("error", type(exc), str(exc))
+
+
+def record(offset: int, appended: int, origin: int, payload: bytes, headers: bytes) -> bytes:
+    return HEADER.pack(0, 0, 0, offset, appended, origin, len(headers), len(payload), 0) \
+        + payload + headers
+
+
+def join(records: list[bytes]) -> tuple[bytes, list[int]]:
+    ends, at = [], 0
+    for r in records:
+        at += len(r)
+        ends.append(at)
+    return b"".join(records), ends
+
+
+key_bytes = st.binary(min_size=1, max_size=255)
+kafka_headers = st.one_of(  # what the Kafka produce path writes: the compiled loop's shapes
+    st.just(b""),
+    key_bytes.map(key_header),
+    key_bytes.map(lambda k: encode_user_headers([(KIND_STRING, KEY_HEADER_NAME, KIND_RAW, k)])),
+)
+other_headers = st.one_of(  # what V1 / Iggy clients may add: the twin's shapes
+    st.lists(st.tuples(st.sampled_from([KIND_RAW, KIND_STRING]), st.binary(min_size=1, max_size=6),
+                       st.sampled_from([KIND_RAW, KIND_STRING]), st.binary(min_size=1, max_size=6)),
+             min_size=1, max_size=3).map(encode_user_headers),
+    st.binary(min_size=1, max_size=40),  # not user headers at all
+    key_bytes.map(lambda k: encode_user_headers([(KIND_RAW, b"t", KIND_RAW, b"x")]) + key_header(k)),
+)
+stamps = st.one_of(st.just(0), st.integers(0, 2**53), st.integers(0, MAX_U64))
+payloads = st.binary(max_size=300)
+
+
+@st.composite
+def kafka_runs(draw: st.DrawFn) -> tuple[bytes, list[int]]:
+    """Records a Kafka producer's path writes: a regular run (one shape, the numpy twin's
+    batch path) or an irregular one (its loop)."""
+    first = draw(st.integers(0, MAX_I64 - 100))
+    if draw(st.booleans()):
+        n = draw(st.integers(1, 40))
+        vlen = draw(st.integers(0, 120))
+        kind = draw(st.sampled_from(["none", "string", "raw"]))
+        klen = draw(st.integers(1, 255))
+        out = []
+        for i in range(n):
+            key = draw(st.binary(min_size=klen, max_size=klen))
+            headers = b"" if kind == "none" else key_header(key) if kind == "string" else \
+                encode_user_headers([(KIND_STRING, KEY_HEADER_NAME, KIND_RAW, key)])
+            out.append(record(first + i, draw(stamps), draw(stamps),
+                              draw(st.binary(min_size=vlen, max_size=vlen)), headers))
+        return join(out)
+    items = draw(st.lists(st.tuples(stamps, stamps, payloads, kafka_headers), min_size=1,
+                          max_size=30))
+    return join([record(first + i, a, o, p, h) for i, (a, o, p, h) in enumerate(items)])
+
+
+@st.composite
+def any_runs(draw: st.DrawFn) -> tuple[bytes, list[int]]:
+    """Kafka runs, runs with other user headers, and malformed ones: cut, extended, ends
+    moved, lengths that do not add up, offsets over 2^63 - 1."""
+    raw, ends = draw(kafka_runs())
+    choice = draw(st.sampled_from(["as is", "other headers", "cut raw", "move end", "extra bytes",
+                                   "bad lengths", "huge offset", "random"]))
+    if choice == "other headers":
+        extra = record(0, 0, 0, draw(payloads), draw(other_headers))
+        at = draw(st.integers(0, len(ends)))
+        starts = [0, *ends]
+        pieces = [raw[starts[i]:starts[i + 1]] for i in range(len(ends))]
+        pieces.insert(at, extra)
+        raw, ends = join(pieces)
+    elif choice == "cut raw":
+        raw = raw[:draw(st.integers(0, len(raw)))]
+    elif choice == "move end":
+        i = draw(st.integers(0, len(ends) - 1))
+        ends = list(ends)
+        ends[i] = draw(st.integers(-5, len(raw) + 70))
+    elif choice == "extra bytes":
+        raw += draw(st.binary(min_size=1, max_size=20))
+        ends = list(ends)
+        if draw(st.booleans()):
+            ends[-1] = len(raw)
+    elif choice == "bad lengths":
+        i = draw(st.integers(0, len(ends) - 1))
+        start = ([0, *ends])[i]
+        field = draw(st.sampled_from([48, 52]))
+        raw = bytearray(raw)
+        raw[start + field:start + field + 4] = draw(st.integers(0, 2**32 - 1)).to_bytes(4, "little")
+        raw = bytes(raw)
+    elif choice == "huge offset":
+        start = ([0, *ends])[draw(st.integers(0, len(ends) - 1))]
+        raw = bytearray(raw)
+        raw[start + 24:start + 32] = draw(st.integers(MAX_I64 + 1, MAX_U64)).to_bytes(8, "little")
+        raw = bytes(raw)
+    elif choice == "random":
+        raw = draw(st.binary(max_size=400))
+        ends = draw(st.lists(st.integers(-2, 450), max_size=8))
+    return raw, ends
+
+
+budgets = st.one_of(st.integers(-5, 6000), st.sampled_from([0, 1, 25, 26, 33, 34, 1 << 20, 2**70]))
+magics = st.sampled_from([0, 1])
+
+
+def test_the_compiled_loop_runs_where_it_was_built() -> None:
+    if os.environ.get(speedups.ENV, "") not in ("", "0"):
+        pytest.skip(f"{speedups.ENV} is set: the twin runs by request")
+    assert speedups.status["broker.kafka._cfetch"] == "compiled"
+    assert mapping.message_set is mapping._message_set_compiled
+
+
+@SETTINGS
+@given(kafka_runs(), magics, budgets, st.booleans())
+def test_kafka_records_are_answered_by_the_compiled_loop_as_by_the_twin(run, magic, budget,
+                                                                       whole_first) -> None:
+    """Null keys, string and raw key headers, regular and irregular runs, every budget
+    (Fetch v3's whole first message included): the compiled loop answers itself, with the
+    twin's and the reference loop's bytes and count."""
+    raw, ends = run
+    got = C.message_set(raw, ends, magic, budget, whole_first)
+    assert got is not None
+    assert got == mapping._message_set_py(raw, ends, magic, budget, whole_first)
+    assert got == mapping.message_set_loop(raw, ends, magic, budget, whole_first)
+    if whole_first:
+        assert got[1] >= 1
+
+
+@SETTINGS
+@given(any_runs(), st.one_of(magics, st.sampled_from([2, -1])), budgets, st.booleans())
+def test_any_input_gets_the_twins_answer(run, magic, budget, whole_first) -> None:
+    """Any run, malformed included: the public ``message_set`` gives the twin's bytes or
+    error; what the compiled loop answers itself is the twin's answer."""
+    raw, ends = run
+    expected = outcome(mapping._message_set_py, raw, ends, magic, budget, whole_first)
+    assert outcome(mapping._message_set_compiled, raw, ends, magic, budget, whole_first) \
+        == expected
+    direct = C.message_set(raw, ends, magic, budget, whole_first)
+    if direct is not None:
+        assert ("ok", direct) == expected
+
+
+def test_other_argument_types_decline() -> None:
+    raw, ends = join([record(1, 2, 3, b"v", b"")])
+    assert C.message_set(bytearray(raw), ends, 0, 100, True) is None
+    assert C.message_set(raw, tuple(ends), 0, 100, True) is None
+    assert C.message_set(raw, [float(ends[0])], 0, 100, True) is None
+    assert C.message_set(raw, ends, 0, 100.0, True) is None
+    assert C.message_set(raw, ends, 1, 100, True) is not None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=600), st.integers(0, 15))
+def test_crc32_is_zlibs(data, skip) -> None:
+    """The table-driven CRC-32 at every length and alignment."""
+    assert C.crc32(data[skip:]) == zlib.crc32(data[skip:])
+    assert C.crc32(memoryview(data)[skip:]) == zlib.crc32(data[skip:])
