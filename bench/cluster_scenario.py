@@ -643,8 +643,10 @@ def _unclean_by_log_end(cluster: EtcdBrokers, load: _Load, result: TargetResult,
                             f"{seen[str(second)]['log_end'] - seen[str(first)]['log_end']} "
                             "messages acknowledged while it was stopped")
     else:
-        result.notes.append(f"broker {first} had not reported (its lease expired while "
-                            "stopped; a TTL of 6000 ms avoids that)")
+        result.notes.append(f"the bench's poll did not see both log-end keys (broker {first}'s "
+                            "lease may have expired while it was stopped, or the election "
+                            "followed both reports within one poll and the keys were gone; "
+                            "a TTL of 6000 ms makes the first unlikely)")
     load.retarget(ttl + 10, leader)
     _steady(load, window, window)
 
