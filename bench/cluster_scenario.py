@@ -104,14 +104,14 @@ class TcpProxy:
                 try:
                     self._listener.shutdown(socket.SHUT_RDWR)
                 except OSError:
-                    pass
+                    pass  # not connected or already shut: close() below is enough
                 self._listener.close()
                 self._listener = None
             for conn in self._conns:
                 try:
                     conn.shutdown(socket.SHUT_RDWR)
                 except OSError:
-                    pass
+                    pass  # the peer already went: close() below is enough
                 conn.close()
             self._conns.clear()
 
@@ -140,12 +140,12 @@ class TcpProxy:
                     break
                 dst.sendall(data)
         except OSError:
-            pass
+            pass  # either side closed (the proxy stopped or a broker died): end the pipe
         for s in (src, dst):
             try:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
-                pass
+                pass  # already shut by the other direction's pipe
 
 
 class EtcdBrokers:

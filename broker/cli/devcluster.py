@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -58,17 +59,24 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def etcd_is_healthy(endpoint: str, context: ssl.SSLContext | None = None) -> bool:
+    """One probe of an etcd member's ``/health``: True when it answers healthy. A member
+    that is not listening yet (or is gone) is simply not healthy: ``OSError`` is False."""
+    try:
+        with urllib.request.urlopen(endpoint + "/health", timeout=1,
+                                    context=context) as answer:
+            return bool(json.loads(answer.read()).get("health") == "true")
+    except OSError:
+        return False
+
+
 def _wait_etcd(endpoint: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"etcd exited with status {proc.returncode}")
-        try:
-            with urllib.request.urlopen(endpoint + "/health", timeout=1) as answer:
-                if json.loads(answer.read()).get("health") == "true":
-                    return
-        except OSError:
-            pass
+        if etcd_is_healthy(endpoint):
+            return
         time.sleep(0.1)
     raise RuntimeError(f"etcd did not become healthy within {timeout:g} s")
 

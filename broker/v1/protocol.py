@@ -150,7 +150,7 @@ class V1Protocol(Connection):
                             try:
                                 produce_run(name, keys, values, acks_col[0], self, slots)
                             except SkerryError:
-                                pass
+                                pass  # refused as a run: answered one by one below
                             else:
                                 pending.extend(slots)
                                 fast_count += len(slots)

@@ -10,13 +10,12 @@ Must not import: the broker. Only the processes it started are ever signalled, b
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
+from broker.cli.devcluster import etcd_is_healthy
 from tests.support import debian_tool
 
 __all__ = ["etcd_binary", "EtcdCluster"]
@@ -72,13 +71,7 @@ class EtcdCluster:
     def wait_healthy(self, members: range | list[int], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         for i in members:
-            while True:
-                try:
-                    with urllib.request.urlopen(self.endpoints[i] + "/health", timeout=1) as r:
-                        if json.loads(r.read()).get("health") == "true":
-                            break
-                except OSError:
-                    pass
+            while not etcd_is_healthy(self.endpoints[i]):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"etcd member {i} not healthy after {timeout} s")
                 time.sleep(0.05)

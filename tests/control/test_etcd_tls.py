@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
+from broker.cli.devcluster import etcd_is_healthy
 from broker.services.etcd import EtcdClient, EtcdError, EtcdUnavailable, TreqTransport, WatchEvent
 from tests.certs import CertificateAuthority
 from tests.control.real_etcd import _free_ports, etcd_binary
@@ -69,14 +69,7 @@ class TLSEtcd:
         context = ssl.create_default_context(cafile=str(self.ca.cert_path))
         context.load_cert_chain(str(self.admin_cert), str(self.admin_key))
         deadline = time.monotonic() + 15
-        while True:
-            try:
-                with urllib.request.urlopen(self.endpoint + "/health", timeout=1,
-                                            context=context) as r:
-                    if b'"true"' in r.read():
-                        return
-            except OSError:
-                pass
+        while not etcd_is_healthy(self.endpoint, context):
             if time.monotonic() > deadline:
                 self.stop()
                 raise TimeoutError("TLS etcd not healthy after 15 s")

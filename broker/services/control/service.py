@@ -515,7 +515,7 @@ class ControlPlane:
                                      "revoking the previous etcd lease")
                 log.info("revoked the previous run's etcd lease %x", old_lease)
             except LeaseNotFound:
-                pass
+                pass  # already expired or revoked: nothing left to revoke
         self.incarnation = incarnation + 1
         lease, ttl = await self._retrying(
             lambda: self.client.grant(self.settings.lease_ttl_s), "granting an etcd lease")
