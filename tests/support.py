@@ -209,3 +209,33 @@ def debian_tool(command: str, package: str) -> str:
     if proc.returncode != 0 or not found:
         pytest.skip(f"apt-get install {package} failed (rc {proc.returncode})")
     return found
+
+
+class ClockedHarness:
+    """What the in-memory transport harnesses (tests/iggy, tests/kafka, tests/tank) share:
+    a broker (``self.broker``) on a ``task.Clock`` (``self.clock``) with a wall clock in
+    microseconds (``self.wall_us``) that moves with it. Subclasses build those three."""
+
+    clock: Any
+    wall_us: int
+    broker: Any
+
+    @property
+    def core(self) -> Any:
+        return self.broker.core
+
+    def now_us(self) -> int:
+        return self.wall_us
+
+    def pump(self) -> None:
+        """Run every call scheduled for now (group-file writes, turn flushes)."""
+        for _ in range(100):
+            if not any(call.getTime() <= self.clock.seconds() for call in self.clock.calls):
+                return
+            self.clock.advance(0)
+
+    def advance(self, seconds: float) -> None:
+        """Move both clocks by ``seconds``, then run what became due."""
+        self.wall_us += int(seconds * 1_000_000)
+        self.clock.advance(seconds)
+        self.pump()

@@ -34,6 +34,7 @@ from broker.server import Broker, build_broker
 from broker.services.host_facts import HostFacts
 from broker.services.iggy_catalog import Catalog
 from broker.services.iggy_users import UserStore
+from tests.support import ClockedHarness
 
 __all__ = ["Harness", "Conn", "RawClient", "iggy_port_of", "run_isolated", "frame", "ok", "err",
            "u32", "u64", "ident", "name8", "SEED_CODES"]
@@ -149,7 +150,7 @@ class Conn:
         return bool(self.transport.disconnecting)
 
 
-class Harness:
+class Harness(ClockedHarness):
     """A broker with the Iggy transport, in memory, on a ``task.Clock``."""
 
     def __init__(self, tmp_path: Path, config: dict[str, Any] | None = None, *,
@@ -176,25 +177,6 @@ class Harness:
         self._ports = 40000
         if prepare:
             self.service.prepare(host)
-
-    @property
-    def core(self) -> Any:
-        return self.broker.core
-
-    def now_us(self) -> int:
-        return self.wall_us
-
-    def pump(self) -> None:
-        """Run every call scheduled for now (group-file writes, turn flushes)."""
-        for _ in range(100):
-            if not any(call.getTime() <= self.clock.seconds() for call in self.clock.calls):
-                return
-            self.clock.advance(0)
-
-    def advance(self, seconds: float) -> None:
-        self.wall_us += int(seconds * 1_000_000)
-        self.clock.advance(seconds)
-        self.pump()
 
     def connect(self, login: bool = False) -> Conn:
         self._ports += 1

@@ -22,6 +22,7 @@ from twisted.internet.testing import StringTransport
 from broker.config import config_from_mapping
 from broker.core.durability import synchronous
 from broker.server import Broker, build_broker
+from tests.support import ClockedHarness
 
 __all__ = ["Conn", "Harness", "tank_port_of", "split"]
 
@@ -91,7 +92,7 @@ class Conn:
         self.harness.pump()
 
 
-class Harness:
+class Harness(ClockedHarness):
     """A broker with the TANK transport, in memory, on a ``task.Clock``."""
 
     def __init__(self, tmp_path: Path, config: dict[str, Any] | None = None) -> None:
@@ -105,24 +106,6 @@ class Harness:
                                            now_us=self.now_us)
         self.service = self.broker.tank
         self._ports = 40000
-
-    @property
-    def core(self) -> Any:
-        return self.broker.core
-
-    def now_us(self) -> int:
-        return self.wall_us
-
-    def pump(self) -> None:
-        for _ in range(100):
-            if not any(call.getTime() <= self.clock.seconds() for call in self.clock.calls):
-                return
-            self.clock.advance(0)
-
-    def advance(self, seconds: float) -> None:
-        self.wall_us += int(seconds * 1_000_000)
-        self.clock.advance(seconds)
-        self.pump()
 
     def connect(self) -> Conn:
         self._ports += 1
