@@ -140,10 +140,19 @@ def _consume(port: int, messages: int, partitions: int, timeout: float) -> tuple
     consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "bench",
                          "enable.auto.commit": False, "fetch.wait.max.ms": 100,
                          "fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 8 << 20,
-                         "queued.max.messages.kbytes": 1 << 20})
-    consumer.assign([TopicPartition("bench", p, OFFSET_BEGINNING) for p in range(partitions)])
+                         "queued.max.messages.kbytes": 1 << 20,
+                         # librdkafka stops fetching a partition whose local queue holds
+                         # more than queued.min.messages (100,000) and looks again only
+                         # after fetch.queue.backoff.ms (1,000 ms by default): a consumer
+                         # that drains its queue in 0.1 s then waits 0.9 s for the next
+                         # fetch. librdkafka's docs advise lowering it in that case.
+                         "fetch.queue.backoff.ms": 10})
+    # Metadata first, as the producer does: a partition assigned before the client knows
+    # its leader waits for librdkafka's 500 ms offset-query timer before its first fetch.
+    consumer.list_topics("bench", timeout=10)
     read = 0
     began = time.monotonic()
+    consumer.assign([TopicPartition("bench", p, OFFSET_BEGINNING) for p in range(partitions)])
     deadline = began + timeout
     while read < messages and time.monotonic() < deadline:
         batch = consumer.consume(num_messages=10000, timeout=0.5)
