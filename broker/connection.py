@@ -210,6 +210,32 @@ class Connection(Protocol):
         transport.write(data)
 
 
+    def write_chunks(self, chunks: list[bytes]) -> None:
+        """``write_now`` for a reply in chunks (a fetch response's fields and its record
+        sets of megabytes each): the socket takes them with one ``sendmsg`` as they are,
+        and only what it leaves is joined (one copy) for the transport, where joining them
+        first would copy every byte of the reply once more."""
+        transport = self.transport
+        if not (self._direct and not transport.dataBuffer and not transport._tempDataBuffer
+                and len(chunks) <= _IOV_MAX):
+            transport.write(b"".join(chunks))
+            return
+        try:
+            sent = transport.socket.sendmsg(chunks)
+        except OSError:
+            sent = 0  # EAGAIN, or an error the transport will report on write
+        for i, chunk in enumerate(chunks):
+            if sent < len(chunk):
+                rest = [memoryview(chunk)[sent:], *chunks[i + 1:]] if sent else chunks[i:]
+                transport.write(b"".join(rest))  # bytes; a lone bytes is not copied
+                return
+            sent -= len(chunk)
+
+
+_IOV_MAX = 1024
+"""The most buffers one ``sendmsg`` takes (Linux's ``IOV_MAX``)."""
+
+
 class Refuse(Protocol):
     """Writes one refusal (connection limit, shutting down) and closes."""
 

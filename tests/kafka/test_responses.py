@@ -8,6 +8,7 @@ import pytest
 
 from broker.kafka import codec as c
 from broker.kafka.codec import RequestHeader
+from broker.kafka.codec.responses import LARGE_CHUNK
 from tests.kafka.test_requests import ASSIGNMENT, MSGSET_51, MSGSET_52, SUB_V3, h
 
 
@@ -200,3 +201,22 @@ class EncoderMisuseTests:
         """Fetch replies are served uncompressed; a record with codec bits is refused."""
         with pytest.raises(ValueError, match="codec bits"):
             c.encode_response(hdr(1, 0, 1), fetch_response((c.Record(0, -1, None, b"", 1),)))
+
+
+@pytest.mark.parametrize("name,header,response,golden", GOLDEN_RESPONSES,
+                         ids=[g[0] for g in GOLDEN_RESPONSES])
+def test_chunks_join_to_the_golden_frame(name: str, header: RequestHeader, response: object,
+                                         golden: bytes) -> None:
+    assert b"".join(c.encode_response_chunks(header, response)) == golden  # type: ignore[arg-type]
+
+
+def test_a_fetch_frame_keeps_each_large_record_set_as_its_own_chunk() -> None:
+    """The record sets the connection sends without copying: every set of LARGE_CHUNK
+    bytes or more is one chunk, the same object, with the small fields joined between."""
+    big = [bytes([i]) * (LARGE_CHUNK + i) for i in range(3)]
+    response = c.FetchResponse((c.FetchTopicResponse("t1", tuple(
+        c.FetchPartitionResponse(i, 0, 9, big[i]) for i in range(3))),), 0)
+    chunks = c.encode_response_chunks(hdr(1, 3, 5), response)
+    assert b"".join(chunks) == c.encode_response(hdr(1, 3, 5), response)
+    assert [i for i, chunk in enumerate(chunks) if any(chunk is b for b in big)] == [1, 3, 5]
+    assert len(chunks) == 6  # head, set, fields, set, fields, set

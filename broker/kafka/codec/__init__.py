@@ -6,7 +6,8 @@ A package split by job; it re-exports the public names of its modules:
 * ``framing``: ``FrameSplitter`` (+ ``FrameTooLarge``), ``RequestHeader``, ``frame_response``;
 * ``requests``: ``ApiKey``, ``SUPPORTED_VERSIONS``, one dataclass per request,
   ``parse_request`` -> request | ``UnsupportedRequest`` | ``MalformedRequest``;
-* ``responses``: one dataclass per response, ``encode_response``, ``api_versions_response``;
+* ``responses``: one dataclass per response, ``encode_response`` (and
+  ``encode_response_chunks``, the same frame unjoined), ``api_versions_response``;
 * ``messages``: ``Record``, ``decode_message_set`` (CRCs, compressed wrappers),
   ``encode_message_set``, ``CorruptMessageSet``;
 * ``columns``: ``decode_message_columns`` (a produced set as numpy columns: the

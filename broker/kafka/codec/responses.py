@@ -45,7 +45,7 @@ __all__ = [
     "DescribedGroupMember", "DescribedGroup", "DescribeGroupsResponse",
     "ListedGroup", "ListGroupsResponse",
     "Response",
-    "encode_response",
+    "encode_response", "encode_response_chunks",
 ]
 
 
@@ -518,6 +518,34 @@ _ENCODERS = {
 def encode_response(header: RequestHeader, response: Response) -> bytes:
     """The whole response frame (size, correlation id, body) answering the request with
     ``header``, in the layout of its version."""
+    return b"".join(_encode(header, response))
+
+
+LARGE_CHUNK = 16 << 10
+"""A byte string at least this long stays its own chunk in ``encode_response_chunks``."""
+
+
+def encode_response_chunks(header: RequestHeader, response: Response) -> list[bytes]:
+    """``encode_response``'s frame in chunks, ``b"".join`` of which is that frame: every
+    byte string of at least ``LARGE_CHUNK`` (a fetch's record sets, megabytes each) as it
+    is, the small fields between them joined. A connection sends the chunks with one
+    ``sendmsg`` instead of first copying the records into one frame."""
+    chunks: list[bytes] = []
+    small: list[bytes] = []
+    for part in _encode(header, response):
+        if len(part) >= LARGE_CHUNK:
+            if small:
+                chunks.append(b"".join(small))
+                small = []
+            chunks.append(part)
+        else:
+            small.append(part)
+    if small:
+        chunks.append(b"".join(small))
+    return chunks
+
+
+def _encode(header: RequestHeader, response: Response) -> list[bytes]:
     key, encode = _ENCODERS[type(response)]
     if header.api_key != key:
         raise ValueError(f"{type(response).__name__} does not answer api key {header.api_key}")
@@ -528,9 +556,9 @@ def encode_response(header: RequestHeader, response: Response) -> bytes:
     if not low <= version <= high:
         raise ValueError(f"{key.name} v{version} is not a supported version")
     w = Writer()
-    w.raw(b"")  # the frame head, once the body's size is known: one join, no second copy
+    w.raw(b"")  # the frame head, once the body's size is known: no second copy
     encode(w, response, version)
     parts = w.parts
     parts[0] = frame_response(header.correlation_id, b"")
     parts[0] = INT32.pack(sum(map(len, parts)) - 4) + parts[0][4:]
-    return w.getvalue()
+    return parts

@@ -53,7 +53,17 @@ class _Close:
 CLOSE: Final = _Close()
 """``dispatch``'s answer when the connection must be closed without a reply."""
 
-Reply = bytes | None | _Close
+Reply = bytes | list[bytes] | None | _Close
+"""A response frame (a list: a fetch's frame in chunks, ``encode_response_chunks``), none,
+or ``CLOSE``."""
+
+
+def encode(header: c.RequestHeader, response: c.Response) -> bytes | list[bytes]:
+    """The frame of ``response``: a fetch's as chunks (its record sets are sent as they
+    are, not copied into one frame first), any other's as bytes."""
+    if isinstance(response, c.FetchResponse):
+        return c.encode_response_chunks(header, response)
+    return c.encode_response(header, response)
 
 
 def api_versions(ctx: Context, request: c.ApiVersionsRequest) -> c.ApiVersionsResponse:
@@ -76,7 +86,7 @@ class KafkaHandlers:
         }
         self.table.update(GROUP_HANDLERS)
 
-    def dispatch(self, frame: bytes) -> Reply | Deferred[bytes | None]:
+    def dispatch(self, frame: bytes) -> Reply | Deferred[bytes | list[bytes] | None]:
         """The response frame for one request frame (see the module doc)."""
         request = c.parse_request(frame)
         if isinstance(request, c.UnsupportedRequest):
@@ -101,11 +111,11 @@ class KafkaHandlers:
             return self._encode(request, error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR))
         if isinstance(response, Deferred):
             return response.addCallbacks(
-                lambda r: None if r is None else c.encode_response(header, r),
+                lambda r: None if r is None else encode(header, r),
                 self._failed, errbackArgs=(request,))
         if response is None:
             return None
-        return c.encode_response(header, response)
+        return encode(header, response)
 
     def _encode(self, request: Any, response: c.Response | None) -> Reply:
         if response is None:
