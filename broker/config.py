@@ -317,6 +317,10 @@ def _cluster(raw: Any, values: Mapping[str, Any],
         cluster = ClusterConfig.from_mapping(raw)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if values["kafka_port"] is not None and not cluster.kafka_brokers:
+        raise ConfigError("cluster.kafka_brokers: required with kafka_port in a cluster (each "
+                          "broker's Kafka address, which Kafka clients are sent to for the "
+                          "partitions it leads; docs/kafka.md)")
     brokers = len(cluster.brokers)
     if values["defaults.replication_factor"] > brokers:
         raise ConfigError(f"defaults.replication_factor: {values['defaults.replication_factor']} "
@@ -448,6 +452,18 @@ def reference_markdown() -> str:
         "the other brokers' certificates), `cluster.peer_users` (the users allowed to act as",
         "brokers), and this broker's `cluster.peer_user` with `cluster.peer_token_file` (its",
         "token, a file of mode 0600).",
+        "",
+        "With `kafka_port` set, a cluster also needs every broker's Kafka address as Kafka",
+        "clients reach it (Kafka's advertised listeners): Metadata lists them and names each",
+        "partition's leader among them (docs/kafka.md, In a cluster):",
+        "",
+        "```yaml",
+        "cluster:",
+        "  kafka_brokers:",
+        "    0: 10.0.0.1:9093",
+        "    1: 10.0.0.2:9093",
+        "    2: 10.0.0.3:9093",
+        "```",
         "",
     ]
     return "\n".join(lines)

@@ -309,8 +309,13 @@ def build_broker(config: Config, clock: IReactorTime, *,
         from broker.kafka.service import KafkaService
         from data.store import wall_clock_us
 
+        placement = None
+        if config.cluster is not None:
+            from broker.kafka.service import ClusterPlacement
+
+            placement = ClusterPlacement(core, config.cluster, replication, control)
         kafka = KafkaService(core, config, clock, now_us=now_us or wall_clock_us,
-                             groups=kafka_groups)
+                             groups=kafka_groups, placement=placement)
     tank = None
     if config["tank_port"] is not None:
         from broker.tank.service import TankService

@@ -209,6 +209,10 @@ class ClusterConfig:
           id: prod-1                 # with etcd: the key prefix /skerry/<id>/
           etcd: {endpoints: [http://127.0.0.1:2379], lease_ttl_ms: 6000}
           unclean_leader_election: false
+          kafka_brokers:             # with kafka_port: each broker's Kafka listener, as
+            0: 127.0.0.1:19092       # Kafka clients reach it (Kafka's advertised.listeners)
+            1: 127.0.0.1:19093
+            2: 127.0.0.1:19094
 
     ``etcd`` None: the operator-driven mode (``SET_PARTITION_ROLE``), as before etcd.
     """
@@ -220,6 +224,9 @@ class ClusterConfig:
     etcd: EtcdSettings | None = None
     unclean_leader_election: bool = False
     security: PeerSecurity = field(default_factory=PeerSecurity)
+    kafka_brokers: Mapping[int, BrokerAddress] = field(default_factory=dict)
+    """Every broker's Kafka listener as Kafka clients reach it (empty: not given); Kafka's
+    Metadata lists these and names the partition leaders among them."""
 
     @property
     def controlled(self) -> bool:
@@ -268,11 +275,12 @@ class ClusterConfig:
         if not isinstance(raw, Mapping):
             raise ValueError("cluster: expected a mapping with broker_id and brokers")
         unknown = set(raw) - {"broker_id", "brokers", "replicas", "id", "etcd",
-                              "unclean_leader_election", *_SECURITY_KEYS}
+                              "unclean_leader_election", "kafka_brokers", *_SECURITY_KEYS}
         if unknown:
             raise ValueError(f"cluster.{sorted(map(str, unknown))[0]}: unknown key (known: "
                              "broker_id, brokers, replicas, id, etcd, "
-                             f"unclean_leader_election, {', '.join(_SECURITY_KEYS)})")
+                             "unclean_leader_election, kafka_brokers, "
+                             f"{', '.join(_SECURITY_KEYS)})")
         if "broker_id" not in raw:
             raise ValueError("cluster.broker_id: missing")
         broker_id = _broker_id(raw["broker_id"], "cluster.broker_id")
@@ -316,8 +324,40 @@ class ClusterConfig:
         unclean = raw.get("unclean_leader_election", False)
         if not isinstance(unclean, bool):
             raise ValueError("cluster.unclean_leader_election: expected true or false")
+        kafka = _kafka_brokers(raw.get("kafka_brokers"), brokers)
         return cls(broker_id, dict(sorted(brokers.items())), replicas, cluster_id, etcd,
-                   unclean, security=PeerSecurity.from_mapping(raw))
+                   unclean, security=PeerSecurity.from_mapping(raw), kafka_brokers=kafka)
+
+
+def _kafka_brokers(raw: Any, brokers: Mapping[int, BrokerAddress]
+                   ) -> dict[int, BrokerAddress]:
+    """``cluster.kafka_brokers``: absent, or a Kafka address for every broker of
+    ``cluster.brokers`` (a partition led by a broker without one could not be reached)."""
+    if raw is None:
+        return {}
+    where = "cluster.kafka_brokers"
+    if not isinstance(raw, Mapping) or not raw:
+        raise ValueError(f"{where}: expected a mapping of broker id to host:port")
+    out: dict[int, BrokerAddress] = {}
+    for key, value in raw.items():
+        at = f"{where}.{key}"
+        bid = _broker_id(key, at)
+        if bid not in brokers:
+            raise ValueError(f"{at}: broker {bid} is not one of cluster.brokers")
+        if bid in out:
+            raise ValueError(f"{at}: broker {bid} listed twice")
+        out[bid] = _address(bid, value, at)
+    missing = sorted(set(brokers) - set(out))
+    if missing:
+        raise ValueError(f"{where}: no Kafka address for broker {missing[0]} (every broker "
+                         "needs one: Kafka clients connect to each partition's leader)")
+    seen: dict[tuple[str, int], int] = {}
+    for bid, address in sorted(out.items()):
+        if (address.host, address.port) in seen:
+            raise ValueError(f"{where}.{bid}: same address as broker "
+                             f"{seen[(address.host, address.port)]}")
+        seen[(address.host, address.port)] = bid
+    return dict(sorted(out.items()))
 
 
 _SECURITY_KEYS = ("tls", "peer_users", "peer_user", "peer_token_file")

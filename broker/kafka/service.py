@@ -13,6 +13,12 @@ listeners (the client's ``security.protocol=SSL``).
 The group service slot (``Context.groups``) is filled by whoever builds the Kafka group
 service (``groups=`` here).
 
+In a cluster, ``ClusterPlacement`` tells Kafka clients what they need (``Context.placement``):
+every live broker's Kafka address (``cluster.kafka_brokers``: Kafka's advertised listeners),
+each partition's leader, replicas and ISR (from etcd's records when ``cluster.etcd`` is set,
+else from the replication service's view of the operator's roles), and the group
+coordinator: the live broker of lowest id.
+
 Must not import: the global reactor (it comes as an argument to ``listen``), the file
 layer.
 """
@@ -20,16 +26,17 @@ layer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from twisted.internet.interfaces import IReactorTime
 
 from broker.core import BrokerCore
 from broker.kafka.handlers import Context, KafkaHandlers, NodeInfo
+from broker.kafka.handlers.context import PartitionPlacement, Placement
 from broker.kafka.protocol import KafkaFactory
 
-__all__ = ["KafkaService", "kafka_security_refusal"]
+__all__ = ["KafkaService", "ClusterPlacement", "kafka_security_refusal"]
 
 log = logging.getLogger("skerry.kafka")
 
@@ -44,18 +51,72 @@ def kafka_security_refusal(config: Any) -> str | None:
             "(docs/kafka.md)")
 
 
+class ClusterPlacement:
+    """``Placement`` over a cluster member's replication service (``leader_view``,
+    ``describe``, ``is_leader``) and, with etcd, its control plane (module docstring)."""
+
+    def __init__(self, core: BrokerCore, cluster: Any, replication: Any,
+                 control: Any = None) -> None:
+        self.core = core
+        self.cluster = cluster
+        self.replication = replication
+        self.control = control
+        self._nodes = {b: NodeInfo(b, a.host, a.port)
+                       for b, a in sorted(cluster.kafka_brokers.items())}
+
+    def brokers(self) -> Sequence[NodeInfo]:
+        if self.control is None:
+            return list(self._nodes.values())
+        live = self.control.view.brokers
+        me = self.cluster.broker_id
+        # This broker answers, so it is alive even while its own registration is renewed.
+        return [n for b, n in self._nodes.items() if b in live or b == me]
+
+    def partition(self, topic: str, partition: int) -> PartitionPlacement:
+        if self.control is not None:
+            view = self.control.view
+            state = view.partitions.get((topic, partition))
+            if state is not None:
+                return PartitionPlacement(state.leader, tuple(view.replicas(topic, partition)),
+                                          tuple(state.isr))
+            return PartitionPlacement(-1, (), ())
+        config = self.core.topic_config(topic)
+        replicas = self.cluster.replicas(topic, partition,
+                                         config.replication_factor if config else 1)
+        leader, _epoch = self.replication.leader_view(topic, partition)
+        positions = self.replication.describe(topic, partition).isr
+        isr = tuple(replicas[i] for i in positions if 0 <= i < len(replicas))
+        return PartitionPlacement(leader, tuple(replicas), isr)
+
+    def leads(self, topic: str, partition: int) -> bool:
+        return bool(self.replication.is_leader(topic, partition))
+
+    def coordinator(self) -> NodeInfo | None:
+        live = self.brokers()
+        return live[0] if live else None
+
+    def controller(self) -> int:
+        if self.control is not None:
+            controller = self.control.controller
+            return -1 if controller is None else int(controller)
+        coordinator = self.coordinator()
+        return -1 if coordinator is None else coordinator.broker_id
+
+
 class KafkaService:
     """The Kafka binary transport over one broker core."""
 
     def __init__(self, core: BrokerCore, config: Any, clock: IReactorTime, *,
-                 now_us: Callable[[], int], groups: Any = None) -> None:
+                 now_us: Callable[[], int], groups: Any = None,
+                 placement: Placement | None = None) -> None:
         self.core = core
         self.config = config
         cluster = config.cluster
         self.node = NodeInfo(broker_id=cluster.broker_id if cluster is not None else 0)
         self.ctx = Context(core, node=self.node, clock=clock, now_us=now_us,
                            max_message_bytes=config["limits.max_message_bytes"],
-                           auto_create_topics=config["auto_create_topics"], groups=groups)
+                           auto_create_topics=config["auto_create_topics"], groups=groups,
+                           placement=placement)
         self.handlers = KafkaHandlers(self.ctx)
         self.factory = KafkaFactory(
             self.handlers, clock,

@@ -42,7 +42,7 @@ def example(after: str) -> tuple[str, list[str]]:
 @pytest.fixture(scope="module")
 def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     yamls = [body for info, body in blocks() if info == "yaml"]
-    assert len(yamls) == 1
+    assert len(yamls) == 2  # the listener's, then "In a cluster"'s
     config = yaml.safe_load(yamls[0])
     assert config == {"kafka_port": int(DOC_PORT)}
     proc = BrokerProcess(tmp_path_factory.mktemp("kafka-docs"), {**config, "kafka_port": 0})
@@ -83,3 +83,16 @@ def test_kcat_commands_print_what_the_page_shows(port):
         assert proc.returncode == 0, proc.stderr
         out += proc.stdout.splitlines()
     assert out == expected
+
+
+def test_the_cluster_section_is_a_valid_kafka_brokers_setting() -> None:
+    """"In a cluster"'s YAML is what ``cluster.kafka_brokers`` accepts, for the three
+    brokers of docs/cluster.md's examples."""
+    from replication.cluster import ClusterConfig
+
+    raw = yaml.safe_load([body for info, body in blocks() if info == "yaml"][1])
+    cluster = ClusterConfig.from_mapping({
+        "broker_id": 0, "brokers": {0: "10.0.0.1:9092", 1: "10.0.0.2:9092", 2: "10.0.0.3:9092"},
+        **raw["cluster"]})
+    assert {b: str(a) for b, a in cluster.kafka_brokers.items()} == {
+        0: "10.0.0.1:9093", 1: "10.0.0.2:9093", 2: "10.0.0.3:9093"}

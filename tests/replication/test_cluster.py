@@ -86,6 +86,16 @@ class ClusterParsingTests:
         ({"broker_id": 0, "brokers": BROKERS, "replicas": {"t": []}}, "cluster.replicas.t"),
         ({"broker_id": 0, "brokers": BROKERS, "replicas": {"a b": [[0]]}},
          "cluster.replicas.a b"),
+        ({"broker_id": 0, "brokers": BROKERS, "kafka_brokers": {0: "h:1", 1: "h:2"}},
+         "cluster.kafka_brokers: no Kafka address for broker 2"),
+        ({"broker_id": 0, "brokers": BROKERS,
+          "kafka_brokers": {0: "h:1", 1: "h:2", 2: "h:3", 3: "h:4"}},
+         "cluster.kafka_brokers.3"),
+        ({"broker_id": 0, "brokers": BROKERS, "kafka_brokers": {0: "h:1", 1: "h:1", 2: "h:3"}},
+         "cluster.kafka_brokers.1"),
+        ({"broker_id": 0, "brokers": BROKERS, "kafka_brokers": {0: "h", 1: "h:2", 2: "h:3"}},
+         "cluster.kafka_brokers.0"),
+        ({"broker_id": 0, "brokers": BROKERS, "kafka_brokers": []}, "cluster.kafka_brokers"),
     ])
     def test_mistakes_name_the_key(self, raw: Any, where: str) -> None:
         """Every malformed cluster section is refused with a message naming the key."""
@@ -96,7 +106,9 @@ class ClusterParsingTests:
 class ConfigSectionTests:
 
     def base(self, **extra: Any) -> dict[str, Any]:
-        return {"cluster": {"broker_id": 0, "brokers": BROKERS}, **extra}
+        return {"cluster": {"broker_id": 0, "brokers": BROKERS,
+                            "kafka_brokers": {0: "127.0.0.1:19092", 1: "127.0.0.1:19093",
+                                              2: "127.0.0.1:19094"}}, **extra}
 
     def test_no_cluster_section_means_single_broker(self) -> None:
         """Without a cluster section the config has no cluster at all."""
@@ -107,6 +119,22 @@ class ConfigSectionTests:
         config = config_from_mapping(self.base(replication={"fetch_wait_ms": 100}))
         assert config.cluster is not None and config.cluster.broker_id == 0
         assert config["replication.fetch_wait_ms"] == 100
+
+    def test_kafka_brokers_are_parsed(self) -> None:
+        """cluster.kafka_brokers: each broker's Kafka address, by broker id."""
+        config = config_from_mapping(self.base(kafka_port=0))
+        assert config.cluster is not None
+        assert {b: str(a) for b, a in config.cluster.kafka_brokers.items()} == {
+            0: "127.0.0.1:19092", 1: "127.0.0.1:19093", 2: "127.0.0.1:19094"}
+
+    def test_a_kafka_listener_in_a_cluster_needs_the_kafka_addresses(self) -> None:
+        """Without cluster.kafka_brokers, Kafka clients could not be sent to the leaders."""
+        raw = self.base(kafka_port=0)
+        del raw["cluster"]["kafka_brokers"]
+        with pytest.raises(ConfigError, match="^cluster.kafka_brokers: required with kafka_port"):
+            config_from_mapping(raw)
+        del raw["kafka_port"]
+        assert config_from_mapping(raw).cluster is not None
 
     @pytest.mark.parametrize("extra, where", [
         ({"cluster": {"broker_id": 0}}, "cluster.brokers"),

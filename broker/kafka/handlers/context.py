@@ -5,8 +5,10 @@ Owns: ``NodeInfo`` (this broker as Metadata and FindCoordinator describe it: bro
 advertised host and port; the listener fills in the address once bound) and ``Context``:
 the core, the node, the optional ``groups`` slot (the Kafka group service; ``None`` until
 the group half of the transport is wired in, and the group APIs then answer
-COORDINATOR_NOT_AVAILABLE), the clock, ``now_us``, the limits the data handlers apply, and
-``leader_for`` (the seam where a cluster's leader metadata plugs in).
+COORDINATOR_NOT_AVAILABLE), the clock, ``now_us``, the limits the data handlers apply, and the
+optional ``placement`` (``Placement``: in a cluster, the brokers' Kafka addresses, each
+partition's leader, replicas and ISR, and the group coordinator; None on a single broker,
+which leads everything and coordinates every group).
 
 Everything reaches the core through its public methods.
 
@@ -15,15 +17,15 @@ Must not import: Twisted's reactor, sockets, files, the store, the protocol.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from twisted.internet.interfaces import IReactorTime
 
 from broker.core import BrokerCore
 
-__all__ = ["Context", "NodeInfo", "INTERNAL_TOPIC_PREFIXES"]
+__all__ = ["Context", "NodeInfo", "Placement", "PartitionPlacement", "INTERNAL_TOPIC_PREFIXES"]
 
 INTERNAL_TOPIC_PREFIXES = ("__iggy.",)
 """Store topics Kafka clients do not see (the Iggy transport's own topics)."""
@@ -39,13 +41,50 @@ class NodeInfo:
     port: int = 0
 
 
+@dataclass(frozen=True)
+class PartitionPlacement:
+    """A partition as Kafka's Metadata describes it: broker ids."""
+
+    leader: int
+    """-1: no leader now (Metadata answers LEADER_NOT_AVAILABLE for it; clients retry)."""
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+class Placement(Protocol):
+    """Where things are in a cluster, as Kafka clients must be told (implemented over the
+    replication service and the control plane by ``broker.kafka.service``)."""
+
+    def brokers(self) -> Sequence[NodeInfo]:
+        """The live brokers' Kafka listeners, as clients reach them."""
+        ...
+
+    def partition(self, topic: str, partition: int) -> PartitionPlacement: ...
+
+    def leads(self, topic: str, partition: int) -> bool:
+        """True when this broker leads the partition (Kafka consumers fetch from the
+        leader only; elsewhere a Fetch answers NOT_LEADER_FOR_PARTITION)."""
+        ...
+
+    def coordinator(self) -> NodeInfo | None:
+        """The broker coordinating every Kafka group (None: none live now)."""
+        ...
+
+    def controller(self) -> int:
+        """The controller's broker id (-1: none now)."""
+        ...
+
+
 class Context:
     """The collaborators and settings of one Kafka transport."""
 
     def __init__(self, core: BrokerCore, *, node: NodeInfo, clock: IReactorTime,
                  now_us: Callable[[], int], max_message_bytes: int,
-                 auto_create_topics: bool, groups: Any = None) -> None:
+                 auto_create_topics: bool, groups: Any = None,
+                 placement: Placement | None = None) -> None:
         self.core = core
+        self.placement = placement
+        """In a cluster: brokers, leaders and the group coordinator; None: a single broker."""
         self.node = node
         self.clock = clock
         self.now_us = now_us
@@ -55,15 +94,6 @@ class Context:
         self.groups = groups
         """The Kafka group service (``broker.services.kafka_groups``) once wired in; the
         handlers of ``handlers.groups`` use it. ``None``: no group APIs."""
-
-    def leader_for(self, topic: str, partition: int) -> int:
-        """The broker id leading ``topic``/``partition``, as Metadata reports it.
-
-        A single broker leads everything. This is the seam for a cluster: answer the
-        replication layer's leader for the partition (and list its replicas and ISR) once
-        Kafka listeners of every member are known; until then a cluster member reports
-        itself, and a produce to a partition it does not lead gets NOT_LEADER_FOR_PARTITION."""
-        return self.node.broker_id
 
     @staticmethod
     def visible(topic: str) -> bool:

@@ -2,7 +2,9 @@
 
 Owns: the handlers of those four APIs over the core's public methods, and their mapping
 rules (kafka-wire-notes §6): a topic is a Skerry topic of the same name (the Iggy
-transport's ``__iggy.*`` store topics hidden), leaders are ``Context.leader_for``,
+transport's ``__iggy.*`` store topics hidden), brokers and leaders are this broker alone,
+or in a cluster ``Context.placement``'s (a Fetch of a partition this member does not lead
+answers NOT_LEADER_FOR_PARTITION, as Kafka's brokers do, so the client asks Metadata again),
 Metadata auto-creates a requested topic as V1's PRODUCE would (``auto_create_topics``),
 Kafka's high watermark is Skerry's ``hw + 1``, acks -1 is ``acks=all``, and keys and
 values map as ``broker.kafka.mapping`` says.
@@ -17,6 +19,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 
 from broker.core import ProduceResult
+from broker.errors import NotLeader
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
 from broker.kafka.handlers.context import Context
@@ -33,7 +36,9 @@ CLUSTER_ID = "skerry"
 
 def metadata(ctx: Context, request: c.MetadataRequest) -> c.MetadataResponse:
     """Every visible topic, or the ones asked for (created when ``auto_create_topics``
-    allows, as V1's PRODUCE creates them); this broker as the only broker."""
+    allows, as V1's PRODUCE creates them; a topic still being created across a cluster
+    answers LEADER_NOT_AVAILABLE, which clients retry); this broker as the only broker,
+    or in a cluster the live brokers and each partition's leader, replicas and ISR."""
     core = ctx.core
     if request.all_topics:
         names = sorted(t for t in core.topic_names() if ctx.visible(t))
@@ -50,18 +55,32 @@ def metadata(ctx: Context, request: c.MetadataRequest) -> c.MetadataResponse:
                 topics.append(c.MetadataTopic(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name,
                                               ()))
                 continue
-            config = core.resolve(name, None, True).config
+            try:
+                config = core.resolve(name, None, True).config
+            except NotLeader:  # created through the cluster's control plane meanwhile
+                topics.append(c.MetadataTopic(int(ErrorCode.LEADER_NOT_AVAILABLE), name, ()))
+                continue
         topics.append(c.MetadataTopic(0, name, tuple(
             _partition_metadata(ctx, name, p) for p in range(config.partitions))))
     node = ctx.node
-    return c.MetadataResponse((c.MetadataBroker(node.broker_id, node.host, node.port),),
-                              tuple(topics), controller_id=node.broker_id,
-                              cluster_id=CLUSTER_ID)
+    placement = ctx.placement
+    if placement is None:
+        return c.MetadataResponse((c.MetadataBroker(node.broker_id, node.host, node.port),),
+                                  tuple(topics), controller_id=node.broker_id,
+                                  cluster_id=CLUSTER_ID)
+    return c.MetadataResponse(
+        tuple(c.MetadataBroker(b.broker_id, b.host, b.port) for b in placement.brokers()),
+        tuple(topics), controller_id=placement.controller(), cluster_id=CLUSTER_ID)
 
 
 def _partition_metadata(ctx: Context, topic: str, partition: int) -> c.MetadataPartition:
-    leader = ctx.leader_for(topic, partition)
-    return c.MetadataPartition(0, partition, leader, (leader,), (leader,))
+    placement = ctx.placement
+    if placement is None:
+        me = ctx.node.broker_id
+        return c.MetadataPartition(0, partition, me, (me,), (me,))
+    where = placement.partition(topic, partition)
+    code = 0 if where.leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE)
+    return c.MetadataPartition(code, partition, where.leader, where.replicas, where.isr)
 
 
 # ================================================================ Produce
@@ -260,6 +279,10 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
                      budget: int, whole_first: bool) -> tuple[c.FetchPartitionResponse, int]:
     index = part.partition
     _check_partition(ctx, topic, index)
+    placement = ctx.placement
+    if placement is not None and not placement.leads(topic, index):
+        raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION,
+                         f"broker {ctx.node.broker_id} does not lead {topic}/{index}")
     core = ctx.core
     offset = part.fetch_offset
     hw = core.hw(topic, index)

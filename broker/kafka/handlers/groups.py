@@ -12,7 +12,11 @@ puts ``code_for(error)`` there).
 
 Rules of this layer (kafka-wire-notes §3.6-3.11, docs/kafka-groups.md):
 
-* FindCoordinator names this broker for every group (single coordinator);
+* FindCoordinator names one broker for every group: this one, or in a cluster
+  ``Context.placement``'s coordinator (the live broker of lowest id), and the other
+  members answer the group APIs with NOT_COORDINATOR_FOR_GROUP (16), which makes clients
+  ask FindCoordinator again (ListGroups there: no groups). Group state and committed
+  offsets are that broker's own files (docs/kafka-groups.md, "In a cluster");
 * JoinGroup v0 has no rebalance timeout: the coordinator uses the session timeout;
 * OffsetCommit v0 (no generation) and v1/v2 with generation -1 and member ``""`` are
   "simple" commits (accepted while the group has no live member, like Kafka); a partition
@@ -50,10 +54,22 @@ _NO_COORDINATOR = "the Kafka group coordinator is not available"
 
 
 def _service(ctx: Context) -> Any:
-    """The Kafka group service, or COORDINATOR_NOT_AVAILABLE."""
+    """The Kafka group service, or COORDINATOR_NOT_AVAILABLE; NOT_COORDINATOR_FOR_GROUP on
+    a cluster member that does not coordinate the groups."""
     if ctx.groups is None:
         raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NO_COORDINATOR)
+    if not _coordinates(ctx):
+        raise KafkaError(ErrorCode.NOT_COORDINATOR_FOR_GROUP,
+                         f"broker {ctx.node.broker_id} does not coordinate Kafka groups")
     return ctx.groups
+
+
+def _coordinates(ctx: Context) -> bool:
+    placement = ctx.placement
+    if placement is None:
+        return True
+    coordinator = placement.coordinator()
+    return coordinator is not None and coordinator.broker_id == ctx.node.broker_id
 
 
 def _call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -80,9 +96,14 @@ def _coordinator_gone(failure: Failure) -> Failure:
 
 def find_coordinator(ctx: Context, request: c.FindCoordinatorRequest
                      ) -> c.FindCoordinatorResponse:
-    """FindCoordinator v0: this broker coordinates every group."""
-    _service(ctx)
-    node = ctx.node
+    """FindCoordinator v0: the broker coordinating every group (this one, or in a cluster
+    the placement's; none live: COORDINATOR_NOT_AVAILABLE)."""
+    if ctx.groups is None:
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NO_COORDINATOR)
+    node = ctx.node if ctx.placement is None else ctx.placement.coordinator()
+    if node is None:
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker coordinates "
+                         "Kafka groups now")
     return c.FindCoordinatorResponse(0, node.broker_id, node.host, node.port)
 
 
@@ -227,7 +248,10 @@ def describe_groups(ctx: Context, request: c.DescribeGroupsRequest
 
 
 def list_groups(ctx: Context, request: c.ListGroupsRequest) -> c.ListGroupsResponse:
-    """ListGroups v0: every Kafka group and its protocol type."""
+    """ListGroups v0: every Kafka group and its protocol type (none on a cluster member
+    that does not coordinate them, as a Kafka broker lists only its own groups)."""
+    if ctx.groups is not None and not _coordinates(ctx):
+        return c.ListGroupsResponse(0, ())
     service = _service(ctx)
     return c.ListGroupsResponse(0, tuple(c.ListedGroup(g, t)
                                          for g, t in _call(service.list_groups)))
