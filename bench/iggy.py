@@ -25,9 +25,7 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
-import signal
 import socket
 import statistics
 import struct
@@ -39,13 +37,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.serve import start_serve, stop_serve
 from broker.iggy import codec
 from broker.iggy.codec import Consumer, ConsumerKind, Identifier, PartitioningKind, PollingKind
 
 __all__ = ["Phase", "run_bench", "main"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-_READY = re.compile(r"skerry listening on v1=\S+ iggy=127\.0\.0\.1:(\d+)")
 _REPLY = struct.Struct("<II")
 _POLLED = struct.Struct("<IQI")
 
@@ -181,27 +178,10 @@ def _poll_worker(port: int, partition: int, total: int, batch: int, deadline: fl
 
 
 def _start_broker(workdir: Path, fsync: str, python: str) -> tuple[subprocess.Popen[bytes], int, Path]:
-    data = workdir / "data"
-    config = workdir / "skerry.yaml"
-    config.write_text(json.dumps({
-        "data_dir": str(data), "port": 0, "iggy_port": 0, "log_level": "warning",
+    return start_serve(workdir, {
+        "data_dir": str(workdir / "data"), "port": 0, "iggy_port": 0, "log_level": "warning",
         "storage": {"fsync": fsync}, "limits": {"consume_max_bytes": 64 << 20},
-    }))
-    log_path = workdir / "broker.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([python, "-m", "broker", "serve", "--config", str(config),
-                                 "--log-level", "info"], cwd=str(REPO_ROOT), stdout=log,
-                                stderr=log)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        match = _READY.search(log_path.read_text(errors="replace"))
-        if match:
-            return proc, int(match.group(1)), log_path
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("broker did not start:\n" + log_path.read_text(errors="replace"))
+    }, "iggy", python)
 
 
 def run_bench(*, seconds: float, connections: int, batch: int, size: int, fsync: str,
@@ -265,11 +245,7 @@ def run_bench(*, seconds: float, connections: int, batch: int, size: int, fsync:
             raise RuntimeError(f"polled {total_read} messages of {total_sent} sent")
         return phases
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_serve(proc)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -40,11 +38,10 @@ from pathlib import Path
 
 from bench.iggy import _cpu_per_msg, _cpu_seconds, _machine_ticks, _steal_percent, machine
 from bench.iggy import run_bench as run_iggy_bench
+from bench.serve import start_serve, stop_serve
 
 __all__ = ["Phase", "run_bench", "main"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-_READY = re.compile(r"kafka=127\.0\.0\.1:(\d+)")
 
 TARGETS = {"produce": 500_000, "consume": 1_000_000}
 """The issue's targets (msgs/s, 100-byte messages)."""
@@ -68,26 +65,11 @@ class Phase:
 
 
 def _start_broker(workdir: Path, fsync: str, python: str) -> tuple[subprocess.Popen[bytes], int]:
-    config = workdir / "skerry.yaml"
-    config.write_text(json.dumps({
+    proc, port, _log = start_serve(workdir, {
         "data_dir": str(workdir / "data"), "port": 0, "kafka_port": 0, "log_level": "warning",
         "storage": {"fsync": fsync}, "limits": {"max_pending_output_bytes": 8 << 20},
-    }))
-    log_path = workdir / "broker.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([python, "-m", "broker", "serve", "--config", str(config),
-                                 "--log-level", "info"], cwd=str(REPO_ROOT), stdout=log,
-                                stderr=log)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        match = _READY.search(log_path.read_text(errors="replace"))
-        if match:
-            return proc, int(match.group(1))
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("broker did not start:\n" + log_path.read_text(errors="replace"))
+    }, "kafka", python)
+    return proc, port
 
 
 def _produce(port: int, messages: int, size: int, partitions: int, acks: str) -> float:
@@ -189,11 +171,7 @@ def run_bench(*, messages: int, size: int, partitions: int, acks: str, fsync: st
             raise RuntimeError(f"consumed {read} messages of {messages} produced")
         return phases
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_serve(proc)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -30,9 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -54,13 +52,12 @@ from bench.iggy import (
     machine,
 )
 from bench.iggy import run_bench as run_iggy
+from bench.serve import start_serve, stop_serve
 from broker.tank import client as tc
 from broker.tank.client.wire import In, split_frames
 
 __all__ = ["run_bench", "main", "count_chunk"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-_READY = re.compile(r"skerry listening on .*tank=127\.0\.0\.1:(\d+)")
 TOPIC = b"bench"
 
 
@@ -160,25 +157,10 @@ def _consume_worker(port: int, partition: int, total: int, fetch_size: int, dead
 
 
 def _start_broker(workdir: Path, fsync: str, python: str) -> tuple[subprocess.Popen[bytes], int]:
-    config = workdir / "skerry.yaml"
-    config.write_text(json.dumps({
+    proc, port, _log = start_serve(workdir, {
         "data_dir": str(workdir / "data"), "port": 0, "tank_port": 0,
-        "log_level": "warning", "storage": {"fsync": fsync}}))
-    log_path = workdir / "broker.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([python, "-m", "broker", "serve", "--config", str(config),
-                                 "--log-level", "info"], cwd=str(REPO_ROOT), stdout=log,
-                                stderr=log)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        match = _READY.search(log_path.read_text(errors="replace"))
-        if match:
-            return proc, int(match.group(1))
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("broker did not start:\n" + log_path.read_text(errors="replace"))
+        "log_level": "warning", "storage": {"fsync": fsync}}, "tank", python)
+    return proc, port
 
 
 def run_bench(*, seconds: float, connections: int, batch: int, size: int, fsync: str,
@@ -236,11 +218,7 @@ def run_bench(*, seconds: float, connections: int, batch: int, size: int, fsync:
             raise RuntimeError(f"consumed {total_read} messages of {total_sent} produced")
         return phases
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_serve(proc)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
