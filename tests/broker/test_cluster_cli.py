@@ -187,6 +187,12 @@ def test_dev_cluster_status_elect_and_routed_produce(operator_cluster: DevCluste
     assert elected.returncode == 0, elected.stderr
     assert elected.stdout.startswith("demo/1: broker 2 leads now (isr [2 0], term 1, index 1)")
     wait_for(lambda: status(zero)["partitions"][1]["leader"] == 2, "broker 2 leading")
+    # acks=all waits for every ISR member: until the leaders drop broker 1 (no fetch for
+    # replication.replica_lag_timeout_ms, 3 s in dev-cluster, counted from its last fetch)
+    # a write can time out (ack_timeout_ms, 2 s); on a quiet machine the steps above take
+    # less than the difference.
+    wait_for(lambda: all(1 not in p["isr"] for p in status(zero)["partitions"]),
+             "broker 1 out of every ISR")
     again = skerry("produce", "demo", "--acks", "all", "--bootstrap", zero, stdin=lines(300, 300))
     assert again.returncode == 0 and "produced 300 messages" in again.stderr, again.stderr
     assert consumed(zero) == {f"v{i}" for i in range(600)}
