@@ -444,6 +444,8 @@ def reference_markdown() -> str:
         "    cert: null",
         "    key: null",
         "    fence_writes_on_session_loss: false",
+        "    leader_rebalance_check_ms: 300000  # hand partitions back to their first replica",
+        "                                      # when it is up and in sync; 0: never",
         "  unclean_leader_election: false",
         "```",
         "",

@@ -320,6 +320,9 @@ class _Collector:
              control.unclean_elections),
             ("skerry_control_offline", "Partitions this broker, as the controller, found with "
              "no live replica in the ISR.", control.offline),
+            ("skerry_control_preferred_elections", "Partitions this broker, as the "
+             "controller, handed back to their preferred leader (the first replica).",
+             control.preferred_elections),
         ):
             family = CounterMetricFamily(name, help_text)
             family.add_metric([], float(value))

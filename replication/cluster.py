@@ -79,6 +79,11 @@ class EtcdSettings:
     """etcd user for a role limited to the cluster's prefix (docs/replication.md, Security
     between brokers); its password is in ``password_file``."""
     password_file: str | None = None
+    leader_rebalance_check_ms: int = 300_000
+    """How often the controller hands each partition back to its preferred leader (the
+    first replica) when that broker is alive and in the committed ISR; 0: never. Kafka's
+    ``auto.leader.rebalance.enable`` with ``leader.imbalance.check.interval.seconds``
+    (300 s there too)."""
 
     @property
     def lease_ttl_s(self) -> int:
@@ -92,7 +97,8 @@ class EtcdSettings:
         if not isinstance(raw, Mapping):
             raise ValueError(f"{where}: expected a mapping with endpoints")
         known = ("endpoints", "lease_ttl_ms", "ca", "cert", "key",
-                 "fence_writes_on_session_loss", "user", "password_file")
+                 "fence_writes_on_session_loss", "user", "password_file",
+                 "leader_rebalance_check_ms")
         unknown = set(raw) - set(known)
         if unknown:
             raise ValueError(f"{where}.{sorted(map(str, unknown))[0]}: unknown key (known: "
@@ -128,8 +134,13 @@ class EtcdSettings:
             password_file = _path(password_file, f"{where}.password_file")
         if (user is None) != (password_file is None):
             raise ValueError(f"{where}.user: user and password_file go together")
+        check = raw.get("leader_rebalance_check_ms", 300_000)
+        if isinstance(check, bool) or not isinstance(check, int) \
+                or not (check == 0 or 1000 <= check <= 86_400_000):
+            raise ValueError(f"{where}.leader_rebalance_check_ms: expected 0 (never) or "
+                             f"milliseconds between 1000 and 86400000, got {check!r}")
         return cls(tuple(u.rstrip("/") for u in endpoints), ttl, files["ca"], files["cert"],
-                   files["key"], fence, user, password_file)
+                   files["key"], fence, user, password_file, check)
 
 
 _ENDPOINT_RE = re.compile(r"https?://[^\s/:]+(:[0-9]{1,5})?/?")

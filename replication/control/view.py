@@ -43,7 +43,7 @@ from replication.control.keys import (
 from replication.control.txn import PartitionWrite
 
 __all__ = ["ClusterView", "PlannedElection", "ElectionPlan", "plan", "plan_elections",
-           "forced_election", "MAX_WRITES_PER_TXN"]
+           "forced_election", "preferred_leader_moves", "MAX_WRITES_PER_TXN"]
 
 MAX_WRITES_PER_TXN = 60
 """Partition writes per controller txn: ``2 + 2 * 60`` ops stays under etcd's default
@@ -249,6 +249,31 @@ def batches(items: Sequence[PlannedElection],
             size: int = MAX_WRITES_PER_TXN) -> list[list[PlannedElection]]:
     """``items`` cut in txn-sized batches."""
     return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+def preferred_leader_moves(view: ClusterView, alive: Collection[int] | None = None
+                           ) -> list[PlannedElection]:
+    """Kafka's preferred-replica election: every partition led by another broker while its
+    first replica (the preferred leader) is alive and in the committed ISR moves to that
+    replica in ``leader_epoch + 1``, the ISR kept (the new leader first), in (topic,
+    partition) order. Clean by construction: a committed-ISR member holds every committed
+    offset. Partitions without a leader are left to ``plan``."""
+    live = view.alive if alive is None else frozenset(alive)
+    moves: list[PlannedElection] = []
+    for (topic, partition), state in sorted(view.partitions.items()):
+        record = view.topics.get(topic)
+        if record is None or partition >= record.partitions:
+            continue
+        replicas = record.replicas[partition]
+        preferred = replicas[0]
+        if state.leader in (NO_LEADER, preferred) or preferred not in live \
+                or preferred not in state.isr:
+            continue
+        moved = forced_election(state, replicas, preferred, None, live, unclean_allowed=False)
+        moves.append(PlannedElection(
+            PartitionWrite(topic, partition, view.partition_mods.get((topic, partition), 0),
+                           moved), Election(moved, True, False), {}))
+    return moves
 
 
 def forced_election(current: PartitionState, replicas: Sequence[int], leader: int,

@@ -130,6 +130,41 @@ class FailoverTests:
         assert victim not in net.stored().isr
 
 
+class PreferredLeaderTests:
+    def test_the_preferred_leader_gets_its_partition_back(self, tmp_path: Path) -> None:
+        """kill -9 of broker 0 (the first replica) moves the partition to broker 1; once 0
+        is back and in the committed ISR, the controller's next check hands it back to 0 in
+        a new epoch (Kafka's auto.leader.rebalance), with every acknowledged message
+        there; writes go on at 0."""
+        net = EtcdNetwork(tmp_path, etcd_settings={"leader_rebalance_check_ms": 1000})
+        produce(net, 0, [f"v{i}" for i in range(10)])
+        net.crash(0)
+        net.run_until(lambda: net.leader() == 1, within=TTL + 2)
+        assert produce(net, 1, ["while-away"]) == [10]
+        net.start(0)
+        net.run_until(lambda: net.stored().leader == 0, within=10)
+        state = net.stored()
+        assert state.leader_epoch == 2 and state.isr[0] == 0 and set(state.isr) == {0, 1, 2}
+        net.run_until(lambda: net.leader() == 0)
+        assert produce(net, 0, ["back"]) == [11]
+        assert net.plog(0).next_offset == 12
+        assert sum(c.preferred_elections for c in
+                   (net.control(i) for i in range(3))) == 1
+
+    def test_off_or_not_yet_due_leaves_the_leader_where_it_is(self, tmp_path: Path) -> None:
+        """With the check off (0), or before the default 300 s are up, the broker that took
+        over keeps leading after the first replica is back in the ISR."""
+        for settings in ({"leader_rebalance_check_ms": 0}, {}):
+            net = EtcdNetwork(tmp_path / str(len(settings)), etcd_settings=settings)
+            produce(net, 0, ["a"])
+            net.crash(0)
+            net.run_until(lambda n=net: n.leader() == 1, within=TTL + 2)
+            net.start(0)
+            net.run_until(lambda n=net: set(n.stored().isr) == {0, 1, 2}, within=10)
+            net.advance(10)
+            assert net.stored().leader == 1 and net.leader() == 1
+
+
 class UnreachableEtcdTests:
     def test_etcd_down_freezes_leadership(self, tmp_path: Path) -> None:
         """etcd unreachable for 3 x TTL: nothing moves, the leader keeps acknowledging

@@ -24,6 +24,7 @@ from replication.control.view import (
     forced_election,
     plan,
     plan_elections,
+    preferred_leader_moves,
 )
 
 LAYOUT = KeyLayout("c")
@@ -268,3 +269,30 @@ class ForcedElectionTests:
         state = forced_election(self.CURRENT, (0, 1, 2), 2, None, {2},
                                 unclean_allowed=True)
         assert state == PartitionState(2, 8, (2,))
+
+
+class PreferredLeaderTests:
+    def _led_by(self, view: ClusterView, leader: int, isr: tuple[int, ...], epoch: int = 4,
+                partition: int = 0) -> None:
+        view.put(LAYOUT.partition("t", partition), PartitionState(leader, epoch, isr).encode(),
+                 mod_revision=20, create_revision=5)
+
+    def test_moves_back_to_the_first_replica_in_a_new_epoch(self) -> None:
+        view = view_with(2, [0, 1, 2])
+        self._led_by(view, 1, (1, 2, 0))
+        moves = preferred_leader_moves(view)
+        assert [(m.write.topic, m.write.partition, m.write.mod_revision) for m in moves] == [
+            ("t", 0, 20)]  # partition 1 is led by broker 0 already
+        assert moves[0].write.state == PartitionState(0, 5, (0, 1, 2))
+        assert not moves[0].election.unclean
+
+    @pytest.mark.parametrize("alive, leader, isr", [
+        ([1, 2], 1, (1, 2, 0)),   # the preferred leader is dead
+        ([0, 1, 2], 1, (1, 2)),   # alive but not in the committed ISR: it may lack offsets
+        ([0, 1, 2], -1, (0,)),    # offline: plan's business, not this
+    ])
+    def test_leaves_it_where_a_move_is_not_safe(self, alive: list[int], leader: int,
+                                                 isr: tuple[int, ...]) -> None:
+        view = view_with(1, alive)
+        self._led_by(view, leader, isr)
+        assert preferred_leader_moves(view) == []

@@ -98,7 +98,14 @@ from replication.control.txn import (
     write_isr,
     write_partitions,
 )
-from replication.control.view import ClusterView, PlannedElection, batches, forced_election, plan
+from replication.control.view import (
+    ClusterView,
+    PlannedElection,
+    batches,
+    forced_election,
+    plan,
+    preferred_leader_moves,
+)
 
 __all__ = ["ControlPlane", "ClusterMetadata", "PartitionInfo", "LocalTopics",
            "ReplicaControl", "SESSION_FILE"]
@@ -201,6 +208,9 @@ class ControlPlane:
         self.elections = 0
         self.unclean_elections = 0
         self.offline = 0
+        self.preferred_elections = 0
+        """Partitions handed back to their preferred leader (``leader_rebalance_check_ms``)."""
+        self._rebalance_call: Any = None
         self._session_ok = False
         self._session_lost = False
         self._term = 0
@@ -433,6 +443,7 @@ class ControlPlane:
         self._session_ok = True
         await self._publish_local_topics()
         self._try_claim()
+        self._arm_rebalance()
         if not self.ready.called:
             self.ready.callback(None)
 
@@ -446,6 +457,8 @@ class ControlPlane:
             return
         self._stopped = True
         self._session_ok = False
+        if self._rebalance_call is not None and self._rebalance_call.active():
+            self._rebalance_call.cancel()
         if self._watch is not None:
             self._watch.cancel()
         if self.keeper is not None:
@@ -821,6 +834,50 @@ class ControlPlane:
                     return
         finally:
             self._reconciling = False
+
+    # ================================================================ preferred leaders
+
+    def _arm_rebalance(self) -> None:
+        interval = self.settings.leader_rebalance_check_ms
+        if interval and not self._stopped:
+            self._rebalance_call = self.clock.callLater(interval / 1000.0, self._rebalance_tick)
+
+    def _rebalance_tick(self) -> None:
+        """Every ``leader_rebalance_check_ms``: the controller hands partitions back to
+        their preferred leaders (``preferred_leader_moves``), unless an election is being
+        written (then at the next check)."""
+        self._rebalance_call = None
+        if self.is_controller and not self._reconciling:
+            _run(self._rebalance())
+        self._arm_rebalance()
+
+    async def _rebalance(self) -> None:
+        moves = preferred_leader_moves(self.view)
+        for batch in batches(moves):
+            if not self.is_controller or self._reconciling:
+                return
+            txn = write_partitions(self.layout, self.view.controller_epoch,
+                                   [p.write for p in batch])
+            try:
+                result = await self.client.txn(txn)
+            except _ETCD_FAILURES as exc:
+                log.warning("controller: handing partitions back to their preferred leaders "
+                            "failed: %s; trying at the next check", exc)
+                return
+            self._note(result.header)
+            if not result.succeeded:  # something moved meanwhile: the next check decides
+                self._lost_compare(result.reads)
+                return
+            for planned in batch:
+                write = planned.write
+                key = self.layout.partition(write.topic, write.partition)
+                self.view.put(key, write.state.encode(), mod_revision=result.header.revision,
+                              create_revision=0)
+                self.preferred_elections += 1
+                log.info("%s/%d: back to its preferred leader: broker %d leads epoch %d, "
+                         "isr %s", write.topic, write.partition, write.state.leader,
+                         write.state.leader_epoch, list(write.state.isr))
+                self._apply_partition(write.topic, write.partition)
 
     def _await_log_ends(self, waiting: list[tuple[str, int, int]], now: float) -> None:
         """Unclean elections waiting for the live replicas' log ends: decide again when the
