@@ -570,11 +570,11 @@ NOTES = """## What the scenarios do, and what they cannot show
   With `auth.tokens_file`, V1 wants AUTH first and `/metrics` the same users' tokens (HTTP
   Basic or Bearer, compared in constant time, a refusal answered after 0.25 s); `/health`
   stays open for probes. No listener binds a non-loopback address without
-  authentication. Replication between brokers reaches the other brokers' V1 listeners over
-  plain TCP and sends no AUTH, so a cluster member with TLS or authentication configured
-  now refuses to start (exit 2, one line) instead of running with every follower refused.
-  TLS and AUTH for replication are not built yet, and since a non-loopback address needs
-  authentication, a cluster can for now only run on loopback addresses.
+  authentication. Replication between brokers speaks TLS (verified against
+  `cluster.tls.ca` and the peer's address) and logs in as a peer user; the replication and
+  admin commands want a principal of `cluster.peer_users`, so a client's fake
+  `REPLICA_FETCH` moves neither ISR nor `hw` (docs/replication.md, Security between
+  brokers; `tests/replication/test_peer_security.py`, `test_secure_cluster.py`).
 """
 
 
