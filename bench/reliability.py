@@ -507,7 +507,9 @@ NOTES = """## What the scenarios do, and what they cannot show
   the whole Kafka path, not a parser alone (`tests/reliability/kafka_fuzz.py`): each input
   is one request frame (mutated from the goldens of kafka-wire-notes §5 and a consumer's
   group requests, or random; sometimes with a lying size prefix) on a new connection of an
-  in-process broker (codec, dispatcher, data and group handlers, core, group services); a
+  in-process broker (codec, dispatcher, data and group handlers, core, group services);
+  every third connection must log in with SASL PLAIN first, and half of those get a good
+  SaslHandshake before the input, so the input is read as the PLAIN token; a
   crash is an exception escaping, a handler bug logged with a traceback, or a sentinel
   connection (open throughout, with a live group member) whose ApiVersions, Metadata or
   Heartbeat answers change. CI runs 5,000 such frames.

@@ -68,9 +68,13 @@ SCHEMA: tuple[Key, ...] = (
         1024),
     Key("kafka_port", "int?", None,
         "TCP port of the Kafka wire-protocol listener (docs/kafka.md); null turns it off. "
-        "Not with auth.tokens_file (Kafka clients cannot authenticate).", 0),
+        "With auth.tokens_file, Kafka clients log in with SASL PLAIN as its users.", 0),
     Key("kafka.max_frame_bytes", "int", 16777216,
         "Longest Kafka request frame; a longer one closes the connection.", 1024),
+    Key("kafka.advertised", "str?", None,
+        "host:port Kafka clients are told to connect to (Metadata, FindCoordinator), as "
+        "Kafka's advertised.listeners; null: the listener's own address. Required when "
+        "host is a wildcard (0.0.0.0, ::). In a cluster: cluster.kafka_brokers."),
     Key("tank_port", "int?", None,
         "TCP port of the TANK binary listener (TANK's own default is 11011); null turns it "
         "off. Loopback hosts only and not with auth.tokens_file: TANK carries no credentials.",
@@ -295,9 +299,11 @@ def config_from_mapping(raw: Mapping[str, Any] | None,
             "defaults.min_insync_replicas: greater than defaults.replication_factor")
     if (values["tls.cert"] is None) != (values["tls.key"] is None):
         raise ConfigError("tls: set both tls.cert and tls.key, or neither")
-    if values["kafka_port"] is not None and values["auth.tokens_file"] is not None:
-        raise ConfigError("kafka_port: the Kafka listener cannot run with auth.tokens_file "
-                          "set (Kafka clients cannot authenticate to Skerry; docs/kafka.md)")
+    advertised = values["kafka.advertised"]
+    if advertised is not None:
+        host, _, port = advertised.rpartition(":")
+        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ConfigError(f"kafka.advertised: expected host:port, got {advertised!r}")
     if values["defaults.partitions"] > values["limits.max_partitions_per_topic"]:
         raise ConfigError("defaults.partitions: greater than limits.max_partitions_per_topic")
     config = Config(values)

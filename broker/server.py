@@ -315,7 +315,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
             placement = ClusterPlacement(core, config.cluster, replication, control)
         kafka = KafkaService(core, config, clock, now_us=now_us or wall_clock_us,
-                             groups=kafka_groups, placement=placement)
+                             groups=kafka_groups, placement=placement,
+                             tokens=handlers.auth_tokens)
     tank = None
     if config["tank_port"] is not None:
         from broker.tank.service import TankService

@@ -10,6 +10,10 @@ waiting for its timeout. A Produce with acks = 0 has no response and takes no pl
 the order. At most ``MAX_IN_FLIGHT`` responses wait at once; beyond that the connection
 stops reading until they are written.
 
+With ``auth.tokens_file`` every connection logs in first with SASL PLAIN
+(``broker.kafka.sasl``: ApiVersions and SaslHandshake, then the raw token; anything else
+before that closes the connection).
+
 From ``broker.connection``: pausing a client that does not read its responses, the idle
 timeout, the connection limit, and the half-close: a client that shuts down its sending
 side (``shutdown(SHUT_WR)``) gets a response to every request it sent, then the close.
@@ -31,9 +35,11 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 
+from broker.auth import TokenStore, failure_delay
 from broker.connection import Connection, ConnectionFactory
 from broker.kafka.codec import FrameSplitter, FrameTooLarge
 from broker.kafka.handlers import CLOSE, KafkaHandlers
+from broker.kafka.sasl import SaslGate, Step
 
 __all__ = ["KafkaProtocol", "KafkaFactory", "MAX_IN_FLIGHT"]
 
@@ -59,6 +65,11 @@ class KafkaProtocol(Connection):
         self._out: list[bytes] = []
         self._processing = False
         self._closing = False  # a CLOSE was dispatched: read and run nothing more
+        tokens = factory.tokens
+        self._sasl: SaslGate | None = None if tokens is None else SaslGate(
+            tokens, failure_delay(1))
+        """Until the client has logged in with SASL PLAIN (``broker.kafka.sasl``); None:
+        authenticated, or the listener needs no login."""
 
     # ---------------------------------------------------------------- connection hooks
 
@@ -122,7 +133,10 @@ class KafkaProtocol(Connection):
         transport = self.transport
         while frames and not (self.paused or self._closing or transport.disconnecting
                               or len(replies) >= MAX_IN_FLIGHT):
-            reply = dispatch(frames.popleft())
+            frame = frames.popleft()
+            if self._sasl is not None and not self._sasl_step(frame):
+                continue
+            reply = dispatch(frame)
             if reply is None:
                 continue
             if isinstance(reply, Deferred):
@@ -138,6 +152,33 @@ class KafkaProtocol(Connection):
                 replies.append([reply])
             else:
                 self._out.append(reply)
+
+    def _sasl_step(self, frame: bytes) -> bool:
+        """A frame before authentication: True when it goes to the dispatcher (an
+        ApiVersions); else it was answered here, or the connection is closing."""
+        assert self._sasl is not None
+        outcome = self._sasl.step(frame)
+        if outcome.step is Step.DISPATCH:
+            return True
+        if outcome.step is Step.REPLY:
+            if outcome.user is not None:
+                self._sasl = None
+                log.info("kafka: SASL PLAIN ok: user %s from %s", outcome.user, self.peer)
+            self._out.append(outcome.reply)  # nothing is pending before authentication
+            return False
+        log.warning("kafka: %s sent %s; closing", self.peer, outcome.why)
+        self._closing = True
+        self._frames.clear()
+        self._flush_out()
+        if outcome.delay_s:
+            self.factory.clock.callLater(outcome.delay_s, self._close_now)
+        else:
+            self.transport.loseConnection()
+        return False
+
+    def _close_now(self) -> None:
+        if self.transport is not None and not self.transport.disconnecting:
+            self.transport.loseConnection()
 
     def _answer(self, reply: bytes | None, slot: list[Any]) -> None:
         slot[0] = reply
@@ -192,11 +233,14 @@ class KafkaFactory(ConnectionFactory):
 
     def __init__(self, handlers: KafkaHandlers, clock: IReactorTime, *, max_frame_bytes: int,
                  max_connections: int, idle_timeout_ms: int | None,
-                 max_pending_output_bytes: int) -> None:
+                 max_pending_output_bytes: int, tokens: TokenStore | None = None) -> None:
         super().__init__(handlers, clock, max_connections=max_connections,
                          idle_timeout_ms=idle_timeout_ms,
                          max_pending_output_bytes=max_pending_output_bytes)
         self.max_frame_bytes = max_frame_bytes
+        self.tokens = tokens
+        """``auth.tokens_file``'s users: every connection logs in with SASL PLAIN first
+        (None: no login)."""
 
     def new_connection(self) -> KafkaProtocol:
         return KafkaProtocol(self)

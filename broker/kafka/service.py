@@ -2,13 +2,12 @@
 
 Owns: ``KafkaService`` (the ``Context``, the handlers and the factory over one
 ``BrokerCore``; the listener; the node facts Metadata reports: the broker id of a
-cluster member, else 0, and the address the listener is bound to), and
-``kafka_security_refusal``: the Kafka listener speaks neither SASL nor Skerry's AUTH, so it
-refuses to start while ``auth.tokens_file`` is set (V1 clients must authenticate then;
-Kafka clients could not). A non-loopback ``host`` needs ``auth.tokens_file`` (the broker's
-bind rule), so the Kafka listener is for loopback addresses, or for TLS-terminated setups
-the operator secures. With ``tls.cert``/``tls.key`` set it speaks TLS like the other
-listeners (the client's ``security.protocol=SSL``).
+cluster member, else 0, and the address the listener is bound to). With
+``auth.tokens_file`` every Kafka connection logs in with SASL PLAIN as one of its users
+(``broker.kafka.sasl``; the client's ``security.protocol=SASL_PLAINTEXT`` or
+``SASL_SSL``), which is also what lets the listener bind a non-loopback ``host`` (the
+broker's bind rule). With ``tls.cert``/``tls.key`` set it speaks TLS like the other
+listeners (``SSL``, or ``SASL_SSL`` with a login).
 
 The group service slot (``Context.groups``) is filled by whoever builds the Kafka group
 service (``groups=`` here).
@@ -31,24 +30,15 @@ from typing import Any
 
 from twisted.internet.interfaces import IReactorTime
 
+from broker.auth import TokenStore
 from broker.core import BrokerCore
 from broker.kafka.handlers import Context, KafkaHandlers, NodeInfo
 from broker.kafka.handlers.context import PartitionPlacement, Placement
 from broker.kafka.protocol import KafkaFactory
 
-__all__ = ["KafkaService", "ClusterPlacement", "kafka_security_refusal"]
+__all__ = ["KafkaService", "ClusterPlacement"]
 
 log = logging.getLogger("skerry.kafka")
-
-
-def kafka_security_refusal(config: Any) -> str | None:
-    """Why the Kafka listener cannot start with this configuration, or None."""
-    if config["kafka_port"] is None or config["auth.tokens_file"] is None:
-        return None
-    return ("refusing to start the Kafka listener (kafka_port) with auth.tokens_file set: "
-            "Kafka clients cannot authenticate to Skerry (no SASL), so it would let anyone "
-            "in that V1 refuses; run it without auth.tokens_file, on a loopback address "
-            "(docs/kafka.md)")
 
 
 class ClusterPlacement:
@@ -108,7 +98,7 @@ class KafkaService:
 
     def __init__(self, core: BrokerCore, config: Any, clock: IReactorTime, *,
                  now_us: Callable[[], int], groups: Any = None,
-                 placement: Placement | None = None) -> None:
+                 placement: Placement | None = None, tokens: TokenStore | None = None) -> None:
         self.core = core
         self.config = config
         cluster = config.cluster
@@ -123,17 +113,26 @@ class KafkaService:
             max_frame_bytes=config["kafka.max_frame_bytes"],
             max_connections=config["limits.max_connections"],
             idle_timeout_ms=config["limits.idle_timeout_ms"],
-            max_pending_output_bytes=config["limits.max_pending_output_bytes"])
+            max_pending_output_bytes=config["limits.max_pending_output_bytes"],
+            tokens=tokens)
 
     def listen(self, reactor: Any, host: str, port: int) -> Any:
-        """Listen on ``host``:``port``; Metadata then advertises the bound address."""
-        refusal = kafka_security_refusal(self.config)
-        if refusal is not None:
-            raise ValueError(refusal)
+        """Listen on ``host``:``port``; Metadata then advertises ``kafka.advertised``, else
+        the bound address (``ValueError`` for a wildcard address without
+        ``kafka.advertised``: clients cannot connect to 0.0.0.0; in a cluster
+        ``cluster.kafka_brokers`` says where each broker is)."""
+        advertised = self.config["kafka.advertised"]
+        if advertised is None and host in ("0.0.0.0", "::", "") and self.ctx.placement is None:
+            raise ValueError(f"kafka.advertised: required with host {host!r}: Kafka clients "
+                             "connect to the address Metadata gives them, and a wildcard "
+                             "address is none (docs/kafka.md)")
         listening = reactor.listenTCP(port, self.factory, interface=host, backlog=1024)
         address = listening.getHost()
-        self.node.host = address.host
-        self.node.port = address.port
+        if advertised is None:
+            self.node.host, self.node.port = address.host, address.port
+        else:
+            name, _, number = advertised.rpartition(":")
+            self.node.host, self.node.port = name.strip("[]"), int(number)
         return listening
 
     def stop(self) -> None:

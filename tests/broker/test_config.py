@@ -107,10 +107,10 @@ def test_docs_configuration_is_current() -> None:
     assert path.read_text() == reference_markdown()
 
 
-def test_kafka_listener_is_off_by_default_and_refused_with_auth_tokens() -> None:
-    """kafka_port is null by default; with auth.tokens_file set it is a configuration
-    mistake (Kafka clients cannot send Skerry's AUTH), named by its key."""
+def test_kafka_listener_is_off_by_default_and_logs_in_with_auth_tokens() -> None:
+    """kafka_port is null by default; with auth.tokens_file set Kafka clients log in with
+    SASL PLAIN (tests/kafka/test_sasl*.py), so the two go together."""
     assert load_config(None)["kafka_port"] is None
     assert config_from_mapping({"kafka_port": 0})["kafka_port"] == 0
-    with pytest.raises(ConfigError, match="kafka_port"):
-        config_from_mapping({"kafka_port": 9093, "auth": {"tokens_file": "/x"}})
+    config = config_from_mapping({"kafka_port": 9093, "auth": {"tokens_file": "/x"}})
+    assert config["kafka_port"] == 9093 and config["auth.tokens_file"] == "/x"

@@ -1,5 +1,5 @@
-"""The Kafka listener's edges: TLS like the other listeners, the refusal to start with
-auth.tokens_file, and bad bytes that never hurt the broker (random and mutated frames into
+"""The Kafka listener's edges: TLS like the other listeners (SASL logins:
+tests/kafka/test_sasl*.py), and bad bytes that never hurt the broker (random and mutated frames into
 connections over an in-memory broker: no handler bug, the connection closed or answered,
 other connections unaffected)."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 from tests.kafka.harness import Harness, i32, kafka_port_of, request, string
 from tests.kafka.test_data import SET_V0, SET_V1, fetch_body, produce_body
 from tests.kafka.test_fuzz import mutated
-from tests.support import ROOT, BrokerProcess
+from tests.support import BrokerProcess
 
 
 def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
@@ -53,18 +52,6 @@ def test_tls_when_tls_cert_is_set(tmp_path: Path) -> None:
                 break
         consumer.close()
         assert got == [b"v0", b"v1", b"v2"]
-
-
-def test_serve_refuses_kafka_with_auth_tokens(tmp_path: Path) -> None:
-    tokens = tmp_path / "tokens"
-    tokens.write_text("")
-    config = tmp_path / "c.yaml"
-    config.write_text(f"kafka_port: 0\nport: 0\ndata_dir: {tmp_path / 'd'}\n"
-                      f"auth:\n  tokens_file: {tokens}\n")
-    proc = subprocess.run([sys.executable, "-m", "broker", "serve", "--config", str(config)],
-                          cwd=str(ROOT), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2
-    assert "kafka_port" in proc.stderr
 
 
 FRAMES = [

@@ -221,7 +221,7 @@ class RequestSemanticsTests:
 class UnsupportedRequestTests:
     @pytest.mark.parametrize("key, version", [
         (0, 3), (1, 4), (2, 2), (3, 3), (8, 3), (9, 2), (10, 1), (11, 2), (12, 1), (13, 1),
-        (14, 1), (15, 1), (16, 1), (4, 0), (5, 0), (6, 0), (7, 0), (17, 0), (19, 0), (-1, 0),
+        (14, 1), (15, 1), (16, 1), (4, 0), (5, 0), (6, 0), (7, 0), (17, 1), (19, 0), (-1, 0),
         (0, -1), (18, -1),
     ])
     def test_outside_the_table(self, key: int, version: int) -> None:

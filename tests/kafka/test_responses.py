@@ -124,9 +124,10 @@ BUILT_RESPONSES: list[tuple[str, RequestHeader, object, bytes]] = [
 ]
 
 # 0:0-2 1:0-3 2:0-1 3:0-2 8:0-2 9:0-1 10:0 11:0-1 12:0 13:0 14:0 15:0 16:0 18:0 (§1.1, no 17)
-API_LIST = ("0000000e 0000 0000 0002 0001 0000 0003 0002 0000 0001 0003 0000 0002"
+API_LIST = ("0000000f 0000 0000 0002 0001 0000 0003 0002 0000 0001 0003 0000 0002"
             "0008 0000 0002 0009 0000 0001 000a 0000 0000 000b 0000 0001 000c 0000 0000"
-            "000d 0000 0000 000e 0000 0000 000f 0000 0000 0010 0000 0000 0012 0000 0000")
+            "000d 0000 0000 000e 0000 0000 000f 0000 0000 0010 0000 0000 0011 0000 0000"
+            "0012 0000 0000")
 
 
 class GoldenResponseTests:
@@ -149,13 +150,13 @@ class GoldenResponseTests:
 
 class ApiVersionsTests:
     def test_v0(self) -> None:
-        """ApiVersions v0 is answered with error 0 and the §1.1 list (without 17, which is
-        not implemented), in the v0 layout."""
+        """ApiVersions v0 is answered with error 0 and exactly the §1.1 list (17 included:
+        SaslHandshake v0), in the v0 layout."""
         request = c.parse_request(h("0012 0000 00000001 0011 6b702d302e31302e312d70726f64756365"))
         response = c.api_versions_response(request)  # type: ignore[arg-type]
         assert response.error_code == c.ErrorCode.NONE
         assert c.encode_response(request.header, response) == h(  # type: ignore[union-attr]
-            f"0000005e 00000001 0000 {API_LIST}")
+            f"00000064 00000001 0000 {API_LIST}")
 
     @pytest.mark.parametrize("version", [1, 2, 3, 4, 7])
     def test_higher_versions(self, version: int) -> None:
@@ -166,7 +167,7 @@ class ApiVersionsTests:
         assert isinstance(request, c.ApiVersionsRequest) and not request.supported
         response = c.api_versions_response(request)
         assert response.error_code == c.ErrorCode.UNSUPPORTED_VERSION == 35
-        assert c.encode_response(request.header, response) == h(f"0000005e 00000009 0023 {API_LIST}")
+        assert c.encode_response(request.header, response) == h(f"00000064 00000009 0023 {API_LIST}")
 
     def test_librdkafka_v3_golden(self) -> None:
         """The captured librdkafka v3 request (§3.1) gets the error-35 v0 reply."""
@@ -176,7 +177,7 @@ class ApiVersionsTests:
         request = c.parse_request(frame[4:])
         response = c.api_versions_response(request)  # type: ignore[arg-type]
         assert c.encode_response(request.header, response)[:10] == h(  # type: ignore[union-attr]
-            "0000005e 00000001 0023")
+            "00000064 00000001 0023")
 
     def test_list_matches_supported_versions(self) -> None:
         """The advertised list is the parser's table: nothing advertised that does not

@@ -10,7 +10,9 @@ ApiVersions, Metadata and its Heartbeat exactly as before. Closing the fuzzed co
 (what Kafka does on an unknown api key or a malformed frame) is allowed.
 
 Each input gets a new connection: a size prefix (usually the right one, sometimes a wrong
-one) + the input as the frame. The broker is rebuilt every ``REBUILD_EVERY`` inputs so a
+one) + the input as the frame. Every third connection must log in with SASL PLAIN
+(``broker.kafka.sasl``): half of those get the input as their first frame, the other half a
+good SaslHandshake first, so that the input is read as the PLAIN token. The broker is rebuilt every ``REBUILD_EVERY`` inputs so a
 million inputs stay bounded in memory and disk, and its clock advances so timers (sessions,
 join barriers, long polls) fire.
 
@@ -30,6 +32,7 @@ from typing import Any
 from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 
+from broker.auth import TokenStore, hash_token
 from tests.kafka.harness import Harness, i16, i32, request, string
 
 __all__ = ["KafkaFuzz", "KAFKA_SEEDS", "run_kafka"]
@@ -58,8 +61,15 @@ def _golden_frames() -> tuple[bytes, ...]:
         request(8, 2, 6, string("g") + i32(-1) + string("") + struct.pack(">q", -1) + i32(1)
                 + string("t1") + i32(1) + i32(0) + struct.pack(">q", 0) + string("m"))[4:],
         request(9, 1, 7, string("g") + i32(1) + string("t1") + i32(1) + i32(0))[4:],
+        request(17, 0, 8, string("PLAIN"))[4:],
+        b"\x00fuzzer\x00" + SASL_TOKEN.encode(),
+        b"fuzzer\x00fuzzer\x00wrong",
     ]
     return tuple(frames)
+
+
+SASL_TOKEN = "fuzz-token"
+"""The password of the fuzz broker's one SASL user, ``fuzzer``."""
 
 
 KAFKA_SEEDS: tuple[bytes, ...] = _golden_frames()
@@ -90,6 +100,7 @@ class KafkaFuzz:
         self._expected: tuple[bytes, bytes] | None = None
         self._sentinel: Any = None
         self._member = ""
+        self._tokens = TokenStore({"fuzzer": hash_token(SASL_TOKEN)})
 
     # ---------------------------------------------------------------- the broker
 
@@ -162,8 +173,15 @@ class KafkaFuzz:
         size = len(data)
         if data[:1] == b"\xfe":  # sometimes a size that lies
             size = int.from_bytes(data[1:3].ljust(2, b"\0"), "big") - 100
-        conn = harness.connect()
+        sasl = self._inputs % 3 == 0
+        harness.service.factory.tokens = self._tokens if sasl else None
         try:
+            conn = harness.connect()
+        finally:
+            harness.service.factory.tokens = None
+        try:
+            if sasl and self._inputs % 2 == 0:
+                conn.send_raw(request(17, 0, 1, string("PLAIN")))  # the input is the token
             conn.send_raw(struct.pack(">i", size) + data)
             if self._inputs % 7 == 0:
                 harness.advance(0.25)  # let timers and long polls fire now and then

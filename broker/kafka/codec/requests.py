@@ -41,6 +41,7 @@ __all__ = [
     "OffsetCommitRequest", "OffsetCommitTopic", "OffsetCommitPartition",
     "OffsetFetchRequest", "OffsetFetchTopic",
     "FindCoordinatorRequest",
+    "SaslHandshakeRequest",
     "JoinGroupRequest", "JoinGroupProtocol",
     "HeartbeatRequest",
     "LeaveGroupRequest",
@@ -68,6 +69,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
 
 
@@ -85,10 +87,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 0),
     ApiKey.DESCRIBE_GROUPS: (0, 0),
     ApiKey.LIST_GROUPS: (0, 0),
+    ApiKey.SASL_HANDSHAKE: (0, 0),
     ApiKey.API_VERSIONS: (0, 0),
 }
-"""(min, max) version per API: the table of §1.1 (SaslHandshake 17 is not implemented, so
-it is not advertised). Advertising Produce >= 3 or Fetch >= 4 would switch clients to
+"""(min, max) version per API: the table of §1.1, exactly the list the real clients were
+answered there (SaslHandshake v0: SASL PLAIN with raw tokens after it). Advertising Produce >= 3 or Fetch >= 4 would switch clients to
 record batches (magic 2), which this codec does not speak."""
 
 
@@ -329,6 +332,20 @@ def _find_coordinator(h: RequestHeader, r: Reader) -> FindCoordinatorRequest:
     return FindCoordinatorRequest(h, r.string("key"))
 
 
+# -- SaslHandshake (17) v0 -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SaslHandshakeRequest:
+    header: RequestHeader
+    mechanism: str
+    """The SASL mechanism the client wants (``PLAIN`` is the one served). After a v0
+    handshake the client's next frame is the raw SASL token, not a Kafka request."""
+
+
+def _sasl_handshake(h: RequestHeader, r: Reader) -> SaslHandshakeRequest:
+    return SaslHandshakeRequest(h, r.string("mechanism"))
+
+
 # -- JoinGroup (11) v0-v1 --------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -451,7 +468,7 @@ Request = (
     ProduceRequest | FetchRequest | ListOffsetsRequest | MetadataRequest |
     OffsetCommitRequest | OffsetFetchRequest | FindCoordinatorRequest | JoinGroupRequest |
     HeartbeatRequest | LeaveGroupRequest | SyncGroupRequest | DescribeGroupsRequest |
-    ListGroupsRequest | ApiVersionsRequest
+    ListGroupsRequest | SaslHandshakeRequest | ApiVersionsRequest
 )
 ParseResult = Request | UnsupportedRequest | MalformedRequest
 
@@ -469,6 +486,7 @@ _PARSERS = {
     ApiKey.SYNC_GROUP: _sync_group,
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.SASL_HANDSHAKE: _sasl_handshake,
     ApiKey.API_VERSIONS: _api_versions,
 }
 

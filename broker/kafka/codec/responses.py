@@ -39,7 +39,7 @@ __all__ = [
     "ListOffsetsPartitionResponse", "ListOffsetsTopicResponse", "ListOffsetsResponse",
     "OffsetCommitPartitionResponse", "OffsetCommitTopicResponse", "OffsetCommitResponse",
     "OffsetFetchPartitionResponse", "OffsetFetchTopicResponse", "OffsetFetchResponse",
-    "FindCoordinatorResponse",
+    "FindCoordinatorResponse", "SaslHandshakeResponse",
     "JoinGroupMember", "JoinGroupResponse",
     "SyncGroupResponse", "HeartbeatResponse", "LeaveGroupResponse",
     "DescribedGroupMember", "DescribedGroup", "DescribeGroupsResponse",
@@ -367,6 +367,18 @@ def _find_coordinator(w: Writer, r: FindCoordinatorResponse, v: int) -> None:
 
 
 @dataclass(frozen=True)
+class SaslHandshakeResponse:
+    error_code: int
+    mechanisms: tuple[str, ...]
+    """The mechanisms the broker enables (``("PLAIN",)``)."""
+
+
+def _sasl_handshake(w: Writer, r: SaslHandshakeResponse, v: int) -> None:
+    w.int16(r.error_code)
+    w.array(r.mechanisms, lambda w, m: w.string(m))
+
+
+@dataclass(frozen=True)
 class JoinGroupMember:
     member_id: str
     metadata: bytes
@@ -494,7 +506,7 @@ Response = (
     ProduceResponse | FetchResponse | ListOffsetsResponse | MetadataResponse |
     OffsetCommitResponse | OffsetFetchResponse | FindCoordinatorResponse | JoinGroupResponse |
     HeartbeatResponse | LeaveGroupResponse | SyncGroupResponse | DescribeGroupsResponse |
-    ListGroupsResponse | ApiVersionsResponse
+    ListGroupsResponse | SaslHandshakeResponse | ApiVersionsResponse
 )
 
 _ENCODERS = {
@@ -505,6 +517,7 @@ _ENCODERS = {
     OffsetCommitResponse: (ApiKey.OFFSET_COMMIT, _offset_commit),
     OffsetFetchResponse: (ApiKey.OFFSET_FETCH, _offset_fetch),
     FindCoordinatorResponse: (ApiKey.FIND_COORDINATOR, _find_coordinator),
+    SaslHandshakeResponse: (ApiKey.SASL_HANDSHAKE, _sasl_handshake),
     JoinGroupResponse: (ApiKey.JOIN_GROUP, _join_group),
     HeartbeatResponse: (ApiKey.HEARTBEAT, _error_only),
     LeaveGroupResponse: (ApiKey.LEAVE_GROUP, _error_only),

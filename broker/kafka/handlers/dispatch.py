@@ -72,6 +72,12 @@ def api_versions(ctx: Context, request: c.ApiVersionsRequest) -> c.ApiVersionsRe
     return c.api_versions_response(request)
 
 
+def sasl_handshake(ctx: Context, request: c.SaslHandshakeRequest) -> c.SaslHandshakeResponse:
+    """On a listener without ``auth.tokens_file`` nobody logs in: 34 ILLEGAL_SASL_STATE.
+    (With it, the connection answers the handshake itself: ``broker.kafka.sasl``.)"""
+    return c.SaslHandshakeResponse(int(ErrorCode.ILLEGAL_SASL_STATE), ())
+
+
 class KafkaHandlers:
     """The Kafka handler table over one ``Context``."""
 
@@ -83,6 +89,7 @@ class KafkaHandlers:
             c.ProduceRequest: data.produce,
             c.FetchRequest: data.fetch,
             c.ListOffsetsRequest: data.list_offsets,
+            c.SaslHandshakeRequest: sasl_handshake,
         }
         self.table.update(GROUP_HANDLERS)
 
