@@ -65,6 +65,8 @@ class KafkaProtocol(Connection):
         self._out: list[bytes] = []
         self._processing = False
         self._closing = False  # a CLOSE was dispatched: read and run nothing more
+        self.peer_host = ""
+        """The client's IP address (DescribeGroups shows it as the member's host)."""
         tokens = factory.tokens
         self._sasl: SaslGate | None = None if tokens is None else SaslGate(
             tokens, failure_delay(1))
@@ -72,6 +74,9 @@ class KafkaProtocol(Connection):
         authenticated, or the listener needs no login."""
 
     # ---------------------------------------------------------------- connection hooks
+
+    def connection_opened(self) -> None:
+        self.peer_host = str(getattr(self.transport.getPeer(), "host", ""))
 
     def connection_ended(self) -> None:
         self._frames.clear()
@@ -136,7 +141,7 @@ class KafkaProtocol(Connection):
             frame = frames.popleft()
             if self._sasl is not None and not self._sasl_step(frame):
                 continue
-            reply = dispatch(frame)
+            reply = dispatch(frame, self.peer_host)
             if reply is None:
                 continue
             if isinstance(reply, Deferred):

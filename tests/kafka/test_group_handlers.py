@@ -247,7 +247,8 @@ class OffsetTests:
 
 class AdminTests:
     def test_describe_and_list_groups(self, h):
-        """DescribeGroups shows a Stable group's protocol and members; ListGroups lists it
+        """DescribeGroups shows a Stable group's protocol and members (with their hosts);
+        ListGroups lists it
         with its protocol type; an unknown group describes as Dead."""
         a, leader, _b, _follower, _ = stable_pair(h)
         listed = a.call(LIST, 0)
@@ -255,5 +256,7 @@ class AdminTests:
         described = a.call(DESCRIBE, 0, i32(2) + string("g") + string("zz"))
         assert string("Stable") in described and string("range") in described
         assert string(leader) in described
+        # Each member's host is its connection's address, as Kafka shows it ("/<ip>").
+        assert described.count(string("/127.0.0.1")) == 2
         assert described.endswith(i16(0) + string("zz") + string("Dead") + string("")
                                   + string("") + i32(0))

@@ -85,6 +85,9 @@ class Context:
         self.core = core
         self.placement = placement
         """In a cluster: brokers, leaders and the group coordinator; None: a single broker."""
+        self.client_host = ""
+        """The address of the client whose request is being handled (set by the dispatcher
+        before each handler runs; read synchronously by JoinGroup)."""
         self.node = node
         self.clock = clock
         self.now_us = now_us

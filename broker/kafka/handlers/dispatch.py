@@ -93,8 +93,12 @@ class KafkaHandlers:
         }
         self.table.update(GROUP_HANDLERS)
 
-    def dispatch(self, frame: bytes) -> Reply | Deferred[bytes | list[bytes] | None]:
-        """The response frame for one request frame (see the module doc)."""
+    def dispatch(self, frame: bytes, client_host: str = ""
+                 ) -> Reply | Deferred[bytes | list[bytes] | None]:
+        """The response frame for one request frame (see the module doc); ``client_host``
+        is the peer's address, which JoinGroup records for DescribeGroups (as Kafka's
+        ``/<ip>``)."""
+        self.ctx.client_host = client_host
         request = c.parse_request(frame)
         if isinstance(request, c.UnsupportedRequest):
             h = request.header

@@ -113,7 +113,8 @@ def join_group(ctx: Context, request: c.JoinGroupRequest) -> Deferred[c.JoinGrou
     service = _service(ctx)
     rebalance = request.rebalance_timeout_ms if request.header.api_version >= 1 else None
     d = _call(service.join, request.group_id, request.member_id,
-              client_id=request.header.client_id or "", client_host="",
+              client_id=request.header.client_id or "",
+              client_host=f"/{ctx.client_host}" if ctx.client_host else "",
               session_timeout_ms=request.session_timeout_ms, rebalance_timeout_ms=rebalance,
               protocol_type=request.protocol_type,
               protocols=[(p.name, p.metadata) for p in request.protocols])
