@@ -6,15 +6,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from support import BrokerProcess  # noqa: E402
+from tests.support import BrokerProcess  # noqa: E402  (after the pyspark skip)
 
 
 @pytest.fixture(scope="session")

@@ -3,11 +3,9 @@ original offset and not appended, gaps are refused, and the state survives a res
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from support import BrokerProcess  # noqa: E402
+from tests.support import BrokerProcess
 
 
 class IdempotentProduceTests:

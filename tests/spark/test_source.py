@@ -200,7 +200,7 @@ class OfflineReaderTests:
                                                              tmp_path_factory: Any) -> None:
         """With the broker stopped, skerry-log reads the data dir row for row as the broker
         did; a flipped byte in a segment fails the query (failOnDataLoss) or is skipped."""
-        from support import BrokerProcess
+        from tests.support import BrokerProcess
 
         proc = BrokerProcess(tmp_path_factory.mktemp("offline")).start()
         try:
