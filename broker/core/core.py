@@ -236,9 +236,11 @@ class BrokerCore:
 
     def produce_framed(self, topic_name: str, partition: int, messages: bytes,
                        ends: Sequence[int] | None, acks: str,
-                       callback: ProduceCallback) -> None:
-        """``produce_batch`` for messages already framed as records (Iggy's SendMessages)."""
-        self._produce.produce_framed(topic_name, partition, messages, ends, acks, callback)
+                       callback: ProduceCallback, ack_timeout_ms: int | None = None) -> None:
+        """``produce_batch`` for messages already framed as records (Iggy's SendMessages);
+        ``ack_timeout_ms`` bounds an ``acks=all`` wait (None: ``replication.ack_timeout_ms``)."""
+        self._produce.produce_framed(topic_name, partition, messages, ends, acks, callback,
+                                     ack_timeout_ms)
 
     def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
                             payloads: Sequence[bytes], acks: str, callback: ProduceCallback,

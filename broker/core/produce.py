@@ -453,13 +453,16 @@ class ProducePipeline:
 
     def produce_framed(self, topic_name: str, partition: int, messages: bytes,
                        ends: Sequence[int] | None, acks: str,
-                       callback: Callable[[Any], None]) -> None:
+                       callback: Callable[[Any], None],
+                       ack_timeout_ms: int | None = None) -> None:
         """``produce_batch`` for messages already framed as records (Iggy's SendMessages
         message area, ``ends`` its index table's end positions): the store stamps them in
         one pass (``PartitionLog.append_framed``) instead of rebuilding every record.
 
         The same offsets, ids, answers and refusals as ``produce_batch`` with the messages
-        split apart; ``BadRequest`` when the store refuses the framing.
+        split apart; ``BadRequest`` when the store refuses the framing. ``ack_timeout_ms``:
+        how long ``acks=all`` waits (None: ``replication.ack_timeout_ms``; Kafka's produce
+        carries the client's own).
         """
         plog = self._batch_target(topic_name, partition)
         try:
@@ -473,7 +476,8 @@ class ProducePipeline:
         count = plog.next_offset - first
         if self.metrics is not None:
             self.metrics.produced(topic_name, count, len(messages))
-        self._batch_appended(topic_name, partition, plog, first, count, acks, callback)
+        self._batch_appended(topic_name, partition, plog, first, count, acks, callback,
+                             ack_timeout_ms)
 
     def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
                             payloads: Sequence[bytes], acks: str, callback: Callable[[Any], None],
@@ -561,7 +565,8 @@ class ProducePipeline:
         return plog
 
     def _batch_appended(self, topic_name: str, partition: int, plog: PartitionLog, first: int,
-                        count: int, acks: str, callback: Callable[[Any], None]) -> None:
+                        count: int, acks: str, callback: Callable[[Any], None],
+                        ack_timeout_ms: int | None = None) -> None:
         """Answer ``callback`` once an appended batch is as durable as ``acks`` asks."""
         self._replication.on_appended(topic_name, partition)
 
@@ -573,7 +578,8 @@ class ProducePipeline:
             if error is not None or acks != "all":
                 answer(error)
                 return
-            d = self._replication.wait_for_all(topic_name, partition, first + count - 1)
+            d = self._replication.wait_for_all(topic_name, partition, first + count - 1,
+                                               ack_timeout_ms)
             d.addCallbacks(lambda _hw: answer(None), lambda failure: answer(_as_error(failure)))
 
         if acks != "0" and self._fsync == "always":

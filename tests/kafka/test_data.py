@@ -275,3 +275,31 @@ def _req(api_key: int, version: int, cid: int, body: bytes = b"") -> bytes:
     from tests.kafka.harness import request
 
     return request(api_key, version, cid, body)
+
+
+class ProduceTimeoutTests:
+    @pytest.mark.parametrize("timeout_ms, waited", [
+        (30000, 30000),      # librdkafka's and kafka-python's default request timeout
+        (0, None),           # none given: the broker's replication.ack_timeout_ms
+        (-5, None),
+        (10_000_000, 300_000),  # bounded
+    ])
+    def test_acks_all_waits_as_long_as_the_request_says(self, h, monkeypatch, timeout_ms,
+                                                        waited):
+        """A Produce's timeout_ms is how long its acks=-1 answer may wait for the ISR, as
+        with Kafka's brokers (a dead follower then leaves the ISR before the client's
+        request times out, instead of the message being retried and stored twice)."""
+        seen = []
+        real = h.core.produce_framed
+
+        def spy(*args, **kwargs):
+            seen.append(args[6] if len(args) > 6 else kwargs.get("ack_timeout_ms"))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(h.core, "produce_framed", spy)
+        conn = h.connect()
+        conn.call(3, 0, i32(1) + string("t1"))
+        body = (i16(-1) + i32(timeout_ms) + i32(1) + string("t1") + i32(1) + i32(0)
+                + i32(len(SET_V0)) + SET_V0)
+        assert produce_reply(conn.call(0, 0, body))[0][0] == 0
+        assert seen == [waited]

@@ -369,6 +369,21 @@ class AcksAllTests:
         assert code_for(outcome.error) == "REPLICATION_TIMEOUT"
         assert "|" not in outcome.error.message
 
+    def test_a_wait_with_its_own_timeout(self, broker: Broker) -> None:
+        """wait_for_all(timeout_ms=...) (a Kafka produce's own timeout) replaces the ack
+        timeout for that wait only, and its message names it."""
+        broker.topic(rf=2, min_isr=2)
+        broker.append(1)
+        longer = Outcome(broker.service.wait_for_all("t", 0, 0, timeout_ms=5000))
+        default = Outcome(broker.service.wait_for_all("t", 0, 0))
+        broker.clock.advance(ACK_S)
+        assert isinstance(default.error, ReplicationTimeout) and not longer.fired
+        broker.clock.advance(5.0 - ACK_S - 0.001)
+        assert not longer.fired
+        broker.clock.advance(0.001)
+        assert isinstance(longer.error, ReplicationTimeout)
+        assert "within 5000 ms" in longer.error.message
+
     def test_timed_out_message_stays_and_commits_later(self, broker: Broker) -> None:
         """A timed-out message stays in the log; hw passes it once followers catch up."""
         broker.topic(rf=2, min_isr=2)

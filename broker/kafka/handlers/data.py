@@ -105,7 +105,8 @@ def produce(ctx: Context, request: c.ProduceRequest
                     part.index, int(ErrorCode.INVALID_REQUIRED_ACKS), -1))
                 continue
             try:
-                answer = _produce_partition(ctx, topic.name, part, acks)
+                answer = _produce_partition(ctx, topic.name, part, acks,
+                                            ack_wait_ms(request.timeout_ms))
             except REFUSALS as error:
                 answer = c.ProducePartitionResponse(part.index, int(code_for(error)), -1)
             if isinstance(answer, Deferred):
@@ -164,7 +165,21 @@ def _topic_for_write(ctx: Context, name: str, partition: int) -> None:
                          f"partition {partition} of {name} does not exist")
 
 
-def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks: str
+MAX_ACK_WAIT_MS = 300_000
+"""The longest a Kafka client's produce ``timeout_ms`` may hold an ``acks=-1`` answer."""
+
+
+def ack_wait_ms(timeout_ms: int) -> int | None:
+    """How long an ``acks=-1`` produce waits for the ISR: the request's ``timeout_ms``, as
+    Kafka's brokers do (librdkafka and kafka-python send their request timeout, 30 s by
+    default, longer than a follower takes to leave the ISR, so a dead follower does not turn
+    into a timeout that the client retries and the log stores twice), at most
+    ``MAX_ACK_WAIT_MS``; 0 or less: the broker's ``replication.ack_timeout_ms``."""
+    return min(timeout_ms, MAX_ACK_WAIT_MS) if timeout_ms > 0 else None
+
+
+def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks: str,
+                       ack_timeout_ms: int | None = None
                        ) -> c.ProducePartitionResponse | Deferred[c.ProducePartitionResponse]:
     index = part.index
     _topic_for_write(ctx, topic, index)
@@ -187,7 +202,7 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
         else:
             d.callback(c.ProducePartitionResponse(index, int(code_for(result)), -1))
 
-    ctx.core.produce_framed(topic, index, messages, ends, acks, done)
+    ctx.core.produce_framed(topic, index, messages, ends, acks, done, ack_timeout_ms)
     return d
 
 

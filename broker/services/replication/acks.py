@@ -31,13 +31,14 @@ __all__ = ["AckWaiter", "AckWaiters"]
 class AckWaiter:
     """One produce waiting for ``offset`` to be committed."""
 
-    __slots__ = ("offset", "deferred", "timer", "done")
+    __slots__ = ("offset", "deferred", "timer", "done", "timeout_ms")
 
     def __init__(self, offset: int, canceller: Callable[[AckWaiter], None]) -> None:
         self.offset = offset
         self.deferred: Deferred[int] = Deferred(lambda _d: canceller(self))
         self.timer: IDelayedCall | None = None
         self.done = False
+        self.timeout_ms = 0
 
 
 class AckWaiters:
@@ -48,11 +49,13 @@ class AckWaiters:
         self._ack_timeout_ms = ack_timeout_ms
         self._seq = itertools.count()
 
-    def wait(self, slot: Slot, offset: int) -> Deferred[int]:
+    def wait(self, slot: Slot, offset: int, timeout_ms: int | None = None) -> Deferred[int]:
         """A Deferred firing with ``hw`` once ``ack_offset`` reaches ``offset``; fails with
-        ``ReplicationTimeout`` after the ack timeout. Cancelling it withdraws the wait."""
+        ``ReplicationTimeout`` after ``timeout_ms`` (None: the ack timeout). Cancelling it
+        withdraws the wait."""
         waiter = AckWaiter(offset, lambda w: self._withdraw(slot, w))
-        waiter.timer = self._clock.callLater(self._ack_timeout_ms / 1000.0,
+        waiter.timeout_ms = self._ack_timeout_ms if timeout_ms is None else timeout_ms
+        waiter.timer = self._clock.callLater(waiter.timeout_ms / 1000.0,
                                              self._time_out, slot, waiter)
         heapq.heappush(slot.waiters, (offset, next(self._seq), waiter))
         return waiter.deferred
@@ -90,7 +93,7 @@ class AckWaiters:
         self._drop_settled(slot)
         repl = slot.repl
         waiter.deferred.errback(ReplicationTimeout(
-            f"acks=all not satisfied within {self._ack_timeout_ms} ms for offset "
+            f"acks=all not satisfied within {waiter.timeout_ms} ms for offset "
             f"{waiter.offset} of {slot.topic}/{slot.partition}: hw={repl.hw} "
             f"isr=[{' '.join(map(str, repl.isr))}] min_insync_replicas="
             f"{repl.min_insync_replicas}; the message stays in the log and may still be "

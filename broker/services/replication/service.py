@@ -280,11 +280,13 @@ class ReplicationService:
         """An fsync covered more offsets: may advance ``hw`` and answer waiters."""
         self._progress.refresh(self._slot(topic, partition))
 
-    def wait_for_all(self, topic: str, partition: int, offset: int) -> Deferred[int]:
+    def wait_for_all(self, topic: str, partition: int, offset: int,
+                     timeout_ms: int | None = None) -> Deferred[int]:
         """Fires with ``hw`` once ``offset`` is committed with at least min ISR replicas in
-        sync (at once if it already is); fails with ``ReplicationTimeout`` after the ack
-        timeout, ``NotLeader`` if the partition becomes a follower meanwhile, ``Unavailable``
-        on shutdown. Cancelling the Deferred withdraws the wait."""
+        sync (at once if it already is); fails with ``ReplicationTimeout`` after
+        ``timeout_ms`` (None: the ack timeout), ``NotLeader`` if the partition becomes a
+        follower meanwhile, ``Unavailable`` on shutdown. Cancelling the Deferred withdraws
+        the wait."""
         slot = self._slot(topic, partition)
         repl = slot.repl
         if repl.role is not Role.LEADER or not slot.confirmed:
@@ -297,7 +299,7 @@ class ReplicationService:
         self._progress.refresh(slot)
         if offset <= repl.ack_offset:
             return succeed(repl.hw)
-        return self._acks.wait(slot, offset)
+        return self._acks.wait(slot, offset, timeout_ms)
 
     # ------------------------------------------------------------------ roles
 
