@@ -37,7 +37,6 @@ import os
 import random
 import re
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -47,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.cli.devcluster import free_ports
 from data.store import StorageConfig, Store
 from tests.support import BrokerProcess
 
@@ -63,20 +63,6 @@ __all__ = [
 
 TOPIC = "repl"
 _FIELD = re.compile(r"([a-z_]+)=(\[[^\]]*\]|[^ ]*)")
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports (held open together while choosing)."""
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def fields(payload: str) -> dict[str, str]:

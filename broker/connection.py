@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import socket
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 from twisted.internet import tcp
@@ -192,33 +193,22 @@ class Connection(Protocol):
                 self.transport.pauseProducing()
 
     def write_now(self, data: bytes) -> None:
-        """Hand ``data`` to the transport; the transport pauses us (``pauseProducing``)
-        when its unsent bytes pass ``max_pending_output_bytes``."""
-        transport = self.transport
-        if self._direct and not transport.dataBuffer and not transport._tempDataBuffer:
-            # Nothing queued in the transport: send now instead of registering for
-            # writability and sending on the next turn. For request/response traffic this
-            # saves two epoll_ctl calls and one event dispatch per reply; whatever the
-            # socket does not take goes through the transport as usual.
-            try:
-                sent = transport.socket.send(data)
-            except OSError:
-                sent = 0  # EAGAIN, or an error the transport will report on write
-            if sent == len(data):
-                return
-            data = data[sent:]
-        transport.write(data)
+        """Hand ``data`` to the transport (``write_chunks`` with one chunk); the transport
+        pauses us (``pauseProducing``) when its unsent bytes pass
+        ``max_pending_output_bytes``."""
+        self.write_chunks((data,))
 
-
-    def write_chunks(self, chunks: list[bytes]) -> None:
-        """``write_now`` for a reply in chunks (a fetch response's fields and its record
-        sets of megabytes each): the socket takes them with one ``sendmsg`` as they are,
-        and only what it leaves is joined (one copy) for the transport, where joining them
-        first would copy every byte of the reply once more."""
+    def write_chunks(self, chunks: Sequence[bytes]) -> None:
+        """Send a reply made of ``chunks`` (one, or a fetch response's fields and its record
+        sets of megabytes each). With nothing queued in the transport they go to the socket
+        now, with one ``sendmsg``, instead of registering for writability and sending on the
+        next turn: for request/response traffic that saves two epoll_ctl calls and one event
+        dispatch per reply, and large chunks are never joined first. Only what the socket
+        does not take is joined (one copy) and goes through the transport as usual."""
         transport = self.transport
         if not (self._direct and not transport.dataBuffer and not transport._tempDataBuffer
                 and len(chunks) <= _IOV_MAX):
-            transport.write(b"".join(chunks))
+            transport.write(b"".join(chunks))  # a lone bytes is not copied
             return
         try:
             sent = transport.socket.sendmsg(chunks)
@@ -227,7 +217,7 @@ class Connection(Protocol):
         for i, chunk in enumerate(chunks):
             if sent < len(chunk):
                 rest = [memoryview(chunk)[sent:], *chunks[i + 1:]] if sent else chunks[i:]
-                transport.write(b"".join(rest))  # bytes; a lone bytes is not copied
+                transport.write(b"".join(rest))
                 return
             sent -= len(chunk)
 

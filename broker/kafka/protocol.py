@@ -216,18 +216,13 @@ class KafkaProtocol(Connection):
     def _flush_out(self) -> None:
         out = self._out
         if out and self.transport is not None and not self.transport.disconnecting:
-            if len(out) == 1 and isinstance(out[0], bytes):
-                self.write_now(out[0])
-            elif all(isinstance(reply, bytes) for reply in out):
-                self.write_now(b"".join(out))
-            else:  # a fetch's frame in chunks among them
-                chunks: list[bytes] = []
-                for reply in out:
-                    if isinstance(reply, bytes):
-                        chunks.append(reply)
-                    else:
-                        chunks.extend(reply)
-                self.write_chunks(chunks)
+            chunks: list[bytes] = []
+            for reply in out:  # bytes, or a fetch's frame in chunks
+                if isinstance(reply, bytes):
+                    chunks.append(reply)
+                else:
+                    chunks.extend(reply)
+            self.write_chunks(chunks)
         out.clear()
 
 

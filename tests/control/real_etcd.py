@@ -10,12 +10,11 @@ Must not import: the broker. Only the processes it started are ever signalled, b
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from pathlib import Path
 
-from broker.cli.devcluster import etcd_is_healthy
+from broker.cli.devcluster import etcd_is_healthy, free_ports
 from tests.support import debian_tool
 
 __all__ = ["etcd_binary", "EtcdCluster"]
@@ -27,24 +26,12 @@ def etcd_binary() -> str:
     return debian_tool("etcd", "etcd-server")
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    for _ in range(count):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        sockets.append(s)
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 class EtcdCluster:
     """``size`` etcd members on loopback; ``endpoints[i]`` is member i's client URL."""
 
     def __init__(self, tmp: Path, size: int) -> None:
         binary = etcd_binary()
-        ports = _free_ports(2 * size)
+        ports = free_ports(2 * size)
         self.endpoints = [f"http://127.0.0.1:{ports[2 * i]}" for i in range(size)]
         peers = [f"http://127.0.0.1:{ports[2 * i + 1]}" for i in range(size)]
         initial = ",".join(f"m{i}={peers[i]}" for i in range(size))

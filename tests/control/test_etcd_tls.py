@@ -19,10 +19,10 @@ from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
-from broker.cli.devcluster import etcd_is_healthy
+from broker.cli.devcluster import etcd_is_healthy, free_ports
 from broker.services.etcd import EtcdClient, EtcdError, EtcdUnavailable, TreqTransport, WatchEvent
 from tests.certs import CertificateAuthority
-from tests.control.real_etcd import _free_ports, etcd_binary
+from tests.control.real_etcd import etcd_binary
 from tests.support import ROOT, debian_tool
 
 reactor = _reactor
@@ -46,7 +46,7 @@ class TLSEtcd:
         # etcd's JSON gateway refuses a client certificate with a CN once auth is on.
         self.cert, self.key = self.ca.issue("skerry-broker", common_name=False)
         self.admin_cert, self.admin_key = self.ca.issue("etcd-admin")
-        client, peer = _free_ports(2)
+        client, peer = free_ports(2)
         self.endpoint = f"https://127.0.0.1:{client}"
         log = open(tmp / "etcd.log", "wb")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(

@@ -815,25 +815,34 @@ class ControlPlane:
                 for batch in batches(plans):
                     if not self.is_controller:
                         return
-                    txn = write_partitions(self.layout, self.view.controller_epoch,
-                                           [p.write for p in batch])
                     try:
-                        result = await self.client.txn(txn)
+                        revision = await self._write_elections(batch)
                     except _ETCD_FAILURES as exc:
                         log.warning("controller: writing %d partition(s) failed: %s; "
                                     "retrying", len(batch), exc)
                         self.clock.callLater(RETRY_S, self._schedule_reconcile)
                         return
-                    self._note(result.header)
-                    if not result.succeeded:
-                        self._lost_compare(result.reads)
+                    if revision is None:
                         lost = True
                         break
-                    self._elected(batch, result.header.revision)
+                    self._elected(batch, revision)
                 if not lost and not self._reconcile_again:
                     return
         finally:
             self._reconciling = False
+
+    async def _write_elections(self, batch: list[PlannedElection]) -> int | None:
+        """Write one batch of partition states with the controller's compares (its epoch,
+        each key's revision): etcd's revision, or None when a compare was lost (what etcd
+        holds is taken in). etcd failures propagate."""
+        txn = write_partitions(self.layout, self.view.controller_epoch,
+                               [p.write for p in batch])
+        result = await self.client.txn(txn)
+        self._note(result.header)
+        if not result.succeeded:
+            self._lost_compare(result.reads)
+            return None
+        return result.header.revision
 
     # ================================================================ preferred leaders
 
@@ -856,22 +865,18 @@ class ControlPlane:
         for batch in batches(moves):
             if not self.is_controller or self._reconciling:
                 return
-            txn = write_partitions(self.layout, self.view.controller_epoch,
-                                   [p.write for p in batch])
             try:
-                result = await self.client.txn(txn)
+                revision = await self._write_elections(batch)
             except _ETCD_FAILURES as exc:
                 log.warning("controller: handing partitions back to their preferred leaders "
                             "failed: %s; trying at the next check", exc)
                 return
-            self._note(result.header)
-            if not result.succeeded:  # something moved meanwhile: the next check decides
-                self._lost_compare(result.reads)
+            if revision is None:  # something moved meanwhile: the next check decides
                 return
             for planned in batch:
                 write = planned.write
                 key = self.layout.partition(write.topic, write.partition)
-                self.view.put(key, write.state.encode(), mod_revision=result.header.revision,
+                self.view.put(key, write.state.encode(), mod_revision=revision,
                               create_revision=0)
                 self.preferred_elections += 1
                 log.info("%s/%d: back to its preferred leader: broker %d leads epoch %d, "
