@@ -39,6 +39,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,6 +116,14 @@ def start_page_broker(command: str, shown_log: list[str], folder: Path,
         broker.stop()
         raise
     return broker
+
+
+def in_folder(config: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A page's YAML configuration as a reader runs it in ``folder`` (the clone): its
+    ``data_dir`` (relative, or the default) under ``folder``."""
+    data_dir = Path(config.get("data_dir", "./skerry-data"))
+    assert not data_dir.is_absolute(), data_dir
+    return {**config, "data_dir": str(folder / data_dir)}
 
 
 def readme_serve_command() -> str:
