@@ -502,13 +502,13 @@ def check_listener_ports(config: Config) -> str | None:
         for setting, host, port in listener_addresses(config):
             if port == 0:
                 continue
+            # the address family Twisted's listenTCP picks: IPv6 for an IPv6 literal only
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
             try:
-                family, kind, proto, _name, address = socket.getaddrinfo(
-                    host, port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)[0]
-                sock = socket.socket(family, kind, proto)
+                sock = socket.socket(family, socket.SOCK_STREAM)
                 held.append(sock)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind(address)
+                sock.bind((host, port))
                 sock.listen(1)
             except OSError as exc:
                 where = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
