@@ -55,7 +55,13 @@ def _pipeline(args: argparse.Namespace) -> int:
         where = ", after the newest order already there" if seeded.continued else ""
         print(f"produced {seeded.count} orders to {args.topic}; event times {span}{where}")
         return 0
-    ends = order_stats.sink_ends(args.bootstrap, args.sink_topic)
+    from broker.client.codec import ClientError
+
+    try:  # the broker is asked first, so an unreachable one is one line, not a Spark trace
+        ends = order_stats.sink_ends(args.bootstrap, args.sink_topic)
+    except ClientError as exc:
+        print(f"skerry pipeline: {exc}", file=sys.stderr)
+        return 1
     # Returns when both queries are done (continuous: when one stops; a failure raises).
     try:
         order_stats.run(args.bootstrap, args.topic, args.sink_topic, args.output,
