@@ -65,6 +65,7 @@ class CommandLineTests:
                                              '["shipped"]')
 
         monkeypatch.setattr(order_stats, "run", run)
+        monkeypatch.setattr(order_stats, "sink_ends", lambda *_args: [])  # no broker here
         assert cli.main(["pipeline", "order-stats", "--bootstrap", "127.0.0.1:1"]) == 1
         out, err = capsys.readouterr()
         assert out == ""
