@@ -297,6 +297,8 @@ def test_ctrl_c_stops_the_brokers_before_etcd(tmp_path: Path) -> None:
         etcd_pids = [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()
                      and str(folder / "etcd").encode() in _cmdline(e)]
         assert len(etcd_pids) == 1
+        # the terminal's SIGINT goes to dev-cluster's group only: etcd is not in it
+        assert os.getpgid(etcd_pids[0]) != os.getpgid(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     finally:
