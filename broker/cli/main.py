@@ -47,9 +47,21 @@ def _pipeline(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.action == "seed":
-        print(f"produced {order_stats.seed(args.bootstrap, args.topic, args.count)} orders "
-              f"to {args.topic}")
+        import time
+
+        seeded = order_stats.seed(args.bootstrap, args.topic, args.count)
+        span = " to ".join(time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ms / 1000))
+                           for ms in (seeded.first_ms, seeded.last_ms))
+        where = ", after the newest order already there" if seeded.continued else ""
+        print(f"produced {seeded.count} orders to {args.topic}; event times {span}{where}")
         return 0
+    from broker.client.codec import ClientError
+
+    try:  # the broker is asked first, so an unreachable one is one line, not a Spark trace
+        ends = order_stats.sink_ends(args.bootstrap, args.sink_topic)
+    except ClientError as exc:
+        print(f"skerry pipeline: {exc}", file=sys.stderr)
+        return 1
     # Returns when both queries are done (continuous: when one stops; a failure raises).
     try:
         order_stats.run(args.bootstrap, args.topic, args.sink_topic, args.output,
@@ -58,6 +70,8 @@ def _pipeline(args: argparse.Namespace) -> int:
         print(f"skerry pipeline: {exc}; stopped (the pipeline reads orders as `skerry "
               f"pipeline seed` writes them)", file=sys.stderr)
         return 1
+    written = order_stats.windows_written(args.bootstrap, args.sink_topic, ends)
+    print(f"order-stats: {order_stats.describe_windows(written)}")
     print(f"order-stats: results in topic {args.sink_topic} and {args.output}")
     return 0
 

@@ -125,6 +125,20 @@ def _int_arg(request: Any, name: str, default: int | None) -> int | None:
         raise ApiError(400, f"{name} must be a whole number") from None
 
 
+def _bool_arg(request: Any, name: str) -> bool:
+    """A yes/no query parameter: ``1``/``true``/``yes`` or ``0``/``false``/``no`` (absent or
+    empty: no)."""
+    values = request.args.get(name.encode())
+    if not values or values[-1] == b"":
+        return False
+    raw = values[-1].lower()
+    if raw in (b"1", b"true", b"yes"):
+        return True
+    if raw in (b"0", b"false", b"no"):
+        return False
+    raise ApiError(400, f"{name} must be 1 or 0 (true or false)")
+
+
 class _Api(Resource):
     """``/api/<...>``: one JSON document per GET (see ``docs/console.md``)."""
 
@@ -163,9 +177,9 @@ class _Api(Resource):
             case ["overview"]:
                 return data.overview()
             case ["topics"]:
-                return data.topics()
+                return data.topics(_bool_arg(request, "internal"))
             case ["topics", name]:
-                return data.topic(name)
+                return data.topic(name, _bool_arg(request, "internal"))
             case ["topics", name, "messages"]:
                 partition = _int_arg(request, "partition", 0)
                 limit = _int_arg(request, "limit", 20)
@@ -173,11 +187,11 @@ class _Api(Resource):
                 return data.messages(name, partition, _int_arg(request, "offset", None),
                                      _int_arg(request, "timestamp_ms", None), limit)
             case ["groups"]:
-                return data.group_rows()
+                return data.group_rows(_bool_arg(request, "internal"))
             case ["groups", group, topic]:
                 return data.group(group, topic)
             case ["cluster"]:
-                return data.cluster_doc()
+                return data.cluster_doc(_bool_arg(request, "internal"))
         raise ApiError(404, "no such endpoint; see docs/console.md for the API")
 
     def _refuse(self, request: Any) -> Any:
