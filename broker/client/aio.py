@@ -35,6 +35,9 @@ from broker.client.codec import (
     Message,
     ProtocolViolation,
     Reply,
+    check_acks,
+    check_key,
+    check_name,
     encode_request,
     parse_leader_hint,
     parse_messages,
@@ -448,7 +451,12 @@ class RoutedProducer:
     async def produce(self, topic: str, value: bytes, key: bytes = b"", *, acks: str = "1",
                       partition: int | None = None) -> Reply:
         """Send one message to its partition's leader; the OK ``Reply`` (``partition=``,
-        ``offset=``, ``hw=``). ``BrokerError`` for a refusal other than NOT_LEADER."""
+        ``offset=``, ``hw=``). ``BrokerError`` for a refusal other than NOT_LEADER;
+        ``InvalidArgumentError`` before anything is sent for a topic, key or ``acks`` the
+        broker would refuse."""
+        check_name("topic", topic)
+        check_key(key)
+        acks = check_acks(acks)
         routes = self._maps.get(topic) or await self.refresh(topic)
         target = partition if partition is not None else routes.partition_for(key)
         args = b"%b %b:%b enc=b64 acks=%b partition=%d" % (

@@ -47,10 +47,15 @@ __all__ = [
     "ConnectionLost",
     "Fetched",
     "GenerationMismatchError",
+    "InvalidArgumentError",
     "Message",
     "NotLeaderError",
     "ProtocolViolation",
     "Reply",
+    "check_acks",
+    "check_key",
+    "check_name",
+    "check_number",
     "encode_batch",
     "encode_request",
     "fnv1a_32",
@@ -99,6 +104,16 @@ class ConnectionLost(ClientError):
 class ProtocolViolation(ClientError, ValueError):
     """A line that is not what the V1 protocol promises (a bug, or a stranger on the port):
     the connection it came from cannot be trusted any more."""
+
+
+class InvalidArgumentError(ClientError, ValueError):
+    """An argument the broker would refuse, caught before anything is sent; ``argument``
+    names it (``topic``, ``group``, ``member_id``, ``key``, ...). Also a ``ValueError``, as
+    any bad argument is in Python. ``exit_code`` 2: a usage mistake."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(message, 2)
+        self.argument = argument
 
 
 class BrokerError(ClientError):
@@ -176,6 +191,49 @@ def for_code(code: str) -> type[BrokerError]:
 
 
 # -------------------------------------------------------------------------------- rules
+
+_NAME_RULE = "1-249 characters of A-Z a-z 0-9 . _ - (not . or ..)"
+_KEY_RULE = ("at most 255 bytes of UTF-8 without whitespace, '|', ',' or ':' (keys travel "
+             "as plain text; values of any bytes are sent base64-encoded)")
+
+
+def check_name(argument: str, value: object) -> str:
+    """``value`` when it is a valid topic, group or consumer id (``data.names``, the rule the
+    broker applies); else ``InvalidArgumentError`` naming ``argument``.
+
+    ``check_name("topic", "bad name")`` raises with the message ``topic 'bad name' is not
+    a valid name: 1-249 characters of A-Z a-z 0-9 . _ - (not . or ..)``.
+    """
+    if not is_valid_name(value):
+        raise InvalidArgumentError(argument, f"{argument} {value!r} is not a valid name: "
+                                             f"{_NAME_RULE}")
+    return value  # type: ignore[return-value]  # is_valid_name checked it is a str
+
+
+def check_key(key: bytes, argument: str = "key") -> bytes:
+    """``key`` when it may travel as a plain V1 key (``data.plaintext``, the broker's rule);
+    else ``InvalidArgumentError``."""
+    if not is_plain_key(key):
+        raise InvalidArgumentError(argument, f"{argument} {key[:60]!r} cannot be sent: a key "
+                                             f"is {_KEY_RULE}")
+    return key
+
+
+def check_number(argument: str, value: object) -> int:
+    """``value`` when it is a whole number >= 0 (partitions, offsets, generations)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(argument, f"{argument} must be a whole number >= 0, not "
+                                             f"{value!r}")
+    return value
+
+
+def check_acks(acks: object) -> str:
+    """``acks`` when it is ``"0"``, ``"1"`` or ``"all"`` (an int 0 or 1 is taken too)."""
+    text = str(acks) if isinstance(acks, int) and not isinstance(acks, bool) else acks
+    if text not in ("0", "1", "all"):
+        raise InvalidArgumentError("acks", f"acks must be \"0\", \"1\" or \"all\", not {acks!r}")
+    return text  # type: ignore[return-value]
+
 
 def partition_for_key(key: bytes, partitions: int) -> int:
     """The partition a PRODUCE without ``partition=`` goes to."""
