@@ -117,8 +117,12 @@ def _dev_cluster(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from broker.version import skerry_version
+
     parser = argparse.ArgumentParser(
         prog="skerry", description="Skerry message broker and its tools.")
+    parser.add_argument("--version", action="version", version=f"skerry {skerry_version()}",
+                        help="print the version (skerry X.Y.Z) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 

@@ -208,6 +208,19 @@ class HelperTests:
             assert count_lines(pipe) is None
 
 
+class VersionTests:
+    def test_version_flag_prints_the_package_version(self) -> None:
+        """``skerry --version`` prints ``skerry <version of pyproject.toml>`` and exits 0
+        (it was an argparse error)."""
+        import tomllib
+
+        expected = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+        result = subprocess.run([sys.executable, "-m", "broker", "--version"],
+                                capture_output=True, cwd=ROOT, timeout=60)
+        assert (result.returncode, result.stdout, result.stderr) == \
+            (0, f"skerry {expected}\n".encode(), b"")
+
+
 class ProduceTests:
     def test_key_value_lines_arrive_and_a_summary_is_printed(self, broker: BrokerProcess) -> None:
         """key:value lines are produced (a value with spaces, commas and '|' goes base64

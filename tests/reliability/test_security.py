@@ -33,6 +33,7 @@ from broker.metrics import (
     StartupResponder,
     startup_tls_context,
 )
+from broker.version import skerry_version
 from tests.reliability.inmemory import InMemoryBroker
 from tests.support import ROOT, BrokerProcess
 
@@ -290,7 +291,7 @@ class MetricsAuthTests:
         body = service.site.getResourceFor(good).render(good)
         assert b"skerry_ready 1.0" in body
         health = DummyRequest([b"health"])
-        assert service.site.getResourceFor(health).render(health) == b"ready\n"
+        assert service.site.getResourceFor(health).render(health) == b"ready\nskerry %s\n" % skerry_version().encode()
         text = "\n".join(r.getMessage() for r in caplog.records)
         assert "refused a request for /metrics" in text and TOKEN not in text
 
@@ -400,7 +401,7 @@ class TlsEveryListenerTests:
                                ("metrics", b"GET /health HTTP/1.0\r\n\r\n")):
                 received = _plain_answer(ports[name], data)
                 assert _is_refusal(received), (name, received[:40])
-            assert _https(ports["metrics"], cert, "/health")[:2] == (200, b"ready\n")
+            assert _https(ports["metrics"], cert, "/health")[:2] == (200, b"ready\nskerry %s\n" % skerry_version().encode())
             status, _, challenge = _https(ports["metrics"], cert, "/metrics")
             assert status == 401 and challenge is not None and "Basic" in challenge
             assert _https(ports["metrics"], cert, "/metrics", _basic("alice", "nope"))[0] == 401
@@ -428,6 +429,6 @@ class TlsEveryListenerTests:
         try:
             port = responder.address[1]
             assert _is_refusal(_plain_answer(port, b"GET /health HTTP/1.0\r\n\r\n"))
-            assert _https(port, cert, "/health")[:2] == (503, b"starting\n")
+            assert _https(port, cert, "/health")[:2] == (503, b"starting\nskerry %s\n" % skerry_version().encode())
         finally:
             responder.close()
