@@ -37,7 +37,7 @@ from broker.errors import BadRequest, SkerryError, Unauthenticated, Unavailable
 from broker.v1 import codec
 from broker.v1.framing import TOO_LONG, LineFramer
 from broker.v1.handlers import Handlers
-from broker.v1.replies import LINE_TOO_LONG_REPLY, PRODUCE_OK, err, fill_produce_ok
+from broker.v1.replies import PRODUCE_OK, err, fill_produce_ok, line_too_long_reply
 
 __all__ = ["V1Protocol", "V1Factory"]
 
@@ -198,7 +198,7 @@ class V1Protocol(Connection):
         self.framer.clear()
         self._flush_out()
         log.info("line too long from %s; closing", self.peer)
-        self.transport.write(LINE_TOO_LONG_REPLY)
+        self.transport.write(self.factory.too_long_reply)
         self.transport.loseConnection()
 
     def lineReceived(self, line: bytes) -> None:
@@ -329,6 +329,7 @@ class V1Factory(ConnectionFactory):
                          max_pending_output_bytes=max_pending_output_bytes)
         self.codec = codec.Codec(codec.CodecLimits(max_message_bytes=max_message_bytes))
         self.max_line_bytes = max_line_bytes
+        self.too_long_reply = line_too_long_reply(max_line_bytes)
 
     def new_connection(self) -> V1Protocol:
         return V1Protocol(self)

@@ -3,7 +3,7 @@
 Owns: ``V1|<cid>|OK|<payload>`` and ``V1|<cid>|ERR|<CODE>|<message>`` lines, the payload
 shapes of the spec's commands (produce, assignment, replica and consume payloads), the
 whole-line builders of the hot replies (``produce_ok``, ``consume_reply``, ``fetch_reply``),
-and the fixed ``LINE_TOO_LONG_REPLY``.
+and the over-long-line answer (``line_too_long_reply``).
 
 Must not import: Twisted, sockets, the store, ``groups`` or ``replication``; it does no I/O
 and reads no clock. ``broker.errors`` gives the error classes whose code and message an
@@ -38,6 +38,7 @@ __all__ = [
     "format_bool",
     "format_list",
     "LINE_TOO_LONG_REPLY",
+    "line_too_long_reply",
     "ok",
     "produce_batch_payload",
     "produce_ok",
@@ -50,7 +51,17 @@ __all__ = [
 ]
 
 LINE_TOO_LONG_REPLY = b"V1|0|ERR|BAD_REQUEST|line too long\n"
-"""What the broker writes, before closing the connection, for a line over the length limit."""
+"""The spec's over-long-line answer; ``line_too_long_reply`` extends its message."""
+
+
+def line_too_long_reply(max_line_bytes: int) -> bytes:
+    """What the broker writes, before closing the connection, for a line over the length
+    limit: the spec's line (cid 0, ``BAD_REQUEST``, message ``line too long``) with the
+    message going on to name the limit and the setting, so that the sender knows what to
+    change. Messages are free text; a client matching the spec's words still finds them
+    at the start (no ``|`` and no ``=`` are added)."""
+    return b"V1|0|ERR|BAD_REQUEST|line too long: more than %d bytes (the broker's " \
+           b"limits.max_line_bytes)\n" % max_line_bytes
 
 
 def format_list(items: Iterable[object]) -> str:

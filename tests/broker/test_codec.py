@@ -61,6 +61,7 @@ from broker.v1.codec import (
     role_payload,
 )
 from broker.v1.errors import code_for
+from broker.v1.replies import line_too_long_reply
 
 CODEC = Codec()
 MAX = "9223372036854775807"
@@ -615,9 +616,16 @@ class ReplyTests:
         assert err("1", error).split(b"|")[4].strip()
 
     def test_line_too_long_reply(self) -> None:
-        """The over-long-line answer is exactly the spec's line, with cid 0."""
+        """The over-long-line answer is the spec's line (cid 0, BAD_REQUEST, ``line too
+        long``) whose message goes on to name the limit and the setting to raise, with no
+        ``|`` or ``=`` that a client splitting the line could trip on."""
         assert LINE_TOO_LONG_REPLY == b"V1|0|ERR|BAD_REQUEST|line too long\n"
         assert err("0", BadRequest("line too long")) == LINE_TOO_LONG_REPLY
+        reply = line_too_long_reply(1048576)
+        assert reply == (b"V1|0|ERR|BAD_REQUEST|line too long: more than 1048576 bytes "
+                         b"(the broker's limits.max_line_bytes)\n")
+        assert reply.startswith(LINE_TOO_LONG_REPLY[:-1])
+        assert reply.count(b"|") == 4 and b"=" not in reply
 
     def test_lists_and_booleans(self) -> None:
         """Lists are [a b c] space-separated ([] when empty); booleans are true/false."""

@@ -162,12 +162,14 @@ def test_failed_fsync_answers_storage_error_and_fences_only_that_partition(
 
 
 def test_over_long_line_disconnects(tmp_path: Path) -> None:
-    """An over-long line gets the spec's error and the transport is closing."""
+    """An over-long line gets the spec's error, naming the limit and the setting, and the
+    transport is closing."""
     h = Harness(tmp_path, limits={"max_line_bytes": 100})
     proto, tr = h.connect()
     proto.dataReceived(b"V1|1|PING|\n" + b"x" * 50)
     proto.dataReceived(b"y" * 60)
-    assert lines(tr) == [b"V1|1|OK", b"V1|0|ERR|BAD_REQUEST|line too long"]
+    assert lines(tr) == [b"V1|1|OK", b"V1|0|ERR|BAD_REQUEST|line too long: more than 100 "
+                                     b"bytes (the broker's limits.max_line_bytes)"]
     assert tr.disconnecting
 
 
