@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, BinaryIO, TextIO
 
+from broker.cli.explain import unknown_topic
 from broker.client.aio import (
     Address,
     BrokerError,
@@ -244,7 +245,7 @@ async def _partitions(conn: Connection, topic: str, wait: bool = False,
         if reply.payload != "unknown topic":
             raise BrokerError(reply.code or "?", reply.payload, "METADATA")
         if not wait:
-            raise ToolError(f"unknown topic {topic}")
+            raise ToolError(unknown_topic(topic, "; `--follow` waits for it"))
         if not waited and err is not None:
             print(f"skerry consume: topic {topic} does not exist yet; waiting for it to be "
                   "created (Ctrl-C to stop)", file=err, flush=True)

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from broker.cli.parsers import TOKEN_ENV, USER_ENV
+from broker.cli.parsers import TOKEN_ENV
 from broker.cli.table import to_json
 from broker.client.aio import Address, BrokerError, Connection, ToolError, parse_address
 
@@ -74,11 +74,14 @@ def _address(args: argparse.Namespace) -> Address:
     return replace(address, user=args.user, token=token if args.user else None, tls=context)
 
 
-def _fail(command: str, exc: ToolError) -> int:
+def _fail(command: str, exc: ToolError, args: argparse.Namespace | None = None) -> int:
+    """Print ``exc`` as the command's one error line (a broker's refusal in words, see
+    ``broker.cli.explain``); its exit code."""
     message = exc.message
-    if isinstance(exc, BrokerError) and exc.code == "UNAUTHENTICATED":
-        message += (f" (the broker asks for authentication: set ${USER_ENV} and "
-                    f"${TOKEN_ENV}, see --help)")
+    if isinstance(exc, BrokerError):
+        from broker.cli.explain import explain
+
+        message = explain(exc, getattr(args, "topic", None))
     print(f"skerry {command}: {message}", file=sys.stderr, flush=True)
     return exc.exit_code
 
@@ -112,7 +115,7 @@ def produce_command(args: argparse.Namespace) -> int:
             timeout=args.timeout)
         summary = _run(lambda: produce(options, sys.stdin.buffer, sys.stderr))
     except ToolError as exc:
-        return _fail("produce", exc)
+        return _fail("produce", exc, args)
     except KeyboardInterrupt:
         return 130
     if not args.quiet or summary.errors or summary.stopped:
@@ -156,7 +159,7 @@ def consume_command(args: argparse.Namespace) -> int:
             print_timestamp=args.print_timestamp, wait_ms=args.wait_ms, timeout=args.timeout)
         summary = _run(lambda: consume(options, sys.stdout.buffer, sys.stderr))
     except ToolError as exc:
-        return _fail("consume", exc)
+        return _fail("consume", exc, args)
     except KeyboardInterrupt:
         return 130
     if summary.output_closed:
@@ -179,7 +182,7 @@ def _admin(command: str, args: argparse.Namespace,
     try:
         result = _run(run)
     except ToolError as exc:
-        return _fail(command, exc)
+        return _fail(command, exc, args)
     except KeyboardInterrupt:
         return 130
     try:
@@ -272,6 +275,6 @@ def cluster_command(args: argparse.Namespace) -> int:
         print(line)
         return 0
     except ToolError as exc:
-        return _fail(f"cluster {args.cluster_command}", exc)
+        return _fail(f"cluster {args.cluster_command}", exc, args)
     except KeyboardInterrupt:
         return 130

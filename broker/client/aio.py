@@ -182,8 +182,7 @@ class Connection:
                                        check=False)
             if not reply.ok:
                 await conn.close()
-                raise ToolError(f"authentication as {address.user} failed: {reply.code}: "
-                                f"{reply.payload}")
+                raise reply.error(f"AUTH as {address.user}")
         return conn
 
     def send(self, command: str, args: str | bytes = "") -> asyncio.Future[Reply]:
