@@ -1032,6 +1032,28 @@ class WrongAddressTests:
                     "an HTTP port (metrics?), not a Skerry V1 port; see --bootstrap (the V1 "
                     "port is the broker's `port`, 9092 by default)\n")
 
+    def test_the_kafka_iggy_and_tank_ports_are_named(self, tmp_path: Path) -> None:
+        """Skerry's own Kafka, Iggy and TANK ports given as --bootstrap are recognised
+        from what they answer (a TANK greeting, an Iggy error header, a Kafka ApiVersions
+        answer) and named, with the setting, at once; not taken for a TLS port."""
+        config = {"kafka_port": 0, "iggy_port": 0, "tank_port": 0}
+        with BrokerProcess(tmp_path, config) as multi:
+            ports = dict(re.findall(r"(kafka|iggy|tank)=127\.0\.0\.1:(\d+)", multi.log_text()))
+            for key, protocol in (("kafka", "Kafka"), ("iggy", "Iggy"), ("tank", "TANK")):
+                for name, command in (("topics list", ["topics", "list"]),
+                                      ("produce", ["produce", "t-any"])):
+                    started = time.monotonic()
+                    result = skerry(multi, *command, "--bootstrap",
+                                    f"127.0.0.1:{ports[key]}", "--timeout", "30",
+                                    stdin=b"k:v\n")
+                    assert time.monotonic() - started < 10, command
+                    assert result.returncode == 1
+                    assert result.stderr.decode() == (
+                        f"skerry {name}: 127.0.0.1:{ports[key]} answered in {protocol}'s "
+                        f"protocol: this is a {protocol} port (the broker's `{key}_port`?), "
+                        "not a Skerry V1 port; see --bootstrap (the V1 port is the broker's "
+                        "`port`, 9092 by default)\n"), (key, result.stderr)
+
     def test_a_plain_client_against_a_tls_broker_is_told_to_add_tls(
             self, tmp_path: Path) -> None:
         """Without --tls against a TLS broker the message suggests --tls; with --tls
