@@ -140,9 +140,19 @@ def consume_command(args: argparse.Namespace) -> int:
         problems.append("a numeric --offset needs --partition")
     if args.consumer_id is not None and args.group is None:
         problems.append("--consumer-id needs --group")
-    if args.format == "json" and (args.print_key or args.print_timestamp):
-        problems.append("--print-key and --print-timestamp are for the plain format; "
-                        "--format json always has the key and the timestamp")
+    if args.format != "plain" and (args.print_key or args.print_timestamp
+                                   or args.print_headers):
+        problems.append("--print-key, --print-timestamp and --print-headers are for the "
+                        "plain format; --format json always has the key, the timestamps "
+                        "and the headers, and a format string says what to print (%k, %T, "
+                        "%h)")
+    if args.format not in ("plain", "json"):
+        from broker.cli.consume import compile_format
+
+        try:
+            compile_format(args.format)
+        except ToolError as exc:
+            problems.append(exc.message)
     if problems:
         for problem in problems:
             print(f"skerry consume: {problem}", file=sys.stderr)
@@ -156,7 +166,8 @@ def consume_command(args: argparse.Namespace) -> int:
             follow=args.follow, max_messages=args.max_messages, group=args.group,
             consumer_id=args.consumer_id, session_timeout_ms=args.session_timeout_ms,
             output_format=args.format, print_key=args.print_key,
-            print_timestamp=args.print_timestamp, wait_ms=args.wait_ms, timeout=args.timeout)
+            print_timestamp=args.print_timestamp, print_headers=args.print_headers,
+            wait_ms=args.wait_ms, timeout=args.timeout)
         summary = _run(lambda: consume(options, sys.stdout.buffer, sys.stderr))
     except ToolError as exc:
         return _fail("consume", exc, args)

@@ -91,10 +91,11 @@ def parse_address(text: str) -> Address:
     return Address(host, int(port))
 
 
-def parse_detail_messages(reply: Reply, partition: int) -> list[Message]:
+def parse_detail_messages(reply: Reply, partition: int, headers: bool = False) -> list[Message]:
     """The ``messages=`` of a ``detail=true enc=b64`` CONSUME answer: items split on ``,``,
-    each ``<offset>:<timestamp_ms>:<key b64>:<value b64>``."""
-    return parse_messages(reply, partition, b64=True, detail=True)
+    each ``<offset>:<timestamp_ms>:<key b64>:<value b64>``; asked with ``headers=true``,
+    ``<offset>:<timestamp_ms>:<producer_timestamp_ms>:<headers>:<key b64>:<value b64>``."""
+    return parse_messages(reply, partition, b64=True, detail=True, headers=headers)
 
 
 _TLS_RECORDS = (b"\x15\x03", b"\x16\x03")

@@ -400,40 +400,67 @@ def bool_field(fields: dict[str, str], key: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One message of a CONSUME answer. ``timestamp_ms`` and ``key`` come only with
-    ``detail=true`` (else ``None`` and ``b""``)."""
+    """One message of a CONSUME answer. ``timestamp_ms`` (when the broker appended it) and
+    ``key`` come only with ``detail=true`` (else ``None`` and ``b""``);
+    ``producer_timestamp_ms`` (the producer's own time, the append time when it gave none)
+    and ``headers`` (``(name, value)`` pairs, the key's own header left out) only with
+    ``headers=true`` too (else ``None`` and ``()``)."""
 
     partition: int
     offset: int
     timestamp_ms: int | None
     key: bytes
     value: bytes
+    producer_timestamp_ms: int | None = None
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+def _headers(field: str) -> tuple[tuple[bytes, bytes], ...]:
+    """``<name b64>.<value b64>`` pairs joined by ``;`` (the ``headers=true`` field)."""
+    if not field:
+        return ()
+    pairs = []
+    for part in field.split(";"):
+        name, dot, value = part.partition(".")
+        if not dot:
+            raise ValueError(f"header {part!r} has no '.'")
+        pairs.append((base64.b64decode(name, validate=True),
+                      base64.b64decode(value, validate=True)))
+    return tuple(pairs)
 
 
 def parse_messages(reply: Reply, partition: int, *, b64: bool = False,
-                   detail: bool = False) -> list[Message]:
-    """The ``messages=`` of a CONSUME answer asked with ``enc=b64`` and ``detail=true`` as
-    given: items split on ``,``; each ``<offset>:<value>`` (split at the first ``:``), or
-    with detail ``<offset>:<timestamp_ms>:<key>:<value>``; keys and values decoded from
-    base64 with ``b64``."""
+                   detail: bool = False, headers: bool = False) -> list[Message]:
+    """The ``messages=`` of a CONSUME answer asked with ``enc=b64``, ``detail=true`` and
+    ``headers=true`` as given: items split on ``,``; each ``<offset>:<value>`` (split at
+    the first ``:``), with detail ``<offset>:<timestamp_ms>:<key>:<value>``, with headers
+    too ``<offset>:<timestamp_ms>:<producer_timestamp_ms>:<headers>:<key>:<value>``; keys
+    and values decoded from base64 with ``b64``."""
     raw = reply.field("messages")
     if not raw:
         return []
     out = []
     for item in raw.split(","):
         try:
-            if detail:
-                offset, ts, key, value = item.split(":", 3)
+            producer: int | None = None
+            pairs: tuple[tuple[bytes, bytes], ...] = ()
+            if detail and headers:
+                offset, ts, pts, hdrs, key, value = item.split(":", 5)
                 timestamp: int | None = int(ts)
+                producer = int(pts)
+                pairs = _headers(hdrs)
+            elif detail:
+                offset, ts, key, value = item.split(":", 3)
+                timestamp = int(ts)
             else:
                 offset, value = item.split(":", 1)
                 timestamp, key = None, ""
             if b64:
                 out.append(Message(partition, int(offset), timestamp, base64.b64decode(key),
-                                   base64.b64decode(value)))
+                                   base64.b64decode(value), producer, pairs))
             else:
                 out.append(Message(partition, int(offset), timestamp, key.encode(),
-                                   value.encode()))
+                                   value.encode(), producer, pairs))
         except (ValueError, binascii.Error):
             raise ProtocolViolation(f"unexpected message in the broker's answer: "
                                     f"{item[:200]!r}") from None

@@ -376,17 +376,18 @@ class Client:
 
     def consume(self, topic: str, partition: int, offset: int, *, max_messages: int | None = None,
                 wait_ms: int | None = None) -> Consumed:
-        """Committed messages from ``offset`` on, with keys and timestamps (``enc=b64
-        detail=true``, so every value can be read). ``wait_ms``: long poll, the broker
-        answers as soon as a message is committed or after ``wait_ms`` with none."""
+        """Committed messages from ``offset`` on, with keys, timestamps (the broker's append
+        time and the producer's own) and headers (``enc=b64 detail=true headers=true``, so
+        every value can be read). ``wait_ms``: long poll, the broker answers as soon as a
+        message is committed or after ``wait_ms`` with none."""
         args = (f"{check_name('topic', topic)} {check_number('partition', partition)} "
-                f"{check_number('offset', offset)} enc=b64 detail=true")
+                f"{check_number('offset', offset)} enc=b64 detail=true headers=true")
         if max_messages is not None:
             args += f" max={max_messages}"
         if wait_ms is not None:
             args += f" wait_ms={wait_ms}"
         reply = self.call("CONSUME", args)
-        messages = parse_messages(reply, partition, b64=True, detail=True)
+        messages = parse_messages(reply, partition, b64=True, detail=True, headers=True)
         return Consumed(messages, reply.number("hw"),
                         messages[-1].offset + 1 if messages else offset)
 

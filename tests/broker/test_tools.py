@@ -454,16 +454,18 @@ class InterruptedProduceTests:
 class ConsumeTests:
     def test_json_lines_have_partition_offset_timestamp_key_value(
             self, broker: BrokerProcess) -> None:
-        """--format json prints one object per message with exactly these fields."""
+        """--format json prints one object per message with exactly these fields (headers
+        only when a message has some); a V1 message's timestamp is its append time."""
         skerry(broker, "produce", "t-json", "--partition", "0", stdin=b"a:1\nb:2\n")
         out = skerry(broker, "consume", "t-json", "--format", "json", "-q")
         messages = json_lines(out.stdout)
-        assert [list(m) for m in messages] == [["partition", "offset", "timestamp", "key",
-                                                "value"]] * 2
+        assert [list(m) for m in messages] == [["partition", "offset", "timestamp",
+                                                "append_time", "key", "value"]] * 2
         assert [(m["offset"], m["key"], m["value"]) for m in messages] == \
             [(0, "a", "1"), (1, "b", "2")]
         now_ms = time.time() * 1000
         assert all(now_ms - 600_000 < m["timestamp"] <= now_ms + 1000 for m in messages)
+        assert all(m["timestamp"] == m["append_time"] for m in messages)
 
     def test_offset_partition_and_max_messages(self, broker: BrokerProcess) -> None:
         """--partition with --offset starts there; --max-messages stops after N."""
@@ -623,7 +625,8 @@ class ConsumeTests:
         assert [line.split(b"\t")[1] for line in stamps.stdout.splitlines()] == [b"a", b"b c"]
         refused = skerry(broker, "consume", "t-print", "--print-key", "--format", "json")
         assert refused.returncode == 2
-        assert b"--print-key and --print-timestamp are for the plain format" in refused.stderr
+        assert b"--print-key, --print-timestamp and --print-headers are for the plain format" \
+            in refused.stderr
 
     def test_follow_waits_for_a_topic_to_be_created(self, broker: BrokerProcess) -> None:
         """--follow on a topic that does not exist says it waits, does not create it, and
@@ -655,6 +658,62 @@ class ConsumeTests:
             (1, b"skerry consume: topic t-never does not exist (`skerry topics list` shows "
                 b"the topics; `skerry topics create t-never` creates it; `--follow` waits "
                 b"for it)\n")
+
+
+class InspectTests:
+    """``skerry consume`` shows what a message carries, kcat-style: the producer's own
+    timestamp (not the broker's append time passed off as it), the append time apart, and
+    the headers."""
+
+    def test_format_print_headers_and_timestamps(self, tmp_path: Path) -> None:
+        """A TANK message sent with ts=1700000000000 and an Iggy message with a header:
+        ``--format`` tokens, ``--print-timestamp``/``--print-headers`` and JSON show the
+        producer's timestamp, the append time only where asked, and the headers."""
+        import struct
+
+        from broker.iggy import codec as iggy
+        from broker.iggy.codec import Identifier, PartitioningKind
+        from broker.tank import client as tc
+        from tests.iggy.harness import RawClient, iggy_port_of
+        from tests.tank.harness import tank_port_of
+
+        ts = 1_700_000_000_000
+        with BrokerProcess(tmp_path, {"tank_port": 0, "iggy_port": 0}) as multi:
+            text = multi.log_text()
+            with tc.TankClient("127.0.0.1", tank_port_of(text)) as tank:
+                assert tank.create_topic(b"t-inspect", 1) is None
+                assert tank.produce([(b"t-inspect", 0, [tc.Msg(b"hello", b"k1", ts)])])[2] == []
+            raw = RawClient(iggy_port_of(text))
+            raw.login()
+            header = (b"\x02" + struct.pack("<I", 5) + b"trace" + b"\x02" + struct.pack("<I", 3)
+                      + b"abc")
+            sent = iggy.encode_messages([b"world"], [header], [1], [(ts + 5000) * 1000])  # µs
+            assert raw.call(iggy.SendMessages(
+                Identifier("default"), Identifier("t-inspect"), PartitioningKind.PARTITION_ID,
+                struct.pack("<I", 0), 1, sent)) == b"\x00" * 8
+            custom = skerry(multi, "consume", "t-inspect", "-q", "--format",
+                            "%t/%p/%o key=%k (%K) value=%s (%S) ts=%T headers=%h|%A\\n")
+            plain = skerry(multi, "consume", "t-inspect", "-q", "--print-timestamp",
+                           "--print-headers", "--print-key")
+            documents = json_lines(skerry(multi, "consume", "t-inspect", "-q", "--format",
+                                          "json").stdout)
+            bad = skerry(multi, "consume", "t-inspect", "--format", "%x")
+        assert custom.returncode == 0, custom.stderr
+        first, second = custom.stdout.decode().splitlines()
+        assert first.startswith("t-inspect/0/0 key=k1 (2) value=hello (5) ts=1700000000000 "
+                                "headers=|"), first
+        assert second.startswith("t-inspect/0/1 key= (0) value=world (5) ts=1700000005000 "
+                                 "headers=trace=abc|"), second
+        appended = int(first.rsplit("|", 1)[1])
+        assert appended > ts + 3_600_000  # the broker's clock, not the producer's
+        assert plain.stdout == (b"1700000000000\tNO_HEADERS\tk1\thello\n"
+                                b"1700000005000\ttrace:abc\t\tworld\n")
+        assert [(d["timestamp"], d["append_time"], d.get("headers")) for d in documents] == [
+            (ts, appended, None), (ts + 5000, documents[1]["append_time"],
+                                   [{"key": "trace", "value": "abc"}])]
+        assert bad.returncode == 2
+        assert bad.stderr.decode().startswith("skerry consume: --format: unknown token %x; use "
+                                              "%t topic, %p partition")
 
 
 class TopicsTests:
