@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import operator
 import re
 import sys
 from array import array
@@ -220,11 +221,21 @@ def check_key(key: bytes, argument: str = "key") -> bytes:
 
 
 def check_number(argument: str, value: object) -> int:
-    """``value`` when it is a whole number >= 0 (partitions, offsets, generations)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    """``value`` as an ``int`` when it is a whole number >= 0 (partitions, offsets,
+    generations): an int or anything that stands for one (``numpy.int64``), or a string
+    of digits; ``InvalidArgumentError`` otherwise (a float, a negative number, text)."""
+    number: int | None = None
+    if isinstance(value, str):
+        number = int(value) if value.isascii() and value.isdigit() else None
+    elif not isinstance(value, bool):
+        try:
+            number = operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            number = None
+    if number is None or number < 0:
         raise InvalidArgumentError(argument, f"{argument} must be a whole number >= 0, not "
                                              f"{value!r}")
-    return value
+    return number
 
 
 def check_acks(acks: object) -> str:

@@ -118,3 +118,20 @@ class ArgumentTests:
                 await producer.produce("t", b"v", acks="2")
 
         asyncio.run(aio())
+
+
+class NumberRuleTests:
+    def test_whole_numbers_in_any_integer_type_pass(self) -> None:
+        """Partitions and offsets may come as numpy integers (Spark, pandas) or digit
+        strings; floats, negatives, booleans and words are refused with the argument's
+        name."""
+        import numpy as np
+
+        from broker.client.codec import check_number
+
+        assert check_number("partition", np.int64(2)) == 2
+        assert check_number("offset", "17") == 17
+        assert check_number("offset", 0) == 0
+        for bad in (1.5, -1, True, "x", "-3", None):
+            with pytest.raises(InvalidArgumentError, match="^offset must be a whole number"):
+                check_number("offset", bad)
