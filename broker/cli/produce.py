@@ -5,7 +5,11 @@ whole lines as values with ``--key``; a value that is not a plain V1 value goes 
 ``enc=b64`` automatically), reading stdin on a thread so a slow pipe or a person typing is
 sent line by line while a fast file is sent in big batches, keeping at most ``window``
 requests in flight on one connection, the progress bar (tqdm on stderr: only when stdin is
-a file or a pipe and stderr is a terminal), and the summary line and exit code. In a
+a file or a pipe and stderr is a terminal), and the summary line and exit code. A refusal
+that every later line would get too (``broker.cli.explain.ends_produce``: authentication,
+an unknown topic the broker will not create, an over-long line...) stops the run at the
+first line it meets, told once in the summary with what to do and the line to resume
+from; refusals about one line are printed per line (in words, ``explain_reply``). In a
 cluster (the broker's METADATA lists brokers) each line goes to its partition's leader and a
 NOT_LEADER answer sends it again where the leader is (``_produce_routed``; routing state in
 the client codec's ``ClusterMap``).
@@ -72,7 +76,8 @@ class ProduceSummary:
     """Lines refused: by this tool (not ``key:value``, ...) or by the broker (``ERR``)."""
     seconds: float = 0.0
     stopped: str | None = None
-    """Why the run ended early (the connection was lost, Ctrl-C), or None."""
+    """Why the run ended early (the connection was lost, Ctrl-C, a refusal every later
+    line would share: ``line N: <what to do>``), or None."""
     interrupted: bool = False
     last_acknowledged: int = 0
     """Input line number of the last message the broker acknowledged; 0: none."""
