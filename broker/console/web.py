@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from broker.console.cluster import ClusterView, LocalClusterView, ReplicaStatusS
 from broker.console.history import History, Sampler, TrafficCounters
 from broker.console.views import ApiError, BrokerFacts, ConsoleData, CoreView, GroupsView
 from broker.metrics import HttpAuth
+from broker.version import skerry_version
 
 __all__ = ["ConsoleService", "SECURITY_HEADERS", "STATIC_FILES", "broker_version"]
 
@@ -67,10 +67,11 @@ SECURITY_HEADERS = {
 
 def broker_version() -> str:
     """The installed ``skerry`` distribution's version (``unknown`` when not installed)."""
-    try:
-        return metadata.version("skerry")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return skerry_version()
+
+
+VERSION_MARK = b"@SKERRY_VERSION@"
+"""Where ``index.html`` shows the version (its footer); replaced when the page is loaded."""
 
 
 def _secure(request: Any) -> None:
@@ -241,7 +242,10 @@ class ConsoleService:
         self.sampler = Sampler(history, clock)
         static: dict[bytes, Resource] = {}
         for path, (name, content_type) in STATIC_FILES.items():
-            static[path] = _Static((STATIC_DIR / name).read_bytes(), content_type)
+            body = (STATIC_DIR / name).read_bytes()
+            if name == "index.html":
+                body = body.replace(VERSION_MARK, skerry_version().encode())
+            static[path] = _Static(body, content_type)
         self.site = Site(_Root(_Api(data, auth, clock), static), timeout=30)
         self.site.noisy = False
         self.site.displayTracebacks = False

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from broker.auth import hash_token
+from broker.version import skerry_version
 from tests.console.scenario import (
     BINARY_VALUE,
     INTERNAL_GROUP,
@@ -224,6 +225,14 @@ class EndpointTests:
             assert get(broker.base + path).status == 404
         page = get(broker.base + "/").body.decode()
         assert "http://" not in page and "https://" not in page  # nothing from a CDN
+
+    def test_the_page_footer_names_the_version(self, broker: ConsoleBroker) -> None:
+        """Every page carries the broker's version in its footer (the same as
+        ``skerry --version`` and ``/health``)."""
+        page = get(broker.base + "/").body.decode()
+        assert f'<footer class="foot">Skerry <span id="version">{skerry_version()}</span>' \
+            in page
+        assert skerry_version() != "unknown"
 
 
 class PageSourceTests:
