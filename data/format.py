@@ -77,6 +77,7 @@ __all__ = [
     "decode_user_headers",
     "key_header",
     "extract_key",
+    "record_key",
     "Record",
     "RecordHeader",
     "encode_record",
@@ -283,6 +284,31 @@ def extract_key(user_headers: bytes) -> bytes | None:
         return None
     for key_kind, key, value_kind, value in headers:
         if key_kind == KIND_STRING and key == KEY_HEADER_NAME and value_kind == KIND_STRING:
+            return value
+    return None
+
+
+_RAW_KEY_PREFIX = bytes([KIND_STRING]) + U32.pack(len(KEY_HEADER_NAME)) + KEY_HEADER_NAME + bytes([KIND_RAW])
+
+
+def record_key(user_headers: bytes) -> bytes | None:
+    """The key a compacted topic keys a record by: the value of its ``key`` header, whether
+    a string (a V1 key, a UTF-8 Kafka key) or raw bytes (a Kafka key that is not UTF-8),
+    ``None`` when it has none (or malformed headers). The same key bytes always get the
+    same kind (``key_header``; the Kafka mapping), so the value alone identifies the key.
+    """
+    if not user_headers:
+        return None
+    if user_headers.startswith(_KEY_PREFIX) or user_headers.startswith(_RAW_KEY_PREFIX):
+        (length,) = U32.unpack_from(user_headers, len(_KEY_PREFIX))
+        if _KEY_VALUE_AT + length == len(user_headers) and _MIN_LEN <= length <= _MAX_LEN:
+            return bytes(user_headers[_KEY_VALUE_AT:])
+    try:
+        headers = decode_user_headers(user_headers)
+    except ValueError:
+        return None
+    for key_kind, key, value_kind, value in headers:
+        if key_kind == KIND_STRING and key == KEY_HEADER_NAME and value_kind in (KIND_STRING, KIND_RAW):
             return value
     return None
 
