@@ -427,7 +427,7 @@ class PartitionLog:
         On disk: every new file is renamed ``.cleaned`` -> ``.swap`` (indexes first, the
         log last: a segment's ``.log.swap`` is its commit point), the folder fsynced, the
         old segments' files removed, each ``.swap`` renamed to its final name (the log
-        last), the folder fsynced. Recovery (``data.recovery``) removes ``.cleaned`` files
+        last), the folder fsynced after each rename. Recovery (``data.recovery``) removes ``.cleaned`` files
         and finishes any swap whose ``.log.swap`` exists, so a crash at any step leaves
         either the old segments or the new ones."""
         fs = self._fs
@@ -440,7 +440,7 @@ class PartitionLog:
         for seg in new:
             for name in seg.files()[::-1]:
                 fs.replace(name + paths.SWAP_SUFFIX, name)
-        fs.fsync_dir(self.path)
+                fs.fsync_dir(self.path)  # each rename durable before the next one
         self._segments[at:at + len(old)] = new
         self._bases = [s.base_offset for s in self._segments]
         self._epoch += 1

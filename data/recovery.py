@@ -250,9 +250,11 @@ def _finish_swaps(ctx: _Context) -> bool:
                 parsed = paths.parse_segment_name(name)
                 if parsed is not None and base <= parsed[0] < base + span:
                     fs.remove(os.path.join(path, name))
+        fs.fsync_dir(path)
         for name in seg.files()[::-1]:
             if fs.exists(name + paths.SWAP_SUFFIX):
                 fs.replace(name + paths.SWAP_SUFFIX, name)
+                fs.fsync_dir(path)
         ctx.log.info("recovery %s/%d: finished swapping in compacted segment %s",
                      ctx.topic, ctx.partition, seg.name)
         changed = True
