@@ -339,7 +339,7 @@ class Handlers:
             raise _reserved_topic(cmd.topic)  # read it if it exists; never auto-create it
         if not cmd.detail:  # the common form: straight from the stored bytes, no records
             raw, hw = self.core.read_raw(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
-            if raw.count or not cmd.wait_ms:
+            if (raw.count or not cmd.wait_ms) and not raw.gapped:  # gapped: each its offset
                 line = c.consume_reply_raw(cmd.cid, raw.raw, raw.ends,
                                            raw.next_offset - raw.count, hw, b64=cmd.b64)
                 if line is not None:
