@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -84,6 +85,8 @@ class CleanPlan:
     segments: list[Segment]
     now_us: int
     policy: CleanPolicy
+    cancelled: Callable[[], bool] = lambda: False
+    """Polled between segments: a pass that sees True gives up (``CleanAborted``)."""
 
 
 @dataclass
@@ -245,6 +248,8 @@ def build_clean(fs: FileLayer, plan: CleanPlan, stats: CleanStats | None = None)
     expiry = plan.now_us - policy.delete_retention_ms * 1000
     latest: dict[bytes | None, int] = {}
     for seg in plan.segments:
+        if plan.cancelled():
+            raise CleanAborted("stopping")
         recs = segment_records(fs, seg)
         latest.update(zip(_keys(recs.headers), recs.offsets, strict=True))
         stats.records_read += len(recs.offsets)
@@ -282,6 +287,8 @@ def _write_outputs(fs: FileLayer, plan: CleanPlan, latest: dict[bytes | None, in
         group_first = last + 1
 
     for i, seg in enumerate(segments):
+        if plan.cancelled():
+            raise CleanAborted("stopping")
         recs = segment_records(fs, seg)
         keys = _keys(recs.headers)
         base = segments[group_first].base_offset

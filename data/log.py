@@ -500,6 +500,12 @@ class PartitionLog:
             stats.records_kept, stats.records_read, stats.bytes_read, stats.bytes_written)
         return True
 
+    def build_clean(self, plan: CleanPlan) -> CleanStats:
+        """Build a planned pass (``data.cleaner.build_clean``): reads the plan's sealed
+        segments and writes new files only, so it may run in a worker thread while this
+        log appends; hand the result to ``install_clean`` on the log's thread."""
+        return build_clean(self._fs, plan)
+
     def clean(self, now_us: int, upto: int, policy: CleanPolicy, *, min_compaction_lag_ms: int = 0,
               min_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO) -> CleanStats | None:
         """Plan, build and install one pass in the calling thread (tests, tools; the broker
