@@ -127,6 +127,9 @@ SCHEMA: tuple[Key, ...] = (
     Key("storage.fsync_interval_ms", "int", 1000, "Period of the fsync under fsync: interval.", 1),
     Key("storage.segment_bytes", "int", 67108864, "A segment file rolls at this size.", 4096),
     Key("storage.segment_ms", "int", 604800000, "A segment rolls once it is this old.", 1),
+    Key("storage.cleaner_interval_ms", "int", 15000,
+        "How often the log cleaner looks for compacted partitions worth cleaning "
+        "(Kafka's log.cleaner.backoff.ms).", 10),
     Key("limits.max_line_bytes", "int", 1048576,
         "Longest request line; longer ones are refused and the connection closed.", 64),
     Key("limits.max_message_bytes", "int", 1048576, "Largest PRODUCE value (bytes).", 1),

@@ -475,6 +475,10 @@ class Store:
                 removed.extend(plog.enforce_retention(now, retention_ms, retention_bytes))
         return removed
 
+    def now_us(self) -> int:
+        """The store's clock: wall-clock microseconds, as record timestamps are."""
+        return self._now_us()
+
     def clean_policy(self, name: str) -> CleanPolicy | None:
         """How a topic's partitions are cleaned; None when it is not compacted."""
         topic = self._topics.get(name)

@@ -29,8 +29,8 @@ log = logging.getLogger("skerry.core")
 RETENTION_INTERVAL_S = 60.0
 """Seconds between two retention passes."""
 CLEAN_INTERVAL_S = 15.0
-"""Seconds between two looks for compacted partitions worth cleaning (Kafka's
-``log.cleaner.backoff.ms``)."""
+"""Seconds between two looks for compacted partitions worth cleaning by default
+(``storage.cleaner_interval_ms``; Kafka's ``log.cleaner.backoff.ms``)."""
 
 
 class Periodic:
@@ -43,6 +43,7 @@ class Periodic:
         self._clock = clock
         self._run_in_thread = run_in_thread
         self._hw = hw
+        self._clean_interval_s = config["storage.cleaner_interval_ms"] / 1000.0
         self._cleaning: Deferred[int] | None = None
         self._stopping = False
         self._fsync_interval_s: float | None = (
@@ -55,7 +56,7 @@ class Periodic:
         if self._fsync_interval_s is not None:
             self._loop(self._fsync_interval, self._fsync_interval_s)
         self._loop(self._retention, RETENTION_INTERVAL_S)
-        self._loop(self._clean, CLEAN_INTERVAL_S)
+        self._loop(self._clean, self._clean_interval_s)
 
     def stop(self) -> Deferred[None]:
         """Stop every task; fires once a cleaning pass in a worker thread has ended (it
@@ -124,7 +125,9 @@ class Periodic:
             upto = (self._hw(name, partition) + 1) if self._hw is not None else plog.next_offset
             ratio = {} if min_dirty_ratio is None else {"min_dirty_ratio": min_dirty_ratio}
             try:
-                plan = plog.plan_clean(int(self._clock.seconds() * 1_000_000), upto, policy,
+                # The store's clock (record timestamps are wall-clock microseconds; the
+                # reactor's may be monotonic).
+                plan = plog.plan_clean(self._store.now_us(), upto, policy,
                                        min_compaction_lag_ms=topic.config.min_compaction_lag_ms,
                                        **ratio)
             except OSError as exc:
