@@ -22,7 +22,7 @@ The mapping:
   Kafka and Iggy consumers get it back, V1 consumers see no key;
 * key over 255 bytes -> refused: MESSAGE_TOO_LARGE (10) for the partition;
 * value null (a tombstone) -> an empty payload, read back as an empty value (a documented
-  loss: no compaction here, so nothing interprets tombstones);
+  loss); on a compacted topic an empty payload is the tombstone (docs/storage.md);
 * timestamp: a magic-1 CreateTime (ms) -> ``origin_timestamp`` (µs); magic 0 has none and
   the store's append time is used. Fetch serves ``origin_timestamp // 1000`` as CreateTime
   (the append time for a record whose origin timestamp is 0, as Iggy clients may send).
