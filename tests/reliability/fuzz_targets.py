@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from broker.iggy.codec import decode_request
 from broker.iggy.errors import IggyError
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
+from data.index import sindex_bytes, sindex_from_bytes
 from data.store import TopicConfig
 from groups.store import groups_from_json, offset_metadata_from_json
 from replication.roles import ReplicationCheckpoint
@@ -70,7 +72,9 @@ TARGETS: dict[str, Target] = {
     "v1_codec": Target("v1_codec", _v1, (), (
         b"V1|1|PRODUCE|orders user1:created acks=all\n", b"V1|2|CONSUME|t 0 0 max=10 wait_ms=5",
         b"V1|3|JOIN|g t c assignor=range", b"V1|4|COMMIT|g t c 1 2 3", b"V1|5|AUTH|alice tok",
-        b"V1|6|PRODUCE|t k:aGVsbG8= enc=b64 partition=1", b"V1|7|PING|")),
+        b"V1|6|PRODUCE|t k:aGVsbG8= enc=b64 partition=1", b"V1|7|PING|",
+        b"V1|8|ADMIN_CREATE_TOPIC|t 1 1 cleanup_policy=compact,delete segment_bytes=4096",
+        b"V1|9|ADMIN_ALTER_TOPIC|t min_compaction_lag_ms=0 segment_ms=none")),
     "record": Target("record", _record, (ValueError,), (_RECORD,)),
     "groups_json": Target("groups_json", _json(groups_from_json), (ValueError,), (
         b'{"version": 1, "groups": [{"group": "g", "topic": "t", "generation": 2, '
@@ -82,7 +86,12 @@ TARGETS: dict[str, Target] = {
         b'"metadata": {"0": "md"}}]}')),
     "topic_json": Target("topic_json", _json(TopicConfig.from_json), (ValueError,), (
         b'{"partitions": 3, "replication_factor": 1, "min_insync_replicas": 1, '
-        b'"retention_ms": null, "retention_bytes": 1000}',)),
+        b'"retention_ms": null, "retention_bytes": 1000}',
+        b'{"partitions": 1, "cleanup_policy": "compact", "min_compaction_lag_ms": 0, '
+        b'"delete_retention_ms": 5, "segment_bytes": 4096, "segment_ms": 1000}')),
+    # a compacted segment's offset index (data.index; recovery reads it)
+    "sindex": Target("sindex", sindex_from_bytes, (ValueError,), (
+        sindex_bytes(100, array("I", [3, 50, 99]), array("I", [0, 80, 160])),)),
     "state_json": Target("state_json", _json(ReplicationCheckpoint.from_json), (ValueError,), (
         b'{}', b'{"epochs": [[0, 0]]}')),
     "iggy": Target("iggy", _iggy, (IggyError,), (
