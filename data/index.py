@@ -30,6 +30,8 @@ import sys
 from array import array
 from bisect import bisect_left
 
+import numpy as np
+
 __all__ = [
     "POSITION_SIZE",
     "TIME_ENTRY",
@@ -134,6 +136,12 @@ def sindex_bytes(span: int, rel_offsets: array[int], positions: array[int]) -> b
     return _SPAN.pack(span) + pairs.tobytes()
 
 
+def _not_increasing(values: array[int]) -> bool:
+    """True when ``values`` is not strictly increasing (one numpy pass, no Python loop)."""
+    column = np.frombuffer(values, dtype=np.uint32).astype(np.int64)
+    return bool((np.diff(column) <= 0).any())
+
+
 def sindex_from_bytes(data: bytes) -> tuple[int, array[int], array[int]]:
     """Decode ``.sindex`` bytes into ``(span, relative offsets, positions)``. ``ValueError``
     when they are malformed (a partial entry, offsets or positions not increasing, an
@@ -144,8 +152,6 @@ def sindex_from_bytes(data: bytes) -> tuple[int, array[int], array[int]]:
     pairs = positions_from_bytes(data[SINDEX_HEADER_SIZE:])
     rels = pairs[0::2]
     positions = pairs[1::2]
-    n = len(rels)
-    if n and (rels[-1] >= span or any(rels[i] >= rels[i + 1] or positions[i] >= positions[i + 1]
-                                      for i in range(n - 1))):
+    if len(rels) and (rels[-1] >= span or _not_increasing(rels) or _not_increasing(positions)):
         raise ValueError("sindex entries are not increasing inside the span")
     return span, rels, positions
