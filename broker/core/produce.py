@@ -185,14 +185,16 @@ class ProducePipeline:
         that message is as durable as ``acks`` asks. A sequence beyond the next one expected
         (a gap) is BAD_REQUEST; an unknown producer may start at any sequence.
         """
-        if not key:
-            self._refuse_keyless(topic_name)
         if pid is not None and seq is not None:
+            if not key:
+                self._refuse_keyless(topic_name)
             self._idempotent(topic_name, partition, key, value, acks, sink, token, pid, seq)
             return
         topic = self._by_name.get(topic_name)
         if topic is None or partition is not None:
             topic = self._topics.resolve(topic_name, partition, True)
+        if not key and topic.config.cleanup_policy != "delete":  # compacted: needs keys
+            self._refuse_keyless(topic_name)
         hashed, header = self._key_info(key)
         if partition is None:
             partition = hashed % topic.config.partitions
