@@ -105,3 +105,24 @@ def test_tank_consume_numbers_messages_by_their_offsets(compacted) -> None:  # n
             got += [(m.seq - 1, m.content.decode()) for m in messages]
             seq = messages[-1].seq + 1
     assert got == [(off, value) for off, _k, value in survivors]
+
+
+def test_iggy_refuses_a_message_without_key(compacted) -> None:  # noqa: ANN001
+    """SendMessages to a compacted topic with one message lacking the key header answers
+    INVALID_COMMAND and appends none of the batch."""
+    import struct
+
+    from broker.iggy import codec
+    from broker.iggy.codec import Identifier, PartitioningKind
+    from broker.iggy.errors import Status
+    from tests.iggy.test_cross_protocol import key_header
+
+    proc, _tank, iggy_port, survivors = compacted
+    iggy = RawClient(iggy_port)
+    iggy.login()
+    messages = codec.encode_messages([b"keyed", b"keyless"], [key_header(b"k0"), b""], [0, 0])
+    reply = iggy.call(codec.SendMessages(Identifier("default"), Identifier("cc"),
+                                         PartitioningKind.PARTITION_ID, struct.pack("<I", 0), 2,
+                                         messages))
+    assert struct.unpack_from("<I", reply)[0] == Status.INVALID_COMMAND
+    assert v1_detail(V1Client(proc.port), "cc", 0, survivors[-1][0] + 1) == []
