@@ -1,4 +1,4 @@
-"""One partition's log: append, read, sync, truncate, retention, state file.
+"""One partition's log: append, read, sync, truncate, retention, compaction, state file.
 
 Owns: ``PartitionLog`` (a list of segments, the last one active), the ``ReadResult`` it
 returns, and the concurrency contract with the broker's group committer:
@@ -14,6 +14,11 @@ returns, and the concurrency contract with the broker's group committer:
   the sync that fsynced them (or, when no sync is in flight, at the next roll, after which
   a sync fsyncs that segment by path); fds of segments deleted while a sync is in flight go
   to a graveyard the sync empties when it ends.
+* Compaction (``data.cleaner``): ``plan_clean`` and ``install_clean`` run on the reactor
+  thread under ``_lock``; the pass between them (``build_clean``) may run in a worker
+  thread: it reads only the planned sealed segments and writes only new ``.cleaned`` files.
+  ``install_clean`` swaps the output in only if the planned segments are still the log's
+  first ones (``_swap_in`` has the crash-safe steps).
 * An I/O error on a write or an fsync sets ``failed``; from then on writes and syncs raise
   ``StorageError`` until a restart (whose recovery checks the tail again). Other partitions
   are not affected. A failed fsync is never retried and never reported durable.
@@ -129,7 +134,8 @@ class RemovedSegment:
 
 
 class PartitionLog:
-    """The log of one partition: dense offsets from ``first_offset`` to ``next_offset - 1``.
+    """The log of one partition: offsets from ``first_offset`` to ``next_offset - 1``, dense
+    except where compaction removed records (compacted segments, ``Segment.span``).
 
     Built by ``data.store.Store`` from segments that ``data.recovery`` opened and checked;
     the last segment is the active one (write fds open, indexes in memory).
