@@ -26,6 +26,7 @@ __all__ = [
     "ConfigError",
     "Config",
     "TopicSettings",
+    "TOPIC_EXTRA_KEYS",
     "SCHEMA",
     "load_config",
     "config_from_mapping",
@@ -93,6 +94,14 @@ SCHEMA: tuple[Key, ...] = (
         "Delete whole segments whose newest message is older than this; null keeps forever.", 1),
     Key("defaults.retention_bytes", "int?", None,
         "Delete oldest whole segments while a partition is larger than this; null = no limit.", 1),
+    Key("defaults.cleanup_policy", "choice", "delete",
+        "delete: retention removes old segments; compact: keep the latest message per key "
+        "(docs/storage.md, Compaction); compact,delete: both.",
+        choices=("delete", "compact", "compact,delete")),
+    Key("defaults.min_compaction_lag_ms", "int", 0,
+        "A message is not compacted away before it is this old.", 0),
+    Key("defaults.delete_retention_ms", "int", 86400000,
+        "How long a tombstone (empty value) stays readable on a compacted topic.", 0),
     Key("groups.session_timeout_ms", "int", 10000,
         "A group member not heard from for this long is evicted.", 1),
     Key("replication.replica_lag_timeout_ms", "int", 10000,
@@ -118,6 +127,9 @@ SCHEMA: tuple[Key, ...] = (
     Key("storage.fsync_interval_ms", "int", 1000, "Period of the fsync under fsync: interval.", 1),
     Key("storage.segment_bytes", "int", 67108864, "A segment file rolls at this size.", 4096),
     Key("storage.segment_ms", "int", 604800000, "A segment rolls once it is this old.", 1),
+    Key("storage.cleaner_interval_ms", "int", 15000,
+        "How often the log cleaner looks for compacted partitions worth cleaning "
+        "(Kafka's log.cleaner.backoff.ms).", 10),
     Key("limits.max_line_bytes", "int", 1048576,
         "Longest request line; longer ones are refused and the connection closed.", 64),
     Key("limits.max_message_bytes", "int", 1048576, "Largest PRODUCE value (bytes).", 1),
@@ -163,7 +175,12 @@ _SUGGESTIONS = {
     **{name: name for name in (*_BY_PATH, *_SECTIONS, *_TOP_LEVEL)},
 }
 _TOPIC_KEYS = ("partitions", "replication_factor", "min_insync_replicas",
-               "retention_ms", "retention_bytes")
+               "retention_ms", "retention_bytes", "cleanup_policy", "min_compaction_lag_ms",
+               "delete_retention_ms")
+TOPIC_EXTRA_KEYS = ("cleanup_policy", "min_compaction_lag_ms", "delete_retention_ms",
+                    "segment_bytes", "segment_ms")
+"""Topic settings besides partitions, replication and retention (``TopicSettings``'
+fields with defaults; the store's ``TopicConfig`` has the same names)."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +192,13 @@ class TopicSettings:
     min_insync_replicas: int
     retention_ms: int | None
     retention_bytes: int | None
+    cleanup_policy: str = "delete"
+    min_compaction_lag_ms: int = 0
+    delete_retention_ms: int = 86_400_000
+    segment_bytes: int | None = None
+    """The topic's own segment size (None: ``storage.segment_bytes``)."""
+    segment_ms: int | None = None
+    """The topic's own segment age (None: ``storage.segment_ms``)."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +221,9 @@ class Config:
             min_insync_replicas=self["defaults.min_insync_replicas"],
             retention_ms=self["defaults.retention_ms"],
             retention_bytes=self["defaults.retention_bytes"],
+            cleanup_policy=self["defaults.cleanup_policy"],
+            min_compaction_lag_ms=self["defaults.min_compaction_lag_ms"],
+            delete_retention_ms=self["defaults.delete_retention_ms"],
         )
 
 

@@ -13,7 +13,7 @@ Must not import: Twisted, the store, sockets, any transport.
 
 from __future__ import annotations
 
-from data.errors import StorageError
+from data.errors import KeyRequired, StorageError
 from data.refusal import SkerryError
 from groups.errors import (
     GenerationMismatch,
@@ -55,6 +55,7 @@ __all__ = [
     "InvalidReplicaRequest",
     "ReplicationTimeout",
     "StorageError",
+    "KeyRequired",
 ]
 
 

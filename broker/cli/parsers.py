@@ -76,6 +76,31 @@ def _output_format(text: str) -> str:
                                      f"tokens (such as '%%k %%s\\n'), not {text!r}")
 
 
+def _compaction_options(parser: argparse.ArgumentParser, *, alter: bool) -> None:
+    """``topics create``/``topics alter``: cleanup policy, compaction and segment settings
+    (docs/storage.md, Compaction); an option left out is not sent."""
+    keep = {"default": argparse.SUPPRESS}
+    parser.add_argument("--cleanup-policy", choices=("delete", "compact", "compact,delete"),
+                        help="delete: retention removes old segments (the default); compact: "
+                             "keep the latest message of every key; compact,delete: both",
+                        **keep)
+    parser.add_argument("--min-compaction-lag-ms", type=_count(0), metavar="MS",
+                        help="a message is not compacted away before it is this old", **keep)
+    parser.add_argument("--delete-retention-ms", type=_count(0), metavar="MS",
+                        help="how long a tombstone (empty value) stays readable", **keep)
+    parser.add_argument("--segment-bytes", type=_limit if alter else _count(65),
+                        metavar="BYTES|none" if alter else "BYTES",
+                        help="this topic's segment size (none: the broker's)", **keep)
+    parser.add_argument("--segment-ms", type=_limit if alter else _count(1),
+                        metavar="MS|none" if alter else "MS",
+                        help="this topic's segment age (none: the broker's)", **keep)
+
+
+COMPACTION_OPTIONS = ("cleanup_policy", "min_compaction_lag_ms", "delete_retention_ms",
+                      "segment_bytes", "segment_ms")
+"""The ``_compaction_options`` as ``args`` attributes and V1 option names."""
+
+
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
     """The command ``name`` of ``broker.cli.run``, imported only when it runs."""
 
@@ -212,16 +237,19 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
                                                                "this")
     create.add_argument("--retention-bytes", type=_count(1),
                         help="keep each partition below this size")
+    _compaction_options(create, alter=False)
     create.add_argument("--if-not-exists", action="store_true",
                         help="a topic that exists already is left as it is (exit 0)")
     alter = tsub.add_parser(
         "alter", parents=parents,
-        help="add partitions to a topic or change its retention",
+        help="add partitions to a topic or change its retention, cleanup policy or segments",
         description="Change an existing topic: --partitions grows it to a new total (keys "
                     "may then map to other partitions; partitions are never removed), "
                     "--retention-ms and --retention-bytes replace its retention (none: no "
                     "limit), applied by the broker's next retention pass (within a "
-                    "minute).")
+                    "minute); --cleanup-policy and the compaction and segment options "
+                    "replace those settings. With etcd the change is the cluster's: every "
+                    "broker applies it.")
     alter.add_argument("topic", type=_name)
     alter.add_argument("--partitions", type=_count(1), metavar="N",
                        help="the new total number of partitions (more than now)")
@@ -231,6 +259,7 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
     alter.add_argument("--retention-bytes", type=_limit, default=argparse.SUPPRESS,
                        metavar="BYTES|none", help="keep each partition below this size; "
                                                   "none: whatever its size")
+    _compaction_options(alter, alter=True)
     delete = tsub.add_parser("delete", parents=parents,
                              help="delete a topic and all its messages")
     delete.add_argument("topic", type=_name)

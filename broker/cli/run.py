@@ -204,6 +204,13 @@ def _admin(command: str, args: argparse.Namespace,
     return 0
 
 
+def _compaction_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The compaction and segment options given (``parsers.COMPACTION_OPTIONS``)."""
+    from broker.cli.parsers import COMPACTION_OPTIONS
+
+    return {key: getattr(args, key) for key in COMPACTION_OPTIONS if hasattr(args, key)}
+
+
 def topics_command(args: argparse.Namespace) -> int:
     """``skerry topics list|describe|create|alter|delete``."""
     from broker.cli import admin
@@ -217,18 +224,20 @@ def topics_command(args: argparse.Namespace) -> int:
                       admin.render_topic)
     if args.topics_command == "create":
         spec = admin.CreateTopic(args.topic, args.partitions, args.replication_factor,
-                                 args.min_isr, args.retention_ms, args.retention_bytes)
+                                 args.min_isr, args.retention_ms, args.retention_bytes,
+                                 _compaction_args(args))
         return _admin(command, args,
                       lambda c: admin.create_topic(c, spec, args.if_not_exists),
                       admin.render_create)
     if args.topics_command == "alter":
         retention = {key: getattr(args, key) for key in ("retention_ms", "retention_bytes")
                      if hasattr(args, key)}
-        if args.partitions is None and not retention:
+        settings = _compaction_args(args)
+        if args.partitions is None and not retention and not settings:
             print("skerry topics alter: nothing to change; give --partitions, --retention-ms "
                   "or --retention-bytes", file=sys.stderr)
             return 2
-        alter = admin.AlterTopic(args.topic, args.partitions, **retention)
+        alter = admin.AlterTopic(args.topic, args.partitions, **retention, settings=settings)
         return _admin(command, args, lambda c: admin.alter_topic(c, alter), admin.render_alter)
     return _admin(command, args, lambda c: admin.delete_topic(c, args.topic),
                   lambda d: f"deleted topic {d['topic']}\n")

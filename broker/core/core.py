@@ -17,7 +17,7 @@ Must not import: transports, sockets. Time comes from the injected ``clock``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from twisted.internet.defer import Deferred, DeferredList, succeed
@@ -73,7 +73,7 @@ class BrokerCore:
         self._produce = ProducePipeline(
             self._topics, clock, replication, self.committer, self._producers,
             fsync=config["storage.fsync"], hw=marks.hw, notify_hw=self._reads.notify_hw)
-        self._periodic = Periodic(config, store, clock, run_in_thread)
+        self._periodic = Periodic(config, store, clock, run_in_thread, hw=marks.hw)
         self.produce_to = self._produce.produce_to
         """Queue one message for this turn's append; the result goes to a ``ProduceSink``
         (``ProducePipeline.produce_to``: refusals, idempotence, acks). The pipeline's
@@ -103,7 +103,7 @@ class BrokerCore:
         """Flush pending produces, wait for their fsyncs, stop timers, close the store."""
         self.closing = True
         self.flush()
-        self._periodic.stop()
+        cleaner_stopped = self._periodic.stop()
         self._reads.wake_all()
 
         def drained() -> Deferred[Any]:
@@ -122,7 +122,13 @@ class BrokerCore:
             self.replication.close()
             self.store.close()
 
-        return DeferredList([drained()]).addCallback(close_groups).addCallback(close_store)
+        return DeferredList([drained(), cleaner_stopped]).addCallback(close_groups).addCallback(close_store)
+
+    def clean_now(self, min_dirty_ratio: float | None = 0.0) -> Deferred[int]:
+        """Run the log cleaner over every compacted topic now (tests, tools): fires with
+        the number of partitions cleaned. ``min_dirty_ratio`` 0 (the default here) cleans
+        every sealed segment below the high watermark; None: the cleaner's own ratio."""
+        return self._periodic.clean_now(min_dirty_ratio)
 
     def idle(self) -> bool:
         """True when no produce waits for an fsync (the shell's drain check)."""
@@ -178,10 +184,13 @@ class BrokerCore:
 
     def create_topic(self, name: str, partitions: int, replication_factor: int,
                      min_insync_replicas: int | None, retention_ms: int | None,
-                     retention_bytes: int | None) -> Topic:
-        """Create a topic; the settings not given come from ``topic_defaults``."""
+                     retention_bytes: int | None,
+                     extra: Mapping[str, Any] | None = None) -> Topic:
+        """Create a topic; the settings not given come from ``topic_defaults`` (``extra``:
+        ``TOPIC_EXTRA_KEYS``, the cleanup policy and segment limits)."""
         return self._topics.create_topic(name, partitions, replication_factor,
-                                         min_insync_replicas, retention_ms, retention_bytes)
+                                         min_insync_replicas, retention_ms, retention_bytes,
+                                         extra)
 
     def set_remote_create(self, create: Any) -> None:
         """With the control plane on etcd: ``create(name, settings)`` starts creating an
@@ -198,8 +207,9 @@ class BrokerCore:
         """Grow a topic to ``count`` partitions."""
         return self._topics.add_partitions(name, count)
 
-    def alter_topic(self, name: str, changes: dict[str, int | None]) -> Topic:
-        """Change a topic's retention, kept in its ``topic.json``."""
+    def alter_topic(self, name: str, changes: Mapping[str, Any]) -> Topic:
+        """Change a topic's settings (``data.store.Store.ALTERABLE``), kept in its
+        ``topic.json``."""
         return self._topics.alter_topic(name, changes)
 
     def set_topic_retention(self, name: str, retention_ms: int | None,

@@ -20,8 +20,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
-from broker.config import Config, TopicSettings
+from broker.config import TOPIC_EXTRA_KEYS, Config, TopicSettings
 from broker.core.ports import GroupEvents, ReplicationView, StoreView
 from broker.errors import BadRequest, NotLeader, StorageError
 from data.errors import TopicQuarantined
@@ -139,8 +140,10 @@ class Topics:
 
     def create_topic(self, name: str, partitions: int, replication_factor: int,
                      min_insync_replicas: int | None, retention_ms: int | None,
-                     retention_bytes: int | None) -> Topic:
-        """Create a topic; the settings not given come from ``topic_defaults``."""
+                     retention_bytes: int | None,
+                     extra: Mapping[str, Any] | None = None) -> Topic:
+        """Create a topic; the settings not given come from ``topic_defaults``. ``extra``:
+        the other settings given (``TOPIC_EXTRA_KEYS``: cleanup policy, segment limits)."""
         if self._store.topic(name) is not None:
             raise BadRequest("topic already exists")
         if partitions < 1 or replication_factor < 1:
@@ -155,7 +158,11 @@ class Topics:
                 f"topic in the config's topics: section to have REPLICA_FETCH reports stand "
                 f"in for its followers (docs/protocol.md, Replication)")
         defaults = self._config.topic_defaults
-        return self._create(name, TopicSettings(
+        extra = dict(extra or {})
+        unknown = set(extra) - set(TOPIC_EXTRA_KEYS)
+        if unknown:
+            raise BadRequest(f"unknown topic settings {sorted(unknown)}")
+        return self._create(name, replace(defaults, **extra,
             partitions=partitions,
             replication_factor=replication_factor,
             min_insync_replicas=min(replication_factor, defaults.min_insync_replicas)
@@ -186,11 +193,16 @@ class Topics:
         log.info("topic %s now has %d partitions", name, count)
         return topic
 
-    def alter_topic(self, name: str, changes: dict[str, int | None]) -> Topic:
+    def alter_topic(self, name: str, changes: Mapping[str, Any]) -> Topic:
         """Change a topic's retention (``retention_ms``, ``retention_bytes``; None: no
-        limit), kept in its ``topic.json``; the next retention pass applies it."""
+        limit), cleanup policy, compaction and segment settings, kept in its
+        ``topic.json``; the next retention or cleaning pass applies them. ``BadRequest``
+        for an invalid value."""
         self.require(name)
-        topic = self._store.alter_topic(name, changes)
+        try:
+            topic = self._store.alter_topic(name, changes)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
         log.info("topic %s altered: %s", name,
                  " ".join(f"{key}={value}" for key, value in sorted(changes.items())))
         return topic
@@ -235,14 +247,20 @@ class Topics:
         if settings.min_insync_replicas > settings.replication_factor:
             raise BadRequest("min_isr is greater than the replication factor")
         self._check_placement(name, settings)
+        config = TopicConfig(
+            partitions=settings.partitions,
+            replication_factor=settings.replication_factor,
+            min_insync_replicas=settings.min_insync_replicas,
+            retention_ms=settings.retention_ms,
+            retention_bytes=settings.retention_bytes,
+            **{key: getattr(settings, key) for key in TOPIC_EXTRA_KEYS},
+        )
         try:
-            topic = self._store.create_topic(name, TopicConfig(
-                partitions=settings.partitions,
-                replication_factor=settings.replication_factor,
-                min_insync_replicas=settings.min_insync_replicas,
-                retention_ms=settings.retention_ms,
-                retention_bytes=settings.retention_bytes,
-            ))
+            config.validate()
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        try:
+            topic = self._store.create_topic(name, config)
         except OSError as exc:
             raise StorageError(f"cannot create topic {name}: {exc.strerror}") from exc
         except TopicQuarantined as exc:

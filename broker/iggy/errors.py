@@ -26,6 +26,7 @@ from broker.errors import (
     InternalError,
     InvalidGroupRequest,
     InvalidReplicaRequest,
+    KeyRequired,
     NotLeader,
     PartitionNotOwned,
     ReplicationTimeout,
@@ -92,6 +93,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], Status] = {
     InvalidReplicaRequest: Status.INVALID_COMMAND,
     # data.errors: storage
     StorageError: Status.IO_ERROR,
+    KeyRequired: Status.INVALID_COMMAND,  # a keyless message to a compacted topic
     # broker.services.iggy_catalog: streams, topics, consumer groups
     UnknownStreamId: Status.STREAM_ID_NOT_FOUND,
     UnknownStreamName: Status.STREAM_NAME_NOT_FOUND,

@@ -27,6 +27,7 @@ from broker.errors import (
     InternalError,
     InvalidGroupRequest,
     InvalidReplicaRequest,
+    KeyRequired,
     NotLeader,
     ReplicationTimeout,
     SkerryError,
@@ -80,6 +81,9 @@ CODE_BY_ERROR: Mapping[type[BaseException], ErrorCode] = {
     ReplicationTimeout: ErrorCode.REQUEST_TIMED_OUT,
     # data.errors: storage
     StorageError: ErrorCode.UNKNOWN_SERVER_ERROR,
+    # a keyless record to a compacted topic: what Kafka answers Produce v0-v2 (v8+ got
+    # INVALID_RECORD, 87, which these versions do not know)
+    KeyRequired: ErrorCode.CORRUPT_MESSAGE,
     # the codec: a produced MessageSet that cannot be accepted
     CorruptMessageSet: ErrorCode.CORRUPT_MESSAGE,
     # groups.kafka_errors: the classic Kafka group coordinator (GroupNotEmpty answers an

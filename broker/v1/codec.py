@@ -418,6 +418,9 @@ def _parse_admin_create_topic(cid: str, args: str) -> AdminCreateTopic:
         _optional_uint(options, "min_isr", 1),
         _optional_uint(options, "retention_ms", 1),
         _optional_uint(options, "retention_bytes", 1),
+        tuple((option, fields.topic_setting(option, text, alter=False))
+              for option, text in sorted(options.items())
+              if option not in ("min_isr", "retention_ms", "retention_bytes")),
     )
 
 
@@ -437,6 +440,8 @@ def _parse_admin_alter_topic(cid: str, args: str) -> AdminAlterTopic:
     if not options:
         raise BadRequest("nothing to alter; usage: " + fields.USAGE["ADMIN_ALTER_TOPIC"])
     changes = tuple((option, None if text == "none" else fields.uint_min(text, option, 1))
+                    if option in ("retention_ms", "retention_bytes")
+                    else (option, fields.topic_setting(option, text, alter=True))
                     for option, text in sorted(options.items()))
     return AdminAlterTopic(cid, topic, changes)
 

@@ -266,6 +266,9 @@ class AdminCreateTopic:
     min_insync_replicas: int | None = None
     retention_ms: int | None = None
     retention_bytes: int | None = None
+    settings: tuple[tuple[str, int | str], ...] = ()
+    """The other settings given (``cleanup_policy``, ``min_compaction_lag_ms``,
+    ``delete_retention_ms``, ``segment_bytes``, ``segment_ms``), sorted by name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,13 +293,13 @@ class AdminAddPartitions:
 @dataclass(frozen=True, slots=True)
 class AdminAlterTopic:
     """Additive: ``ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms|none>]
-    [retention_bytes=<n|none>]``. ``changes`` holds the settings given, sorted by name, each
+    [retention_bytes=<n|none>]`` and the compaction and segment settings (docs/protocol.md). ``changes`` holds the settings given, sorted by name, each
     with its new value (None for ``none``: no limit); a setting left out keeps its value."""
 
     name: ClassVar[str] = "ADMIN_ALTER_TOPIC"
     cid: str
     topic: str
-    changes: tuple[tuple[str, int | None], ...]
+    changes: tuple[tuple[str, int | str | None], ...]
 
 
 @dataclass(frozen=True, slots=True)

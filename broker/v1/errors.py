@@ -22,6 +22,7 @@ from broker.errors import (
     InternalError,
     InvalidGroupRequest,
     InvalidReplicaRequest,
+    KeyRequired,
     NotLeader,
     ReplicationTimeout,
     SkerryError,
@@ -53,6 +54,7 @@ CODE_BY_ERROR: Mapping[type[BaseException], str] = {
     ReplicationTimeout: "REPLICATION_TIMEOUT",
     # data.errors
     StorageError: "STORAGE_ERROR",
+    KeyRequired: "BAD_REQUEST",  # a keyless message to a compacted topic
 }
 """Exception class -> V1 code; a class without a row takes its nearest base's."""
 

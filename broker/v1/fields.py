@@ -56,11 +56,15 @@ USAGE: dict[str, str] = {
     "REPLICA_FETCH": "REPLICA_FETCH <topic> <partition> <replica_id> <offset>",
     "SET_PARTITION_ROLE": "SET_PARTITION_ROLE <topic> <partition> <leader or follower>",
     "ADMIN_CREATE_TOPIC": "ADMIN_CREATE_TOPIC <topic> <partitions> <replication_factor> "
-    "[min_isr=<n>] [retention_ms=<ms>] [retention_bytes=<n>]",
+    "[min_isr=<n>] [retention_ms=<ms>] [retention_bytes=<n>] "
+    "[cleanup_policy=<delete, compact or compact,delete>] [min_compaction_lag_ms=<ms>] "
+    "[delete_retention_ms=<ms>] [segment_bytes=<n>] [segment_ms=<ms>]",
     "ADMIN_DELETE_TOPIC": "ADMIN_DELETE_TOPIC <topic>",
     "ADMIN_ADD_PARTITIONS": "ADMIN_ADD_PARTITIONS <topic> <partitions>",
     "ADMIN_ALTER_TOPIC": "ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms or none>] "
-    "[retention_bytes=<n or none>]",
+    "[retention_bytes=<n or none>] [cleanup_policy=<delete, compact or compact,delete>] "
+    "[min_compaction_lag_ms=<ms>] [delete_retention_ms=<ms>] [segment_bytes=<n or none>] "
+    "[segment_ms=<ms or none>]",
     "METADATA": "METADATA [<topic>]",
     "OFFSETS": "OFFSETS <topic> <partition> [ts=<ms>]",
     "DESCRIBE_GROUP": "DESCRIBE_GROUP <group> <topic>",
@@ -119,8 +123,12 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "PRODUCE": ("acks", "partition", "enc", "pid", "seq"),
     "CONSUME": ("max", "wait_ms", "enc", "detail", "headers"),
     "JOIN": ("assignor", "session_timeout_ms"),
-    "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes"),
-    "ADMIN_ALTER_TOPIC": ("retention_ms", "retention_bytes"),
+    "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes", "cleanup_policy",
+                           "min_compaction_lag_ms", "delete_retention_ms", "segment_bytes",
+                           "segment_ms"),
+    "ADMIN_ALTER_TOPIC": ("retention_ms", "retention_bytes", "cleanup_policy",
+                          "min_compaction_lag_ms", "delete_retention_ms", "segment_bytes",
+                          "segment_ms"),
     "OFFSETS": ("ts",),
     "ADMIN_RESET_OFFSETS": ("partition",),
     "REPLICA_PULL": ("wait_ms", "max_bytes"),
@@ -175,6 +183,27 @@ def uint(text: str, what: str) -> int:
     if len(significant) > 19 or int(significant or "0") > MAX_INT:
         raise BadRequest(f"{what} is too large; the maximum is {MAX_INT}")
     return int(significant or "0")
+
+
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+SEGMENT_BYTES_MIN = 65
+"""A segment holds at least one 64-byte header and a byte."""
+
+
+def topic_setting(option: str, text: str, *, alter: bool) -> int | str | None:
+    """The value of one of the topic settings ADMIN_CREATE_TOPIC and ADMIN_ALTER_TOPIC
+    take besides ``min_isr``: ``cleanup_policy`` one of ``CLEANUP_POLICIES``; the others
+    whole numbers (``none``, only where ``alter``, for no limit / the store's default)."""
+    if option == "cleanup_policy":
+        if text not in CLEANUP_POLICIES:
+            raise BadRequest(f"cleanup_policy must be delete, compact or compact,delete; "
+                             f"got {show(text)}")
+        return text
+    if option in ("min_compaction_lag_ms", "delete_retention_ms"):
+        return uint_min(text, option, 0)
+    if alter and text == "none":
+        return None
+    return uint_min(text, option, SEGMENT_BYTES_MIN if option == "segment_bytes" else 1)
 
 
 def uint_min(text: str, what: str, minimum: int) -> int:

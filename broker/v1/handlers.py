@@ -15,7 +15,7 @@ Must not import: Twisted's reactor, sockets, files. Only ``Deferred`` for waitin
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, maybeDeferred
@@ -339,7 +339,7 @@ class Handlers:
             raise _reserved_topic(cmd.topic)  # read it if it exists; never auto-create it
         if not cmd.detail:  # the common form: straight from the stored bytes, no records
             raw, hw = self.core.read_raw(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
-            if raw.count or not cmd.wait_ms:
+            if (raw.count or not cmd.wait_ms) and not raw.gapped:  # gapped: each its offset
                 line = c.consume_reply_raw(cmd.cid, raw.raw, raw.ends,
                                            raw.next_offset - raw.count, hw, b64=cmd.b64)
                 if line is not None:
@@ -539,16 +539,17 @@ class Handlers:
         change (its own reply fields, added at the end: older parsers read on)."""
         d = self._admin().create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
                                        cmd.min_insync_replicas, cmd.retention_ms,
-                                       cmd.retention_bytes)
+                                       cmd.retention_bytes, dict(cmd.settings))
         return self._answer(cmd, d, lambda a: c.ok(cmd.cid, c.admin_topic_payload(
             cmd.topic, cmd.partitions, cmd.replication_factor, a.term, a.index)), slot, conn)
 
     def create_topic_here(self, topic: str, partitions: int, replication_factor: int,
                           min_insync_replicas: int | None, retention_ms: int | None,
-                          retention_bytes: int | None) -> None:
+                          retention_bytes: int | None,
+                          extra: Mapping[str, Any] | None = None) -> None:
         """Create a topic on this broker (a control plane without etcd calls this)."""
         self.core.create_topic(topic, partitions, replication_factor, min_insync_replicas,
-                               retention_ms, retention_bytes)
+                               retention_ms, retention_bytes, extra)
         if self.replication.cluster is not None:
             self.replication.topic_created(topic)  # followers start fetching now
 
@@ -612,10 +613,37 @@ class Handlers:
         topic = self.core.add_partitions(cmd.topic, cmd.partitions)
         return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions}")
 
-    def admin_alter_topic(self, cmd: c.AdminAlterTopic, slot: Slot, conn: Connection) -> bytes:
-        config = self.core.alter_topic(cmd.topic, dict(cmd.changes)).config
-        return c.ok(cmd.cid, f"topic={cmd.topic} retention_ms={_limit(config.retention_ms)} "
-                             f"retention_bytes={_limit(config.retention_bytes)}")
+    def admin_alter_topic(self, cmd: c.AdminAlterTopic, slot: Slot,
+                          conn: Connection) -> bytes | None:
+        """Change a topic's settings: with etcd in the topic's record, which every broker
+        watches and applies (docs/cluster.md), otherwise on this broker."""
+        changes = dict(cmd.changes)
+        if self.control is not None:
+            d = Deferred.fromCoroutine(self.control.alter_topic(cmd.topic, changes))
+            self._later(cmd, d, lambda _ti: self._altered(cmd), slot, conn)
+            return None
+        self.core.alter_topic(cmd.topic, changes)
+        return self._altered(cmd)
+
+    def _altered(self, cmd: c.AdminAlterTopic) -> bytes:
+        """ADMIN_ALTER_TOPIC's answer: the retention settings, then (additive) the
+        compaction settings when the topic is compacted or the request named one, and the
+        segment settings when set or named."""
+        config = self.core.topic_config(cmd.topic)
+        if config is None:
+            raise BadRequest(f"unknown topic {cmd.topic}")
+        named = {name for name, _value in cmd.changes}
+        payload = (f"topic={cmd.topic} retention_ms={_limit(config.retention_ms)} "
+                   f"retention_bytes={_limit(config.retention_bytes)}")
+        if config.cleanup_policy != "delete" or named & {"cleanup_policy", "min_compaction_lag_ms",
+                                                         "delete_retention_ms"}:
+            payload += (f" cleanup_policy={config.cleanup_policy} "
+                        f"min_compaction_lag_ms={config.min_compaction_lag_ms} "
+                        f"delete_retention_ms={config.delete_retention_ms}")
+        for name in ("segment_bytes", "segment_ms"):
+            if name in named or getattr(config, name) is not None:
+                payload += f" {name}={_limit(getattr(config, name))}"
+        return c.ok(cmd.cid, payload)
 
     def metadata(self, cmd: c.Metadata, slot: Slot, conn: Connection) -> bytes:
         cluster = self.replication.cluster

@@ -347,7 +347,11 @@ ERRORS: list[tuple[bytes, str, str, str | None]] = [
     (b"V1|2|ADMIN_ALTER_TOPIC|", "BAD_REQUEST", "2", None),
     (b"V1|2|ADMIN_ALTER_TOPIC|t", "BAD_REQUEST", "2",
      "nothing to alter; usage: ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms or none>] "
-     "[retention_bytes=<n or none>]"),
+     "[retention_bytes=<n or none>] [cleanup_policy=<delete, compact or compact,delete>] "
+     "[min_compaction_lag_ms=<ms>] [delete_retention_ms=<ms>] [segment_bytes=<n or none>] "
+     "[segment_ms=<ms or none>]"),
+    (b"V1|2|ADMIN_ALTER_TOPIC|t cleanup_policy=shrink", "BAD_REQUEST", "2",
+     "cleanup_policy must be delete, compact or compact,delete; got 'shrink'"),
     (b"V1|2|ADMIN_ALTER_TOPIC|t u", "BAD_REQUEST", "2", None),
     (b"V1|2|ADMIN_ALTER_TOPIC|t partitions=4", "BAD_REQUEST", "2", None),
     (b"V1|2|METADATA|a b", "BAD_REQUEST", "2", None),

@@ -795,6 +795,29 @@ class TopicsTests:
             (1, b"skerry topics alter: topic t-nothere does not exist (`skerry topics list` "
                 b"shows the topics; `skerry topics create t-nothere` creates it)\n")
 
+    def test_create_and_alter_compaction_settings(self, broker: BrokerProcess) -> None:
+        """topics create and topics alter take the cleanup policy, the compaction and the
+        segment settings; they land in topic.json (none: back to the broker's segment
+        size)."""
+        created = skerry(broker, "topics", "create", "t-compact", "--partitions", "1",
+                         "--cleanup-policy", "compact", "--segment-bytes", "4096")
+        assert created.returncode == 0, created.stderr
+        path = broker.data_dir / "topics" / "t-compact" / "topic.json"
+        config = json.loads(path.read_text())
+        assert (config["cleanup_policy"], config["segment_bytes"]) == ("compact", 4096)
+        altered = skerry(broker, "topics", "alter", "t-compact", "--cleanup-policy",
+                         "compact,delete", "--min-compaction-lag-ms", "1000",
+                         "--segment-bytes", "none")
+        assert altered.stdout == (b"altered topic t-compact: retention_ms none, retention_bytes "
+                                  b"none, cleanup_policy compact,delete, min_compaction_lag_ms "
+                                  b"1000, segment_bytes none\n"), altered.stderr
+        config = json.loads(path.read_text())
+        assert (config["cleanup_policy"], config["min_compaction_lag_ms"]) == \
+            ("compact,delete", 1000)
+        assert "segment_bytes" not in config
+        bad = skerry(broker, "topics", "alter", "t-compact", "--cleanup-policy", "shrink")
+        assert bad.returncode == 2 and b"invalid choice" in bad.stderr
+
 
 class GroupsTests:
     def test_list_describe_and_reset_offsets(self, broker: BrokerProcess) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from broker.iggy.codec import decode_request
 from broker.iggy.errors import IggyError
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
+from data.index import sindex_bytes, sindex_from_bytes
 from data.store import TopicConfig
 from groups.store import groups_from_json, offset_metadata_from_json
 from replication.roles import ReplicationCheckpoint
@@ -87,7 +89,9 @@ TARGETS: dict[str, Target] = {
         b"V1|1|PRODUCE|orders user1:created acks=all\n", b"V1|2|CONSUME|t 0 0 max=10 wait_ms=5",
         b"V1|3|JOIN|g t c assignor=range", b"V1|4|COMMIT|g t c 1 2 3", b"V1|5|AUTH|alice tok",
         b"V1|6|PRODUCE|t k:aGVsbG8= enc=b64 partition=1", b"V1|7|PING|",
-        b"V1|8|CONSUME|t 0 0 detail=true headers=true enc=b64")),
+        b"V1|8|CONSUME|t 0 0 detail=true headers=true enc=b64",
+        b"V1|8|ADMIN_CREATE_TOPIC|t 1 1 cleanup_policy=compact,delete segment_bytes=4096",
+        b"V1|9|ADMIN_ALTER_TOPIC|t min_compaction_lag_ms=0 segment_ms=none")),
     "v1_client": Target("v1_client", _v1_client, (ProtocolViolation,), (
         b"V1|1|OK|messages=0:created,1:a:b hw=1\nV1|0|ERR|BAD_REQUEST|line too long",
         b"V1|2|OK|messages=4:1700000000123:azE=:aGk=,5:7::/w== hw=5",
@@ -104,7 +108,12 @@ TARGETS: dict[str, Target] = {
         b'"metadata": {"0": "md"}}]}')),
     "topic_json": Target("topic_json", _json(TopicConfig.from_json), (ValueError,), (
         b'{"partitions": 3, "replication_factor": 1, "min_insync_replicas": 1, '
-        b'"retention_ms": null, "retention_bytes": 1000}',)),
+        b'"retention_ms": null, "retention_bytes": 1000}',
+        b'{"partitions": 1, "cleanup_policy": "compact", "min_compaction_lag_ms": 0, '
+        b'"delete_retention_ms": 5, "segment_bytes": 4096, "segment_ms": 1000}')),
+    # a compacted segment's offset index (data.index; recovery reads it)
+    "sindex": Target("sindex", sindex_from_bytes, (ValueError,), (
+        sindex_bytes(100, array("I", [3, 50, 99]), array("I", [0, 80, 160])),)),
     "state_json": Target("state_json", _json(ReplicationCheckpoint.from_json), (ValueError,), (
         b'{}', b'{"epochs": [[0, 0]]}')),
     "iggy": Target("iggy", _iggy, (IggyError,), (

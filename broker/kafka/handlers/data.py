@@ -23,7 +23,13 @@ from broker.errors import NotLeader
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
 from broker.kafka.handlers.context import Context
-from broker.kafka.mapping import MESSAGE_OVERHEAD, KeyTooLarge, framed_columns, message_set
+from broker.kafka.mapping import (
+    MESSAGE_OVERHEAD,
+    KeyTooLarge,
+    framed_columns,
+    message_set,
+    message_set_loop,
+)
 from data.names import is_valid_name
 
 __all__ = ["metadata", "produce", "fetch", "list_offsets"]
@@ -312,7 +318,13 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
     # fits ``budget`` (message_set trims the rest).
     result, hw, _first = core.fetch_raw(
         topic, index, offset, budget // MESSAGE_OVERHEAD[magic] + 1, budget)
-    records, _count = message_set(result.raw, result.ends, magic, budget, whole_first)
+    config = core.topic_config(topic)
+    if config is not None and config.cleanup_policy != "delete":
+        # A compacted topic: an empty value is a tombstone, served as Kafka's null value.
+        records, _count = message_set_loop(result.raw, result.ends, magic, budget, whole_first,
+                                           empty_is_null=True)
+    else:
+        records, _count = message_set(result.raw, result.ends, magic, budget, whole_first)
     return c.FetchPartitionResponse(index, 0, hw + 1, records), offset
 
 
