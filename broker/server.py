@@ -246,6 +246,14 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
     kafka_groups = KafkaGroupService(groups, clock, data_dir, fs=fs,
                                      run_in_thread=run_in_thread)
+    # KIP-848 consumer groups (GROUP_HEARTBEAT): the same offsets, and each of the three
+    # coordinators refuses a group id another holds live.
+    from broker.services.consumer_groups import ConsumerGroupService
+
+    consumer_groups = ConsumerGroupService(
+        groups, clock, lambda: {name: topic.config.partitions
+                                for name, topic in store.topics.items()},
+        other_protocol=kafka_groups.coordinator.live_protocol)
     core = BrokerCore(config, store, clock, replication=replication, groups=groups,
                       run_in_thread=run_in_thread)
     replication.set_log_syncer(core.when_durable)
@@ -254,6 +262,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
     replication.add_change_listener(core.forget_producers)
     core.start()
     handlers = Handlers(core, groups, replication)
+    handlers.consumer_groups = consumer_groups
     if config["auth.tokens_file"] is not None:
         from broker.auth import TokenStore
 

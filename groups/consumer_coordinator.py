@@ -48,6 +48,7 @@ from groups.consumer_errors import (
     ConsumerGroupNotEmpty,
     FencedInstanceId,
     FencedMemberEpoch,
+    GroupIdInUseByOtherProtocol,
     GroupIdNotFound,
     GroupMaxSizeReached,
     InvalidConsumerGroupRequest,
@@ -75,10 +76,14 @@ from groups.consumer_state import (
 from groups.effects import Result
 from groups.kafka_errors import InvalidGroupId, OffsetMetadataTooLarge
 
-__all__ = ["ConsumerConfig", "ConsumerGroupCoordinator", "TopicsOf", "CONSUMER", "owned_of"]
+__all__ = ["ConsumerConfig", "ConsumerGroupCoordinator", "TopicsOf", "CONSUMER", "KIP848",
+           "owned_of"]
 
 CONSUMER = "consumer"
-"""What ``live_protocol`` names when a group has live consumer-protocol members."""
+"""The group type ListGroups reports (Kafka's ``consumer`` type, beside ``classic``)."""
+KIP848 = "KIP-848"
+"""What ``live_protocol`` names when a group has members: the protocol the other
+coordinators' refusals mention."""
 
 TopicsOf = Callable[[], Mapping[str, TopicMeta]]
 """``topics()``: every topic by name with its id and partition count, as of now."""
@@ -180,10 +185,10 @@ class ConsumerGroupCoordinator:
         return [self._groups[key] for key in sorted(self._groups)]
 
     def live_protocol(self, group_id: str) -> str | None:
-        """``"consumer"`` while the group has members (away static members count): what the
+        """``"KIP-848"`` while the group has members (away static members count): what the
         classic and V1 coordinators ask before letting the same id in."""
         group = self._groups.get(group_id)
-        return CONSUMER if group is not None and group.members else None
+        return KIP848 if group is not None and group.members else None
 
     def list_groups(self) -> list[tuple[str, str, str]]:
         """ListGroups: ``(group_id, "consumer", state)`` for every group, sorted."""
@@ -225,7 +230,7 @@ class ConsumerGroupCoordinator:
         group_id = request.group_id
         other = self._protocol_of(group_id)
         if other is not None:
-            raise GroupIdNotFound(f"group {group_id} is not a consumer group: it has live "
+            raise GroupIdInUseByOtherProtocol(f"group {group_id} is not a consumer group: it has live "
                                   f"{other} members")
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request, now_ms)

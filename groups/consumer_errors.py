@@ -26,6 +26,7 @@ __all__ = [
     "InvalidConsumerGroupRequest",
     "InvalidRegularExpression",
     "GroupIdNotFound",
+    "GroupIdInUseByOtherProtocol",
     "GroupMaxSizeReached",
     "ConsumerGroupNotEmpty",
 ]
@@ -81,6 +82,12 @@ class GroupIdNotFound(ConsumerGroupError):
     group the coordinator does not hold, a describe of an unknown group, or a group id
     held live by another protocol (a classic or V1 group). Kafka: 69
     GROUP_ID_NOT_FOUND."""
+
+
+class GroupIdInUseByOtherProtocol(GroupIdNotFound):
+    """The group id is live under another protocol (V1 members, a Kafka classic group):
+    not a consumer group. Kafka: 69 GROUP_ID_NOT_FOUND (V1 answers BAD_REQUEST, as for the
+    reverse case)."""
 
 
 class GroupMaxSizeReached(ConsumerGroupError):

@@ -432,7 +432,7 @@ class AdminTests(SynchronousTestCase):
         c = Consumer(d)
         c.heartbeat()
         self.assertEqual(d.coordinator.list_groups(), [("g", "consumer", "Stable")])
-        self.assertEqual(d.coordinator.live_protocol("g"), "consumer")
+        self.assertEqual(d.coordinator.live_protocol("g"), "KIP-848")
         with self.assertRaises(ConsumerGroupNotEmpty):
             d.coordinator.delete_group("g")
         c.leave()
