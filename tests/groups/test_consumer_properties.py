@@ -117,6 +117,29 @@ class ReconciliationMachine(RuleBasedStateMachine):
                 consumer.owned = {t: ps for t, ps in new.items() if ps}
                 consumer._report = True  # noqa: SLF001
 
+    @precondition(lambda self: self.live)
+    @rule(data=st.data())
+    def stale_heartbeat(self, data: st.DataObject) -> None:
+        """A heartbeat one epoch behind (a lost answer): forgiven only at the previous
+        epoch with owned partitions within the assignment, else fenced."""
+        consumer = data.draw(st.sampled_from(self.live))
+        if not consumer.joined or consumer.epoch <= 1:
+            return
+        from groups.consumer_effects import HeartbeatRequest
+
+        try:
+            reply = self.driver.heartbeat(HeartbeatRequest(
+                "g", consumer.member_id, consumer.epoch - 1,
+                instance_id=consumer.instance_id, owned=consumer.owned_wire()))
+        except (FencedMemberEpoch, UnknownMemberId):
+            consumer.owned, consumer.joined, consumer.epoch = {}, False, 0
+            consumer.heartbeat()
+            return
+        consumer.epoch = reply.member_epoch
+        if reply.assignment is not None:
+            consumer.owned = {t: set(ps) for t, ps in reply.assignment if ps}
+            consumer._report = True  # noqa: SLF001
+
     @rule(ms=st.sampled_from([500, INTERVAL_MS, 20_000, SESSION_MS + 1]))
     def advance(self, ms: int) -> None:
         self.driver.advance(ms)
@@ -196,5 +219,5 @@ class ReconciliationMachine(RuleBasedStateMachine):
 
 
 TestReconciliation = ReconciliationMachine.TestCase
-TestReconciliation.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,
+TestReconciliation.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
                                        suppress_health_check=[HealthCheck.too_slow])
