@@ -369,6 +369,21 @@ class RefusalTests(SynchronousTestCase):
         reply = d.heartbeat(HeartbeatRequest("g", c0.member_id, 1, owned=((T, (0, 1)),)))
         self.assertEqual(reply.member_epoch, 2)
 
+    def test_join_from_a_held_member_id_is_a_rejoin(self) -> None:
+        """Epoch 0 from a member id the group holds (the member gave everything up): no
+        new group epoch, the member keeps its epoch and gets its partitions back; the
+        other member is untouched (docs/groups.md, the decision)."""
+        d, c0, c1 = self._group()
+        group = d.coordinator.group("g")
+        assert group is not None
+        epoch, mine = group.group_epoch, c0.partitions()
+        c0.restart()
+        c0.member_id = group.members["gen1"].member_id
+        reply = c0.heartbeat()
+        self.assertEqual((reply.member_epoch, group.group_epoch), (epoch, epoch))
+        self.assertEqual(c0.partitions(), mine)
+        self.assertEqual(sorted(c0.partitions() + c1.partitions()), list(range(6)))
+
     def test_another_protocol_holds_the_group(self) -> None:
         """A group id live under another protocol is not found as a consumer group."""
         d = Driver()
