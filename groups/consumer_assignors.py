@@ -128,7 +128,10 @@ def assign_uniform(
     moved = True
     while moved:
         moved = False
+        fewest = min(len(owned[m]) for m in members)
         for donor in sorted(members, key=lambda m: (-len(owned[m]), m)):
+            if len(owned[donor]) - fewest < 2:
+                break  # no member anywhere has two fewer: no move left
             for topic, partition in sorted(owned[donor], reverse=True):
                 receivers = [m for m in eligible[topic]
                              if len(owned[m]) <= len(owned[donor]) - 2]

@@ -413,14 +413,29 @@ class ConsumerGroupCoordinator:
         return changed
 
     def _assign(self, group: ConsumerGroup, topics: Mapping[str, TopicMeta]) -> None:
-        """Compute the target for the current group epoch with the preferred assignor."""
+        """Compute the target for the current group epoch with the preferred assignor.
+
+        Topic ids are handed to the assignor as their rank among the group's sorted topic
+        ids (same order, so the same result) because small ints hash and compare far
+        faster than UUIDs; members with the same subscription share one resolution."""
         name = group.preferred_assignor(self.config.assignors[0])
-        subscriptions = {
-            m.member_id: sorted(topics[n].topic_id for n in m.subscribed_topics(topics))
-            for m in group.members.values()}
-        counts = {meta.topic_id: meta.partitions for meta in group.topics.values()}
-        target = CONSUMER_ASSIGNORS[name](subscriptions, counts, group.target)
-        group.set_target({m: freeze(t) for m, t in target.items()}, name)
+        ids = sorted(meta.topic_id for meta in group.topics.values())
+        rank = {topic: index for index, topic in enumerate(ids)}
+        resolved: dict[tuple[tuple[str, ...], str | None], list[int]] = {}
+        subscriptions: dict[str, list[int]] = {}
+        for member in group.members.values():
+            key = (member.topic_names, member.topic_regex)
+            if key not in resolved:
+                resolved[key] = sorted(rank[topics[n].topic_id]
+                                       for n in member.subscribed_topics(topics)
+                                       if topics[n].topic_id in rank)
+            subscriptions[member.member_id] = resolved[key]
+        counts = {rank[meta.topic_id]: meta.partitions for meta in group.topics.values()}
+        previous = {m: {rank[t]: ps for t, ps in held.items() if t in rank}
+                    for m, held in group.target.items()}
+        target = CONSUMER_ASSIGNORS[name](subscriptions, counts, previous)
+        group.set_target({m: freeze({ids[i]: ps for i, ps in held.items()})
+                          for m, held in target.items()}, name)
 
     def _leave(self, request: HeartbeatRequest, now_ms: int) -> Result[HeartbeatReply]:
         group = self._groups.get(request.group_id)
