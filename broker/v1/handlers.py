@@ -444,6 +444,9 @@ class Handlers:
         service = self.consumer_groups
         if service is None:
             raise BadRequest("GROUP_HEARTBEAT is not enabled on this broker")
+        for topic in cmd.topics or ():
+            if topic.startswith(STORE_PREFIX):
+                raise _reserved_topic(topic)
         ids = {name: meta.topic_id for name, meta in service.topics().items()}
         owned = None
         if cmd.owned is not None:

@@ -80,3 +80,16 @@ def test_the_documented_session(tmp_path: Path) -> None:
         for request, reply in pairs:
             assert client.request(request) == reply, request
         client.close()
+
+
+def test_reserved_names_are_refused(tmp_path: Path) -> None:
+    """The Iggy transport's internal topics cannot be subscribed to, and its consumer
+    pseudo-groups cannot be used, through GROUP_HEARTBEAT (docs/protocol.md, Reserved
+    names)."""
+    with BrokerProcess(tmp_path / "broker", {}) as proc:
+        client = proc.client()
+        topic = client.request("V1|1|GROUP_HEARTBEAT|g m 0 topics=__iggy.x")
+        group = client.request("V1|2|GROUP_HEARTBEAT|iggy.consumer.x m 0 topics=t")
+        assert topic.startswith("V1|1|ERR|BAD_REQUEST|topic __iggy.x is reserved"), topic
+        assert group.startswith("V1|2|ERR|BAD_REQUEST|group iggy.consumer.x is reserved"), group
+        client.close()
