@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from data.keys import fnv1a_32
 from groups.consumer_group import ConsumerGroup, ConsumerMember, Partitions, TopicMeta, freeze
 from groups.consumer_state import IllegalStateError, MemberState
 
@@ -52,6 +53,7 @@ __all__ = [
     "decode_consumer_key",
     "consumer_group_records",
     "consumer_groups_from_records",
+    "consumer_state_records",
 ]
 
 KEY_VERSION = 1
@@ -138,6 +140,21 @@ def consumer_group_records(group: ConsumerGroup) -> dict[bytes, bytes]:
             "revoking": _partitions_json(member.revoking)})
         out[consumer_target_key(gid, member.member_id)] = _value({
             "partitions": _partitions_json(group.target.get(member.member_id, {}))})
+    return out
+
+
+def consumer_state_records(groups: Iterable[ConsumerGroup],
+                           partitions: int) -> dict[int, dict[bytes, bytes]]:
+    """Every record of these groups by partition of the group-state topic,
+    ``{partition: {key: value}}``, each group's records on partition
+    ``fnv1a_32(utf8(group_id)) % partitions`` (the coordinator branch's
+    ``partition_for_group``), so its ``state_records`` can merge them as they are."""
+    if partitions < 1:
+        raise ValueError(f"partitions must be at least 1, got {partitions}")
+    out: dict[int, dict[bytes, bytes]] = {}
+    for group in groups:
+        partition = fnv1a_32(group.group_id.encode("utf-8")) % partitions
+        out.setdefault(partition, {}).update(consumer_group_records(group))
     return out
 
 

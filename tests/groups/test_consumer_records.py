@@ -15,6 +15,7 @@ from groups.consumer_records import (
     consumer_group_records,
     consumer_groups_from_records,
     consumer_member_key,
+    consumer_state_records,
     consumer_target_key,
     decode_consumer_key,
 )
@@ -70,6 +71,19 @@ class RoundTripTests(SynchronousTestCase):
         member = json.loads(records[consumer_member_key("g", "gen1")])
         self.assertEqual((member["state"], member["instance_id"]),
                          ("UNREVOKED_PARTITIONS", "a"))
+
+
+class PartitionTests(SynchronousTestCase):
+    def test_records_go_to_the_group_ids_partition(self) -> None:
+        """All records of group g sit on fnv1a_32(g) % partitions, beside V1's and Kafka
+        classic groups' records of the same id (``analytics`` -> 45 of 50)."""
+        _, group = _mid_handover()
+        group.group_id = "analytics"
+        by_partition = consumer_state_records([group], 50)
+        self.assertEqual(list(by_partition), [45])
+        self.assertEqual(by_partition[45], consumer_group_records(group))
+        with self.assertRaises(ValueError):
+            consumer_state_records([group], 0)
 
 
 class DamageTests(SynchronousTestCase):
