@@ -120,16 +120,19 @@ class ConsumerGroupService:
 
     def validate_commit(self, group_id: str, member_id: str, member_epoch: int,
                         topic: str, partition: int) -> None:
-        """A V1 COMMIT into a consumer group: the member's current epoch, and the partition
-        assigned to it at that epoch (else ``GroupIdNotFound``/``UnknownMemberId``/
-        ``StaleMemberEpoch``/``PartitionNotOwned`` from ``groups.errors``)."""
+        """A V1 COMMIT into a consumer group: the member's current epoch, and a partition
+        it holds - assigned, or being revoked and not yet confirmed, so that a member can
+        commit what it consumed before it gives a partition up (else
+        ``UnknownMemberId``/``StaleMemberEpoch``/``PartitionNotOwned``)."""
         self.coordinator.validate_offset_commit(group_id, member_id, member_epoch)
         group = self.coordinator.group(group_id)
         member = group.members[member_id] if group is not None else None
         meta = self.topics().get(topic)
-        if member is None or meta is None \
-                or partition not in member.assigned.get(meta.topic_id, frozenset()):
-            raise PartitionNotOwned(f"partition {partition} of {topic} is not assigned to "
+        held = frozenset() if member is None or meta is None else \
+            member.assigned.get(meta.topic_id, frozenset()) | \
+            member.revoking.get(meta.topic_id, frozenset())
+        if partition not in held:
+            raise PartitionNotOwned(f"partition {partition} of {topic} is not held by "
                                     f"{member_id} at epoch {member_epoch}")
 
     def is_consumer_group(self, group_id: str) -> bool:

@@ -112,3 +112,20 @@ class ServiceTests(SynchronousTestCase):
         self.assertEqual((topics["t"].topic_id, topics["t"].partitions), (T, 4))
         self.assertEqual(topics["u"].topic_id, topic_id_for("u"))
         self.assertNotEqual(topic_id_for("u"), T)
+
+    def test_a_partition_being_revoked_can_still_be_committed(self) -> None:
+        """Between the answer that takes a partition away and the heartbeat that confirms,
+        its member may commit it (what it consumed before giving it up); afterwards not,
+        and a partition it never held never."""
+        from groups.errors import PartitionNotOwned
+
+        self._join("a")
+        self._join("b")
+        self.service.heartbeat(HeartbeatRequest("g", "a", 1))  # asked to revoke 2, 3
+        self.service.commit("g", "a", 1, "t", 3, 5)
+        self.assertEqual(self.groups.committed_offset("g", "t", 3)[0], 5)
+        self.service.heartbeat(HeartbeatRequest("g", "a", 1, owned=((T, (0, 1)),)))
+        with self.assertRaises(PartitionNotOwned):
+            self.service.commit("g", "a", 2, "t", 3, 6)
+        with self.assertRaises(PartitionNotOwned):
+            self.service.commit("g", "b", 2, "t", 0, 6)
