@@ -3,7 +3,9 @@ each on its own connection and thread, behaving as KIP-848 consumers: they give 
 up when an answer takes it away (after 250 ms of finishing the work in hand) and report
 what they own on every heartbeat. Three members share 6 partitions, a fourth joins, then one is killed. From the clients' own
 records: no partition is ever owned by two of them at once, every partition is owned again
-after the death, and the survivors never lose a partition they kept."""
+after the death, and the survivors never lose a partition they kept. Then, under a steady
+producer with members that consume and auto-commit: every message is consumed, and only
+the dead member's unacknowledged work is consumed twice."""
 
 from __future__ import annotations
 
@@ -130,4 +132,148 @@ def test_join_and_kill_never_two_owners(tmp_path: Path) -> None:
         assert all(not m.errors for m in members), [m.errors for m in members]
         assert all(not m.lost for m in survivors), [m.lost for m in survivors]
         assert reowned < SESSION_MS / 1000 + 2, reowned
+        admin.close()
+
+
+_MESSAGES = re.compile(r"V1\|[^|]*\|OK\|messages=(\S*) hw=(-?\d+)")
+
+
+class Worker(Member):
+    """A member that also consumes: OFFSET when it gets a partition, CONSUME in every
+    round, COMMIT (with its member epoch) every 500 ms like an auto-commit, and a COMMIT of
+    a partition an answer takes away before it reports the partition released."""
+
+    def __init__(self, port: int, name: str) -> None:
+        super().__init__(port, name)
+        self.positions: dict[int, int] = {}
+        self.consumed: list[tuple[int, int]] = []
+        self.acked: dict[int, int] = {}
+        self.epoch = 0
+        self.n = 0
+        self.next_commit = 0.0
+
+    def _call(self, line: str) -> str:
+        self.n += 1
+        return self.client.request(f"V1|{self.n}|{line}")
+
+    def _commit(self, partition: int) -> None:
+        position = self.positions.get(partition)
+        if position is None:
+            return
+        reply = self._call(f"COMMIT|g t {self.name_} {self.epoch} {partition} {position}")
+        if "|OK|" in reply:
+            self.acked[partition] = position
+
+    def _drop(self, partitions: set[int], now: float) -> None:
+        for partition in partitions:
+            if self.epoch > 0:
+                self._commit(partition)
+            self.positions.pop(partition, None)
+        super()._drop(partitions, time.monotonic())
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            owned = ",".join(f"t:{p}" for p in sorted(self.owned))
+            extra = " topics=t" if self.epoch == 0 else ""
+            reply = self._call(f"GROUP_HEARTBEAT|g {self.name_} {self.epoch}{extra} "
+                               f"owned={owned}")
+            match = _REPLY.fullmatch(reply)
+            if match is None:
+                if "GENERATION_MISMATCH" not in reply:
+                    self.errors.append(reply)
+                self.lost.extend(self.owned)
+                self.epoch = 0  # fenced: what it holds is not its own any more
+                self._drop(set(self.owned), time.monotonic())
+                continue
+            self.epoch = int(match.group(2))
+            assigned = {int(item.split(":")[1]) for item in match.group(3).split()}
+            revoked = set(self.owned) - assigned
+            if revoked:
+                time.sleep(REVOKE_MS / 1000)  # finish the work in hand, then commit it
+            self._drop(revoked, time.monotonic())
+            for partition in assigned - set(self.owned):
+                self.owned[partition] = time.monotonic()
+            for partition in sorted(self.owned):
+                if self.stop.is_set():
+                    break  # killed mid-round: no last commit
+                if partition not in self.positions:
+                    answer = self._call(f"OFFSET|g t {partition}")
+                    self.positions[partition] = int(answer.rsplit("=", 1)[1])
+                answer = self._call(f"CONSUME|t {partition} {self.positions[partition]} max=50")
+                got = _MESSAGES.fullmatch(answer)
+                assert got is not None, answer
+                offsets = [int(m.split(":", 1)[0]) for m in got.group(1).split(",") if m]
+                if offsets:
+                    self.consumed += [(partition, o) for o in offsets]
+                    self.positions[partition] = offsets[-1] + 1
+            if time.monotonic() >= self.next_commit:  # auto-commit, every 500 ms
+                for partition in sorted(self.owned):
+                    self._commit(partition)
+                self.next_commit = time.monotonic() + 0.5
+            time.sleep(INTERVAL_MS / 1000)
+        # Stopped (killed, or the end of the test): no last commit, as after kill -9.
+        Member._drop(self, set(self.owned), time.monotonic())
+
+
+def test_every_message_is_consumed_through_a_join_and_a_death(tmp_path: Path) -> None:
+    """Under a steady producer, 3 consuming members, a 4th joining and one killed: every
+    message produced is consumed, and a message is consumed twice only if the killed member
+    had consumed it without its commit being acknowledged (hand-overs commit first)."""
+    config = {"groups": {"consumer_session_timeout_ms": SESSION_MS,
+                         "consumer_heartbeat_interval_ms": INTERVAL_MS}}
+    with BrokerProcess(tmp_path / "broker", config) as proc:
+        admin = proc.client()
+        assert "|OK|" in admin.request("V1|1|ADMIN_CREATE_TOPIC|t 6 1")
+        produced: list[tuple[int, int]] = []
+        stop_producing = threading.Event()
+
+        def produce() -> None:
+            client = proc.client()
+            i = 0
+            while not stop_producing.is_set():
+                partition = i % 6
+                reply = client.request(f"V1|p{i}|PRODUCE|t k:v{i} partition={partition}")
+                produced.append((partition, int(reply.split("offset=")[1].split()[0])))
+                i += 1
+                time.sleep(0.005)
+            client.close()
+
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        workers = [Worker(proc.port, f"w{i}") for i in range(3)]
+        for w in workers:
+            w.start()
+        time.sleep(1.5)
+        fourth = Worker(proc.port, "w3")
+        fourth.start()
+        workers.append(fourth)
+        time.sleep(1.5)
+        # The joiner dies: it only ever gained partitions, so every message consumed twice
+        # must be one it had consumed without an acknowledged commit.
+        victim = fourth
+        victim.stop.set()
+        victim.join(5)
+        time.sleep(SESSION_MS / 1000 + 1.0)
+        stop_producing.set()
+        producer.join(5)
+        survivors = workers[:3]
+        wanted = set(produced)
+
+        def everything_consumed() -> bool:
+            return wanted <= {x for w in workers for x in w.consumed}
+
+        _wait(everything_consumed, timeout=15)
+        for w in survivors:
+            w.stop.set()
+        for w in survivors:
+            w.join(5)
+        seen: dict[tuple[int, int], int] = {}
+        for w in workers:
+            for x in w.consumed:
+                seen[x] = seen.get(x, 0) + 1
+        twice = {x for x, n in seen.items() if n > 1}
+        unacked = {(p, o) for p, o in victim.consumed if o >= victim.acked.get(p, 0)}
+        assert twice <= unacked, sorted(twice - unacked)[:10]
+        assert all(not w.errors for w in workers), [w.errors for w in workers]
+        assert len(wanted) > 300
         admin.close()
