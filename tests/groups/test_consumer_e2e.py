@@ -151,6 +151,7 @@ class Worker(Member):
         self.epoch = 0
         self.n = 0
         self.next_commit = 0.0
+        self.rounds: list[float] = []  # when each round of consuming started
 
     def _call(self, line: str) -> str:
         self.n += 1
@@ -193,6 +194,8 @@ class Worker(Member):
             self._drop(revoked, time.monotonic())
             for partition in assigned - set(self.owned):
                 self.owned[partition] = time.monotonic()
+            if self.owned:
+                self.rounds.append(time.monotonic())
             for partition in sorted(self.owned):
                 if self.stop.is_set():
                     break  # killed mid-round: no last commit
@@ -276,4 +279,11 @@ def test_every_message_is_consumed_through_a_join_and_a_death(tmp_path: Path) ->
         assert twice <= unacked, sorted(twice - unacked)[:10]
         assert all(not w.errors for w in workers), [w.errors for w in workers]
         assert len(wanted) > 300
+        # The members that kept partitions never stopped: their longest pause between two
+        # rounds of consuming, across the join and the death (a round also waits the
+        # heartbeat interval, and 250 ms when it hands a partition over).
+        gaps = [b - a for w in survivors for a, b in zip(w.rounds, w.rounds[1:], strict=False)]
+        longest = max(gaps)
+        print(f"survivors' longest stop: {longest * 1000:.0f} ms over {len(gaps)} rounds")
+        assert longest < 2.0, longest
         admin.close()
