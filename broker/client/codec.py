@@ -655,7 +655,7 @@ def group_heartbeat_args(group: str, member_id: str, epoch: int, *,
                          instance: str | None = None,
                          owned: Iterable[tuple[str, int]] | None = None) -> str:
     """The arguments of one GROUP_HEARTBEAT: ``epoch`` -1 is ``leave``, -2 ``leave_static``;
-    a regex always travels as ``regex_b64=`` (it may hold ``|`` or spaces); None: not
+    a regex always travels base64-encoded (``regex=<b64> enc=b64``) (it may hold ``|`` or spaces); None: not
     sent (unchanged). ``InvalidArgumentError`` for a name or number the broker would
     refuse."""
     words = {-1: "leave", -2: "leave_static"}
@@ -666,7 +666,7 @@ def group_heartbeat_args(group: str, member_id: str, epoch: int, *,
     if topics is not None:
         args += " topics=" + ",".join(check_name("topic", t) for t in topics)
     if regex is not None:
-        args += " regex_b64=" + base64.b64encode(regex.encode("utf-8")).decode("ascii")
+        args += " regex=" + base64.b64encode(regex.encode("utf-8")).decode("ascii") + " enc=b64"
     if assignor is not None:
         args += f" assignor={assignor}"
     if assignor is not None and assignor:

@@ -280,15 +280,15 @@ def _parse_group_heartbeat(cid: str, args: str) -> GroupHeartbeat:
     topics = options.get("topics")
     names = None if topics is None else \
         tuple(fields.name(t, "topic") for t in topics.split(",")) if topics else ()
-    if "regex" in options and "regex_b64" in options:
-        raise BadRequest("give regex= or regex_b64=, not both")
     regex = options.get("regex")
-    if "regex_b64" in options:
+    if "enc" in options:
+        fields.encoding(options["enc"])
+        if regex is None:
+            raise BadRequest("enc=b64 applies to regex=; there is no regex=")
         try:
-            regex = fields.b64decode(options["regex_b64"], "regex_b64",
-                                     "regex_b64").decode("utf-8")
+            regex = fields.b64decode(regex, "regex").decode("utf-8")
         except UnicodeDecodeError:
-            raise BadRequest("regex_b64 is not base64 of UTF-8 text") from None
+            raise BadRequest("regex is not base64 of UTF-8 text") from None
     assignor = options.get("assignor")
     if assignor:
         assignor = fields.name(assignor, "assignor")

@@ -174,7 +174,7 @@ class Join:
 @dataclass(frozen=True, slots=True)
 class GroupHeartbeat:
     """Additive (KIP-848 consumer groups): ``GROUP_HEARTBEAT <group> <member_id>
-    <member_epoch|leave|leave_static> [topics=<t>,..] [regex=<re>] [regex_b64=<b64>]
+    <member_epoch|leave|leave_static> [topics=<t>,..] [regex=<re>] [enc=b64]
     [assignor=uniform|range] [rebalance_timeout_ms=<ms>] [instance=<id>]
     [owned=<t>:<p>,..]``. ``member_epoch`` is -1 for ``leave`` and -2 for
     ``leave_static``; None fields were not sent."""

@@ -50,7 +50,7 @@ USAGE: dict[str, str] = {
     "[session_timeout_ms=<ms>]",
     "SYNC": "SYNC <group> <topic> <consumer_id> <generation>",
     "GROUP_HEARTBEAT": "GROUP_HEARTBEAT <group> <member_id> <member_epoch, leave or "
-    "leave_static> [topics=<t>,...] [regex=<re>] [regex_b64=<base64>] "
+    "leave_static> [topics=<t>,...] [regex=<re>] [enc=b64] "
     "[assignor=uniform or range] [rebalance_timeout_ms=<ms>] [instance=<id>] "
     "[owned=<topic>:<partition>,...]",
     "HEARTBEAT": "HEARTBEAT <group> <topic> <consumer_id> <generation>",
@@ -128,7 +128,7 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "PRODUCE": ("acks", "partition", "enc", "pid", "seq"),
     "CONSUME": ("max", "wait_ms", "enc", "detail", "headers"),
     "JOIN": ("assignor", "session_timeout_ms"),
-    "GROUP_HEARTBEAT": ("topics", "regex", "regex_b64", "assignor", "rebalance_timeout_ms",
+    "GROUP_HEARTBEAT": ("topics", "regex", "enc", "assignor", "rebalance_timeout_ms",
                         "instance", "owned"),
     "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes", "cleanup_policy",
                            "min_compaction_lag_ms", "delete_retention_ms", "segment_bytes",

@@ -15,10 +15,11 @@ from tests.support import BrokerProcess
 
 
 def test_arguments() -> None:
-    """-1/-2 become leave/leave_static; the regex goes as base64; owned is sorted."""
+    """-1/-2 become leave/leave_static; the regex goes as base64 (enc=b64); owned is
+    sorted."""
     assert group_heartbeat_args("g", "m", 0, topics=["a", "b"], regex="a|b",
                                 rebalance_timeout_ms=5) == \
-        "g m 0 topics=a,b regex_b64=YXxi rebalance_timeout_ms=5"
+        "g m 0 topics=a,b regex=YXxi enc=b64 rebalance_timeout_ms=5"
     assert group_heartbeat_args("g", "m", -1) == "g m leave"
     assert group_heartbeat_args("g", "m", -2, instance="i") == "g m leave_static instance=i"
     assert group_heartbeat_args("g", "m", 3, owned=[("b", 1), ("a", 2)], assignor="range") \
