@@ -9,7 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from broker.client.codec import group_heartbeat_args
 from broker.v1.codec import Codec, CommandError, GroupHeartbeat
 from tests.support import ROOT, BrokerProcess
 
@@ -94,3 +97,31 @@ def test_reserved_names_are_refused(tmp_path: Path) -> None:
         assert topic.startswith("V1|1|ERR|BAD_REQUEST|topic __iggy.x is reserved"), topic
         assert group.startswith("V1|2|ERR|BAD_REQUEST|group iggy.consumer.x is reserved"), group
         client.close()
+
+
+names = st.from_regex(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,20}", fullmatch=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(group=names, member=names, epoch=st.integers(-2, 2_147_483_647),
+       topics=st.none() | st.lists(names, max_size=4),
+       regex=st.none() | st.text(max_size=30),
+       assignor=st.none() | st.sampled_from(["uniform", "range"]),
+       timeout=st.none() | st.integers(0, 2_147_483_647),
+       instance=st.none() | names,
+       owned=st.none() | st.lists(st.tuples(names, st.integers(0, 10_000)), max_size=6))
+def test_the_client_encoding_parses_back(group: str, member: str, epoch: int,
+                                         topics: list[str] | None, regex: str | None,
+                                         assignor: str | None, timeout: int | None,
+                                         instance: str | None,
+                                         owned: list[tuple[str, int]] | None) -> None:
+    """Whatever the Python client sends (``group_heartbeat_args``) the server's codec
+    parses into exactly those fields: any regex text survives (base64), -1/-2 become the
+    leave words and back, owned partitions arrive as a sorted set."""
+    args = group_heartbeat_args(group, member, epoch, topics=topics, regex=regex,
+                                assignor=assignor, rebalance_timeout_ms=timeout,
+                                instance=instance, owned=owned)
+    command = Codec().parse_command(f"V1|x|GROUP_HEARTBEAT|{args}".encode())
+    assert command == GroupHeartbeat(
+        "x", group, member, epoch, None if topics is None else tuple(topics), regex, assignor,
+        timeout, instance, None if owned is None else tuple(sorted(set(owned))))
