@@ -104,6 +104,12 @@ SCHEMA: tuple[Key, ...] = (
         "How long a tombstone (empty value) stays readable on a compacted topic.", 0),
     Key("groups.session_timeout_ms", "int", 10000,
         "A group member not heard from for this long is evicted.", 1),
+    Key("groups.consumer_session_timeout_ms", "int", 45000,
+        "KIP-848 consumer groups (GROUP_HEARTBEAT): a member not heard from for this long "
+        "is fenced (Kafka's group.consumer.session.timeout.ms).", 1),
+    Key("groups.consumer_heartbeat_interval_ms", "int", 5000,
+        "KIP-848 consumer groups: how often members are told to heartbeat; must be below "
+        "the consumer session timeout.", 1),
     Key("replication.replica_lag_timeout_ms", "int", 10000,
         "A follower not caught up for this long leaves the ISR.", 1),
     Key("replication.ack_timeout_ms", "int", 2000,

@@ -84,6 +84,9 @@ class Broker:
     kafka_groups: Any = None
     """``broker.services.kafka_groups.KafkaGroupService``: the Kafka consumer groups
     (``kafka-groups.json``), sharing committed offsets with V1 groups."""
+    consumer_groups: Any = None
+    """``broker.services.consumer_groups.ConsumerGroupService``: KIP-848 consumer groups
+    (V1 GROUP_HEARTBEAT), in memory, sharing committed offsets too."""
     control: Any = None
     """``broker.services.control.ControlPlane`` when ``cluster.etcd`` is set (None: the
     operator-driven mode)."""
@@ -172,6 +175,8 @@ class Broker:
         def finish(_: object) -> Deferred[None]:
             if self.kafka_groups is not None:
                 self.kafka_groups.close()
+            if self.consumer_groups is not None:
+                self.consumer_groups.close()
             return self.core.stop()
 
         def leave_etcd(_: object) -> Deferred[None] | None:
@@ -246,6 +251,18 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
     kafka_groups = KafkaGroupService(groups, clock, data_dir, fs=fs,
                                      run_in_thread=run_in_thread)
+    # KIP-848 consumer groups (GROUP_HEARTBEAT): the same offsets, and each of the three
+    # coordinators refuses a group id another holds live.
+    from broker.services.consumer_groups import ConsumerGroupService
+    from groups.consumer_coordinator import ConsumerConfig
+
+    consumer_groups = ConsumerGroupService(
+        groups, clock, lambda: {name: topic.config.partitions
+                                for name, topic in store.topics.items()},
+        other_protocol=kafka_groups.coordinator.live_protocol,
+        config=ConsumerConfig(
+            session_timeout_ms=config["groups.consumer_session_timeout_ms"],
+            heartbeat_interval_ms=config["groups.consumer_heartbeat_interval_ms"]))
     core = BrokerCore(config, store, clock, replication=replication, groups=groups,
                       run_in_thread=run_in_thread)
     replication.set_log_syncer(core.when_durable)
@@ -254,6 +271,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
     replication.add_change_listener(core.forget_producers)
     core.start()
     handlers = Handlers(core, groups, replication)
+    handlers.consumer_groups = consumer_groups
     if config["auth.tokens_file"] is not None:
         from broker.auth import TokenStore
 
@@ -354,7 +372,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
             counters=metrics.metrics if metrics is not None else None, cluster=cluster_view)
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
                   metrics=metrics, tls=tls, console=console, kafka=kafka,
-                  kafka_groups=kafka_groups, tank=tank, control=control)
+                  kafka_groups=kafka_groups, tank=tank, control=control,
+                  consumer_groups=consumer_groups)
 
 
 def _admin_plane(config: Config, core: BrokerCore, handlers: Handlers,

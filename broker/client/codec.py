@@ -28,7 +28,7 @@ import operator
 import re
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -48,7 +48,9 @@ __all__ = [
     "ConnectionLost",
     "Fetched",
     "GenerationMismatchError",
+    "GroupHeartbeat",
     "InvalidArgumentError",
+    "group_heartbeat_args",
     "Message",
     "NotLeaderError",
     "ProtocolViolation",
@@ -620,3 +622,60 @@ class ClusterMap:
         if known is None:
             return None
         return self.brokers.get(known[0])
+
+
+@dataclass(frozen=True)
+class GroupHeartbeat:
+    """A GROUP_HEARTBEAT answer (KIP-848 groups): the member's id and epoch (-1 after
+    ``leave``, -2 after ``leave_static``), how often to heartbeat, the partitions it may
+    consume now and its target, as ``(topic, partition)`` pairs."""
+
+    member_id: str
+    epoch: int
+    interval_ms: int
+    assigned: tuple[tuple[str, int], ...]
+    target: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def from_reply(cls, reply: Reply) -> GroupHeartbeat:
+        def pairs(key: str) -> tuple[tuple[str, int], ...]:
+            out = []
+            for item in reply.items(key):
+                topic, _, partition = item.rpartition(":")
+                out.append((topic, _to_int(partition, key)))
+            return tuple(out)
+
+        return cls(reply.field("member"), reply.number("epoch"), reply.number("interval_ms"),
+                   pairs("assigned"), pairs("target"))
+
+
+def group_heartbeat_args(group: str, member_id: str, epoch: int, *,
+                         topics: Sequence[str] | None = None, regex: str | None = None,
+                         assignor: str | None = None, rebalance_timeout_ms: int | None = None,
+                         instance: str | None = None,
+                         owned: Iterable[tuple[str, int]] | None = None) -> str:
+    """The arguments of one GROUP_HEARTBEAT: ``epoch`` -1 is ``leave``, -2 ``leave_static``;
+    a regex always travels base64-encoded (``regex=<b64> enc=b64``) (it may hold ``|`` or spaces); None: not
+    sent (unchanged). ``InvalidArgumentError`` for a name or number the broker would
+    refuse."""
+    words = {-1: "leave", -2: "leave_static"}
+    check_name("group", group)
+    check_name("member_id", member_id)
+    word = words.get(epoch) if isinstance(epoch, int) else None
+    args = f"{group} {member_id} {word or check_number('epoch', epoch)}"
+    if topics is not None:
+        args += " topics=" + ",".join(check_name("topic", t) for t in topics)
+    if regex is not None:
+        args += " regex=" + base64.b64encode(regex.encode("utf-8")).decode("ascii") + " enc=b64"
+    if assignor is not None:
+        args += f" assignor={assignor}"
+    if assignor is not None and assignor:
+        check_name("assignor", assignor)
+    if rebalance_timeout_ms is not None:
+        args += f" rebalance_timeout_ms={check_number('rebalance_timeout_ms', rebalance_timeout_ms)}"
+    if instance is not None:
+        args += f" instance={check_name('instance', instance)}"
+    if owned is not None:
+        pairs = sorted({(check_name("topic", t), check_number("partition", p)) for t, p in owned})
+        args += " owned=" + ",".join(f"{t}:{p}" for t, p in pairs)
+    return args

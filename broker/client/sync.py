@@ -32,6 +32,7 @@ from broker.client.codec import (
     ClusterMap,
     ConnectionLost,
     Fetched,
+    GroupHeartbeat,
     InvalidArgumentError,
     Message,
     NotLeaderError,
@@ -43,6 +44,7 @@ from broker.client.codec import (
     encode_batch,
     encode_request,
     fnv1a_32,
+    group_heartbeat_args,
     int_field,
     is_plain_value,
     parse_fetch,
@@ -54,6 +56,7 @@ from broker.client.codec import (
 __all__ = [
     "MAX_BATCH_BYTES",
     "Assignment",
+    "GroupHeartbeat",
     "BatchAck",
     "BrokerError",
     "Client",
@@ -478,6 +481,21 @@ class Client:
 
     def leave(self, group: str, topic: str, member_id: str, generation: int) -> None:
         self.call("LEAVE", _member(group, topic, member_id, generation))
+
+    def group_heartbeat(self, group: str, member_id: str, epoch: int, *,
+                        topics: Sequence[str] | None = None, regex: str | None = None,
+                        assignor: str | None = None, rebalance_timeout_ms: int | None = None,
+                        instance: str | None = None,
+                        owned: Iterable[tuple[str, int]] | None = None) -> GroupHeartbeat:
+        """One GROUP_HEARTBEAT of a KIP-848 consumer group (epoch 0 joins, -1 leaves, -2
+        leaves for now): consume exactly ``assigned`` of the answer, send ``owned`` when
+        what you consume changed, heartbeat every ``interval_ms``.
+        ``GenerationMismatchError``: stop consuming everything and join again."""
+        args = group_heartbeat_args(group, member_id, epoch, topics=topics, regex=regex,
+                                    assignor=assignor,
+                                    rebalance_timeout_ms=rebalance_timeout_ms,
+                                    instance=instance, owned=owned)
+        return GroupHeartbeat.from_reply(self.call("GROUP_HEARTBEAT", args))
 
     def committed(self, group: str, topic: str, partition: int) -> int:
         """The group's committed offset of a partition (0 when none: OFFSET)."""

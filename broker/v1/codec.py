@@ -58,6 +58,7 @@ from broker.v1.commands import (
     Consume,
     DescribeGroup,
     Fetch,
+    GroupHeartbeat,
     Heartbeat,
     Join,
     Leave,
@@ -145,6 +146,7 @@ __all__ = [
     "Commit",
     "Consume",
     "DescribeGroup",
+    "GroupHeartbeat",
     "Heartbeat",
     "Join",
     "LINE_TOO_LONG_REPLY",
@@ -264,6 +266,59 @@ def _parse_join(cid: str, args: str) -> Join:
     timeout = options.get("session_timeout_ms")
     session_timeout_ms = None if timeout is None else fields.uint(timeout, "session_timeout_ms")
     return Join(cid, group, topic, member_id, assignor, session_timeout_ms)
+
+
+def _parse_group_heartbeat(cid: str, args: str) -> GroupHeartbeat:
+    tokens, options = fields.split_args("GROUP_HEARTBEAT", args)
+    group = fields.name(tokens[0], "group")
+    member_id = fields.name(tokens[1], "member id")
+    epoch = _CONSUMER_LEAVE_WORDS.get(tokens[2])
+    if epoch is None:
+        epoch = fields.uint(tokens[2], "member epoch")
+        if epoch > _MAX_EPOCH:
+            raise BadRequest(f"member epoch must be at most {_MAX_EPOCH}, got {epoch}")
+    topics = options.get("topics")
+    names = None if topics is None else \
+        tuple(fields.name(t, "topic") for t in topics.split(",")) if topics else ()
+    regex = options.get("regex")
+    if "enc" in options:
+        fields.encoding(options["enc"])
+        if regex is None:
+            raise BadRequest("enc=b64 applies to regex=; there is no regex=")
+        try:
+            regex = fields.b64decode(regex, "regex").decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest("regex is not base64 of UTF-8 text") from None
+    assignor = options.get("assignor")
+    if assignor:
+        assignor = fields.name(assignor, "assignor")
+    timeout = options.get("rebalance_timeout_ms")
+    rebalance_timeout_ms = None if timeout is None else \
+        fields.uint(timeout, "rebalance_timeout_ms")
+    if rebalance_timeout_ms is not None and rebalance_timeout_ms > _MAX_EPOCH:
+        raise BadRequest(f"rebalance_timeout_ms must be at most {_MAX_EPOCH}")
+    instance = options.get("instance")
+    if instance is not None:
+        instance = fields.name(instance, "instance")
+    owned_text = options.get("owned")
+    owned = None
+    if owned_text is not None:
+        pairs = []
+        for item in owned_text.split(",") if owned_text else ():
+            topic, colon, partition = item.rpartition(":")
+            if not colon:
+                raise BadRequest(f"owned entries are <topic>:<partition>, got "
+                                 f"{fields.show(item)}")
+            pairs.append((fields.name(topic, "topic"), fields.uint(partition, "partition")))
+        owned = tuple(sorted(set(pairs)))
+    return GroupHeartbeat(cid, group, member_id, epoch, names, regex, assignor,
+                          rebalance_timeout_ms, instance, owned)
+
+
+_CONSUMER_LEAVE_WORDS = {"leave": -1, "leave_static": -2}
+"""GROUP_HEARTBEAT's epoch words: V1 numbers have no sign, Kafka's -1 and -2 do."""
+_MAX_EPOCH = 2_147_483_647
+"""Member epochs and timeouts are Kafka int32s."""
 
 
 def _member_fields(command: str, args: str) -> tuple[list[str], str, str, str, int]:
@@ -649,6 +704,7 @@ class Codec:
             "PRODUCE": self._parse_produce,
             "CONSUME": _parse_consume,
             "JOIN": _parse_join,
+            "GROUP_HEARTBEAT": _parse_group_heartbeat,
             "SYNC": _parse_sync,
             "HEARTBEAT": _parse_heartbeat,
             "LEAVE": _parse_leave,

@@ -41,6 +41,7 @@ __all__ = [
     "DATA_COMMANDS",
     "DescribeGroup",
     "Fetch",
+    "GroupHeartbeat",
     "Heartbeat",
     "is_plain_key",
     "is_plain_value",
@@ -168,6 +169,27 @@ class Join:
     member_id: str
     assignor: str | None = None
     session_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupHeartbeat:
+    """Additive (KIP-848 consumer groups): ``GROUP_HEARTBEAT <group> <member_id>
+    <member_epoch|leave|leave_static> [topics=<t>,..] [regex=<re>] [enc=b64]
+    [assignor=uniform|range] [rebalance_timeout_ms=<ms>] [instance=<id>]
+    [owned=<t>:<p>,..]``. ``member_epoch`` is -1 for ``leave`` and -2 for
+    ``leave_static``; None fields were not sent."""
+
+    name: ClassVar[str] = "GROUP_HEARTBEAT"
+    cid: str
+    group: str
+    member_id: str
+    member_epoch: int
+    topics: tuple[str, ...] | None = None
+    regex: str | None = None
+    assignor: str | None = None
+    rebalance_timeout_ms: int | None = None
+    instance: str | None = None
+    owned: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,6 +502,7 @@ Command: TypeAlias = (
     | Produce
     | Consume
     | Join
+    | GroupHeartbeat
     | Sync
     | Heartbeat
     | Leave
@@ -535,6 +558,7 @@ COMMANDS: dict[str, type[Any]] = {
         AdminDeleteGroup,
         AdminResetOffsets,
         AdminCommit,
+        GroupHeartbeat,
     )
 }
 """Wire command name -> command class for the commands of a single broker: the spec's

@@ -49,6 +49,10 @@ USAGE: dict[str, str] = {
     "JOIN": "JOIN <group> <topic> <consumer_id> [assignor=round_robin, range or sticky] "
     "[session_timeout_ms=<ms>]",
     "SYNC": "SYNC <group> <topic> <consumer_id> <generation>",
+    "GROUP_HEARTBEAT": "GROUP_HEARTBEAT <group> <member_id> <member_epoch, leave or "
+    "leave_static> [topics=<t>,...] [regex=<re>] [enc=b64] "
+    "[assignor=uniform or range] [rebalance_timeout_ms=<ms>] [instance=<id>] "
+    "[owned=<topic>:<partition>,...]",
     "HEARTBEAT": "HEARTBEAT <group> <topic> <consumer_id> <generation>",
     "LEAVE": "LEAVE <group> <topic> <consumer_id> <generation>",
     "COMMIT": "COMMIT <group> <topic> <consumer_id> <generation> <partition> <offset>",
@@ -93,6 +97,7 @@ POSITIONAL_COUNT: dict[str, int] = {
     "CONSUME": 3,
     "JOIN": 3,
     "SYNC": 4,
+    "GROUP_HEARTBEAT": 3,
     "HEARTBEAT": 4,
     "LEAVE": 4,
     "COMMIT": 6,
@@ -123,6 +128,8 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "PRODUCE": ("acks", "partition", "enc", "pid", "seq"),
     "CONSUME": ("max", "wait_ms", "enc", "detail", "headers"),
     "JOIN": ("assignor", "session_timeout_ms"),
+    "GROUP_HEARTBEAT": ("topics", "regex", "enc", "assignor", "rebalance_timeout_ms",
+                        "instance", "owned"),
     "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes", "cleanup_policy",
                            "min_compaction_lag_ms", "delete_retention_ms", "segment_bytes",
                            "segment_ms"),

@@ -25,10 +25,14 @@ from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
 from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated
 from broker.services.cluster_admin import AdminPlane, Applied
+from broker.services.consumer_groups import ConsumerGroupService
 from broker.services.groups import GroupService
 from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.services.replication import ReplicationService
 from broker.v1 import codec as c
+from broker.v1.errors import from_group_refusal
+from groups.consumer_effects import HeartbeatRequest
+from groups.kafka_errors import KafkaGroupError
 
 __all__ = ["Handlers", "Slot", "BROKER_ONLY_COMMANDS"]
 
@@ -55,6 +59,8 @@ def _limit(value: int | None) -> str:
 _PULL_DEFAULT_BYTES = 1048576
 _PULL_MAX_BYTES = 16 * 1048576
 """REPLICA_PULL ``max_bytes``: the default, and the most one answer may carry."""
+_DEFAULT_REBALANCE_TIMEOUT_MS = 60_000
+"""GROUP_HEARTBEAT: the rebalance timeout of a join that names none."""
 _FETCH_MAX_MESSAGES = 100_000
 """FETCH: the most records one answer carries (``max=`` may ask for fewer)."""
 
@@ -65,7 +71,7 @@ _TOPIC_WRITES = frozenset((c.Produce, c.ProduceBatch, c.AdminCreateTopic, c.Admi
                            c.AdminAddPartitions, *_GROUP_COMMANDS))
 """Commands V1 may not send for the Iggy transport's internal topics (``__iggy.*``):
 writes, creating, deleting or growing them, and consumer groups on them."""
-_GROUP_WRITES = frozenset(_GROUP_COMMANDS)
+_GROUP_WRITES = frozenset((*_GROUP_COMMANDS, c.GroupHeartbeat))
 """Commands V1 may not send for the Iggy transport's consumer pseudo-groups
 (``iggy.consumer.*``). Reading stays allowed for both (CONSUME of an existing topic, FETCH,
 OFFSETS, METADATA, OFFSET, DESCRIBE_GROUP, LIST_GROUPS), and so do the replication commands,
@@ -124,6 +130,7 @@ class Handlers:
             c.Produce: self.produce,
             c.Consume: self.consume,
             c.Join: self.join,
+            c.GroupHeartbeat: self.group_heartbeat,
             c.Sync: self.sync,
             c.Heartbeat: self.heartbeat,
             c.Leave: self.leave,
@@ -411,10 +418,61 @@ class Handlers:
     def commit(self, cmd: c.Commit, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic, cmd.partition)
         self._check_commit_offset(cmd.topic, cmd.partition, cmd.offset)
+        consumer = self.consumer_groups
+        if consumer is not None and consumer.is_consumer_group(cmd.group):
+            # A KIP-848 group (GROUP_HEARTBEAT): the generation is the member epoch.
+            try:
+                d = consumer.commit(cmd.group, cmd.member_id, cmd.generation, cmd.topic,
+                                    cmd.partition, cmd.offset)
+            except KafkaGroupError as refusal:
+                raise from_group_refusal(refusal) from None
+            self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, conn)
+            return None
         d = maybeDeferred(self.groups.commit, cmd.group, cmd.topic, cmd.member_id,
                           cmd.generation, cmd.partition, cmd.offset)
         self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, conn)
         return None
+
+    consumer_groups: ConsumerGroupService | None = None
+    """Set by the shell: the KIP-848 consumer groups GROUP_HEARTBEAT serves (None: the
+    command is refused)."""
+
+    def group_heartbeat(self, cmd: c.GroupHeartbeat, slot: Slot, conn: Connection) -> bytes:
+        """``GROUP_HEARTBEAT``: one KIP-848 heartbeat (join, heartbeat, leave); the reply
+        is the member's id, epoch, heartbeat interval, the partitions it may consume now
+        and its target."""
+        service = self.consumer_groups
+        if service is None:
+            raise BadRequest("GROUP_HEARTBEAT is not enabled on this broker")
+        for topic in cmd.topics or ():
+            if topic.startswith(STORE_PREFIX):
+                raise _reserved_topic(topic)
+        ids = {name: meta.topic_id for name, meta in service.topics().items()}
+        owned = None
+        if cmd.owned is not None:
+            by_topic: dict[Any, set[int]] = {}
+            for topic, partition in cmd.owned:
+                if topic in ids:  # a topic deleted since is owned by nobody
+                    by_topic.setdefault(ids[topic], set()).add(partition)
+            owned = tuple((t, tuple(sorted(ps))) for t, ps in sorted(by_topic.items()))
+        timeout = cmd.rebalance_timeout_ms
+        if timeout is None:
+            timeout = _DEFAULT_REBALANCE_TIMEOUT_MS if cmd.member_epoch == 0 else -1
+        request = HeartbeatRequest(
+            cmd.group, cmd.member_id, cmd.member_epoch, instance_id=cmd.instance,
+            rebalance_timeout_ms=timeout, topic_names=cmd.topics, topic_regex=cmd.regex,
+            server_assignor=cmd.assignor, owned=owned, client_id="v1",
+            client_host=str(getattr(conn, "peer", "")))
+        try:
+            reply = service.heartbeat(request)
+        except KafkaGroupError as refusal:
+            raise from_group_refusal(refusal) from None
+        assigned, target = service.assignment_of(cmd.group, reply.member_id)
+        return c.ok(cmd.cid, (
+            f"member={reply.member_id} epoch={reply.member_epoch} "
+            f"interval_ms={reply.heartbeat_interval_ms} "
+            f"assigned={_lst(f'{t}:{p}' for t, p in assigned)} "
+            f"target={_lst(f'{t}:{p}' for t, p in target)}"))
 
     def offset(self, cmd: c.Offset, slot: Slot, conn: Connection) -> bytes:
         config = self.core.topic_config(cmd.topic)

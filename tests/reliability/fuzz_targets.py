@@ -91,7 +91,9 @@ TARGETS: dict[str, Target] = {
         b"V1|6|PRODUCE|t k:aGVsbG8= enc=b64 partition=1", b"V1|7|PING|",
         b"V1|8|CONSUME|t 0 0 detail=true headers=true enc=b64",
         b"V1|8|ADMIN_CREATE_TOPIC|t 1 1 cleanup_policy=compact,delete segment_bytes=4096",
-        b"V1|9|ADMIN_ALTER_TOPIC|t min_compaction_lag_ms=0 segment_ms=none")),
+        b"V1|9|ADMIN_ALTER_TOPIC|t min_compaction_lag_ms=0 segment_ms=none",
+        b"V1|10|GROUP_HEARTBEAT|g m 0 topics=a,b regex=YXxi enc=b64 rebalance_timeout_ms=9",
+        b"V1|11|GROUP_HEARTBEAT|g m leave_static instance=i owned=a:0,b:1")),
     "v1_client": Target("v1_client", _v1_client, (ProtocolViolation,), (
         b"V1|1|OK|messages=0:created,1:a:b hw=1\nV1|0|ERR|BAD_REQUEST|line too long",
         b"V1|2|OK|messages=4:1700000000123:azE=:aGk=,5:7::/w== hw=5",
