@@ -89,6 +89,10 @@ class TopicConfig:
     min_insync_replicas: int = 1
     retention_ms: int | None = None
     retention_bytes: int | None = None
+    topic_id: str | None = None
+    """A random UUID (32 hex digits) naming this incarnation of the topic, as Kafka's topic
+    ids do (a topic deleted and created again gets a new one); None for topics created
+    before topic ids existed. Chosen by whoever creates the topic; the store keeps it."""
 
     def validate(self) -> None:
         """``ValueError`` when the settings are inconsistent."""
@@ -105,13 +109,18 @@ class TopicConfig:
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 0):
                 raise ValueError(f"{name} must be a non-negative integer or None; got {value!r}")
+        tid = self.topic_id
+        if tid is not None and (type(tid) is not str or len(tid) != 32
+                                or any(ch not in "0123456789abcdef" for ch in tid)):
+            raise ValueError(f"topic_id must be 32 lowercase hex digits or None; got {tid!r}")
 
     @classmethod
     def from_json(cls, obj: Any) -> TopicConfig:
         """Parse a ``topic.json`` document (``ValueError`` when malformed)."""
         if not isinstance(obj, dict):
             raise ValueError("topic.json must hold a JSON object")
-        known = {"partitions", "replication_factor", "min_insync_replicas", "retention_ms", "retention_bytes"}
+        known = {"partitions", "replication_factor", "min_insync_replicas", "retention_ms",
+                 "retention_bytes", "topic_id"}
         unknown = set(obj) - known
         if unknown:
             raise ValueError(f"topic.json has unknown keys {sorted(unknown)}")

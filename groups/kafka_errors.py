@@ -27,6 +27,7 @@ __all__ = [
     "InvalidSessionTimeout",
     "OffsetMetadataTooLarge",
     "GroupNotEmpty",
+    "FencedInstanceId",
 ]
 
 
@@ -41,6 +42,11 @@ class UnknownMemberId(KafkaGroupError):
     left, its session expired, it missed the join barrier, or the group does not exist.
     Also a simple (generation -1) commit into a group with live members. The client
     forgets its member id and joins as a new member. Kafka: 25 UNKNOWN_MEMBER_ID."""
+
+
+class FencedInstanceId(KafkaGroupError):
+    """A static member's request from an incarnation another member id has replaced
+    (KIP-345); the client must not rejoin with it."""
 
 
 class IllegalGeneration(KafkaGroupError):

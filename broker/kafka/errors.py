@@ -38,7 +38,9 @@ from broker.errors import (
 )
 from broker.kafka.codec import CorruptMessageSet, ErrorCode
 from groups.kafka_errors import (
+    FencedInstanceId,
     GroupInUseByOtherProtocol,
+    GroupNotEmpty,
     IllegalGeneration,
     InconsistentGroupProtocol,
     InvalidGroupId,
@@ -86,6 +88,8 @@ CODE_BY_ERROR: Mapping[type[BaseException], ErrorCode] = {
     # admin deletion, DeleteGroups, which these API versions do not have: the base row)
     KafkaGroupError: ErrorCode.UNKNOWN_SERVER_ERROR,
     UnknownMemberId: ErrorCode.UNKNOWN_MEMBER_ID,
+    FencedInstanceId: ErrorCode.FENCED_INSTANCE_ID,
+    GroupNotEmpty: ErrorCode.NON_EMPTY_GROUP,
     IllegalGeneration: ErrorCode.ILLEGAL_GENERATION,
     RebalanceInProgress: ErrorCode.REBALANCE_IN_PROGRESS,
     InconsistentGroupProtocol: ErrorCode.INCONSISTENT_GROUP_PROTOCOL,

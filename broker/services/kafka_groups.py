@@ -131,45 +131,53 @@ class KafkaGroupService:
 
     def join(self, group_id: str, member_id: str, *, client_id: str, client_host: str,
              session_timeout_ms: int, rebalance_timeout_ms: int | None, protocol_type: str,
-             protocols: Sequence[Protocol]) -> Deferred[JoinReply]:
+             protocols: Sequence[Protocol], group_instance_id: str | None = None
+             ) -> Deferred[JoinReply]:
         """JoinGroup v0/v1 (v0: ``rebalance_timeout_ms=None``): the ``JoinReply`` once the
         join barrier completes and ``kafka-groups.json`` holds the generation."""
         now = self._open_now()
         result = self.coordinator.join(
             group_id, member_id, now, client_id=client_id, client_host=client_host,
             session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
-            protocol_type=protocol_type, protocols=protocols)
+            protocol_type=protocol_type, protocols=protocols,
+            group_instance_id=group_instance_id)
         return self._perform(result, now)
 
     def sync(self, group_id: str, generation: int, member_id: str,
-             assignments: Mapping[str, bytes] | None = None) -> Deferred[SyncReply]:
+             assignments: Mapping[str, bytes] | None = None,
+             group_instance_id: str | None = None) -> Deferred[SyncReply]:
         """SyncGroup v0: this member's assignment once the leader's has arrived and
         ``kafka-groups.json`` holds it."""
         now = self._open_now()
         return self._perform(self.coordinator.sync(group_id, generation, member_id, now,
-                                                   assignments), now)
+                                                   assignments, group_instance_id), now)
 
-    def heartbeat(self, group_id: str, generation: int,
-                  member_id: str) -> RebalanceInProgress | None:
+    def heartbeat(self, group_id: str, generation: int, member_id: str,
+                  group_instance_id: str | None = None) -> RebalanceInProgress | None:
         """Heartbeat v0: None, or the ``RebalanceInProgress`` to report (rejoin)."""
         now = self._open_now()
-        result = self.coordinator.heartbeat(group_id, generation, member_id, now)
+        result = self.coordinator.heartbeat(group_id, generation, member_id, now,
+                                            group_instance_id)
         self._perform(result, now)
         return result.reply
 
-    def leave(self, group_id: str, member_id: str) -> Deferred[None]:
+    def leave(self, group_id: str, member_id: str,
+              group_instance_id: str | None = None) -> Deferred[None]:
         """LeaveGroup v0: fires once ``kafka-groups.json`` no longer holds the member."""
         now = self._open_now()
-        return self._perform(self.coordinator.leave(group_id, member_id, now), now)
+        return self._perform(self.coordinator.leave(group_id, member_id, now,
+                                                    group_instance_id), now)
 
     def commit_offsets(self, group_id: str, generation: int, member_id: str,
-                       offsets: Mapping[TopicPartition, CommittedOffset]
+                       offsets: Mapping[TopicPartition, CommittedOffset],
+                       group_instance_id: str | None = None
                        ) -> Deferred[dict[TopicPartition, OffsetMetadataTooLarge | None]]:
         """OffsetCommit v0-v2 (generation -1 and member ``""`` for a simple commit): each
         partition's outcome once ``offsets.json`` holds the stored ones."""
         now = self._open_now()
         return self._perform(self.coordinator.commit_offsets(group_id, generation, member_id,
-                                                             offsets, now), now)
+                                                             offsets, now,
+                                                             group_instance_id), now)
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                       ) -> dict[TopicPartition, CommittedOffset | None]:

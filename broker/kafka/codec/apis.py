@@ -231,7 +231,7 @@ METADATA = ApiSchema(
 # -- OffsetCommit (8), OffsetFetch (9) -------------------------------------------------
 
 OFFSET_COMMIT = ApiSchema(
-    ApiKey.OFFSET_COMMIT, "OffsetCommit", "0-2", "8+",
+    ApiKey.OFFSET_COMMIT, "OffsetCommit", "0-9", "8+",
     Struct(q.OffsetCommitRequest,
            F("group_id", "string"),
            F("generation_id", "int32", "1+", default=-1),
@@ -259,44 +259,71 @@ OFFSET_COMMIT = ApiSchema(
                    F("error_code", "int16")))))))),
 )
 
+_FETCH_TOPIC = Struct(q.OffsetFetchTopic,
+                      F("name", "string"),
+                      F("partition_indexes", Array("int32")))
+
+
+def _offset_fetch_topics(epoch_from: str) -> Array:
+    return Array(Struct(
+        p.OffsetFetchTopicResponse,
+        F("name", "string"),
+        F("partitions", Array(Struct(
+            p.OffsetFetchPartitionResponse,
+            F("partition_index", "int32"),
+            F("committed_offset", "int64"),
+            F("committed_leader_epoch", "int32", epoch_from, default=-1),
+            F("metadata", "string", nullable="0+"),
+            F("error_code", "int16"))))))
+
+
 OFFSET_FETCH = ApiSchema(
-    ApiKey.OFFSET_FETCH, "OffsetFetch", "0-1", "6+",
+    ApiKey.OFFSET_FETCH, "OffsetFetch", "0-9", "6+",
     Struct(q.OffsetFetchRequest,
-           F("group_id", "string"),
-           F("topics", Array(Struct(
-               q.OffsetFetchTopic,
-               F("name", "string"),
-               F("partition_indexes", Array("int32")))), nullable="2+"),
+           F("group_id", "string", "0-7"),
+           F("topics", Array(_FETCH_TOPIC), "0-7", nullable="2-7"),
+           F("groups", Array(Struct(
+               q.OffsetFetchGroup,
+               F("group_id", "string"),
+               F("member_id", "string", "9+", nullable="9+", default=None),
+               F("member_epoch", "int32", "9+", default=-1),
+               F("topics", Array(_FETCH_TOPIC), nullable="8+"))), "8+"),
            F("require_stable", "bool", "7+")),
     Struct(p.OffsetFetchResponse,
            F("throttle_time_ms", "int32", "3+"),
-           F("topics", Array(Struct(
-               p.OffsetFetchTopicResponse,
-               F("name", "string"),
-               F("partitions", Array(Struct(
-                   p.OffsetFetchPartitionResponse,
-                   F("partition_index", "int32"),
-                   F("committed_offset", "int64"),
-                   F("committed_leader_epoch", "int32", "5+", default=-1),
-                   F("metadata", "string", nullable="0+"),
-                   F("error_code", "int16"))))))),
-           F("error_code", "int16", "2+")),
+           F("topics", _offset_fetch_topics("5+"), "0-7"),
+           F("error_code", "int16", "2-7"),
+           F("groups", Array(Struct(
+               p.OffsetFetchGroupResponse,
+               F("group_id", "string"),
+               F("topics", _offset_fetch_topics("0+")),
+               F("error_code", "int16"))), "8+")),
 )
 
 
 # -- FindCoordinator (10) --------------------------------------------------------------
 
 FIND_COORDINATOR = ApiSchema(
-    ApiKey.FIND_COORDINATOR, "FindCoordinator", "0", "3+",
+    ApiKey.FIND_COORDINATOR, "FindCoordinator", "0-4", "3+",
     Struct(q.FindCoordinatorRequest,
            F("key", "string", "0-3"),
            F("key_type", "int8", "1+"),
            F("coordinator_keys", Array("string"), "4+")),
     Struct(p.FindCoordinatorResponse,
-           F("error_code", "int16"),
-           F("node_id", "int32"),
-           F("host", "string"),
-           F("port", "int32")),
+           F("throttle_time_ms", "int32", "1+"),
+           F("error_code", "int16", "0-3"),
+           F("error_message", "string", "1-3", nullable="1-3", default=None),
+           F("node_id", "int32", "0-3"),
+           F("host", "string", "0-3"),
+           F("port", "int32", "0-3"),
+           F("coordinators", Array(Struct(
+               p.Coordinator,
+               F("key", "string"),
+               F("node_id", "int32"),
+               F("host", "string"),
+               F("port", "int32"),
+               F("error_code", "int16"),
+               F("error_message", "string", nullable="0+"))), "4+")),
 )
 
 
@@ -312,7 +339,7 @@ def _join_finish(request: q.JoinGroupRequest) -> q.JoinGroupRequest:
 
 
 JOIN_GROUP = ApiSchema(
-    ApiKey.JOIN_GROUP, "JoinGroup", "0-1", "6+",
+    ApiKey.JOIN_GROUP, "JoinGroup", "0-9", "6+",
     Struct(q.JoinGroupRequest,
            F("group_id", "string"),
            F("session_timeout_ms", "int32"),
@@ -326,50 +353,72 @@ JOIN_GROUP = ApiSchema(
                F("metadata", "bytes")))),
            F("reason", "string", "8+", nullable="8+", default=None)),
     Struct(p.JoinGroupResponse,
+           F("throttle_time_ms", "int32", "2+"),
            F("error_code", "int16"),
            F("generation_id", "int32"),
-           F("protocol_name", "string"),
+           F("protocol_type", "string", "7+", nullable="7+", default=None),
+           F("protocol_name", "string", nullable="7+"),
            F("leader", "string"),
+           F("skip_assignment", "bool", "9+"),
            F("member_id", "string"),
            F("members", Array(Struct(
                p.JoinGroupMember,
                F("member_id", "string"),
+               F("group_instance_id", "string", "5+", nullable="5+", default=None),
                F("metadata", "bytes"))))),
     finish=_join_finish,
 )
 
 HEARTBEAT = ApiSchema(
-    ApiKey.HEARTBEAT, "Heartbeat", "0", "4+",
+    ApiKey.HEARTBEAT, "Heartbeat", "0-4", "4+",
     Struct(q.HeartbeatRequest,
            F("group_id", "string"),
            F("generation_id", "int32"),
            F("member_id", "string"),
            F("group_instance_id", "string", "3+", nullable="3+", default=None)),
     Struct(p.HeartbeatResponse,
+           F("throttle_time_ms", "int32", "1+"),
            F("error_code", "int16")),
 )
 
 LEAVE_GROUP = ApiSchema(
-    ApiKey.LEAVE_GROUP, "LeaveGroup", "0", "4+",
+    ApiKey.LEAVE_GROUP, "LeaveGroup", "0-5", "4+",
     Struct(q.LeaveGroupRequest,
            F("group_id", "string"),
-           F("member_id", "string", "0-2")),
+           F("member_id", "string", "0-2"),
+           F("members", Array(Struct(
+               q.LeaveGroupMember,
+               F("member_id", "string"),
+               F("group_instance_id", "string", nullable="0+", default=None),
+               F("reason", "string", "5+", nullable="5+", default=None))), "3+")),
     Struct(p.LeaveGroupResponse,
-           F("error_code", "int16")),
+           F("throttle_time_ms", "int32", "1+"),
+           F("error_code", "int16"),
+           F("members", Array(Struct(
+               p.LeaveGroupMemberResponse,
+               F("member_id", "string"),
+               F("group_instance_id", "string", nullable="0+"),
+               F("error_code", "int16"))), "3+")),
 )
 
 SYNC_GROUP = ApiSchema(
-    ApiKey.SYNC_GROUP, "SyncGroup", "0", "4+",
+    ApiKey.SYNC_GROUP, "SyncGroup", "0-5", "4+",
     Struct(q.SyncGroupRequest,
            F("group_id", "string"),
            F("generation_id", "int32"),
            F("member_id", "string"),
+           F("group_instance_id", "string", "3+", nullable="3+", default=None),
+           F("protocol_type", "string", "5+", nullable="5+", default=None),
+           F("protocol_name", "string", "5+", nullable="5+", default=None),
            F("assignments", Array(Struct(
                q.SyncGroupAssignment,
                F("member_id", "string"),
                F("assignment", "bytes"))))),
     Struct(p.SyncGroupResponse,
+           F("throttle_time_ms", "int32", "1+"),
            F("error_code", "int16"),
+           F("protocol_type", "string", "5+", nullable="5+", default=None),
+           F("protocol_name", "string", "5+", nullable="5+", default=None),
            F("assignment", "bytes")),
 )
 
@@ -377,10 +426,12 @@ SYNC_GROUP = ApiSchema(
 # -- DescribeGroups (15), ListGroups (16), SaslHandshake (17), ApiVersions (18) ---------
 
 DESCRIBE_GROUPS = ApiSchema(
-    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", "0", "5+",
+    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", "0-5", "5+",
     Struct(q.DescribeGroupsRequest,
-           F("groups", Array("string"))),
+           F("groups", Array("string")),
+           F("include_authorized_operations", "bool", "3+")),
     Struct(p.DescribeGroupsResponse,
+           F("throttle_time_ms", "int32", "1+"),
            F("groups", Array(Struct(
                p.DescribedGroup,
                F("error_code", "int16"),
@@ -391,21 +442,28 @@ DESCRIBE_GROUPS = ApiSchema(
                F("members", Array(Struct(
                    p.DescribedGroupMember,
                    F("member_id", "string"),
+                   F("group_instance_id", "string", "4+", nullable="4+", default=None),
                    F("client_id", "string"),
                    F("client_host", "string"),
                    F("metadata", "bytes"),
-                   F("assignment", "bytes")))))))),
+                   F("assignment", "bytes")))),
+               F("authorized_operations", "int32", "3+", default=NO_OPS))))),
 )
 
 LIST_GROUPS = ApiSchema(
-    ApiKey.LIST_GROUPS, "ListGroups", "0", "3+",
-    Struct(q.ListGroupsRequest),
+    ApiKey.LIST_GROUPS, "ListGroups", "0-5", "3+",
+    Struct(q.ListGroupsRequest,
+           F("states_filter", Array("string"), "4+"),
+           F("types_filter", Array("string"), "5+")),
     Struct(p.ListGroupsResponse,
+           F("throttle_time_ms", "int32", "1+"),
            F("error_code", "int16"),
            F("groups", Array(Struct(
                p.ListedGroup,
                F("group_id", "string"),
-               F("protocol_type", "string"))))),
+               F("protocol_type", "string"),
+               F("group_state", "string", "4+"),
+               F("group_type", "string", "5+", default="classic"))))),
 )
 
 SASL_HANDSHAKE = ApiSchema(

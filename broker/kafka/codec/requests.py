@@ -36,12 +36,12 @@ __all__ = [
     "ListOffsetsRequest", "ListOffsetsTopic", "ListOffsetsPartition",
     "MetadataRequest", "MetadataRequestTopic",
     "OffsetCommitRequest", "OffsetCommitTopic", "OffsetCommitPartition",
-    "OffsetFetchRequest", "OffsetFetchTopic",
+    "OffsetFetchRequest", "OffsetFetchTopic", "OffsetFetchGroup",
     "FindCoordinatorRequest",
     "SaslHandshakeRequest",
     "JoinGroupRequest", "JoinGroupProtocol",
     "HeartbeatRequest",
-    "LeaveGroupRequest",
+    "LeaveGroupRequest", "LeaveGroupMember",
     "SyncGroupRequest", "SyncGroupAssignment",
     "DescribeGroupsRequest",
     "ListGroupsRequest",
@@ -265,13 +265,34 @@ class OffsetFetchTopic:
 
 
 @dataclass(frozen=True)
+class OffsetFetchGroup:
+    """v8+: one group of a batched OffsetFetch."""
+
+    group_id: str
+    topics: tuple[OffsetFetchTopic, ...] | None
+    """None: every partition the group has committed."""
+    member_id: str | None = None
+    """v9+ (the new consumer protocol's member; unused by classic groups)."""
+    member_epoch: int = -1
+
+
+@dataclass(frozen=True)
 class OffsetFetchRequest:
     header: RequestHeader
     group_id: str
+    """v0-v7 (from v8 the groups are in ``groups``)."""
     topics: tuple[OffsetFetchTopic, ...] | None
     """v2+: None means every partition the group has committed."""
     require_stable: bool = False
     """v7+."""
+    groups: tuple[OffsetFetchGroup, ...] = ()
+    """v8+: the groups asked for, each with its topics (KIP-709)."""
+
+    def asked(self) -> tuple[OffsetFetchGroup, ...]:
+        """The groups asked for, whatever the version (one below v8)."""
+        if self.header.api_version >= 8:
+            return self.groups
+        return (OffsetFetchGroup(self.group_id, self.topics),)
 
 
 # -- FindCoordinator (10) --------------------------------------------------------------
@@ -335,11 +356,29 @@ class HeartbeatRequest:
 
 
 @dataclass(frozen=True)
+class LeaveGroupMember:
+    """v3+: one member leaving, by member id or (static members) group instance id."""
+
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+    """v5+."""
+
+
+@dataclass(frozen=True)
 class LeaveGroupRequest:
     header: RequestHeader
     group_id: str
     member_id: str
     """v0-v2: the one member leaving ("" from v3, which lists ``members``)."""
+    members: tuple[LeaveGroupMember, ...] = ()
+    """v3+: the members leaving, batched (KIP-345)."""
+
+    def leaving(self) -> tuple[LeaveGroupMember, ...]:
+        """The members leaving, whatever the version."""
+        if self.header.api_version >= 3:
+            return self.members
+        return (LeaveGroupMember(self.member_id),)
 
 
 @dataclass(frozen=True)
@@ -357,6 +396,11 @@ class SyncGroupRequest:
     member_id: str
     assignments: tuple[SyncGroupAssignment, ...]
     """The leader's: one per member; empty from followers."""
+    group_instance_id: str | None = None
+    """v3+."""
+    protocol_type: str | None = None
+    """v5+: checked against the group's when given."""
+    protocol_name: str | None = None
 
 
 # -- DescribeGroups (15), ListGroups (16), ApiVersions (18) ----------------------------
@@ -365,11 +409,17 @@ class SyncGroupRequest:
 class DescribeGroupsRequest:
     header: RequestHeader
     groups: tuple[str, ...]
+    include_authorized_operations: bool = False
+    """v3+."""
 
 
 @dataclass(frozen=True)
 class ListGroupsRequest:
     header: RequestHeader
+    states_filter: tuple[str, ...] = ()
+    """v4+: only groups in these states (none: all)."""
+    types_filter: tuple[str, ...] = ()
+    """v5+: only groups of these types ("classic", "consumer"; none: all)."""
 
 
 API_VERSIONS_MAX = 3

@@ -32,9 +32,10 @@ __all__ = [
     "ListOffsetsPartitionResponse", "ListOffsetsTopicResponse", "ListOffsetsResponse",
     "OffsetCommitPartitionResponse", "OffsetCommitTopicResponse", "OffsetCommitResponse",
     "OffsetFetchPartitionResponse", "OffsetFetchTopicResponse", "OffsetFetchResponse",
-    "FindCoordinatorResponse", "SaslHandshakeResponse",
+    "FindCoordinatorResponse", "Coordinator", "SaslHandshakeResponse",
     "JoinGroupMember", "JoinGroupResponse",
-    "SyncGroupResponse", "HeartbeatResponse", "LeaveGroupResponse",
+    "SyncGroupResponse", "HeartbeatResponse", "LeaveGroupResponse", "LeaveGroupMemberResponse",
+    "OffsetFetchGroupResponse",
     "DescribedGroupMember", "DescribedGroup", "DescribeGroupsResponse",
     "ListedGroup", "ListGroupsResponse",
     "InitProducerIdResponse",
@@ -308,9 +309,19 @@ class OffsetFetchTopicResponse:
 @dataclass(frozen=True)
 class OffsetFetchResponse:
     topics: tuple[OffsetFetchTopicResponse, ...]
+    """v0-v7."""
     throttle_time_ms: int = 0
     error_code: int = 0
-    """v2+: the group's error (a coordinator error is no longer per partition)."""
+    """v2-v7: the group's error (a coordinator error is no longer per partition)."""
+    groups: tuple[OffsetFetchGroupResponse, ...] = ()
+    """v8+: one per group asked for."""
+
+
+@dataclass(frozen=True)
+class OffsetFetchGroupResponse:
+    group_id: str
+    topics: tuple[OffsetFetchTopicResponse, ...]
+    error_code: int = 0
 
 
 # -- FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14)
@@ -318,9 +329,24 @@ class OffsetFetchResponse:
 @dataclass(frozen=True)
 class FindCoordinatorResponse:
     error_code: int
+    """v0-v3 (v4+: per key in ``coordinators``)."""
     node_id: int
     host: str
     port: int
+    throttle_time_ms: int = 0
+    error_message: str | None = None
+    coordinators: tuple[Coordinator, ...] = ()
+    """v4+: one per key asked for (KIP-699)."""
+
+
+@dataclass(frozen=True)
+class Coordinator:
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: int = 0
+    error_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -334,6 +360,8 @@ class SaslHandshakeResponse:
 class JoinGroupMember:
     member_id: str
     metadata: bytes
+    group_instance_id: str | None = None
+    """v5+."""
 
 
 @dataclass(frozen=True)
@@ -345,21 +373,41 @@ class JoinGroupResponse:
     member_id: str
     members: tuple[JoinGroupMember, ...] = ()
     """Filled in the leader's response only."""
+    throttle_time_ms: int = 0
+    protocol_type: str | None = None
+    """v7+."""
+    skip_assignment: bool = False
+    """v9+."""
 
 
 @dataclass(frozen=True)
 class SyncGroupResponse:
     error_code: int
     assignment: bytes = b""
+    throttle_time_ms: int = 0
+    protocol_type: str | None = None
+    """v5+."""
+    protocol_name: str | None = None
 
 
 @dataclass(frozen=True)
 class HeartbeatResponse:
     error_code: int
+    throttle_time_ms: int = 0
 
 
 @dataclass(frozen=True)
 class LeaveGroupResponse:
+    error_code: int
+    throttle_time_ms: int = 0
+    members: tuple[LeaveGroupMemberResponse, ...] = ()
+    """v3+: each member's outcome."""
+
+
+@dataclass(frozen=True)
+class LeaveGroupMemberResponse:
+    member_id: str
+    group_instance_id: str | None
     error_code: int
 
 
@@ -372,6 +420,8 @@ class DescribedGroupMember:
     client_host: str
     metadata: bytes
     assignment: bytes
+    group_instance_id: str | None = None
+    """v4+."""
 
 
 @dataclass(frozen=True)
@@ -383,23 +433,31 @@ class DescribedGroup:
     protocol_type: str
     protocol: str
     members: tuple[DescribedGroupMember, ...] = ()
+    authorized_operations: int = NO_AUTHORIZED_OPERATIONS
+    """v3+."""
 
 
 @dataclass(frozen=True)
 class DescribeGroupsResponse:
     groups: tuple[DescribedGroup, ...]
+    throttle_time_ms: int = 0
 
 
 @dataclass(frozen=True)
 class ListedGroup:
     group_id: str
     protocol_type: str
+    group_state: str = ""
+    """v4+."""
+    group_type: str = "classic"
+    """v5+."""
 
 
 @dataclass(frozen=True)
 class ListGroupsResponse:
     error_code: int
     groups: tuple[ListedGroup, ...] = ()
+    throttle_time_ms: int = 0
 
 
 # -- InitProducerId (22) ---------------------------------------------------------------

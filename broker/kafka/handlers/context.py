@@ -49,6 +49,8 @@ class PartitionPlacement:
     """-1: no leader now (Metadata answers LEADER_NOT_AVAILABLE for it; clients retry)."""
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    leader_epoch: int = 0
+    """The partition's leader epoch (Metadata v7+; clients fence stale leaders by it)."""
 
 
 class Placement(Protocol):

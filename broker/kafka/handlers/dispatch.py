@@ -42,7 +42,7 @@ from broker.kafka.handlers.context import Context
 from broker.kafka.handlers.groups import GROUP_HANDLERS, GROUP_VERSIONS
 
 __all__ = ["KafkaHandlers", "Handler", "CLOSE", "error_response", "no_coordinator",
-           "VERSIONS", "advertised_versions"]
+           "VERSIONS", "advertised_versions", "CLASSIC_ERA", "modern_data_path"]
 
 log = logging.getLogger("skerry.kafka")
 
@@ -79,12 +79,46 @@ VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
 """The versions the handlers of this module serve."""
 
 
-def advertised_versions() -> dict[c.ApiKey, tuple[int, int]]:
-    """What ApiVersions advertises: the union of the handler modules' ``VERSIONS`` tables,
-    by api key (exactly what the handlers serve; each at most the codec's range)."""
+CLASSIC_ERA: dict[c.ApiKey, tuple[int, int]] = {
+    c.ApiKey.METADATA: (0, 2),
+    c.ApiKey.OFFSET_COMMIT: (0, 2),
+    c.ApiKey.OFFSET_FETCH: (0, 1),
+    c.ApiKey.FIND_COORDINATOR: (0, 0),
+    c.ApiKey.JOIN_GROUP: (0, 1),
+    c.ApiKey.HEARTBEAT: (0, 0),
+    c.ApiKey.LEAVE_GROUP: (0, 0),
+    c.ApiKey.SYNC_GROUP: (0, 0),
+    c.ApiKey.DESCRIBE_GROUPS: (0, 0),
+    c.ApiKey.LIST_GROUPS: (0, 0),
+}
+"""The highest versions a Kafka 0.10.1 broker had, which cap the other APIs while the data
+path is that era's (Produce below v3, Fetch below v4, no InitProducerId). Clients read the
+advertised table as a whole: kafka-python takes Metadata v4 or JoinGroup v9 to mean a
+broker of 0.11 / 3.2 and then turns idempotence on by default, which needs record batches
+v2 and InitProducerId; a table that names one era keeps every client's guess right."""
+
+
+def modern_data_path(table: dict[c.ApiKey, tuple[int, int]]) -> bool:
+    """Whether ``table`` serves record batches v2 and the idempotent producer: Produce v3+,
+    Fetch v4+ and InitProducerId (what clients of Kafka 0.11 and later infer from the
+    newer versions of every other API)."""
+    return (table.get(c.ApiKey.PRODUCE, (0, 0))[1] >= 3
+            and table.get(c.ApiKey.FETCH, (0, 0))[1] >= 4
+            and c.ApiKey.INIT_PRODUCER_ID in table)
+
+
+def advertised_versions(*parts: dict[c.ApiKey, tuple[int, int]]
+                        ) -> dict[c.ApiKey, tuple[int, int]]:
+    """What ApiVersions advertises and the dispatcher serves: the union of the handler
+    modules' ``VERSIONS`` tables (``parts``; by default this package's), each at most the
+    codec's range, and capped to ``CLASSIC_ERA`` until ``modern_data_path``."""
     table: dict[c.ApiKey, tuple[int, int]] = {}
-    for part in (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS):
+    for part in parts or (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS):
         table.update(part)
+    if not modern_data_path(table):
+        for key, (_low, high) in CLASSIC_ERA.items():
+            if key in table:
+                table[key] = (table[key][0], min(table[key][1], high))
     for key, (low, high) in table.items():
         codec_low, codec_high = c.SUPPORTED_VERSIONS[key]
         if low < codec_low or high > codec_high:
@@ -221,9 +255,11 @@ def error_response(request: Any, code: int) -> c.Response | None:
         return c.OffsetFetchResponse(tuple(
             c.OffsetFetchTopicResponse(t.name, tuple(
                 c.OffsetFetchPartitionResponse(p, -1, "", code) for p in t.partition_indexes))
-            for t in request.topics))
+            for t in request.topics or ()), error_code=code, groups=tuple(
+            c.OffsetFetchGroupResponse(g.group_id, (), code) for g in request.groups))
     if isinstance(request, c.FindCoordinatorRequest):
-        return c.FindCoordinatorResponse(code, -1, "", -1)
+        return c.FindCoordinatorResponse(code, -1, "", -1, coordinators=tuple(
+            c.Coordinator(key, -1, "", -1, code) for key in request.coordinator_keys))
     if isinstance(request, c.JoinGroupRequest):
         return c.JoinGroupResponse(code, -1, "", "", "")
     if isinstance(request, c.SyncGroupRequest):

@@ -64,9 +64,11 @@ class CoreTopics:
                 settings)
 
     def create_local(self, name: str, record: TopicRecord) -> None:
+        topic_id = record.settings.get("topic_id")
         self._core.create_topic(name, record.partitions, record.replication_factor,
                                 record.min_isr, _limit(record.settings, "retention_ms"),
-                                _limit(record.settings, "retention_bytes"))
+                                _limit(record.settings, "retention_bytes"),
+                                topic_id if isinstance(topic_id, str) else None)
         self._replication.topic_created(name)
 
     def grow_local(self, name: str, count: int) -> None:
