@@ -467,7 +467,7 @@ LIST_GROUPS = ApiSchema(
 )
 
 SASL_HANDSHAKE = ApiSchema(
-    ApiKey.SASL_HANDSHAKE, "SaslHandshake", "0", "none",
+    ApiKey.SASL_HANDSHAKE, "SaslHandshake", "0-1", "none",
     Struct(q.SaslHandshakeRequest,
            F("mechanism", "string")),
     Struct(p.SaslHandshakeResponse,
@@ -520,10 +520,24 @@ INIT_PRODUCER_ID = ApiSchema(
 )
 
 
+# -- SaslAuthenticate (36) -------------------------------------------------------------
+
+SASL_AUTHENTICATE = ApiSchema(
+    ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", "0-2", "2+",
+    Struct(q.SaslAuthenticateRequest,
+           F("auth_bytes", "bytes")),
+    Struct(p.SaslAuthenticateResponse,
+           F("error_code", "int16"),
+           F("error_message", "string", nullable="0+", default=None),
+           F("auth_bytes", "bytes"),
+           F("session_lifetime_ms", "int64", "1+")),
+)
+
+
 SCHEMAS: dict[int, ApiSchema] = {s.key: s for s in (
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
     JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
-    SASL_HANDSHAKE, API_VERSIONS, INIT_PRODUCER_ID,
+    SASL_HANDSHAKE, API_VERSIONS, INIT_PRODUCER_ID, SASL_AUTHENTICATE,
 )}
 """Api key -> its table."""
 

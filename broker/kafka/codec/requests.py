@@ -47,6 +47,7 @@ __all__ = [
     "ListGroupsRequest",
     "ApiVersionsRequest",
     "InitProducerIdRequest",
+    "SaslAuthenticateRequest",
 ]
 
 
@@ -67,6 +68,7 @@ class ApiKey(IntEnum):
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     INIT_PRODUCER_ID = 22
+    SASL_AUTHENTICATE = 36
 
 
 @dataclass(frozen=True)
@@ -442,6 +444,15 @@ class ApiVersionsRequest:
     def supported(self) -> bool:
         """False above ``API_VERSIONS_MAX``: the reply is error 35 in the v0 layout."""
         return 0 <= self.header.api_version <= API_VERSIONS_MAX
+
+
+@dataclass(frozen=True)
+class SaslAuthenticateRequest:
+    """SaslAuthenticate (36): the SASL token inside a Kafka request (after SaslHandshake
+    v1), instead of the raw frame of v0 (KIP-152)."""
+
+    header: RequestHeader
+    auth_bytes: bytes
 
 
 # -- InitProducerId (22) ---------------------------------------------------------------

@@ -38,7 +38,7 @@ __all__ = [
     "OffsetFetchGroupResponse",
     "DescribedGroupMember", "DescribedGroup", "DescribeGroupsResponse",
     "ListedGroup", "ListGroupsResponse",
-    "InitProducerIdResponse",
+    "InitProducerIdResponse", "SaslAuthenticateResponse",
     "NO_AUTHORIZED_OPERATIONS",
     "Response",
 ]
@@ -460,6 +460,15 @@ class ListGroupsResponse:
     throttle_time_ms: int = 0
 
 
+@dataclass(frozen=True)
+class SaslAuthenticateResponse:
+    error_code: int
+    error_message: str | None = None
+    auth_bytes: bytes = b""
+    session_lifetime_ms: int = 0
+    """v1+: 0, the session does not expire."""
+
+
 # -- InitProducerId (22) ---------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -474,5 +483,6 @@ Response = (
     ProduceResponse | FetchResponse | ListOffsetsResponse | MetadataResponse |
     OffsetCommitResponse | OffsetFetchResponse | FindCoordinatorResponse | JoinGroupResponse |
     HeartbeatResponse | LeaveGroupResponse | SyncGroupResponse | DescribeGroupsResponse |
-    ListGroupsResponse | SaslHandshakeResponse | ApiVersionsResponse | InitProducerIdResponse
+    ListGroupsResponse | SaslHandshakeResponse | ApiVersionsResponse | InitProducerIdResponse |
+    SaslAuthenticateResponse
 )

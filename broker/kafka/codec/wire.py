@@ -43,7 +43,7 @@ Request = (
     _q.OffsetCommitRequest | _q.OffsetFetchRequest | _q.FindCoordinatorRequest |
     _q.JoinGroupRequest | _q.HeartbeatRequest | _q.LeaveGroupRequest | _q.SyncGroupRequest |
     _q.DescribeGroupsRequest | _q.ListGroupsRequest | _q.SaslHandshakeRequest |
-    _q.ApiVersionsRequest | _q.InitProducerIdRequest
+    _q.ApiVersionsRequest | _q.InitProducerIdRequest | _q.SaslAuthenticateRequest
 )
 ParseResult = Request | UnsupportedRequest | MalformedRequest
 

@@ -74,7 +74,8 @@ def encode(header: c.RequestHeader, response: c.Response) -> bytes | list[bytes]
 
 VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
     c.ApiKey.API_VERSIONS: (0, 3),
-    c.ApiKey.SASL_HANDSHAKE: (0, 0),
+    c.ApiKey.SASL_HANDSHAKE: (0, 1),
+    c.ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 """The versions the handlers of this module serve."""
 
@@ -140,6 +141,14 @@ def sasl_handshake(ctx: Context, request: c.SaslHandshakeRequest) -> c.SaslHands
     return c.SaslHandshakeResponse(int(ErrorCode.ILLEGAL_SASL_STATE), ())
 
 
+def sasl_authenticate(ctx: Context, request: c.SaslAuthenticateRequest
+                      ) -> c.SaslAuthenticateResponse:
+    """Outside a SASL exchange (no ``auth.tokens_file``, or already logged in): 34
+    ILLEGAL_SASL_STATE, as Kafka answers a SaslAuthenticate out of turn."""
+    return c.SaslAuthenticateResponse(int(ErrorCode.ILLEGAL_SASL_STATE),
+                                      "no SASL exchange in progress")
+
+
 class KafkaHandlers:
     """The Kafka handler table over one ``Context``."""
 
@@ -152,6 +161,7 @@ class KafkaHandlers:
             c.FetchRequest: data.fetch,
             c.ListOffsetsRequest: data.list_offsets,
             c.SaslHandshakeRequest: sasl_handshake,
+            c.SaslAuthenticateRequest: sasl_authenticate,
         }
         self.table.update(GROUP_HANDLERS)
         self.versions = advertised_versions()
@@ -279,4 +289,6 @@ def error_response(request: Any, code: int) -> c.Response | None:
         return c.InitProducerIdResponse(code)
     if isinstance(request, c.SaslHandshakeRequest):
         return c.SaslHandshakeResponse(code, ())
+    if isinstance(request, c.SaslAuthenticateRequest):
+        return c.SaslAuthenticateResponse(code)
     raise TypeError(f"no error layout for {type(request).__name__}")
