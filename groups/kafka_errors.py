@@ -28,6 +28,7 @@ __all__ = [
     "OffsetMetadataTooLarge",
     "GroupNotEmpty",
     "FencedInstanceId",
+    "GroupIdNotFound",
 ]
 
 
@@ -88,6 +89,10 @@ class OffsetMetadataTooLarge(KafkaGroupError):
     """A committed offset's metadata string is longer than the configured limit (4096
     bytes by default, Kafka's ``offset.metadata.max.bytes``). Reported per partition.
     Kafka: 12 OFFSET_METADATA_TOO_LARGE."""
+
+
+class GroupIdNotFound(KafkaGroupError):
+    """An admin request for a group that has neither members nor committed offsets."""
 
 
 class GroupNotEmpty(KafkaGroupError):

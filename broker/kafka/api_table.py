@@ -17,7 +17,7 @@ from pathlib import Path
 
 from broker.kafka import codec as c
 from broker.kafka.codec.apis import SCHEMAS
-from broker.kafka.handlers import data, dispatch, groups, metadata
+from broker.kafka.handlers import admin, data, dispatch, groups, metadata
 
 __all__ = ["NOTES", "markdown_table", "BEGIN", "END", "DOC", "rewrite"]
 
@@ -44,6 +44,14 @@ NOTES: dict[c.ApiKey, str] = {
     c.ApiKey.API_VERSIONS: "a higher version: error 35 in the v0 layout, with the list",
     c.ApiKey.INIT_PRODUCER_ID: "the idempotent producer",
     c.ApiKey.SASL_AUTHENTICATE: "the PLAIN token after SaslHandshake v1",
+    c.ApiKey.CREATE_TOPICS: "single broker; configs below, \"Admin APIs\"",
+    c.ApiKey.DELETE_TOPICS: "by name, or by id (v6)",
+    c.ApiKey.CREATE_PARTITIONS: "grow only; Skerry places replicas",
+    c.ApiKey.DESCRIBE_CONFIGS: "topic and broker configs in Kafka's names",
+    c.ApiKey.INCREMENTAL_ALTER_CONFIGS: "retention.ms, retention.bytes",
+    c.ApiKey.DESCRIBE_CLUSTER: "",
+    c.ApiKey.DELETE_GROUPS: "an Empty group and its committed offsets",
+    c.ApiKey.OFFSET_DELETE: "a group without live members",
 }
 
 
@@ -58,7 +66,8 @@ def markdown_table() -> str:
     """The table, rows by api key."""
     now = dispatch.advertised_versions()
     served = dict(dispatch.VERSIONS)
-    for part in (metadata.VERSIONS, data.VERSIONS, groups.GROUP_VERSIONS):
+    for part in (metadata.VERSIONS, data.VERSIONS, groups.GROUP_VERSIONS,
+                 admin.ADMIN_VERSIONS):
         served.update(part)
     rows = ["| key | API | advertised now | served with record batches v2 | codec reads "
             "| notes |",

@@ -39,6 +39,7 @@ from broker.errors import (
 from broker.kafka.codec import CorruptMessageSet, ErrorCode
 from groups.kafka_errors import (
     FencedInstanceId,
+    GroupIdNotFound,
     GroupInUseByOtherProtocol,
     GroupNotEmpty,
     IllegalGeneration,
@@ -90,6 +91,7 @@ CODE_BY_ERROR: Mapping[type[BaseException], ErrorCode] = {
     UnknownMemberId: ErrorCode.UNKNOWN_MEMBER_ID,
     FencedInstanceId: ErrorCode.FENCED_INSTANCE_ID,
     GroupNotEmpty: ErrorCode.NON_EMPTY_GROUP,
+    GroupIdNotFound: ErrorCode.GROUP_ID_NOT_FOUND,
     IllegalGeneration: ErrorCode.ILLEGAL_GENERATION,
     RebalanceInProgress: ErrorCode.REBALANCE_IN_PROGRESS,
     InconsistentGroupProtocol: ErrorCode.INCONSISTENT_GROUP_PROTOCOL,

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from twisted.internet import threads
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
 from broker.errors import Unavailable
@@ -65,7 +65,13 @@ from groups.classic_store import (
     classic_groups_to_json,
 )
 from groups.effects import Result
-from groups.kafka_errors import OffsetMetadataTooLarge, RebalanceInProgress
+from groups.errors import InvalidGroupRequest
+from groups.kafka_errors import (
+    GroupIdNotFound,
+    GroupNotEmpty,
+    OffsetMetadataTooLarge,
+    RebalanceInProgress,
+)
 
 __all__ = ["KafkaGroupService", "SharedOffsetBook"]
 
@@ -184,6 +190,40 @@ class KafkaGroupService:
         """OffsetFetch v0/v1: None where nothing is committed (the wire's -1)."""
         self._open_now()
         return self.coordinator.fetch_offsets(group_id, partitions)
+
+    def delete_group(self, group_id: str) -> Deferred[None]:
+        """Kafka's DeleteGroups: an Empty group goes with every offset it committed (on
+        every topic). ``GroupNotEmpty`` while it has members (Kafka or V1 ones),
+        ``GroupIdNotFound`` when there is neither a group nor an offset."""
+        now = self._open_now()
+        topics = sorted(t for g, t in self.groups.committed() if g == group_id)
+        group = self.coordinator.group(group_id)
+        if group is None and not topics:
+            raise GroupIdNotFound(f"no group {group_id}")
+        if group is not None and group.members:
+            raise GroupNotEmpty(f"group {group_id} has {len(group.members)} members")
+        waits: list[Deferred[Any]] = []
+        if group is not None:
+            waits.append(self._perform(self.coordinator.delete_group(group_id), now))
+        for topic in topics:
+            try:
+                waits.append(self.groups.delete_group(group_id, topic))
+            except InvalidGroupRequest as refusal:  # V1 members live on that topic
+                raise GroupNotEmpty(str(refusal)) from None
+        return gatherResults(waits).addCallback(lambda _: None)
+
+    def delete_offsets(self, group_id: str, topic: str,
+                       partitions: Iterable[int]) -> Deferred[list[int]]:
+        """Kafka's OffsetDelete for one topic: the partitions that had an offset.
+        ``GroupNotEmpty`` while the Kafka group has members (they may be reading it)."""
+        self._open_now()
+        group = self.coordinator.group(group_id)
+        if group is not None and group.members:
+            raise GroupNotEmpty(f"group {group_id} has {len(group.members)} members")
+        try:
+            return self.groups.delete_offsets(group_id, topic, partitions)
+        except InvalidGroupRequest as refusal:
+            raise GroupNotEmpty(str(refusal)) from None
 
     def describe(self, group_id: str) -> GroupView:
         """DescribeGroups for one group."""

@@ -131,12 +131,13 @@ class Harness(ClockedHarness):
         (``handlers.dispatch.CLASSIC_ERA``). Produce v3+/Fetch v4+/InitProducerId are in
         the table only to lift the cap; the tests that use this do not send them."""
         from broker.kafka import codec as c
-        from broker.kafka.handlers import data, dispatch, groups, metadata
+        from broker.kafka.handlers import admin, data, dispatch, groups, metadata
 
         lifted = {c.ApiKey.PRODUCE: (0, 9), c.ApiKey.FETCH: (0, 12),
                   c.ApiKey.INIT_PRODUCER_ID: (0, 4)}
         table = dispatch.advertised_versions(dispatch.VERSIONS, metadata.VERSIONS,
-                                             data.VERSIONS, groups.GROUP_VERSIONS, lifted)
+                                             data.VERSIONS, groups.GROUP_VERSIONS,
+                                             admin.ADMIN_VERSIONS, lifted)
         self.service.handlers.versions = table
         self.service.ctx.advertised = table
 

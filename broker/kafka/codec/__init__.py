@@ -10,6 +10,7 @@ A package split by job; it re-exports the public names of its modules:
 * ``responses``: one dataclass per response;
 * ``apis``: the tables, one ``ApiSchema`` per API, and ``SUPPORTED_VERSIONS`` (what the
   codec reads and writes); ``schema``: the words of the tables and their walker;
+* ``admin``: the admin APIs' messages and tables (CreateTopics, DeleteTopics, ...);
 * ``wire``: ``parse_request`` -> request | ``UnsupportedRequest`` | ``MalformedRequest``,
   ``encode_response`` (and ``encode_response_chunks``, the same frame unjoined),
   ``api_versions_response``;
@@ -31,6 +32,8 @@ Must not import (nor may any module of the package): Twisted, sockets, files, th
 
 from __future__ import annotations
 
+from broker.kafka.codec.admin import *  # noqa: F403
+from broker.kafka.codec.admin import __all__ as _admin
 from broker.kafka.codec.columns import *  # noqa: F403
 from broker.kafka.codec.columns import __all__ as _columns
 from broker.kafka.codec.compression import *  # noqa: F403
@@ -48,5 +51,5 @@ from broker.kafka.codec.responses import __all__ as _responses
 from broker.kafka.codec.wire import *  # noqa: F403
 from broker.kafka.codec.wire import __all__ as _wire
 
-__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_wire, *_messages,
+__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_admin, *_wire, *_messages,
            *_compression, *_columns]

@@ -19,6 +19,7 @@ Must not import: Twisted, sockets, files, the core, the store.
 
 from __future__ import annotations
 
+from broker.kafka.codec import admin as _a
 from broker.kafka.codec import requests as _q
 from broker.kafka.codec.apis import SCHEMAS, SUPPORTED_VERSIONS, schema_for
 from broker.kafka.codec.error_codes import ErrorCode
@@ -43,7 +44,10 @@ Request = (
     _q.OffsetCommitRequest | _q.OffsetFetchRequest | _q.FindCoordinatorRequest |
     _q.JoinGroupRequest | _q.HeartbeatRequest | _q.LeaveGroupRequest | _q.SyncGroupRequest |
     _q.DescribeGroupsRequest | _q.ListGroupsRequest | _q.SaslHandshakeRequest |
-    _q.ApiVersionsRequest | _q.InitProducerIdRequest | _q.SaslAuthenticateRequest
+    _q.ApiVersionsRequest | _q.InitProducerIdRequest | _q.SaslAuthenticateRequest |
+    _a.CreateTopicsRequest | _a.DeleteTopicsRequest | _a.CreatePartitionsRequest |
+    _a.DescribeConfigsRequest | _a.IncrementalAlterConfigsRequest |
+    _a.DescribeClusterRequest | _a.DeleteGroupsRequest | _a.OffsetDeleteRequest
 )
 ParseResult = Request | UnsupportedRequest | MalformedRequest
 

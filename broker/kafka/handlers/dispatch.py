@@ -38,6 +38,7 @@ from twisted.python.failure import Failure
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, code_for
 from broker.kafka.handlers import data, metadata
+from broker.kafka.handlers.admin import ADMIN_HANDLERS, ADMIN_VERSIONS
 from broker.kafka.handlers.context import Context
 from broker.kafka.handlers.groups import GROUP_HANDLERS, GROUP_VERSIONS
 
@@ -114,7 +115,8 @@ def advertised_versions(*parts: dict[c.ApiKey, tuple[int, int]]
     modules' ``VERSIONS`` tables (``parts``; by default this package's), each at most the
     codec's range, and capped to ``CLASSIC_ERA`` until ``modern_data_path``."""
     table: dict[c.ApiKey, tuple[int, int]] = {}
-    for part in parts or (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS):
+    for part in parts or (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS,
+                          ADMIN_VERSIONS):
         table.update(part)
     if not modern_data_path(table):
         for key, (_low, high) in CLASSIC_ERA.items():
@@ -164,6 +166,7 @@ class KafkaHandlers:
             c.SaslAuthenticateRequest: sasl_authenticate,
         }
         self.table.update(GROUP_HANDLERS)
+        self.table.update(ADMIN_HANDLERS)
         self.versions = advertised_versions()
         """Api key -> the (min, max) versions served; ApiVersions advertises exactly this."""
         ctx.advertised = self.versions
@@ -291,4 +294,33 @@ def error_response(request: Any, code: int) -> c.Response | None:
         return c.SaslHandshakeResponse(code, ())
     if isinstance(request, c.SaslAuthenticateRequest):
         return c.SaslAuthenticateResponse(code)
+    return _admin_error(request, code)
+
+
+def _admin_error(request: Any, code: int) -> c.Response:
+    """The admin APIs' error layouts: ``code`` on every topic, resource or group named."""
+    if isinstance(request, c.CreateTopicsRequest):
+        return c.CreateTopicsResponse(tuple(c.CreatedTopic(t.name, code)
+                                            for t in request.topics))
+    if isinstance(request, c.DeleteTopicsRequest):
+        names = [t.name for t in request.topics] or list(request.topic_names)
+        return c.DeleteTopicsResponse(tuple(c.DeletedTopic(n or "", code) for n in names))
+    if isinstance(request, c.CreatePartitionsRequest):
+        return c.CreatePartitionsResponse(tuple(c.PartitionsResult(t.name, code)
+                                                for t in request.topics))
+    if isinstance(request, c.DescribeConfigsRequest):
+        return c.DescribeConfigsResponse(tuple(
+            c.ConfigResult(code, None, r.resource_type, r.resource_name)
+            for r in request.resources))
+    if isinstance(request, c.IncrementalAlterConfigsRequest):
+        return c.IncrementalAlterConfigsResponse(tuple(
+            c.AlterResult(code, None, r.resource_type, r.resource_name)
+            for r in request.resources))
+    if isinstance(request, c.DescribeClusterRequest):
+        return c.DescribeClusterResponse(code, "", -1, ())
+    if isinstance(request, c.DeleteGroupsRequest):
+        return c.DeleteGroupsResponse(tuple(c.DeletedGroup(g, code)
+                                            for g in request.groups_names))
+    if isinstance(request, c.OffsetDeleteRequest):
+        return c.OffsetDeleteResponse(code)
     raise TypeError(f"no error layout for {type(request).__name__}")
