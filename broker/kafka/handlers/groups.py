@@ -330,9 +330,11 @@ def describe_groups(ctx: Context, request: c.DescribeGroupsRequest
     operations = GROUP_OPERATIONS if request.include_authorized_operations \
         else c.NO_AUTHORIZED_OPERATIONS
     described = []
+    committed = _offset_groups(service)
     for group_id in request.groups:
         view = _call(service.describe, group_id)
-        described.append(c.DescribedGroup(0, view.group_id, view.state, view.protocol_type,
+        state = "Empty" if view.state == "Dead" and group_id in committed else view.state
+        described.append(c.DescribedGroup(0, view.group_id, state, view.protocol_type,
                                           view.protocol, tuple(
             c.DescribedGroupMember(m.member_id, m.client_id, m.client_host, m.metadata,
                                    m.assignment, m.group_instance_id)
@@ -341,7 +343,7 @@ def describe_groups(ctx: Context, request: c.DescribeGroupsRequest
 
 
 def list_groups(ctx: Context, request: c.ListGroupsRequest) -> c.ListGroupsResponse:
-    """ListGroups v0-v5: every Kafka group, its protocol type, (v4+) its state and (v5+)
+    """ListGroups v0-v5: every Kafka group (and every group id with committed offsets, Empty), its protocol type, (v4+) its state and (v5+)
     its type, "classic" (none on a cluster member that does not coordinate them, as a
     Kafka broker lists only its own groups). v4's states filter and v5's types filter
     keep the groups they name (case-insensitive, as Kafka compares them)."""
@@ -353,12 +355,26 @@ def list_groups(ctx: Context, request: c.ListGroupsRequest) -> c.ListGroupsRespo
     if types and "classic" not in types:
         return c.ListGroupsResponse(0, ())
     listed = []
-    for group_id, protocol_type in _call(service.list_groups):
+    groups = dict(_call(service.list_groups))
+    for group_id in sorted(_offset_groups(service) - groups.keys()):
+        groups[group_id] = ""  # a group known by its committed offsets alone: Empty
+    for group_id, protocol_type in sorted(groups.items()):
         state = _call(service.describe, group_id).state
+        if state == "Dead":
+            state = "Empty"
         if states and state.lower() not in states:
             continue
         listed.append(c.ListedGroup(group_id, protocol_type, state, "classic"))
     return c.ListGroupsResponse(0, tuple(listed))
+
+
+def _offset_groups(service: Any) -> set[str]:
+    """The group ids with committed offsets (any protocol's: they share the offsets).
+    Kafka lists such a group as Empty, even with no member ever."""
+    shared = getattr(service, "groups", None)
+    if shared is None:
+        return set()
+    return {group for group, _ in shared.committed()}
 
 
 GROUP_HANDLERS: dict[type, Any] = {
