@@ -112,6 +112,6 @@ def test_the_classic_era_table_caps_metadata(tmp_path):
         raw = conn.call(3, 4, body)
         got = MetadataResponse.decode(raw, version=4)
         assert got.topics == [] and not conn.closed
-        assert harness.service.handlers.versions[3] == (0, 2)
+        assert harness.service.handlers.versions[3] == (0, 3)
     finally:
         harness.close()

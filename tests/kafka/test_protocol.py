@@ -11,8 +11,8 @@ from broker.kafka.codec import ApiKey, MetadataResponse
 from tests.kafka.harness import Harness, i16, i32, i64, request, string
 
 # What the handlers serve, by api key: (key, min, max). ApiVersions is read up to v3.
-ADVERTISED = [(0, 0, 2), (1, 0, 3), (2, 0, 1), (3, 0, 2), (8, 0, 2), (9, 0, 1), (10, 0, 0),
-              (11, 0, 1), (12, 0, 0), (13, 0, 0), (14, 0, 0), (15, 0, 0), (16, 0, 0),
+ADVERTISED = [(0, 0, 2), (1, 0, 3), (2, 0, 1), (3, 0, 3), (8, 0, 9), (9, 0, 9), (10, 0, 4),
+              (11, 0, 8), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 5),
               (17, 0, 1), (18, 0, 3), (19, 0, 7), (20, 0, 6), (32, 0, 4), (36, 0, 2),
               (37, 0, 3), (42, 0, 2), (44, 0, 1), (47, 0, 0), (60, 0, 1)]
 

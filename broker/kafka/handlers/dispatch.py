@@ -82,22 +82,15 @@ VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
 
 
 CLASSIC_ERA: dict[c.ApiKey, tuple[int, int]] = {
-    c.ApiKey.METADATA: (0, 2),
-    c.ApiKey.OFFSET_COMMIT: (0, 2),
-    c.ApiKey.OFFSET_FETCH: (0, 1),
-    c.ApiKey.FIND_COORDINATOR: (0, 0),
-    c.ApiKey.JOIN_GROUP: (0, 1),
-    c.ApiKey.HEARTBEAT: (0, 0),
-    c.ApiKey.LEAVE_GROUP: (0, 0),
-    c.ApiKey.SYNC_GROUP: (0, 0),
-    c.ApiKey.DESCRIBE_GROUPS: (0, 0),
-    c.ApiKey.LIST_GROUPS: (0, 0),
+    c.ApiKey.METADATA: (0, 3),
+    c.ApiKey.JOIN_GROUP: (0, 8),
 }
-"""The highest versions a Kafka 0.10.1 broker had, which cap the other APIs while the data
-path is that era's (Produce below v3, Fetch below v4, no InitProducerId). Clients read the
-advertised table as a whole: kafka-python takes Metadata v4 or JoinGroup v9 to mean a
-broker of 0.11 / 3.2 and then turns idempotence on by default, which needs record batches
-v2 and InitProducerId; a table that names one era keeps every client's guess right."""
+"""The caps on the other APIs while the data path is the 0.10 one (Produce below v3, Fetch
+below v4, no InitProducerId). Clients read the advertised table as a whole: kafka-python
+takes Metadata v4 for a broker of 0.11 and JoinGroup v9 for one of 3.2, and for either
+turns idempotence on by default, which needs record batches v2 and InitProducerId. Below
+those two versions it sees a 0.10.2 broker and produces as before; every other API is
+advertised up to what its handler serves."""
 
 
 def modern_data_path(table: dict[c.ApiKey, tuple[int, int]]) -> bool:
