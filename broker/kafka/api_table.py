@@ -52,6 +52,8 @@ NOTES: dict[c.ApiKey, str] = {
     c.ApiKey.DESCRIBE_CLUSTER: "",
     c.ApiKey.DELETE_GROUPS: "an Empty group and its committed offsets",
     c.ApiKey.OFFSET_DELETE: "a group without live members",
+    c.ApiKey.DELETE_RECORDS: "whole segments below the offset",
+    c.ApiKey.DESCRIBE_LOG_DIRS: "the data directory, partition sizes",
 }
 
 

@@ -210,3 +210,50 @@ class GroupAdminTests:
         assert [(p.partition_index, p.error_code) for p in got.topics[0].partitions] == [(1, 0)]
         found = h.broker.kafka_groups.fetch_offsets("g", [("t1", 0), ("t1", 1)])
         assert found[("t1", 1)] is None and found[("t1", 0)] is not None
+
+
+class RecordsAndLogDirsTests:
+    def test_delete_records_takes_whole_segments_only(self, tmp_path):
+        """DeleteRecords v2 up to an offset inside the third segment: the two segments
+        wholly below it go; the low watermark is the third segment's first offset (at or
+        below the one asked for), and every record from there on is still read; an offset
+        past the end: OFFSET_OUT_OF_RANGE."""
+        from tests.kafka.test_data import SET_V0, produce_body
+
+        h = Harness(tmp_path, {"storage": {"fsync": "never", "segment_bytes": 4096}})
+        try:
+            h.core.create_topic("t1", 1, 1, None, None, None)
+            conn = h.connect()
+            for _ in range(60):
+                conn.call(0, 0, produce_body("t1", 0, SET_V0))
+            bases = h.core.partition_summary("t1", 0).segment_bases
+            assert len(bases) >= 4, bases
+            target = bases[2] + 1
+            req = _cls("DeleteRecordsRequest")
+            got = call(conn, "DeleteRecords", 2, topics=[req.DeleteRecordsTopic(
+                name="t1", partitions=[
+                    req.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0,
+                                                                  offset=target)])],
+                timeout_ms=1000)
+            (result,) = got.topics[0].partitions
+            assert (result.error_code, result.low_watermark) == (0, bases[2])
+            assert h.core.earliest_offset("t1", 0) == bases[2]
+            past = call(conn, "DeleteRecords", 2, topics=[req.DeleteRecordsTopic(
+                name="t1", partitions=[
+                    req.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0,
+                                                                  offset=10**6)])],
+                timeout_ms=1000)
+            assert past.topics[0].partitions[0].error_code == 1
+        finally:
+            h.close()
+
+    def test_describe_log_dirs(self, h):
+        """DescribeLogDirs v4: the data directory and each partition's record bytes."""
+        conn = h.connect()
+        create(conn, "t1", 2)
+        got = call(conn, "DescribeLogDirs", 4, topics=None)
+        (log_dir,) = got.results
+        assert log_dir.error_code == 0 and log_dir.log_dir.endswith("data")
+        (topic,) = [t for t in log_dir.topics if t.name == "t1"]
+        assert [(p.partition_index, p.partition_size) for p in topic.partitions] == [
+            (0, 0), (1, 0)]

@@ -32,6 +32,10 @@ __all__ = [
     "DeleteGroupsRequest", "DeletedGroup", "DeleteGroupsResponse",
     "OffsetDeleteTopic", "OffsetDeleteRequest", "OffsetDeletePartitionResult",
     "OffsetDeleteTopicResult", "OffsetDeleteResponse",
+    "DeleteRecordsPartition", "DeleteRecordsTopic", "DeleteRecordsRequest",
+    "DeleteRecordsPartitionResult", "DeleteRecordsTopicResult", "DeleteRecordsResponse",
+    "LogDirTopic", "DescribeLogDirsRequest", "LogDirPartition", "LogDirTopicResult",
+    "LogDirResult", "DescribeLogDirsResponse",
     "ADMIN_SCHEMAS", "ADMIN_REQUESTS", "ADMIN_RESPONSES",
 ]
 
@@ -344,6 +348,90 @@ class OffsetDeleteResponse:
     throttle_time_ms: int = 0
 
 
+# -- DeleteRecords (21), DescribeLogDirs (35) -----------------------------------------
+
+@dataclass(frozen=True)
+class DeleteRecordsPartition:
+    partition_index: int
+    offset: int
+    """Delete the records before this offset (-1: before the high watermark)."""
+
+
+@dataclass(frozen=True)
+class DeleteRecordsTopic:
+    name: str
+    partitions: tuple[DeleteRecordsPartition, ...]
+
+
+@dataclass(frozen=True)
+class DeleteRecordsRequest:
+    header: RequestHeader
+    topics: tuple[DeleteRecordsTopic, ...]
+    timeout_ms: int
+
+
+@dataclass(frozen=True)
+class DeleteRecordsPartitionResult:
+    partition_index: int
+    low_watermark: int
+    error_code: int
+
+
+@dataclass(frozen=True)
+class DeleteRecordsTopicResult:
+    name: str
+    partitions: tuple[DeleteRecordsPartitionResult, ...]
+
+
+@dataclass(frozen=True)
+class DeleteRecordsResponse:
+    topics: tuple[DeleteRecordsTopicResult, ...]
+    throttle_time_ms: int = 0
+
+
+@dataclass(frozen=True)
+class LogDirTopic:
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DescribeLogDirsRequest:
+    header: RequestHeader
+    topics: tuple[LogDirTopic, ...] | None
+    """None: every topic."""
+
+
+@dataclass(frozen=True)
+class LogDirPartition:
+    partition_index: int
+    partition_size: int
+    offset_lag: int = 0
+    is_future_key: bool = False
+
+
+@dataclass(frozen=True)
+class LogDirTopicResult:
+    name: str
+    partitions: tuple[LogDirPartition, ...]
+
+
+@dataclass(frozen=True)
+class LogDirResult:
+    error_code: int
+    log_dir: str
+    topics: tuple[LogDirTopicResult, ...]
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
+@dataclass(frozen=True)
+class DescribeLogDirsResponse:
+    results: tuple[LogDirResult, ...]
+    error_code: int = 0
+    throttle_time_ms: int = 0
+
+
 # -- the tables ------------------------------------------------------------------------
 
 CREATE_TOPICS = ApiSchema(
@@ -537,7 +625,58 @@ OFFSET_DELETE = ApiSchema(
                    F("error_code", "int16")))))))),
 )
 
+DELETE_RECORDS = ApiSchema(
+    ApiKey.DELETE_RECORDS, "DeleteRecords", "0-2", "2+",
+    Struct(DeleteRecordsRequest,
+           F("topics", Array(Struct(
+               DeleteRecordsTopic,
+               F("name", "string"),
+               F("partitions", Array(Struct(
+                   DeleteRecordsPartition,
+                   F("partition_index", "int32"),
+                   F("offset", "int64"))))))),
+           F("timeout_ms", "int32")),
+    Struct(DeleteRecordsResponse,
+           F("throttle_time_ms", "int32"),
+           F("topics", Array(Struct(
+               DeleteRecordsTopicResult,
+               F("name", "string"),
+               F("partitions", Array(Struct(
+                   DeleteRecordsPartitionResult,
+                   F("partition_index", "int32"),
+                   F("low_watermark", "int64"),
+                   F("error_code", "int16")))))))),
+)
+
+DESCRIBE_LOG_DIRS = ApiSchema(
+    ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", "0-4", "2+",
+    Struct(DescribeLogDirsRequest,
+           F("topics", Array(Struct(
+               LogDirTopic,
+               F("topic", "string"),
+               F("partitions", Array("int32")))), nullable="0+")),
+    Struct(DescribeLogDirsResponse,
+           F("throttle_time_ms", "int32"),
+           F("error_code", "int16", "3+"),
+           F("results", Array(Struct(
+               LogDirResult,
+               F("error_code", "int16"),
+               F("log_dir", "string"),
+               F("topics", Array(Struct(
+                   LogDirTopicResult,
+                   F("name", "string"),
+                   F("partitions", Array(Struct(
+                       LogDirPartition,
+                       F("partition_index", "int32"),
+                       F("partition_size", "int64"),
+                       F("offset_lag", "int64"),
+                       F("is_future_key", "bool"))))))),
+               F("total_bytes", "int64", "4+", default=-1),
+               F("usable_bytes", "int64", "4+", default=-1))))),
+)
+
 ADMIN_SCHEMAS = (CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS,
-                 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, DELETE_GROUPS, OFFSET_DELETE)
+                 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER, DELETE_GROUPS, OFFSET_DELETE,
+                 DELETE_RECORDS, DESCRIBE_LOG_DIRS)
 ADMIN_REQUESTS = tuple(s.request.cls for s in ADMIN_SCHEMAS)
 ADMIN_RESPONSES = tuple(s.response.cls for s in ADMIN_SCHEMAS)

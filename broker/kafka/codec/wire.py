@@ -47,7 +47,8 @@ Request = (
     _q.ApiVersionsRequest | _q.InitProducerIdRequest | _q.SaslAuthenticateRequest |
     _a.CreateTopicsRequest | _a.DeleteTopicsRequest | _a.CreatePartitionsRequest |
     _a.DescribeConfigsRequest | _a.IncrementalAlterConfigsRequest |
-    _a.DescribeClusterRequest | _a.DeleteGroupsRequest | _a.OffsetDeleteRequest
+    _a.DescribeClusterRequest | _a.DeleteGroupsRequest | _a.OffsetDeleteRequest |
+    _a.DeleteRecordsRequest | _a.DescribeLogDirsRequest
 )
 ParseResult = Request | UnsupportedRequest | MalformedRequest
 

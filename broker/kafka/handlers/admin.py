@@ -1,5 +1,6 @@
 """The Kafka admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-IncrementalAlterConfigs, DescribeCluster, DeleteGroups, OffsetDelete.
+IncrementalAlterConfigs, DescribeCluster, DeleteGroups, OffsetDelete, DeleteRecords,
+DescribeLogDirs.
 
 Owns: ``ADMIN_HANDLERS`` and ``ADMIN_VERSIONS`` (merged into the dispatcher's table),
 ``TOPIC_CONFIGS`` (the topic settings Skerry has, under Kafka's names) and the handlers.
@@ -406,6 +407,71 @@ def describe_cluster(ctx: Context, request: c.DescribeClusterRequest
         cluster_authorized_operations=operations)
 
 
+# ================================================================ records and log dirs
+
+
+def delete_records(ctx: Context, request: c.DeleteRecordsRequest) -> c.DeleteRecordsResponse:
+    """DeleteRecords v0-v2: the records before ``offset`` go, as far as whole segments
+    reach (Skerry deletes segments, never part of one): every segment whose records all
+    lie below the offset is deleted, and the answer's low watermark is the first offset
+    still kept, which may be below the one asked for. ``-1`` means the high watermark; an
+    offset outside ``[first retained, high watermark]``: OFFSET_OUT_OF_RANGE."""
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for part in topic.partitions:
+            try:
+                parts.append(_delete_records(ctx, topic.name, part))
+            except KafkaError as refusal:
+                parts.append(c.DeleteRecordsPartitionResult(part.partition_index, -1,
+                                                            int(refusal.code)))
+        topics.append(c.DeleteRecordsTopicResult(topic.name, tuple(parts)))
+    return c.DeleteRecordsResponse(tuple(topics))
+
+
+def _delete_records(ctx: Context, topic: str, part: c.DeleteRecordsPartition
+                    ) -> c.DeleteRecordsPartitionResult:
+    _refuse_in_cluster(ctx)
+    index = part.partition_index
+    config = _visible_config(ctx, topic)
+    if config is None or not 0 <= index < config.partitions:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}/{index}")
+    core = ctx.core
+    end = core.hw(topic, index) + 1
+    target = end if part.offset == -1 else part.offset
+    summary = core.partition_summary(topic, index)
+    if not summary.first_offset <= target <= end:
+        raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {target} of {topic}/{index}")
+    bases = summary.segment_bases
+    whole = sum(1 for i in range(len(bases) - 1) if bases[i + 1] <= target)
+    if whole:
+        core.delete_oldest_segments(topic, index, whole)
+    return c.DeleteRecordsPartitionResult(index, core.earliest_offset(topic, index), 0)
+
+
+def describe_log_dirs(ctx: Context, request: c.DescribeLogDirsRequest
+                      ) -> c.DescribeLogDirsResponse:
+    """DescribeLogDirs v0-v4: one log directory (the data directory), with each asked
+    topic's partitions and their record bytes (indexes not counted); no lag, no future
+    replicas (Skerry moves no replica between directories)."""
+    core = ctx.core
+    wanted = request.topics
+    names = sorted(t for t in core.topic_names() if ctx.visible(t)) if wanted is None \
+        else [t.topic for t in wanted if _visible_config(ctx, t.topic) is not None]
+    picked = {t.topic: set(t.partitions) for t in wanted or ()}
+    results = []
+    for name in names:
+        config = core.topic_config(name)
+        if config is None:
+            continue
+        parts = tuple(c.LogDirPartition(p, core.partition_summary(name, p).size_bytes)
+                      for p in range(config.partitions)
+                      if wanted is None or p in picked.get(name, ()))
+        results.append(c.LogDirTopicResult(name, parts))
+    return c.DescribeLogDirsResponse((c.LogDirResult(0, str(core.config["data_dir"]),
+                                                     tuple(results)),))
+
+
 # ================================================================ groups
 
 
@@ -474,6 +540,8 @@ ADMIN_HANDLERS: dict[type, Any] = {
     c.DescribeClusterRequest: describe_cluster,
     c.DeleteGroupsRequest: delete_groups,
     c.OffsetDeleteRequest: offset_delete,
+    c.DeleteRecordsRequest: delete_records,
+    c.DescribeLogDirsRequest: describe_log_dirs,
 }
 """Request class -> handler, merged into the dispatcher's table."""
 
@@ -486,5 +554,7 @@ ADMIN_VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
     c.ApiKey.DESCRIBE_CLUSTER: (0, 1),
     c.ApiKey.DELETE_GROUPS: (0, 2),
     c.ApiKey.OFFSET_DELETE: (0, 0),
+    c.ApiKey.DELETE_RECORDS: (0, 2),
+    c.ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
 }
 """The versions these handlers serve (and ApiVersions advertises)."""

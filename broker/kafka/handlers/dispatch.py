@@ -316,4 +316,11 @@ def _admin_error(request: Any, code: int) -> c.Response:
                                             for g in request.groups_names))
     if isinstance(request, c.OffsetDeleteRequest):
         return c.OffsetDeleteResponse(code)
+    if isinstance(request, c.DeleteRecordsRequest):
+        return c.DeleteRecordsResponse(tuple(
+            c.DeleteRecordsTopicResult(t.name, tuple(
+                c.DeleteRecordsPartitionResult(p.partition_index, -1, code)
+                for p in t.partitions)) for t in request.topics))
+    if isinstance(request, c.DescribeLogDirsRequest):
+        return c.DescribeLogDirsResponse((), code)
     raise TypeError(f"no error layout for {type(request).__name__}")
