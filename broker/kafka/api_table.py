@@ -54,6 +54,10 @@ NOTES: dict[c.ApiKey, str] = {
     c.ApiKey.OFFSET_DELETE: "a group without live members",
     c.ApiKey.DELETE_RECORDS: "whole segments below the offset",
     c.ApiKey.DESCRIBE_LOG_DIRS: "the data directory, partition sizes",
+    c.ApiKey.ADD_PARTITIONS_TO_TXN: "no transactions: 35 in its layout",
+    c.ApiKey.ADD_OFFSETS_TO_TXN: "no transactions: 35 in its layout",
+    c.ApiKey.END_TXN: "no transactions: 35 in its layout",
+    c.ApiKey.TXN_OFFSET_COMMIT: "no transactions: 35 in its layout",
 }
 
 

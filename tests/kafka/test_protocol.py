@@ -94,6 +94,14 @@ class FramingTests:
         assert not conn.closed
         assert conn.call(18, 0) == api_versions_body(0)
 
+    def test_a_transaction_api_is_answered_35(self, h):
+        """No transactions here: EndTxn (not offered by ApiVersions) sent anyway gets
+        UNSUPPORTED_VERSION in its own layout (throttle, error), and the connection stays."""
+        conn = h.connect()
+        body = string("tx-1") + i64(7) + i16(0) + b"\x01"
+        assert conn.call(26, 1, body) == i32(0) + i16(35)
+        assert not conn.closed
+
     def test_a_malformed_body_closes(self, h):
         conn = h.connect()
         conn.send_raw(request(3, 0, 1, i32(5)))  # five topic names promised, none sent

@@ -11,6 +11,7 @@ A package split by job; it re-exports the public names of its modules:
 * ``apis``: the tables, one ``ApiSchema`` per API, and ``SUPPORTED_VERSIONS`` (what the
   codec reads and writes); ``schema``: the words of the tables and their walker;
 * ``admin``: the admin APIs' messages and tables (CreateTopics, DeleteTopics, ...);
+* ``txn``: the transaction APIs' tables (not served: their layout answers 35);
 * ``wire``: ``parse_request`` -> request | ``UnsupportedRequest`` | ``MalformedRequest``,
   ``encode_response`` (and ``encode_response_chunks``, the same frame unjoined),
   ``api_versions_response``;
@@ -48,8 +49,10 @@ from broker.kafka.codec.requests import *  # noqa: F403
 from broker.kafka.codec.requests import __all__ as _requests
 from broker.kafka.codec.responses import *  # noqa: F403
 from broker.kafka.codec.responses import __all__ as _responses
+from broker.kafka.codec.txn import *  # noqa: F403
+from broker.kafka.codec.txn import __all__ as _txn
 from broker.kafka.codec.wire import *  # noqa: F403
 from broker.kafka.codec.wire import __all__ as _wire
 
-__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_admin, *_wire, *_messages,
-           *_compression, *_columns]
+__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_admin, *_txn, *_wire,
+           *_messages, *_compression, *_columns]

@@ -21,6 +21,7 @@ from broker.kafka.codec import responses as p
 from broker.kafka.codec.admin import ADMIN_SCHEMAS
 from broker.kafka.codec.requests import ApiKey
 from broker.kafka.codec.schema import ApiSchema, Array, Field, Struct
+from broker.kafka.codec.txn import TXN_SCHEMAS
 
 __all__ = ["SCHEMAS", "SUPPORTED_VERSIONS", "schema_for"]
 
@@ -535,7 +536,7 @@ SASL_AUTHENTICATE = ApiSchema(
 )
 
 
-SCHEMAS: dict[int, ApiSchema] = {s.key: s for s in (*ADMIN_SCHEMAS,
+SCHEMAS: dict[int, ApiSchema] = {s.key: s for s in (*ADMIN_SCHEMAS, *TXN_SCHEMAS,
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
     JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
     SASL_HANDSHAKE, API_VERSIONS, INIT_PRODUCER_ID, SASL_AUTHENTICATE,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from broker.kafka.codec import admin as _a
 from broker.kafka.codec import requests as _q
+from broker.kafka.codec import txn as _t
 from broker.kafka.codec.apis import SCHEMAS, SUPPORTED_VERSIONS, schema_for
 from broker.kafka.codec.error_codes import ErrorCode
 from broker.kafka.codec.fast import FETCH_FAST, PRODUCE_FAST, parse_produce, write_fetch
@@ -48,7 +49,8 @@ Request = (
     _a.CreateTopicsRequest | _a.DeleteTopicsRequest | _a.CreatePartitionsRequest |
     _a.DescribeConfigsRequest | _a.IncrementalAlterConfigsRequest |
     _a.DescribeClusterRequest | _a.DeleteGroupsRequest | _a.OffsetDeleteRequest |
-    _a.DeleteRecordsRequest | _a.DescribeLogDirsRequest
+    _a.DeleteRecordsRequest | _a.DescribeLogDirsRequest | _t.AddPartitionsToTxnRequest |
+    _t.AddOffsetsToTxnRequest | _t.EndTxnRequest | _t.TxnOffsetCommitRequest
 )
 ParseResult = Request | UnsupportedRequest | MalformedRequest
 

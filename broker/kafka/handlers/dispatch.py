@@ -323,4 +323,17 @@ def _admin_error(request: Any, code: int) -> c.Response:
                 for p in t.partitions)) for t in request.topics))
     if isinstance(request, c.DescribeLogDirsRequest):
         return c.DescribeLogDirsResponse((), code)
+    if isinstance(request, c.AddPartitionsToTxnRequest):
+        return c.AddPartitionsToTxnResponse(tuple(
+            c.TxnTopicResult(t.name, tuple(c.TxnPartitionResult(p, code) for p in t.partitions))
+            for t in request.topics))
+    if isinstance(request, c.AddOffsetsToTxnRequest):
+        return c.AddOffsetsToTxnResponse(code)
+    if isinstance(request, c.EndTxnRequest):
+        return c.EndTxnResponse(code)
+    if isinstance(request, c.TxnOffsetCommitRequest):
+        return c.TxnOffsetCommitResponse(tuple(
+            c.TxnOffsetCommitTopicResult(t.name, tuple(
+                c.TxnOffsetCommitPartitionResult(p.partition_index, code)
+                for p in t.partitions)) for t in request.topics))
     raise TypeError(f"no error layout for {type(request).__name__}")
