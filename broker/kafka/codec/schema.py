@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from broker.kafka.codec.primitives import INT8, INT16, INT32, INT64, Malformed, Reader, Writer
+from broker.kafka.codec.primitives import INT8, INT16, INT32, INT64, Reader, Writer
 
 __all__ = ["Field", "Array", "Struct", "ApiSchema", "versions", "read_struct",
            "write_struct", "MAX_VERSION"]
@@ -404,5 +404,3 @@ def write_struct(s: Struct, w: Writer, obj: Any, version: int, flexible: bool) -
     for a value the version cannot carry (a null where it may not be)."""
     _struct_writer(s, version, flexible)(w, obj)
 
-
-__all__ += ["Malformed"]
