@@ -204,6 +204,11 @@ class PartitionLog:
     def segment_count(self) -> int:
         return len(self._segments)
 
+    @property
+    def segment_bases(self) -> tuple[int, ...]:
+        """Each segment's first offset, oldest first (the last one is the active segment)."""
+        return tuple(s.base_offset for s in self._segments)
+
     def size_bytes(self) -> int:
         """Bytes of record data in the partition's logs (indexes not counted)."""
         return sum(s.size for s in self._segments)

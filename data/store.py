@@ -107,6 +107,10 @@ class TopicConfig:
     min_insync_replicas: int = 1
     retention_ms: int | None = None
     retention_bytes: int | None = None
+    topic_id: str | None = None
+    """A random UUID (32 hex digits) naming this incarnation of the topic, as Kafka's topic
+    ids do (a topic deleted and created again gets a new one); None for topics created
+    before topic ids existed. Chosen by whoever creates the topic; the store keeps it."""
     cleanup_policy: str = "delete"
     min_compaction_lag_ms: int = 0
     delete_retention_ms: int = 86_400_000
@@ -161,6 +165,10 @@ class TopicConfig:
                              f"got {self.segment_bytes!r}")
         if self.segment_ms is not None and (type(self.segment_ms) is not int or self.segment_ms <= 0):
             raise ValueError(f"segment_ms must be a positive integer; got {self.segment_ms!r}")
+        tid = self.topic_id
+        if tid is not None and (type(tid) is not str or len(tid) != 32
+                                or any(ch not in "0123456789abcdef" for ch in tid)):
+            raise ValueError(f"topic_id must be 32 lowercase hex digits or None; got {tid!r}")
 
     @classmethod
     def from_json(cls, obj: Any) -> TopicConfig:
@@ -168,7 +176,7 @@ class TopicConfig:
         if not isinstance(obj, dict):
             raise ValueError("topic.json must hold a JSON object")
         known = {"partitions", "replication_factor", "min_insync_replicas", "retention_ms",
-                 "retention_bytes", *_COMPACTION_DEFAULTS}
+                 "retention_bytes", "topic_id", *_COMPACTION_DEFAULTS}
         unknown = set(obj) - known
         if unknown:
             raise ValueError(f"topic.json has unknown keys {sorted(unknown)}")

@@ -185,12 +185,14 @@ class BrokerCore:
     def create_topic(self, name: str, partitions: int, replication_factor: int,
                      min_insync_replicas: int | None, retention_ms: int | None,
                      retention_bytes: int | None,
-                     extra: Mapping[str, Any] | None = None) -> Topic:
+                     extra: Mapping[str, Any] | None = None,
+                     topic_id: str | None = None) -> Topic:
         """Create a topic; the settings not given come from ``topic_defaults`` (``extra``:
-        ``TOPIC_EXTRA_KEYS``, the cleanup policy and segment limits)."""
+        ``TOPIC_EXTRA_KEYS``, the cleanup policy and segment limits); its id is ``topic_id``
+        (a cluster's choice, the same on every broker) or a new random one."""
         return self._topics.create_topic(name, partitions, replication_factor,
                                          min_insync_replicas, retention_ms, retention_bytes,
-                                         extra)
+                                         extra, topic_id)
 
     def set_remote_create(self, create: Any) -> None:
         """With the control plane on etcd: ``create(name, settings)`` starts creating an

@@ -18,6 +18,7 @@ Must not import: transports, Twisted, the other core modules but ``ports``.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -141,9 +142,11 @@ class Topics:
     def create_topic(self, name: str, partitions: int, replication_factor: int,
                      min_insync_replicas: int | None, retention_ms: int | None,
                      retention_bytes: int | None,
-                     extra: Mapping[str, Any] | None = None) -> Topic:
+                     extra: Mapping[str, Any] | None = None,
+                     topic_id: str | None = None) -> Topic:
         """Create a topic; the settings not given come from ``topic_defaults``. ``extra``:
-        the other settings given (``TOPIC_EXTRA_KEYS``: cleanup policy, segment limits)."""
+        the other settings given (``TOPIC_EXTRA_KEYS``: cleanup policy, segment limits);
+        ``topic_id`` (32 hex digits) when the cluster chose it, else a new random one."""
         if self._store.topic(name) is not None:
             raise BadRequest("topic already exists")
         if partitions < 1 or replication_factor < 1:
@@ -169,7 +172,7 @@ class Topics:
             if min_insync_replicas is None else min_insync_replicas,
             retention_ms=defaults.retention_ms if retention_ms is None else retention_ms,
             retention_bytes=defaults.retention_bytes if retention_bytes is None else retention_bytes,
-        ))
+        ), topic_id)
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and tell the replication and group services (flush the produce
@@ -239,7 +242,7 @@ class Topics:
         if count > limit:
             raise BadRequest(f"at most {limit} partitions per topic")
 
-    def _create(self, name: str, settings: TopicSettings) -> Topic:
+    def _create(self, name: str, settings: TopicSettings, topic_id: str | None = None) -> Topic:
         max_topics = self._config["limits.max_topics"]
         if len(self._store.topics) >= max_topics:
             raise BadRequest(f"topic limit reached (limits.max_topics={max_topics})")
@@ -254,6 +257,7 @@ class Topics:
             retention_ms=settings.retention_ms,
             retention_bytes=settings.retention_bytes,
             **{key: getattr(settings, key) for key in TOPIC_EXTRA_KEYS},
+            topic_id=topic_id or uuid.uuid4().hex,
         )
         try:
             config.validate()

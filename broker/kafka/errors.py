@@ -39,7 +39,10 @@ from broker.errors import (
 )
 from broker.kafka.codec import CorruptMessageSet, ErrorCode
 from groups.kafka_errors import (
+    FencedInstanceId,
+    GroupIdNotFound,
     GroupInUseByOtherProtocol,
+    GroupNotEmpty,
     IllegalGeneration,
     InconsistentGroupProtocol,
     InvalidGroupId,
@@ -90,6 +93,9 @@ CODE_BY_ERROR: Mapping[type[BaseException], ErrorCode] = {
     # admin deletion, DeleteGroups, which these API versions do not have: the base row)
     KafkaGroupError: ErrorCode.UNKNOWN_SERVER_ERROR,
     UnknownMemberId: ErrorCode.UNKNOWN_MEMBER_ID,
+    FencedInstanceId: ErrorCode.FENCED_INSTANCE_ID,
+    GroupNotEmpty: ErrorCode.NON_EMPTY_GROUP,
+    GroupIdNotFound: ErrorCode.GROUP_ID_NOT_FOUND,
     IllegalGeneration: ErrorCode.ILLEGAL_GENERATION,
     RebalanceInProgress: ErrorCode.REBALANCE_IN_PROGRESS,
     InconsistentGroupProtocol: ErrorCode.INCONSISTENT_GROUP_PROTOCOL,

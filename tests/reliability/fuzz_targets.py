@@ -82,6 +82,22 @@ def _iggy(data: bytes) -> object:
     return decode_request(code % 1024 if data[4:5] != b"\xff" else code, data[4:])
 
 
+def _kafka_codec(data: bytes) -> object:
+    from broker.kafka.codec import parse_request
+
+    return parse_request(data)
+
+
+def _kafka_codec_seeds() -> tuple[bytes, ...]:
+    try:  # one frame per API and version, written by kafka-python (tests/kafka/test_schema.py)
+        from tests.kafka.test_schema import request_frames
+    except Exception:  # pragma: no cover - kafka-python not installed
+        return tuple(KAFKA_SEEDS)
+    return tuple(request_frames()) + tuple(KAFKA_SEEDS)
+
+
+_KAFKA_CODEC_SEEDS = _kafka_codec_seeds()
+
 _RECORD = encode_record(7, 1_700_000_000_000_000, 12345, 1_700_000_000_000_000, b"payload")
 
 TARGETS: dict[str, Target] = {
@@ -112,7 +128,8 @@ TARGETS: dict[str, Target] = {
         b'{"partitions": 3, "replication_factor": 1, "min_insync_replicas": 1, '
         b'"retention_ms": null, "retention_bytes": 1000}',
         b'{"partitions": 1, "cleanup_policy": "compact", "min_compaction_lag_ms": 0, '
-        b'"delete_retention_ms": 5, "segment_bytes": 4096, "segment_ms": 1000}')),
+        b'"delete_retention_ms": 5, "segment_bytes": 4096, "segment_ms": 1000}',
+        b'{"partitions": 1, "topic_id": "0123456789abcdef0123456789abcdef"}')),
     # a compacted segment's offset index (data.index; recovery reads it)
     "sindex": Target("sindex", sindex_from_bytes, (ValueError,), (
         sindex_bytes(100, array("I", [3, 50, 99]), array("I", [0, 80, 160])),)),
@@ -120,6 +137,9 @@ TARGETS: dict[str, Target] = {
         b'{}', b'{"epochs": [[0, 0]]}')),
     "iggy": Target("iggy", _iggy, (IggyError,), (
         b"\x01\x00\x00\x00", b"\x0e\x00\x00\x00\x01\x00\x00\x00\x05admin",)),
+    # The Kafka codec alone: every API and version of its tables (flexible headers and
+    # bodies, tagged fields), through parse_request, which returns a result and never raises.
+    "kafka_codec": Target("kafka_codec", _kafka_codec, (), _KAFKA_CODEC_SEEDS),
     # The whole Kafka path (frame, codec, handlers, core, group services) in process,
     # with a sentinel connection that must stay served: tests/reliability/kafka_fuzz.py.
     "kafka": Target("kafka", run_kafka, (), KAFKA_SEEDS),

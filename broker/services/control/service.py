@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -297,8 +298,9 @@ class ControlPlane:
         try:
             replicas = tuple(self.cluster.replicas(name, p, replication_factor)
                              for p in range(partitions))
+            # The topic's id is chosen once, here, so every broker stores the same one.
             record = TopicRecord(partitions, replication_factor, min_isr, replicas,
-                                 dict(settings or {}))
+                                 {**(settings or {}), "topic_id": uuid.uuid4().hex})
         except (ValueError, ControlError) as exc:
             raise BadRequest(str(exc)) from None
         result = await self._call(self.client.txn(create_topic(self.layout, name, record)))

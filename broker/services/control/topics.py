@@ -78,9 +78,11 @@ class CoreTopics:
     def create_local(self, name: str, record: TopicRecord) -> None:
         extra = {key: value for key, value in record.settings.items()
                  if key in TOPIC_EXTRA_KEYS and value is not None}
+        topic_id = record.settings.get("topic_id")
         self._core.create_topic(name, record.partitions, record.replication_factor,
                                 record.min_isr, _limit(record.settings, "retention_ms"),
-                                _limit(record.settings, "retention_bytes"), extra)
+                                _limit(record.settings, "retention_bytes"), extra,
+                                topic_id if isinstance(topic_id, str) else None)
         self._replication.topic_created(name)
 
     def alter_local(self, name: str, record: TopicRecord) -> None:
