@@ -24,7 +24,7 @@ import pytest
 
 from tests.support import ROOT
 
-DOMAIN_PACKAGES = ("groups", "replication", "data")
+DOMAIN_PACKAGES = ("groups", "replication", "data", "access")
 ALLOWED = {
     Path("replication/follower.py"),  # the Twisted fetch shell
 }
