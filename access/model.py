@@ -114,7 +114,7 @@ def parse_enum(kind: type[Any], text: str, what: str) -> Any:
     raise InvalidAcl(f"unknown {what} {text!r}; expected one of {names}")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class AclBinding:
     """One rule: ``principal`` may (ALLOW) or may not (DENY) do ``operation`` on the
     resources ``resource_type``/``pattern_type``/``name`` match, from ``host``."""
@@ -144,6 +144,14 @@ class AclBinding:
             raise InvalidAcl(f"resource name {self.name!r} is not a valid name or prefix")
         if self.host != WILDCARD:
             raise InvalidAcl("host: only '*' is supported (rules apply from every host)")
+
+    def __lt__(self, other: AclBinding) -> bool:
+        """Sorted by principal, resource type, name, pattern, operation, permission."""
+        return self._order() < other._order()
+
+    def _order(self) -> tuple[str, ...]:
+        return (self.principal, self.resource_type.value, self.name, self.pattern_type.value,
+                self.operation.value, self.permission.value, self.host)
 
     @property
     def resource(self) -> str:

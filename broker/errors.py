@@ -13,6 +13,7 @@ Must not import: Twisted, the store, sockets, any transport.
 
 from __future__ import annotations
 
+from access.errors import InvalidAcl, NotAuthorized
 from data.errors import StorageError
 from data.refusal import SkerryError
 from groups.errors import (
@@ -55,6 +56,8 @@ __all__ = [
     "InvalidReplicaRequest",
     "ReplicationTimeout",
     "StorageError",
+    "NotAuthorized",
+    "InvalidAcl",
 ]
 
 

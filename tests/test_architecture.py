@@ -30,7 +30,8 @@ ALLOWED = {
 }
 CLIENT_FOLDERS = (Path("data/spark"), Path("data/pipelines"))  # clients of the broker
 
-ERROR_MODULES = ("broker.errors", "groups.errors", "replication.errors", "data.errors")
+ERROR_MODULES = ("broker.errors", "groups.errors", "replication.errors", "data.errors",
+                 "access.errors")
 
 
 def domain_modules() -> list[Path]:

@@ -20,8 +20,10 @@ from broker.errors import (
     BadRequest,
     GenerationMismatch,
     InternalError,
+    InvalidAcl,
     InvalidGroupRequest,
     InvalidReplicaRequest,
+    NotAuthorized,
     NotLeader,
     ReplicationTimeout,
     SkerryError,
@@ -53,6 +55,9 @@ CODE_BY_ERROR: Mapping[type[BaseException], str] = {
     ReplicationTimeout: "REPLICATION_TIMEOUT",
     # data.errors
     StorageError: "STORAGE_ERROR",
+    # access.errors
+    NotAuthorized: "NOT_AUTHORIZED",
+    InvalidAcl: "BAD_REQUEST",
 }
 """Exception class -> V1 code; a class without a row takes its nearest base's."""
 
@@ -66,6 +71,7 @@ _CLASS_BY_CODE: Mapping[str, type[SkerryError]] = {
     "UNAUTHENTICATED": Unauthenticated,
     "STORAGE_ERROR": StorageError,
     "INTERNAL": InternalError,
+    "NOT_AUTHORIZED": NotAuthorized,
 }
 
 def code_for(error: BaseException) -> str:

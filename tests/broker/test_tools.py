@@ -877,7 +877,7 @@ class SecurityTests:
         token = "s3cret-token"
         tokens = tmp_path / "tokens"
         tokens.write_text(f"alice:{hash_token(token)}\n")
-        config = {"auth": {"tokens_file": str(tokens)},
+        config = {"auth": {"tokens_file": str(tokens), "super_users": "alice"},
                   "tls": {"cert": str(cert), "key": str(key)}}
         with BrokerProcess(tmp_path / "b", config) as secured:
             good = {"SKERRY_USER": "alice", "SKERRY_TOKEN": token, "SKERRY_CAFILE": str(cert)}
