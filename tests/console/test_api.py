@@ -263,7 +263,8 @@ def _tokens_file(tmp_path: Path) -> Path:
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]:
     """A broker with ``auth.tokens_file`` (user ``alice``) and the console on."""
     workdir = tmp_path_factory.mktemp("console-auth")
-    running = ConsoleBroker(workdir, auth={"tokens_file": str(_tokens_file(workdir))})
+    running = ConsoleBroker(workdir, auth={"tokens_file": str(_tokens_file(workdir)),
+                                                "super_users": "alice"})
     running.start()
     running.user, running.token = "alice", TOKEN
     try:

@@ -248,7 +248,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]
     workdir = tmp_path_factory.mktemp("console-browser-auth")
     tokens = workdir / "tokens"
     tokens.write_text(f"alice:{hash_token(TOKEN)}\n")
-    running = ConsoleBroker(workdir, auth={"tokens_file": str(tokens)}).start()
+    running = ConsoleBroker(workdir, auth={"tokens_file": str(tokens), "super_users": "alice"}).start()
     try:
         yield running
     finally:

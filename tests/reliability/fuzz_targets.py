@@ -13,8 +13,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from access import InvalidAcl
 from broker.iggy.codec import decode_request
 from broker.iggy.errors import IggyError
+from broker.services.acls import decode_acls
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.store import TopicConfig
@@ -70,7 +72,10 @@ TARGETS: dict[str, Target] = {
     "v1_codec": Target("v1_codec", _v1, (), (
         b"V1|1|PRODUCE|orders user1:created acks=all\n", b"V1|2|CONSUME|t 0 0 max=10 wait_ms=5",
         b"V1|3|JOIN|g t c assignor=range", b"V1|4|COMMIT|g t c 1 2 3", b"V1|5|AUTH|alice tok",
-        b"V1|6|PRODUCE|t k:aGVsbG8= enc=b64 partition=1", b"V1|7|PING|")),
+        b"V1|6|PRODUCE|t k:aGVsbG8= enc=b64 partition=1", b"V1|7|PING|",
+        b"V1|8|ADMIN_ACL_ADD|User:alice Topic team-a. Write pattern=prefixed permission=deny",
+        b"V1|9|ADMIN_ACL_REMOVE|principal=User:alice type=group operation=read",
+        b"V1|10|ADMIN_ACL_LIST|name=orders pattern=literal permission=allow")),
     "record": Target("record", _record, (ValueError,), (_RECORD,)),
     "groups_json": Target("groups_json", _json(groups_from_json), (ValueError,), (
         b'{"version": 1, "groups": [{"group": "g", "topic": "t", "generation": 2, '
@@ -85,6 +90,11 @@ TARGETS: dict[str, Target] = {
         b'"retention_ms": null, "retention_bytes": 1000}',)),
     "state_json": Target("state_json", _json(ReplicationCheckpoint.from_json), (ValueError,), (
         b'{}', b'{"epochs": [[0, 0]]}')),
+    # the stored ACL document (acls.json, the etcd key /skerry/<id>/acls)
+    "acls_json": Target("acls_json", decode_acls, (InvalidAcl,), (
+        b'{"version": 1, "acls": [{"principal": "User:alice", "resource_type": "Topic", '
+        b'"name": "team-a.", "pattern_type": "Prefixed", "operation": "Write", '
+        b'"permission": "Deny", "host": "*"}]}',)),
     "iggy": Target("iggy", _iggy, (IggyError,), (
         b"\x01\x00\x00\x00", b"\x0e\x00\x00\x00\x01\x00\x00\x00\x05admin",)),
     # The whole Kafka path (frame, codec, handlers, core, group services) in process,
