@@ -35,7 +35,7 @@ def _one(op: Operation, rt: ResourceType, field: str | None) -> Need:
 _CLUSTER_ACTION = (_one(Op.CLUSTER_ACTION, CLUSTER, None),)
 
 NEEDS: dict[type, tuple[Need, ...]] = {
-    c.Produce: (_one(Op.WRITE, TOPIC, "topic"),),
+    c.Produce: (_one(Op.WRITE, TOPIC, "topic"),),  # + Create when it would create the topic
     c.ProduceBatch: (_one(Op.WRITE, TOPIC, "topic"),),
     c.Consume: (_one(Op.READ, TOPIC, "topic"),),
     c.Fetch: (_one(Op.READ, TOPIC, "topic"),),
@@ -75,10 +75,13 @@ Delete on the group; CreateTopics Create on the cluster or the topic; DeleteTopi
 CreatePartitions Alter, IncrementalAlterConfigs AlterConfigs on the topic; the
 inter-broker requests ClusterAction on the cluster."""
 
-FILTERED = {c.Metadata: "Describe Topic (unlisted topics are left out; METADATA <topic> "
-                        "needs it)",
+FILTERED = {c.Metadata: "Describe Topic (the list leaves out the others; METADATA of one "
+                        "topic needs it)",
             c.ListGroups: "Describe Group (unlisted groups are left out)"}
 """Commands that filter instead of refusing."""
+
+NOTES = {c.Produce: "; Create Cluster or Create Topic too when it creates the topic"}
+"""What a command needs beyond ``NEEDS``, checked by its handler."""
 
 NONE = (c.Ping, c.Auth)
 """Commands that need no ACL."""
@@ -106,7 +109,7 @@ def rows() -> list[tuple[str, str]]:
         parts = []
         for alternatives in needs:
             parts.append(" or ".join(f"{op.value} {rt.value}" for op, rt, _ in alternatives))
-        out.append((cls.name, ", ".join(parts)))
+        out.append((cls.name, ", ".join(parts) + NOTES.get(cls, "")))
     for cls, text in FILTERED.items():
         out.append((cls.name, text))
     return sorted(out)

@@ -22,6 +22,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 
 from access import Operation, ResourceType
+from access.model import CLUSTER_NAME
 from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
 from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated
@@ -319,15 +320,25 @@ class Handlers:
     def _checked_produce(self, topic: str, partition: int | None, key: bytes, value: bytes,
                          acks: str, sink: ProduceSink, slot: Slot, pid: str | None = None,
                          seq: int | None = None) -> None:
-        """``produce_message`` with ACLs on: Write on the topic first (a cached decision)."""
+        """``produce_message`` with ACLs on: Write on the topic first (a cached decision),
+        and Create (on the cluster or the topic) when the produce would create it."""
         self.core.check_access(sink, Operation.WRITE, ResourceType.TOPIC, topic)
+        if self.core.topic_config(topic) is None:
+            self._check_create(sink, topic)
         self.core.produce_to(topic, partition, key, value, acks, sink, slot, pid, seq)
 
     def _checked_produce_run(self, topic: str, keys: Sequence[bytes],
                              values: Sequence[bytes], acks: str, sink: ProduceSink,
                              slots: Sequence[Slot]) -> None:
         self.core.check_access(sink, Operation.WRITE, ResourceType.TOPIC, topic)
+        if self.core.topic_config(topic) is None:
+            self._check_create(sink, topic)
         self.core.produce_run(topic, keys, values, acks, sink, slots)
+
+    def _check_create(self, sink: Any, topic: str) -> None:
+        self.core.access.check_any(sink, ((Operation.CREATE, ResourceType.CLUSTER,
+                                           CLUSTER_NAME),
+                                          (Operation.CREATE, ResourceType.TOPIC, topic)))
 
     def fetch(self, cmd: c.Fetch, slot: Slot, conn: Connection) -> bytes:
         """Additive FETCH: committed records as their on-disk bytes (binary-safe bulk read)."""
