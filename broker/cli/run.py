@@ -79,6 +79,8 @@ def _fail(command: str, exc: ToolError) -> int:
     if isinstance(exc, BrokerError) and exc.code == "UNAUTHENTICATED":
         message += (f" (the broker asks for authentication: set ${USER_ENV} and "
                     f"${TOKEN_ENV}, see --help)")
+    if isinstance(exc, BrokerError) and exc.code == "NOT_AUTHORIZED":
+        message += " (an ACL must allow it: skerry acls, docs/security.md)"
     print(f"skerry {command}: {message}", file=sys.stderr, flush=True)
     return exc.exit_code
 
