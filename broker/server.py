@@ -359,6 +359,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
             core, factory, clock, config=config, groups=groups, replication=replication,
             tokens=handlers.auth_tokens,
             counters=metrics.metrics if metrics is not None else None, cluster=cluster_view)
+        console.data.access = handlers.acls
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
                   metrics=metrics, tls=tls, console=console, kafka=kafka,
                   kafka_groups=kafka_groups, tank=tank, control=control, acls=handlers.acls)
