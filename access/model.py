@@ -44,12 +44,16 @@ ANONYMOUS = "User:ANONYMOUS"
 
 
 class ResourceType(enum.Enum):
+    __hash__ = object.__hash__  # members are singletons; C-level hash for the cache keys
+
     TOPIC = "Topic"
     GROUP = "Group"
     CLUSTER = "Cluster"
 
 
 class PatternType(enum.Enum):
+    __hash__ = object.__hash__  # members are singletons; C-level hash for the cache keys
+
     LITERAL = "Literal"
     """The name itself, or ``*``: every resource of the type."""
     PREFIXED = "Prefixed"
@@ -57,6 +61,8 @@ class PatternType(enum.Enum):
 
 
 class Operation(enum.Enum):
+    __hash__ = object.__hash__  # members are singletons; C-level hash for the cache keys
+
     READ = "Read"
     WRITE = "Write"
     CREATE = "Create"
@@ -71,6 +77,8 @@ class Operation(enum.Enum):
 
 
 class Permission(enum.Enum):
+    __hash__ = object.__hash__  # members are singletons; C-level hash for the cache keys
+
     ALLOW = "Allow"
     DENY = "Deny"
 

@@ -51,6 +51,10 @@ _lst = c.format_list
 _bool = c.format_bool
 
 
+_WRITE, _TOPIC = Operation.WRITE, ResourceType.TOPIC
+"""Looked up once: the PRODUCE path checks them per message with ACLs on."""
+
+
 def _limit(value: int | None) -> str:
     """A retention setting on the wire: the number, or ``none`` for no limit."""
     return "none" if value is None else str(value)
@@ -322,7 +326,7 @@ class Handlers:
                          seq: int | None = None) -> None:
         """``produce_message`` with ACLs on: Write on the topic first (a cached decision),
         and Create (on the cluster or the topic) when the produce would create it."""
-        self.core.check_access(sink, Operation.WRITE, ResourceType.TOPIC, topic)
+        self.core.check_access(sink, _WRITE, _TOPIC, topic)
         if self.core.topic_config(topic) is None:
             self._check_create(sink, topic)
         self.core.produce_to(topic, partition, key, value, acks, sink, slot, pid, seq)
@@ -330,7 +334,7 @@ class Handlers:
     def _checked_produce_run(self, topic: str, keys: Sequence[bytes],
                              values: Sequence[bytes], acks: str, sink: ProduceSink,
                              slots: Sequence[Slot]) -> None:
-        self.core.check_access(sink, Operation.WRITE, ResourceType.TOPIC, topic)
+        self.core.check_access(sink, _WRITE, _TOPIC, topic)
         if self.core.topic_config(topic) is None:
             self._check_create(sink, topic)
         self.core.produce_run(topic, keys, values, acks, sink, slots)
