@@ -24,6 +24,8 @@ class NotAuthorized(SkerryError):
         self.principal = principal
         self.operation = operation
         self.resource = resource
+        self.resource_type = resource.partition(":")[0]
+        """``Topic``, ``Group`` or ``Cluster``: which Kafka code answers (29, 30 or 31)."""
         super().__init__(message or f"{principal} may not {operation} {resource}")
 
 
