@@ -159,3 +159,59 @@ class BindingTests:
             AclBinding.from_json(raw)  # ClusterAction is not a topic operation
         raw["operation"] = "READ"
         assert AclBinding.from_json(raw).operation is Op.READ
+
+
+def _brute_force(acls: list[AclBinding], principal: str, op: Op, rt: RT, name: str) -> bool:
+    """Kafka's rule without an index: every ACL is looked at."""
+    def matches(a: AclBinding) -> bool:
+        if a.resource_type is not rt:
+            return False
+        if a.pattern_type is PRE:
+            return name.startswith(a.name)
+        return a.name in (name, "*")
+
+    found = [a for a in acls if matches(a)]
+    if not found:
+        return False
+    mine = [a for a in found if a.principal in (principal, "User:*")]
+    if any(a.permission is DENY and a.operation in (op, Op.ALL) for a in mine):
+        return False
+    implied = {Op.DESCRIBE: {Op.DESCRIBE, Op.READ, Op.WRITE, Op.DELETE, Op.ALTER},
+               Op.DESCRIBE_CONFIGS: {Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}}.get(op, {op})
+    return any(a.permission is ALLOW and (a.operation is Op.ALL or a.operation in implied)
+               for a in mine)
+
+
+_NAMES = ["a", "ab", "abc", "b", "team-a.", "team-a.x", "*"]
+_TOPIC_OPS = [Op.READ, Op.WRITE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.ALL,
+              Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS]
+
+
+class IndexPropertyTests:
+    def test_the_index_decides_as_a_scan_of_every_acl(self) -> None:
+        """For random rule sets (literal, prefixed and wildcard names; two principals and
+        User:*; allows and denies), every decision of the indexed, cached authorizer equals
+        the one of looking at every ACL, before and after rules are removed."""
+        from hypothesis import given, settings
+        from hypothesis import strategies as st
+
+        binding = st.builds(
+            lambda p, n, prefixed, op, perm: AclBinding(
+                p, RT.TOPIC, n, PRE if prefixed and n != "*" else LIT, op, perm),
+            st.sampled_from([ALICE, BOB, "User:*"]), st.sampled_from(_NAMES), st.booleans(),
+            st.sampled_from(_TOPIC_OPS), st.sampled_from([ALLOW, DENY]))
+
+        @settings(max_examples=150, deadline=None)
+        @given(acls=st.lists(binding, max_size=8), drop=st.sampled_from([ALICE, BOB]))
+        def check(acls: list[AclBinding], drop: str) -> None:
+            auth = Authorizer(enabled=True, acls=acls)
+            for current in (acls, [a for a in acls if a.principal != drop]):
+                if current is not acls:
+                    auth.remove(AclFilter(principal=drop))
+                for name in ("a", "abc", "abd", "team-a.x", "team-a.y", "zz"):
+                    for op in (Op.READ, Op.WRITE, Op.DESCRIBE, Op.DESCRIBE_CONFIGS):
+                        for who in (ALICE, BOB):
+                            assert auth.authorize(who, op, RT.TOPIC, name) is \
+                                _brute_force(current, who, op, RT.TOPIC, name), (who, op, name)
+
+        check()

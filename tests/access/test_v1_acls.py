@@ -165,6 +165,20 @@ class PatternTests:
                  "Cluster:kafka-cluster")
         admin.request("V1|9|ADMIN_ACL_REMOVE|principal=User:bob")
 
+    def test_creating_a_topic_by_producing_needs_create(self, broker: BrokerProcess) -> None:
+        """Write on prefix team-c. without Create: a produce to an existing team-c. topic is
+        served, one that would create a new topic is refused and creates nothing."""
+        admin = login(broker, "admin")
+        assert "added=1" in admin.request(
+            "V1|1|ADMIN_ACL_ADD|User:bob Topic team-c. Write pattern=prefixed")
+        assert "|OK|" in admin.request("V1|2|ADMIN_CREATE_TOPIC|team-c.old 1 1")
+        bob = login(broker, "bob")
+        assert "|OK|partition=" in bob.request("V1|3|PRODUCE|team-c.old k:v")
+        reply = bob.request("V1|4|PRODUCE|team-c.new k:v")
+        assert "|ERR|NOT_AUTHORIZED|User:bob may not Create Topic:team-c.new" in reply, reply
+        assert admin.request("V1|5|METADATA|team-c.new").startswith("V1|5|ERR|BAD_REQUEST|")
+        admin.request("V1|6|ADMIN_ACL_REMOVE|principal=User:bob")
+
     def test_bad_acls_are_bad_requests(self, broker: BrokerProcess) -> None:
         """An unknown operation, an operation that does not apply to the type and a
         remove without a filter are BAD_REQUEST with the usage."""
