@@ -135,7 +135,7 @@ SCHEMA: tuple[Key, ...] = (
     Key("limits.max_groups", "int", 10000, "Most (group, topic) pairs.", 1),
     Key("limits.max_members_per_group", "int", 1000, "Most members of one group.", 1),
     Key("auth.tokens_file", "str?", None,
-        "File of `<user>:<sha256 of token>` lines (`python -m broker.auth add <user> <file>`); "
+        "File of `<user>:<sha256 of token>` lines (`skerry auth add <user> <file>`); "
         "when set, V1 clients must send AUTH before anything but PING, and /metrics wants a "
         "user's token (HTTP Basic or Bearer). Required to listen on a non-loopback host."),
     Key("auth.super_users", "str?", None,

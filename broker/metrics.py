@@ -66,6 +66,7 @@ from twisted.web.server import NOT_DONE_YET, Site
 
 from broker.auth import FIRST_DELAY_S, TokenStore, bind_refusal, is_loopback
 from broker.errors import SkerryError
+from broker.version import skerry_version
 from data import speedups
 from data.format import HEADER_SIZE
 
@@ -555,9 +556,10 @@ class _Root(Resource):
 
 
 def health_answer(health: Health) -> tuple[int, bytes, bytes]:
-    """``/health``: 200 ``ready``, else 503 and the state (``starting``, ``stopping``)."""
+    """``/health``: 200 ``ready``, else 503 and the state (``starting``, ``stopping``), on
+    the first line; the second says which Skerry answers (``skerry 0.1.0``)."""
     return (200 if health.ready else 503), b"text/plain; charset=utf-8", \
-        health.state.encode() + b"\n"
+        b"%s\nskerry %s\n" % (health.state.encode(), skerry_version().encode())
 
 
 class MetricsService:
@@ -683,7 +685,8 @@ class StartupResponder:
                 head += chunk
             path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
             known = path.split(b"?", 1)[0] in (b"/health", b"/metrics", b"/")
-            body = b"starting\n" if known else b"not found\n"
+            body = b"starting\nskerry %s\n" % skerry_version().encode() if known \
+                else b"not found\n"
             status = b"503 Service Unavailable" if known else b"404 Not Found"
             conn.sendall(b"HTTP/1.1 %b\r\ncontent-type: text/plain; charset=utf-8\r\n"
                          b"content-length: %d\r\nconnection: close\r\n\r\n%b"

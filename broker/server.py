@@ -13,9 +13,11 @@ same graph over ``task.Clock`` and a synchronous runner.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import resource
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -518,6 +520,58 @@ def _check_peer_security(config: Config) -> None:
                         "refuse this one's replication", security.peer_user)
 
 
+LISTENER_SETTINGS = ("port", "iggy_port", "kafka_port", "tank_port", "console_port",
+                     "metrics_port")
+"""Every setting that opens a listener, in the order ``Broker.listen`` opens them."""
+
+
+def listener_addresses(config: Config) -> list[tuple[str, str, int]]:
+    """``(setting, host, port)`` of every listener the configuration asks for (port 0,
+    "any free port", included: it cannot clash)."""
+    found = []
+    for setting in LISTENER_SETTINGS:
+        port = config[setting]
+        if port is None:
+            continue
+        host = config["console.host"] if setting == "console_port" else config["host"]
+        found.append((setting, host, int(port)))
+    return found
+
+
+def check_listener_ports(config: Config) -> str | None:
+    """Bind and listen on every configured port, then let go: None when each could be
+    had, else the one line to log, naming the address and the setting. Run before the
+    data directory is created or locked, so a port clash leaves nothing on disk. Sockets
+    take ``SO_REUSEADDR``, as Twisted's listeners do, so a port of a broker that has just
+    stopped (TIME_WAIT) is not mistaken for a taken one; they stay open until all are
+    bound, so two settings naming the same port are caught too."""
+    held: list[socket.socket] = []
+    try:
+        for setting, host, port in listener_addresses(config):
+            if port == 0:
+                continue
+            # the address family Twisted's listenTCP picks: IPv6 for an IPv6 literal only
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            try:
+                sock = socket.socket(family, socket.SOCK_STREAM)
+                held.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((host, port))
+                sock.listen(1)
+            except OSError as exc:
+                where = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+                if exc.errno == errno.EADDRINUSE:
+                    return (f"cannot listen on {where} ({setting}): address already in use "
+                            f"(another broker or program has it); stop it, or set {setting} "
+                            "to a free port")
+                reason = exc.strerror or str(exc)
+                return f"cannot listen on {where} ({setting}): {reason}"
+        return None
+    finally:
+        for sock in held:
+            sock.close()
+
+
 def _log_always(logger: logging.Logger, message: str, *args: Any) -> None:
     """Log an INFO line whatever ``--log-level`` says, formatted like every other line.
 
@@ -568,6 +622,10 @@ def run(config: Config) -> int:
     except (AuthFileError, TLSConfigError) as exc:
         log.error("%s", exc)
         return 2
+    clash = check_listener_ports(config)  # before anything is created on disk
+    if clash is not None:
+        log.error("%s", clash)
+        return 1
     from twisted.internet import reactor, threads
 
     # Timers (session timeouts, ack timeouts, idle connections) must not jump with the

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from broker.cli.explain import unknown_topic
 from broker.cli.table import human_bytes, render_table
 from broker.client.aio import BrokerError, Connection, Reply, ToolError
 
@@ -91,7 +92,7 @@ async def _metadata(conn: Connection, names: Sequence[str]) -> list[Reply]:
             replies.append(await conn.wait(future, "METADATA"))
         except BrokerError as exc:
             if exc.broker_message == "unknown topic":
-                raise ToolError(f"unknown topic {name}") from None
+                raise ToolError(unknown_topic(name)) from None
             raise
     return replies
 
@@ -263,7 +264,7 @@ async def delete_topic(conn: Connection, name: str) -> dict[str, Any]:
         await conn.request("ADMIN_DELETE_TOPIC", name)
     except BrokerError as exc:
         if exc.broker_message == "unknown topic":
-            raise ToolError(f"unknown topic {name}") from None
+            raise ToolError(unknown_topic(name)) from None
         raise
     return {"topic": name, "deleted": True}
 

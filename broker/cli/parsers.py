@@ -68,6 +68,14 @@ def _limit(text: str) -> int | None:
     return _count(1)(text)
 
 
+def _output_format(text: str) -> str:
+    """``plain``, ``json`` or a format string (checked when the command runs)."""
+    if text in ("plain", "json") or "%" in text:
+        return text
+    raise argparse.ArgumentTypeError(f"expected plain, json or a format string with %% "
+                                     f"tokens (such as '%%k %%s\\n'), not {text!r}")
+
+
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
     """The command ``name`` of ``broker.cli.run``, imported only when it runs."""
 
@@ -113,10 +121,12 @@ def _add_consume(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "consume", parents=[common],
         help="print a topic's messages (once, or following new ones; alone or in a group)",
-        description="Print messages of a topic, one per line: the value (plain), or a JSON "
-                    "object with partition, offset, timestamp, key and value (--format json; "
-                    "values that are not UTF-8 come base64-encoded with "
-                    "\"value_encoding\": \"base64\"). Without --follow it stops at the end "
+        description="Print messages of a topic, one per line: the value (plain), a JSON "
+                    "object with partition, offset, timestamp (the producer's), append_time "
+                    "(the broker's), key, value and headers (--format json; values that "
+                    "are not UTF-8 come base64-encoded with \"value_encoding\": "
+                    "\"base64\"), or what a kcat-style format string says (--format "
+                    "'%%p:%%o %%k=%%s\\n'). Without --follow it stops at the end "
                     "of each partition; with --follow it waits for new messages until "
                     "Ctrl-C. Starts at the earliest offset, or at the end with --follow, "
                     "unless --offset, --from-beginning or --from-timestamp says otherwise. "
@@ -148,13 +158,22 @@ def _add_consume(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--session-timeout-ms", type=_count(100), default=10_000,
                    help="the member's session timeout (default 10000); heartbeats go every "
                         "third of it")
-    p.add_argument("--format", choices=("plain", "json"), default="plain",
-                   help="plain values (default) or one JSON object per line")
+    p.add_argument("--format", type=_output_format, default="plain", metavar="FORMAT",
+                   help="plain: the values (default); json: one JSON object per message; "
+                        "or a format string like kcat's -f (nothing is added: end it with "
+                        "\\n): %%t topic, %%p partition, %%o offset, %%k key, %%K key "
+                        "length, %%s value, %%S value length, %%T the producer's timestamp "
+                        "(ms), %%A the broker's append time (ms), %%h headers "
+                        "(name=value,...), %%%% a %%; \\n \\t \\r \\\\ escapes")
     p.add_argument("--print-key", action="store_true",
                    help="plain format: print each message's key and a tab before its value")
     p.add_argument("--print-timestamp", action="store_true",
                    help="plain format: print each message's timestamp (milliseconds since "
-                        "the epoch, when the broker appended it) and a tab first")
+                        "the epoch, the producer's own; the broker's append time only for "
+                        "a message sent without one) and a tab first")
+    p.add_argument("--print-headers", action="store_true",
+                   help="plain format: print each message's headers (name:value,... or "
+                        "NO_HEADERS, as kafka-console-consumer) and a tab before the key")
     p.add_argument("--wait-ms", type=_count(1), default=1000,
                    help="long-poll time of each read while following (default 1000)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from broker.cli.parsers import TOKEN_ENV, USER_ENV
+from broker.cli.parsers import TOKEN_ENV
 from broker.cli.table import to_json
 from broker.client.aio import Address, BrokerError, Connection, ToolError, parse_address
 
@@ -74,13 +74,14 @@ def _address(args: argparse.Namespace) -> Address:
     return replace(address, user=args.user, token=token if args.user else None, tls=context)
 
 
-def _fail(command: str, exc: ToolError) -> int:
+def _fail(command: str, exc: ToolError, args: argparse.Namespace | None = None) -> int:
+    """Print ``exc`` as the command's one error line (a broker's refusal in words, see
+    ``broker.cli.explain``); its exit code."""
     message = exc.message
-    if isinstance(exc, BrokerError) and exc.code == "UNAUTHENTICATED":
-        message += (f" (the broker asks for authentication: set ${USER_ENV} and "
-                    f"${TOKEN_ENV}, see --help)")
-    if isinstance(exc, BrokerError) and exc.code == "NOT_AUTHORIZED":
-        message += " (an ACL must allow it: skerry acls, docs/security.md)"
+    if isinstance(exc, BrokerError):
+        from broker.cli.explain import explain
+
+        message = explain(exc, getattr(args, "topic", None))
     print(f"skerry {command}: {message}", file=sys.stderr, flush=True)
     return exc.exit_code
 
@@ -114,7 +115,7 @@ def produce_command(args: argparse.Namespace) -> int:
             timeout=args.timeout)
         summary = _run(lambda: produce(options, sys.stdin.buffer, sys.stderr))
     except ToolError as exc:
-        return _fail("produce", exc)
+        return _fail("produce", exc, args)
     except KeyboardInterrupt:
         return 130
     if not args.quiet or summary.errors or summary.stopped:
@@ -139,9 +140,19 @@ def consume_command(args: argparse.Namespace) -> int:
         problems.append("a numeric --offset needs --partition")
     if args.consumer_id is not None and args.group is None:
         problems.append("--consumer-id needs --group")
-    if args.format == "json" and (args.print_key or args.print_timestamp):
-        problems.append("--print-key and --print-timestamp are for the plain format; "
-                        "--format json always has the key and the timestamp")
+    if args.format != "plain" and (args.print_key or args.print_timestamp
+                                   or args.print_headers):
+        problems.append("--print-key, --print-timestamp and --print-headers are for the "
+                        "plain format; --format json always has the key, the timestamps "
+                        "and the headers, and a format string says what to print (%k, %T, "
+                        "%h)")
+    if args.format not in ("plain", "json"):
+        from broker.cli.consume import compile_format
+
+        try:
+            compile_format(args.format)
+        except ToolError as exc:
+            problems.append(exc.message)
     if problems:
         for problem in problems:
             print(f"skerry consume: {problem}", file=sys.stderr)
@@ -155,10 +166,11 @@ def consume_command(args: argparse.Namespace) -> int:
             follow=args.follow, max_messages=args.max_messages, group=args.group,
             consumer_id=args.consumer_id, session_timeout_ms=args.session_timeout_ms,
             output_format=args.format, print_key=args.print_key,
-            print_timestamp=args.print_timestamp, wait_ms=args.wait_ms, timeout=args.timeout)
+            print_timestamp=args.print_timestamp, print_headers=args.print_headers,
+            wait_ms=args.wait_ms, timeout=args.timeout)
         summary = _run(lambda: consume(options, sys.stdout.buffer, sys.stderr))
     except ToolError as exc:
-        return _fail("consume", exc)
+        return _fail("consume", exc, args)
     except KeyboardInterrupt:
         return 130
     if summary.output_closed:
@@ -181,7 +193,7 @@ def _admin(command: str, args: argparse.Namespace,
     try:
         result = _run(run)
     except ToolError as exc:
-        return _fail(command, exc)
+        return _fail(command, exc, args)
     except KeyboardInterrupt:
         return 130
     try:
@@ -300,6 +312,6 @@ def cluster_command(args: argparse.Namespace) -> int:
         print(line)
         return 0
     except ToolError as exc:
-        return _fail(f"cluster {args.cluster_command}", exc)
+        return _fail(f"cluster {args.cluster_command}", exc, args)
     except KeyboardInterrupt:
         return 130

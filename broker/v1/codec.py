@@ -914,7 +914,8 @@ def _parse_consume(cid: str, args: str) -> Consume:
     options = fields.options("CONSUME", tokens, 3)
     encoding = options.get("enc")
     detail = options.get("detail")
-    return Consume(
+    headers = options.get("headers")
+    consume = Consume(
         cid,
         topic,
         partition,
@@ -923,7 +924,11 @@ def _parse_consume(cid: str, args: str) -> Consume:
         _optional_uint(options, "wait_ms"),
         False if encoding is None else fields.encoding(encoding),
         False if detail is None else fields.boolean(detail, "detail"),
+        False if headers is None else fields.boolean(headers, "headers"),
     )
+    if consume.headers and not consume.detail:
+        raise BadRequest("headers=true needs detail=true")
+    return consume
 
 
 def _field_count_error(count: int) -> BadRequest:

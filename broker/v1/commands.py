@@ -144,7 +144,8 @@ class ProduceBatch:
 
 @dataclass(frozen=True, slots=True)
 class Consume:
-    """``CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=..]``."""
+    """``CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=..]
+    [headers=..]``."""
 
     name: ClassVar[str] = "CONSUME"
     cid: str
@@ -155,6 +156,8 @@ class Consume:
     wait_ms: int | None = None
     b64: bool = False
     detail: bool = False
+    headers: bool = False
+    """With ``detail``: each message also carries its producer timestamp and headers."""
 
 
 @dataclass(frozen=True, slots=True)

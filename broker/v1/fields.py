@@ -44,7 +44,8 @@ USAGE: dict[str, str] = {
     "PING": "PING",
     "PRODUCE": "PRODUCE <topic> <key>:<value> [acks=0, acks=1 or acks=all] [partition=<n>] [enc=b64] "
     "[pid=<producer id> seq=<n>]",
-    "CONSUME": "CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=true]",
+    "CONSUME": "CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=true] "
+               "[headers=true]",
     "JOIN": "JOIN <group> <topic> <consumer_id> [assignor=round_robin, range or sticky] "
     "[session_timeout_ms=<ms>]",
     "SYNC": "SYNC <group> <topic> <consumer_id> <generation>",
@@ -126,7 +127,7 @@ POSITIONAL_COUNT: dict[str, int] = {
 }
 OPTIONS: dict[str, tuple[str, ...]] = {
     "PRODUCE": ("acks", "partition", "enc", "pid", "seq"),
-    "CONSUME": ("max", "wait_ms", "enc", "detail"),
+    "CONSUME": ("max", "wait_ms", "enc", "detail", "headers"),
     "JOIN": ("assignor", "session_timeout_ms"),
     "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes"),
     "ADMIN_ALTER_TOPIC": ("retention_ms", "retention_bytes"),

@@ -384,14 +384,16 @@ class Handlers:
                     return line
         result, hw = self.core.read(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
         if result.records or not cmd.wait_ms:
-            return c.consume_reply(cmd.cid, result.records, hw, b64=cmd.b64, detail=cmd.detail)[0]
+            return c.consume_reply(cmd.cid, result.records, hw, b64=cmd.b64, detail=cmd.detail,
+                                   headers=cmd.headers)[0]
         # Long poll: answer once a committed message at the offset exists, or at the deadline.
         start = max(cmd.offset, self.core.earliest_offset(cmd.topic, cmd.partition))
         d = self.core.wait_for_data(cmd.topic, cmd.partition, start, cmd.wait_ms)
 
         def render(_: object) -> bytes:
             again, hw2 = self.core.read(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
-            return c.consume_reply(cmd.cid, again.records, hw2, b64=cmd.b64, detail=cmd.detail)[0]
+            return c.consume_reply(cmd.cid, again.records, hw2, b64=cmd.b64, detail=cmd.detail,
+                                   headers=cmd.headers)[0]
 
         self._later(cmd, d, render, slot, conn)
         return None

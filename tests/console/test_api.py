@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 
 from broker.auth import hash_token
+from broker.version import skerry_version
 from tests.console.scenario import (
     BINARY_VALUE,
+    INTERNAL_GROUP,
+    INTERNAL_TOPIC,
     MEMBER,
     SCRIPT_VALUE,
     ConsoleBroker,
@@ -29,6 +32,7 @@ from tests.console.scenario import (
     fill,
     get,
     produce_more,
+    seed_internal,
 )
 from tests.support import ROOT, BrokerProcess
 
@@ -222,6 +226,14 @@ class EndpointTests:
         page = get(broker.base + "/").body.decode()
         assert "http://" not in page and "https://" not in page  # nothing from a CDN
 
+    def test_the_page_footer_names_the_version(self, broker: ConsoleBroker) -> None:
+        """Every page carries the broker's version in its footer (the same as
+        ``skerry --version`` and ``/health``)."""
+        page = get(broker.base + "/").body.decode()
+        assert f'<footer class="foot">Skerry <span id="version">{skerry_version()}</span>' \
+            in page
+        assert skerry_version() != "unknown"
+
 
 class PageSourceTests:
     def test_the_script_never_writes_markup(self) -> None:
@@ -346,3 +358,62 @@ class ListenerRuleTests:
             assert running.process.stop() == 0  # SIGTERM: a clean shutdown, console too
         finally:
             running.stop()
+
+
+@pytest.fixture(scope="module")
+def with_internal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]:
+    workdir = tmp_path_factory.mktemp("console-api-internal")
+    seed_internal(workdir)
+    running = ConsoleBroker(workdir).start()
+    try:
+        fill(running)
+        yield running
+    finally:
+        running.stop()
+
+
+class InternalNamesTests:
+    """The Iggy transport's ``__iggy.*`` topics and ``iggy.consumer.*`` groups: left out of
+    the lists unless ``?internal=1``, the rule of ``skerry topics list --internal``."""
+
+    def test_topics_leave_internal_ones_out_unless_asked(self,
+                                                         with_internal: ConsoleBroker) -> None:
+        """``/api/topics`` lists ``orders`` and ``payments`` and says one was hidden;
+        ``?internal=1`` (or ``true``) lists ``__iggy.0`` too."""
+        doc = with_internal.api("topics").json()
+        assert [t["name"] for t in doc["topics"]] == ["orders", "payments"]
+        assert doc["internal_hidden"] == 1
+        for flag in ("1", "true"):
+            full = with_internal.api(f"topics?internal={flag}").json()
+            assert [t["name"] for t in full["topics"]] == [INTERNAL_TOPIC, "orders", "payments"]
+            assert full["internal_hidden"] == 0
+        assert with_internal.api("topics?internal=0").json() == doc
+
+    def test_groups_leave_internal_ones_out_unless_asked(self,
+                                                         with_internal: ConsoleBroker) -> None:
+        """``/api/groups`` lists ``billing`` only; ``?internal=1`` adds ``iggy.consumer.7``,
+        and the internal topic's page names its group only then."""
+        doc = with_internal.api("groups").json()
+        assert [g["group"] for g in doc["groups"]] == ["billing"]
+        assert doc["internal_hidden"] == 1
+        full = with_internal.api("groups?internal=1").json()
+        assert sorted(g["group"] for g in full["groups"]) == ["billing", INTERNAL_GROUP]
+        assert with_internal.api(f"topics/{INTERNAL_TOPIC}").json()["groups"] == []
+        assert with_internal.api(f"topics/{INTERNAL_TOPIC}?internal=1").json()["groups"] == \
+            [INTERNAL_GROUP]
+
+    def test_cluster_lists_internal_partitions_only_when_asked(
+            self, with_internal: ConsoleBroker) -> None:
+        """``/api/cluster``'s partition list leaves ``__iggy.0`` out unless asked; the
+        broker's ``leader_of`` counts it either way (it is its work all the same)."""
+        doc = with_internal.api("cluster").json()
+        assert {p["topic"] for p in doc["partitions"]} == {"orders", "payments"}
+        assert doc["internal_hidden"] == 1 and doc["brokers"][0]["leader_of"] == 4
+        full = with_internal.api("cluster?internal=1").json()
+        assert {p["topic"] for p in full["partitions"]} == {INTERNAL_TOPIC, "orders",
+                                                           "payments"}
+
+    def test_a_bad_flag_is_400(self, with_internal: ConsoleBroker) -> None:
+        """``internal`` takes 1/0 or true/false; anything else is refused, naming it."""
+        answer = with_internal.api("topics?internal=maybe")
+        assert answer.status == 400 and "internal" in answer.json()["error"]

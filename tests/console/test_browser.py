@@ -22,12 +22,15 @@ import pytest
 from broker.auth import hash_token
 from tests.console.scenario import (
     BINARY_VALUE,
+    INTERNAL_GROUP,
+    INTERNAL_TOPIC,
     MEMBER,
     SCRIPT_VALUE,
     ConsoleBroker,
     catch_up,
     fill,
     produce_more,
+    seed_internal,
 )
 from tests.support import ROOT, debian_tool
 
@@ -241,6 +244,53 @@ class ConsolePagesTests:
             save(driver, "group-phone.png")
         finally:
             driver.set_window_size(1280, 900)
+
+
+@pytest.fixture(scope="module")
+def with_internal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]:
+    workdir = tmp_path_factory.mktemp("console-browser-internal")
+    seed_internal(workdir)
+    running = ConsoleBroker(workdir).start()
+    try:
+        fill(running)
+        yield running
+    finally:
+        running.stop()
+
+
+def shown_rows(driver: Any, css: str, attr: str) -> list[str]:
+    return driver.execute_script(  # type: ignore[no-any-return]
+        "return Array.from(document.querySelectorAll(arguments[0]), e => e.getAttribute(arguments[1]))",
+        css, attr)
+
+
+class InternalNamesTests:
+    """The Iggy transport's internal topics and groups stay out of the lists until the
+    reader ticks "show internal", as ``skerry topics list`` shows them only with
+    ``--internal``; the choice holds across pages and refreshes of the tab."""
+
+    def test_internal_topics_and_groups_appear_only_when_asked(
+            self, driver: Any, with_internal: ConsoleBroker) -> None:
+        driver.get(with_internal.base + "/")
+        driver.execute_script("sessionStorage.removeItem('skerry-console-internal')")
+        open_page(driver, with_internal.base + "/#/topics", "#topics-table tr[data-topic]")
+        assert shown_rows(driver, "#topics-table tr[data-topic]", "data-topic") == \
+            ["orders", "payments"]
+        assert "1 hidden" in text_of(driver, ".internal-toggle")
+        driver.find_element(By.ID, "show-internal").click()
+        wait(driver, lambda d: INTERNAL_TOPIC in shown_rows(
+            d, "#topics-table tr[data-topic]", "data-topic"), "__iggy.0 never listed")
+        assert driver.find_element(By.ID, "show-internal").is_selected()
+        save(driver, "topics-internal.png")
+        open_page(driver, with_internal.base + "/#/groups",
+                  f"#groups-table tr[data-group='{INTERNAL_GROUP}']")  # the choice holds
+        driver.find_element(By.ID, "show-internal").click()
+        wait(driver, lambda d: shown_rows(d, "#groups-table tr[data-group]", "data-group")
+             == ["billing"], "the internal group stayed listed")
+        assert "1 hidden" in text_of(driver, ".internal-toggle")
+        open_page(driver, with_internal.base + "/#/cluster", "#leaders-table tbody tr")
+        cells = texts(driver, "#leaders-table tbody td:first-child")
+        assert INTERNAL_TOPIC not in cells and "orders" in cells
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from access import InvalidAcl
+from broker.client.codec import ProtocolViolation, parse_messages, parse_reply
 from broker.iggy.codec import decode_request
 from broker.iggy.errors import IggyError
 from broker.services.acls import decode_acls
@@ -48,6 +49,21 @@ def _v1(data: bytes) -> object:
     return None
 
 
+def _v1_client(data: bytes) -> object:
+    """The Python client reading the broker's answers: each line as a reply, and an OK
+    one's ``messages=`` in every form (plain, base64, detail, detail with headers)."""
+    for line in data.split(b"\n"):
+        reply = parse_reply(line)
+        if reply.ok and reply.has("messages"):
+            for b64 in (False, True):
+                for detail, headers in ((False, False), (True, False), (True, True)):
+                    try:
+                        parse_messages(reply, 0, b64=b64, detail=detail, headers=headers)
+                    except ProtocolViolation:
+                        pass
+    return None
+
+
 def _record(data: bytes) -> object:
     pos = 0
     while pos < len(data):
@@ -73,9 +89,15 @@ TARGETS: dict[str, Target] = {
         b"V1|1|PRODUCE|orders user1:created acks=all\n", b"V1|2|CONSUME|t 0 0 max=10 wait_ms=5",
         b"V1|3|JOIN|g t c assignor=range", b"V1|4|COMMIT|g t c 1 2 3", b"V1|5|AUTH|alice tok",
         b"V1|6|PRODUCE|t k:aGVsbG8= enc=b64 partition=1", b"V1|7|PING|",
-        b"V1|8|ADMIN_ACL_ADD|User:alice Topic team-a. Write pattern=prefixed permission=deny",
-        b"V1|9|ADMIN_ACL_REMOVE|principal=User:alice type=group operation=read",
-        b"V1|10|ADMIN_ACL_LIST|name=orders pattern=literal permission=allow")),
+        b"V1|8|CONSUME|t 0 0 detail=true headers=true enc=b64",
+        b"V1|9|ADMIN_ACL_ADD|User:alice Topic team-a. Write pattern=prefixed permission=deny",
+        b"V1|10|ADMIN_ACL_REMOVE|principal=User:alice type=group operation=read",
+        b"V1|11|ADMIN_ACL_LIST|name=orders pattern=literal permission=allow")),
+    "v1_client": Target("v1_client", _v1_client, (ProtocolViolation,), (
+        b"V1|1|OK|messages=0:created,1:a:b hw=1\nV1|0|ERR|BAD_REQUEST|line too long",
+        b"V1|2|OK|messages=4:1700000000123:azE=:aGk=,5:7::/w== hw=5",
+        b"V1|3|OK|messages=0:1795782611488:1700000000000:dHJhY2U=.YWJj;c3Jj.dGFuaw==:k1:a:b "
+        b"hw=0")),
     "record": Target("record", _record, (ValueError,), (_RECORD,)),
     "groups_json": Target("groups_json", _json(groups_from_json), (ValueError,), (
         b'{"version": 1, "groups": [{"group": "g", "topic": "t", "generation": 2, '

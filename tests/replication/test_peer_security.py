@@ -305,7 +305,8 @@ class DocsTests:
             if not command:
                 continue
             command = command.replace("/etc/skerry", str(tmp_path)).replace(
-                "python -m", f"{sys.executable} -m")
+                "python -m", f"{sys.executable} -m").replace(
+                "skerry auth ", f"{sys.executable} -m broker auth ")
             subprocess.run(command, shell=True, check=True, cwd=tmp_path, env=env,
                            capture_output=True, timeout=60)
         token_path = tmp_path / "peer.token"
