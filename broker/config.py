@@ -156,6 +156,14 @@ SCHEMA: tuple[Key, ...] = (
         "File of `<user>:<sha256 of token>` lines (`skerry auth add <user> <file>`); "
         "when set, V1 clients must send AUTH before anything but PING, and /metrics wants a "
         "user's token (HTTP Basic or Bearer). Required to listen on a non-loopback host."),
+    Key("auth.super_users", "str?", None,
+        "Comma-separated users (`alice,ops` or Kafka's `User:alice;User:ops`) that may do "
+        "everything whatever the ACLs say (docs/security.md). The cluster's peer users are "
+        "super users too."),
+    Key("auth.allow_everyone_if_no_acl_found", "bool", False,
+        "With auth.tokens_file: let every user touch a resource no ACL names (Kafka's "
+        "allow.everyone.if.no.acl.found). False: only super users may; the upgrade path "
+        "sets it true until the ACLs are written (docs/security.md)."),
     Key("tls.cert", "str?", None,
         "PEM certificate (and chain): when set with tls.key, the V1, Iggy, Kafka, TANK and metrics "
         "listeners speak TLS only."),
@@ -218,6 +226,16 @@ class Config:
 
     def __getitem__(self, path: str) -> Any:
         return self.values[path]
+
+    @property
+    def super_users(self) -> frozenset[str]:
+        """``auth.super_users`` as principals (``User:<name>``), with the cluster's peer
+        users: they act as brokers, which Kafka lists in ``super.users`` too."""
+        raw = self["auth.super_users"] or ""
+        names = {part.strip().removeprefix("User:") for part in raw.replace(";", ",").split(",")}
+        if self.cluster is not None:
+            names.update(self.cluster.security.peer_users or ())
+        return frozenset(f"User:{name}" for name in names if name)
 
     @property
     def topic_defaults(self) -> TopicSettings:

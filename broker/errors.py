@@ -13,6 +13,7 @@ Must not import: Twisted, the store, sockets, any transport.
 
 from __future__ import annotations
 
+from access.errors import InvalidAcl, NotAuthorized
 from data.errors import KeyRequired, StorageError
 from data.refusal import SkerryError
 from groups.errors import (
@@ -56,6 +57,8 @@ __all__ = [
     "ReplicationTimeout",
     "StorageError",
     "KeyRequired",
+    "NotAuthorized",
+    "InvalidAcl",
 ]
 
 

@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -173,6 +173,10 @@ class BrokerMetrics:
             "skerry_fsync_seconds", "Time of one fsync of a partition log by the group "
             "committer (one fsync covers every append waiting at that moment).",
             buckets=FSYNC_BUCKETS, registry=self.registry)
+        self.authorization_refusals = Counter(
+            "skerry_authorization_refusals", "Requests an ACL refused (docs/security.md), "
+            "by operation and resource type; each is also logged once per connection.",
+            ["operation", "resource_type"], registry=self.registry)
         self._core: BrokerCore | None = None
         self._groups: GroupsView | None = None
         self._replication: ReplicationStatusView | None = None
@@ -233,6 +237,10 @@ class BrokerMetrics:
     def answered(self, slot: list[Any]) -> None:
         """The reply of a stamped slot was queued for the socket."""
         self._observe(slot[4], self.now() - slot[2], slot[3])
+
+    def refused(self, operation: str, resource_type: str) -> None:
+        """An ACL refused a request (``broker.core.access.AccessGate``)."""
+        self.authorization_refusals.labels(operation, resource_type).inc()
 
     def invalid(self) -> None:
         """A line the codec refused (malformed envelope, unknown command, bad arguments)."""

@@ -90,6 +90,8 @@ class Broker:
     control: Any = None
     """``broker.services.control.ControlPlane`` when ``cluster.etcd`` is set (None: the
     operator-driven mode)."""
+    acls: Any = None
+    """``broker.services.acls.AclService``: the ACLs in force and where they are stored."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
@@ -180,6 +182,8 @@ class Broker:
             return self.core.stop()
 
         def leave_etcd(_: object) -> Deferred[None] | None:
+            if self.acls is not None:
+                self.acls.stop()
             # Revoking the lease deletes this broker's registration at once: the controller
             # moves its partitions now, not a TTL later.
             return None if self.control is None else self.control.stop()
@@ -270,6 +274,11 @@ def build_broker(config: Config, clock: IReactorTime, *,
     replication.add_hw_listener(core.notify_hw)
     replication.add_change_listener(core.forget_producers)
     core.start()
+    authorizer = _authorizer(config)
+    core.access.authorizer = authorizer  # before the handlers: they bind the checked paths
+    if authorizer.enabled and config["kafka_port"] is not None:
+        log.warning("ACLs are not checked on the Kafka listener yet: its users are "
+                    "authenticated (SASL PLAIN) and may do everything (docs/security.md)")
     handlers = Handlers(core, groups, replication)
     handlers.consumer_groups = consumer_groups
     if config["auth.tokens_file"] is not None:
@@ -310,6 +319,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
         control = _control_plane(config, clock, core, replication, etcd_transport)
         handlers.control = control
     handlers.admin = _admin_plane(config, core, handlers, replication, control, fs)
+    handlers.acls = _acl_service(config, authorizer, control, clock)
     iggy = None
     if config["iggy_port"] is not None:
         from broker.services.host_facts import HostFacts
@@ -351,6 +361,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
                                             tokens=handlers.auth_tokens)
     if metrics is not None and control is not None:
         metrics.metrics.control = control
+    if metrics is not None:
+        core.access.on_refused = metrics.metrics.refused
     tls = None
     if config["tls.cert"] is not None:
         from broker.tls import server_options
@@ -370,10 +382,49 @@ def build_broker(config: Config, clock: IReactorTime, *,
             core, factory, clock, config=config, groups=groups, replication=replication,
             tokens=handlers.auth_tokens,
             counters=metrics.metrics if metrics is not None else None, cluster=cluster_view)
+        console.data.access = handlers.acls
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
                   metrics=metrics, tls=tls, console=console, kafka=kafka,
                   kafka_groups=kafka_groups, tank=tank, control=control,
-                  consumer_groups=consumer_groups)
+                  consumer_groups=consumer_groups, acls=handlers.acls)
+
+
+def _authorizer(config: Config) -> Any:
+    """The ACL authorizer (docs/security.md): on with ``auth.tokens_file``, super users
+    from ``auth.super_users`` and the cluster's peer users; its rules come from
+    ``_acl_service``."""
+    from access import Authorizer
+
+    return Authorizer(enabled=config["auth.tokens_file"] is not None,
+                      super_users=config.super_users,
+                      allow_everyone_if_no_acl_found=config[
+                          "auth.allow_everyone_if_no_acl_found"])
+
+
+def _acl_service(config: Config, authorizer: Any, control: Any, clock: IReactorTime) -> Any:
+    """Where the ACLs live: ``acls.json`` in the data directory on one broker, the key
+    ``/skerry/<cluster id>/acls`` in etcd in a cluster (``broker/services/acls.py``). With
+    etcd the load is retried every second until it succeeds; until then only super users
+    pass (no ACL found)."""
+    from broker.services.acls import AclService, EtcdAcls, FileAcls
+
+    if control is None:
+        service = AclService(authorizer, FileAcls(config["data_dir"]))
+        service.start()
+        return service
+    service = AclService(authorizer, EtcdAcls(control.client, control.layout.prefix + "acls"))
+
+    def start() -> None:
+        d = service.start()
+        if d is not None:
+            d.addErrback(retry)
+
+    def retry(failure: Any) -> None:
+        log.warning("reading the ACLs from etcd failed (%s); retrying in 1 s", failure.value)
+        clock.callLater(1.0, start)
+
+    start()
+    return service
 
 
 def _admin_plane(config: Config, core: BrokerCore, handlers: Handlers,

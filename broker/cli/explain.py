@@ -46,6 +46,9 @@ def _explain(code: str, message: str, command: str, topic: str | None) -> str:
                 f"{message!r}; check ${USER_ENV} and ${TOKEN_ENV}")
     if code == "UNAUTHENTICATED":
         return f"the broker asks for authentication ({message}): {AUTH_HINT}"
+    if code == "NOT_AUTHORIZED":
+        return (f"not allowed: {message}; an ACL must allow it (`skerry acls add`, "
+                "docs/security.md)")
     if code == "BAD_REQUEST":
         return _bad_request(message, topic)
     if code == "NOT_LEADER":
@@ -91,10 +94,10 @@ def unknown_topic(topic: str | None, also: str = "") -> str:
 
 
 def ends_produce(code: str, message: str) -> bool:
-    """True for a refusal that every line after it would get too: authentication, a
+    """True for a refusal that every line after it would get too: authentication, ACLs, a
     broker that is stopping or cannot write, an unknown or reserved topic, and an
     over-long line (after which the broker closes the connection)."""
-    if code in ("UNAUTHENTICATED", "UNAVAILABLE", "STORAGE_ERROR"):
+    if code in ("UNAUTHENTICATED", "NOT_AUTHORIZED", "UNAVAILABLE", "STORAGE_ERROR"):
         return True
     return code == "BAD_REQUEST" and (
         message == "unknown topic" or message.startswith("line too long")

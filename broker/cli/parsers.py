@@ -346,6 +346,39 @@ def _add_cluster(sub: Any, common: argparse.ArgumentParser) -> None:
     cluster.set_defaults(func=_lazy("cluster_command"))
 
 
+def _add_acls(sub: Any, common: argparse.ArgumentParser) -> None:
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    acls = sub.add_parser("acls", help="add, remove and list ACLs: who may do what "
+                                       "(docs/security.md)")
+    asub = acls.add_subparsers(dest="acls_command", metavar="ACTION")
+    asub.required = True
+    for action, text in (("add", "allow (or with --deny, deny) operations on a resource"),
+                         ("remove", "remove every ACL matching the options given"),
+                         ("list", "the ACLs matching the options given (all without any)")):
+        p = asub.add_parser(action, parents=[common, output], help=text)
+        needed = action == "add"
+        p.add_argument("--principal", required=needed, metavar="User:NAME",
+                       help="the user (User:alice, or alice; User:* for everyone)")
+        where = p.add_mutually_exclusive_group(required=needed)
+        where.add_argument("--topic", metavar="NAME", help="a topic (* for every topic)")
+        where.add_argument("--group", metavar="NAME", help="a consumer group (* for every "
+                                                            "group)")
+        where.add_argument("--cluster", action="store_true", help="the cluster")
+        p.add_argument("--prefixed", action="store_true",
+                       help="NAME is a prefix: every topic or group whose name starts with it")
+        p.add_argument("--operation", action="append", default=[], metavar="OP",
+                       help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
+                            "DescribeConfigs, AlterConfigs, IdempotentWrite or All "
+                            "(repeat for several)" + ("; at least one" if needed else ""))
+        p.add_argument("--deny", action="store_true",
+                       help="a DENY rule (wins over any allow)" if needed
+                       else "only DENY rules")
+        if not needed:
+            p.add_argument("--allow", action="store_true", help="only ALLOW rules")
+    acls.set_defaults(func=_lazy("acls_command"))
+
+
 def add_tool_parsers(sub: Any) -> None:
     """Add ``produce``, ``consume``, ``topics``, ``groups`` and ``cluster`` to the
     ``skerry`` parser."""
@@ -369,3 +402,4 @@ def add_tool_parsers(sub: Any) -> None:
     _add_consume(sub, common)
     _add_admin(sub, common)
     _add_cluster(sub, common)
+    _add_acls(sub, common)

@@ -277,6 +277,32 @@ def groups_command(args: argparse.Namespace) -> int:
     return _admin(command, args, lambda c: admin.reset_offsets(c, spec), admin.render_reset)
 
 
+def acls_command(args: argparse.Namespace) -> int:
+    """``skerry acls add|remove|list``."""
+    from broker.cli import acls
+
+    command = f"acls {args.acls_command}"
+    if args.acls_command == "add" and not args.operation:
+        return _fail(command, ToolError("name at least one --operation"))
+    resource_type, name = (("Topic", args.topic) if args.topic is not None else
+                           ("Group", args.group) if args.group is not None else
+                           ("Cluster", "kafka-cluster") if args.cluster else (None, None))
+    pattern = "prefixed" if args.prefixed else ("literal" if args.acls_command == "add"
+                                                 or name is not None else None)
+    permission = "deny" if args.deny else (
+        "allow" if args.acls_command == "add" or getattr(args, "allow", False) else None)
+    spec = acls.AclSpec(args.principal, resource_type, name, pattern, tuple(args.operation),
+                        permission)
+    if args.acls_command == "add":
+        return _admin(command, args, lambda c: acls.add_acls(c, spec), acls.render_change)
+    if args.acls_command == "remove":
+        if spec == acls.AclSpec():
+            return _fail(command, ToolError("name what to remove (--principal, --topic, "
+                                            "--group, --cluster, --operation...)"))
+        return _admin(command, args, lambda c: acls.remove_acls(c, spec), acls.render_change)
+    return _admin(command, args, lambda c: acls.list_acls(c, spec), acls.render_acls)
+
+
 def cluster_command(args: argparse.Namespace) -> int:
     """``skerry cluster status|elect``."""
     from broker.cli.cluster import elect, gather, render

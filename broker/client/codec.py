@@ -180,6 +180,12 @@ class UnauthenticatedError(BrokerError):
     code_name = "UNAUTHENTICATED"
 
 
+class NotAuthorizedError(BrokerError):
+    """``NOT_AUTHORIZED``: logged in, but the ACLs do not allow this (docs/security.md)."""
+
+    code_name = "NOT_AUTHORIZED"
+
+
 class BrokerStorageError(BrokerError):
     code_name = "STORAGE_ERROR"
 

@@ -362,6 +362,29 @@ class ConsoleData:
             },
         }
 
+    # ------------------------------------------------------------------ access
+
+    access: Any = None
+    """``broker.services.acls.AclService``: the ACLs in force (set by the shell)."""
+
+    def acls_doc(self) -> dict[str, Any]:
+        """Who may do what (docs/security.md): whether ACLs are checked, the super users,
+        the switch for resources without ACLs, and every ACL."""
+        service = self.access
+        if service is None:
+            return {"enabled": False, "super_users": [], "allow_everyone_if_no_acl_found":
+                    False, "acls": []}
+        authorizer = service.authorizer
+        return {
+            "enabled": authorizer.enabled,
+            "super_users": sorted(authorizer.super_users),
+            "allow_everyone_if_no_acl_found": authorizer.allow_everyone_if_no_acl_found,
+            "acls": [{"principal": a.principal, "resource_type": a.resource_type.value,
+                      "pattern": a.pattern_type.value, "name": a.name,
+                      "operation": a.operation.value, "permission": a.permission.value}
+                     for a in service.list()],
+        }
+
     # ------------------------------------------------------------------ cluster
 
     def cluster_doc(self, internal: bool = False) -> dict[str, Any]:

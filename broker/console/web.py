@@ -193,6 +193,8 @@ class _Api(Resource):
                 return data.group(group, topic)
             case ["cluster"]:
                 return data.cluster_doc(_bool_arg(request, "internal"))
+            case ["acls"]:
+                return data.acls_doc()
         raise ApiError(404, "no such endpoint; see docs/console.md for the API")
 
     def _refuse(self, request: Any) -> Any:

@@ -23,7 +23,9 @@ from typing import Any
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IReactorTime
 
+from access import Authorizer, Operation, ResourceType
 from broker.config import Config
+from broker.core.access import AccessGate
 from broker.core.durability import GroupCommitter
 from broker.core.periodic import Periodic
 from broker.core.ports import (
@@ -81,6 +83,21 @@ class BrokerCore:
         self.produce_run = self._produce.produce_run
         """Queue a run of messages of one topic with one acks level, one call for the run
         (``ProducePipeline.produce_run``: everything checked before anything is queued)."""
+
+        self.access = AccessGate(Authorizer(enabled=False))
+        """Who may do what (``broker/core/access.py``): the shell puts the configured
+        authorizer in; without authentication everything is allowed."""
+
+    def check_access(self, requester: Any, operation: Operation,
+                     resource_type: ResourceType, name: str) -> None:
+        """Raise ``access.NotAuthorized`` unless the requester's principal may do
+        ``operation`` on the resource (logged once per connection, counted)."""
+        self.access.check(requester, operation, resource_type, name)
+
+    def allowed(self, requester: Any, operation: Operation, resource_type: ResourceType,
+                name: str) -> bool:
+        """``check_access`` without raising, logging or counting: for filtering lists."""
+        return self.access.allowed(requester, operation, resource_type, name)
 
     @property
     def metrics(self) -> CoreMetrics | None:

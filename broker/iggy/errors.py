@@ -27,6 +27,7 @@ from broker.errors import (
     InvalidGroupRequest,
     InvalidReplicaRequest,
     KeyRequired,
+    NotAuthorized,
     NotLeader,
     PartitionNotOwned,
     ReplicationTimeout,
@@ -75,6 +76,7 @@ __all__ = ["Status", "IggyError", "STATUS_BY_ERROR", "REFUSALS", "status_for"]
 STATUS_BY_ERROR: Mapping[type[BaseException], Status] = {
     # broker.errors: the broker's own refusals
     Unauthenticated: Status.UNAUTHENTICATED,
+    NotAuthorized: Status.UNAUTHORIZED,  # access: an ACL refused the operation
     BadRequest: Status.INVALID_COMMAND,
     UnknownCommand: Status.INVALID_COMMAND,
     Unavailable: Status.ERROR,

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, TypeAlias
 
+from access import AclBinding, InvalidAcl, Operation, PatternType, Permission, ResourceType
+from access.authorizer import AclFilter
+from access.model import parse_enum
 from broker.errors import BadRequest, SkerryError, UnknownCommand
 from broker.v1 import fields
 from broker.v1.commands import (
@@ -41,6 +44,9 @@ from broker.v1.commands import (
     MAX_NAME_CHARS,
     SECURITY_COMMANDS,
     VERSION,
+    AdminAclAdd,
+    AdminAclList,
+    AdminAclRemove,
     AdminAddPartitions,
     AdminAlterTopic,
     AdminBrokerHeartbeat,
@@ -109,6 +115,10 @@ from data import speedups
 from data.names import NAME_PATTERN
 
 __all__ = [
+    "AdminAclAdd",
+    "AdminAclList",
+    "AdminAclRemove",
+    "acl_entry",
     "AdminAddPartitions",
     "AdminBrokerHeartbeat",
     "AdminGetMetadata",
@@ -631,6 +641,58 @@ def _parse_admin_get_metadata(cid: str, args: str) -> AdminGetMetadata:
     return AdminGetMetadata(cid)
 
 
+def _parse_admin_acl_add(cid: str, args: str) -> AdminAclAdd:
+    tokens, options = fields.split_args("ADMIN_ACL_ADD", args)
+    if len(tokens) > 4 and not options:
+        raise fields.wrong_count("ADMIN_ACL_ADD", len(tokens))
+    try:
+        binding = AclBinding(
+            tokens[0], parse_enum(ResourceType, tokens[1], "resource type"), tokens[2],
+            parse_enum(PatternType, options.get("pattern", "literal"), "pattern"),
+            parse_enum(Operation, tokens[3], "operation"),
+            parse_enum(Permission, options.get("permission", "allow"), "permission"))
+    except InvalidAcl as exc:
+        raise BadRequest(f"{exc}; usage: {fields.USAGE['ADMIN_ACL_ADD']}") from None
+    return AdminAclAdd(cid, binding)
+
+
+def _acl_filter(command: str, args: str) -> AclFilter:
+    tokens, options = fields.split_args(command, args)
+    try:
+        return AclFilter(
+            principal=options.get("principal"),
+            resource_type=parse_enum(ResourceType, options["type"], "resource type")
+            if "type" in options else None,
+            name=options.get("name"),
+            pattern_type=parse_enum(PatternType, options["pattern"], "pattern")
+            if "pattern" in options else None,
+            operation=parse_enum(Operation, options["operation"], "operation")
+            if "operation" in options else None,
+            permission=parse_enum(Permission, options["permission"], "permission")
+            if "permission" in options else None)
+    except InvalidAcl as exc:
+        raise BadRequest(f"{exc}; usage: {fields.USAGE[command]}") from None
+
+
+def _parse_admin_acl_remove(cid: str, args: str) -> AdminAclRemove:
+    if not fields.split_tokens(args):
+        raise BadRequest("name at least one field of the ACLs to remove; usage: "
+                         + fields.USAGE["ADMIN_ACL_REMOVE"])
+    return AdminAclRemove(cid, _acl_filter("ADMIN_ACL_REMOVE", args))
+
+
+def _parse_admin_acl_list(cid: str, args: str) -> AdminAclList:
+    return AdminAclList(cid, _acl_filter("ADMIN_ACL_LIST", args))
+
+
+def acl_entry(binding: AclBinding) -> str:
+    """One binding in ``ADMIN_ACL_LIST``'s list:
+    ``<principal>,<type>,<pattern>,<name>,<operation>,<permission>``."""
+    return ",".join((binding.principal, binding.resource_type.value,
+                     binding.pattern_type.value, binding.name, binding.operation.value,
+                     binding.permission.value))
+
+
 _Parser: TypeAlias = Callable[[str, str], Any]
 
 
@@ -733,6 +795,9 @@ class Codec:
             "ADMIN_BROKER_HEARTBEAT": _parse_admin_broker_heartbeat,
             "ADMIN_SET_PARTITION_LEADER": _parse_admin_set_partition_leader,
             "ADMIN_GET_METADATA": _parse_admin_get_metadata,
+            "ADMIN_ACL_ADD": _parse_admin_acl_add,
+            "ADMIN_ACL_REMOVE": _parse_admin_acl_remove,
+            "ADMIN_ACL_LIST": _parse_admin_acl_list,
         }
         assert self._parsers.keys() == ALL_COMMANDS.keys() | SECURITY_COMMANDS.keys()
 

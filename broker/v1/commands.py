@@ -17,6 +17,9 @@ from data.names import MAX_NAME_CHARS
 from data.plaintext import BAD_KEY_RE, BAD_VALUE_RE, MAX_KEY_BYTES, is_plain_key, is_plain_value
 
 __all__ = [
+    "AdminAclAdd",
+    "AdminAclList",
+    "AdminAclRemove",
     "AdminAddPartitions",
     "AdminAlterTopic",
     "AdminBrokerHeartbeat",
@@ -586,5 +589,38 @@ ALL_COMMANDS: dict[str, type[Any]] = {**COMMANDS, **CLUSTER_COMMANDS, **DATA_COM
                                       **CONTROL_COMMANDS}
 """Every command of the data plane (``SECURITY_COMMANDS`` are parsed too)."""
 
-SECURITY_COMMANDS: dict[str, type[Any]] = {"AUTH": Auth}
-"""The additive ``AUTH`` command (``broker/auth.py``), kept apart from the sets above."""
+@dataclass(frozen=True, slots=True)
+class AdminAclAdd:
+    """Additive: ``ADMIN_ACL_ADD <principal> <resource_type> <name> <operation>
+    [pattern=literal|prefixed] [permission=allow|deny]`` (docs/security.md)."""
+
+    name: ClassVar[str] = "ADMIN_ACL_ADD"
+    cid: str
+    binding: Any  # access.AclBinding, validated by the codec
+
+
+@dataclass(frozen=True, slots=True)
+class AdminAclRemove:
+    """Additive: ``ADMIN_ACL_REMOVE [principal=] [type=] [name=] [pattern=] [operation=]
+    [permission=]`` (at least one): every binding that matches all the given fields."""
+
+    name: ClassVar[str] = "ADMIN_ACL_REMOVE"
+    cid: str
+    filter: Any  # access.authorizer.AclFilter
+
+
+@dataclass(frozen=True, slots=True)
+class AdminAclList:
+    """Additive: ``ADMIN_ACL_LIST [principal=] [type=] [name=] [pattern=] [operation=]
+    [permission=]``."""
+
+    name: ClassVar[str] = "ADMIN_ACL_LIST"
+    cid: str
+    filter: Any  # access.authorizer.AclFilter
+
+
+SECURITY_COMMANDS: dict[str, type[Any]] = {
+    cls.name: cls for cls in (Auth, AdminAclAdd, AdminAclRemove, AdminAclList)
+}
+"""The additive ``AUTH`` command (``broker/auth.py``) and the ACL commands
+(docs/security.md), kept apart from the sets above."""

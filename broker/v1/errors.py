@@ -20,9 +20,11 @@ from broker.errors import (
     BadRequest,
     GenerationMismatch,
     InternalError,
+    InvalidAcl,
     InvalidGroupRequest,
     InvalidReplicaRequest,
     KeyRequired,
+    NotAuthorized,
     NotLeader,
     ReplicationTimeout,
     SkerryError,
@@ -69,6 +71,9 @@ CODE_BY_ERROR: Mapping[type[BaseException], str] = {
     # data.errors
     StorageError: "STORAGE_ERROR",
     KeyRequired: "BAD_REQUEST",  # a keyless message to a compacted topic
+    # access.errors
+    NotAuthorized: "NOT_AUTHORIZED",
+    InvalidAcl: "BAD_REQUEST",
 }
 """Exception class -> V1 code; a class without a row takes its nearest base's."""
 
@@ -82,6 +87,7 @@ _CLASS_BY_CODE: Mapping[str, type[SkerryError]] = {
     "UNAUTHENTICATED": Unauthenticated,
     "STORAGE_ERROR": StorageError,
     "INTERNAL": InternalError,
+    "NOT_AUTHORIZED": NotAuthorized,
 }
 
 CONSUMER_GROUP_ERRORS: Mapping[type[BaseException], type[SkerryError]] = {

@@ -90,6 +90,13 @@ USAGE: dict[str, str] = {
     "ADMIN_SET_PARTITION_LEADER": "ADMIN_SET_PARTITION_LEADER <topic> <partition> <leader_id> "
     "<isr as comma-separated broker ids>",
     "ADMIN_GET_METADATA": "ADMIN_GET_METADATA",
+    "ADMIN_ACL_ADD": "ADMIN_ACL_ADD <principal> <resource_type> <name> <operation> "
+    "[pattern=literal or prefixed] [permission=allow or deny]",
+    "ADMIN_ACL_REMOVE": "ADMIN_ACL_REMOVE [principal=<User:name>] [type=<resource_type>] "
+    "[name=<name>] [pattern=literal or prefixed] [operation=<op>] [permission=allow or deny] "
+    "(at least one)",
+    "ADMIN_ACL_LIST": "ADMIN_ACL_LIST [principal=<User:name>] [type=<resource_type>] "
+    "[name=<name>] [pattern=literal or prefixed] [operation=<op>] [permission=allow or deny]",
 }
 POSITIONAL_COUNT: dict[str, int] = {
     "PING": 0,
@@ -123,6 +130,9 @@ POSITIONAL_COUNT: dict[str, int] = {
     "ADMIN_BROKER_HEARTBEAT": 1,
     "ADMIN_SET_PARTITION_LEADER": 4,
     "ADMIN_GET_METADATA": 0,
+    "ADMIN_ACL_ADD": 4,
+    "ADMIN_ACL_REMOVE": 0,
+    "ADMIN_ACL_LIST": 0,
 }
 OPTIONS: dict[str, tuple[str, ...]] = {
     "PRODUCE": ("acks", "partition", "enc", "pid", "seq"),
@@ -142,6 +152,9 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "REPLICA_EPOCH": ("last_epoch",),
     "FETCH": ("max", "max_bytes", "enc"),
     "PRODUCE_BATCH": ("acks", "pid", "seq", "data"),
+    "ADMIN_ACL_ADD": ("pattern", "permission"),
+    "ADMIN_ACL_REMOVE": ("principal", "type", "name", "pattern", "operation", "permission"),
+    "ADMIN_ACL_LIST": ("principal", "type", "name", "pattern", "operation", "permission"),
 }
 """Each command's usage line (quoted in errors), positional count and known options."""
 

@@ -21,6 +21,8 @@ from typing import Any, Protocol
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 
+from access import Operation, ResourceType
+from access.model import CLUSTER_NAME
 from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
 from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated
@@ -29,6 +31,7 @@ from broker.services.consumer_groups import ConsumerGroupService
 from broker.services.groups import GroupService
 from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.services.replication import ReplicationService
+from broker.v1 import access as v1_access
 from broker.v1 import codec as c
 from broker.v1.errors import from_group_refusal
 from groups.consumer_effects import HeartbeatRequest
@@ -50,6 +53,10 @@ class Connection(ProduceSink, Protocol):
 
 _lst = c.format_list
 _bool = c.format_bool
+
+
+_WRITE, _TOPIC = Operation.WRITE, ResourceType.TOPIC
+"""Looked up once: the PRODUCE path checks them per message with ACLs on."""
 
 
 def _limit(value: int | None) -> str:
@@ -125,6 +132,9 @@ class Handlers:
         # The one PRODUCE handler is the core's pipeline entry itself, bound here so the
         # fast path pays no extra call per message (see ``produce_message`` below).
         self.produce_message = core.produce_to  # type: ignore[method-assign]
+        if core.access.enabled:  # ACLs: the fast path checks Write too (broker/v1/access.py)
+            self.produce_message = self._checked_produce  # type: ignore[method-assign]
+            self.produce_run = self._checked_produce_run  # type: ignore[method-assign]
         self.table: dict[type, Callable[[Any, Slot, Connection], bytes | None]] = {
             c.Ping: self.ping,
             c.Produce: self.produce,
@@ -159,6 +169,9 @@ class Handlers:
             c.AdminBrokerHeartbeat: self.admin_broker_heartbeat,
             c.AdminSetPartitionLeader: self.admin_set_partition_leader,
             c.AdminGetMetadata: self.admin_get_metadata,
+            c.AdminAclAdd: self.admin_acl_add,
+            c.AdminAclRemove: self.admin_acl_remove,
+            c.AdminAclList: self.admin_acl_list,
         }
 
     # ------------------------------------------------------------- dispatch
@@ -186,6 +199,8 @@ class Handlers:
             # Effects happen in request order: queued produces of this turn land first.
             self.core.flush()
         try:
+            if self.core.access.enabled:
+                v1_access.check(cmd, self.core.access.check_any, conn)
             _check_reserved(cmd)
             return handler(cmd, slot, conn)
         except SkerryError as error:
@@ -312,6 +327,29 @@ class Handlers:
         (the transport's fast path over a read), one call for the run; a refusal raises
         before any of them is queued (``BrokerCore.produce_run``)."""
         self.core.produce_run(topic, keys, values, acks, sink, slots)
+
+    def _checked_produce(self, topic: str, partition: int | None, key: bytes, value: bytes,
+                         acks: str, sink: ProduceSink, slot: Slot, pid: str | None = None,
+                         seq: int | None = None) -> None:
+        """``produce_message`` with ACLs on: Write on the topic first (a cached decision),
+        and Create (on the cluster or the topic) when the produce would create it."""
+        self.core.check_access(sink, _WRITE, _TOPIC, topic)
+        if self.core.topic_config(topic) is None:
+            self._check_create(sink, topic)
+        self.core.produce_to(topic, partition, key, value, acks, sink, slot, pid, seq)
+
+    def _checked_produce_run(self, topic: str, keys: Sequence[bytes],
+                             values: Sequence[bytes], acks: str, sink: ProduceSink,
+                             slots: Sequence[Slot]) -> None:
+        self.core.check_access(sink, _WRITE, _TOPIC, topic)
+        if self.core.topic_config(topic) is None:
+            self._check_create(sink, topic)
+        self.core.produce_run(topic, keys, values, acks, sink, slots)
+
+    def _check_create(self, sink: Any, topic: str) -> None:
+        self.core.access.check_any(sink, ((Operation.CREATE, ResourceType.CLUSTER,
+                                           CLUSTER_NAME),
+                                          (Operation.CREATE, ResourceType.TOPIC, topic)))
 
     def fetch(self, cmd: c.Fetch, slot: Slot, conn: Connection) -> bytes:
         """Additive FETCH: committed records as their on-disk bytes (binary-safe bulk read)."""
@@ -494,6 +532,9 @@ class Handlers:
 
     def list_groups(self, cmd: c.ListGroups, slot: Slot, conn: Connection) -> bytes:
         pairs = self.groups.list_groups()
+        if self.core.access.enabled:  # groups the user may not Describe are left out
+            pairs = [(g, t) for g, t in pairs
+                     if self.core.allowed(conn, Operation.DESCRIBE, ResourceType.GROUP, g)]
         return c.ok(cmd.cid, "groups=" + _lst(f"{g}:{t}" for g, t in pairs))
 
     def admin_delete_group(self, cmd: c.AdminDeleteGroup, slot: Slot, conn: Connection) -> None:
@@ -706,7 +747,11 @@ class Handlers:
     def metadata(self, cmd: c.Metadata, slot: Slot, conn: Connection) -> bytes:
         cluster = self.replication.cluster
         if cmd.topic is None:
-            payload = "topics=" + _lst(sorted(self.core.topic_names()))
+            names = self.core.topic_names()
+            if self.core.access.enabled:  # Kafka: topics the user may not Describe are left out
+                names = [n for n in names
+                         if self.core.allowed(conn, Operation.DESCRIBE, ResourceType.TOPIC, n)]
+            payload = "topics=" + _lst(sorted(names))
             if cluster is not None:
                 # Additive, in a cluster: every broker's V1 address (and, with etcd, the
                 # controller), so a client can reach the leaders METADATA <topic> names.
@@ -755,3 +800,29 @@ class Handlers:
             found = self.core.offset_for_timestamp(cmd.topic, cmd.partition, cmd.ts_ms * 1000)
             payload += f" offset={-1 if found is None or found > hw else found}"
         return c.ok(cmd.cid, payload)
+
+    # ------------------------------------------------------------- ACLs (docs/security.md)
+
+    acls: Any = None
+    """``broker.services.acls.AclService``: set by the shell (a file on one broker, etcd in
+    a cluster)."""
+
+    def _acls(self) -> Any:
+        if self.acls is None:
+            raise BadRequest("this broker keeps no ACLs")
+        return self.acls
+
+    def admin_acl_add(self, cmd: c.AdminAclAdd, slot: Slot, conn: Connection) -> bytes | None:
+        d = self._acls().add([cmd.binding])
+        return self._answer(cmd, d, lambda added: c.ok(cmd.cid, f"added={len(added)}"),
+                            slot, conn)
+
+    def admin_acl_remove(self, cmd: c.AdminAclRemove, slot: Slot,
+                         conn: Connection) -> bytes | None:
+        d = self._acls().remove(cmd.filter)
+        return self._answer(cmd, d, lambda gone: c.ok(
+            cmd.cid, f"removed={len(gone)} acls=" + _lst(map(c.acl_entry, gone))), slot, conn)
+
+    def admin_acl_list(self, cmd: c.AdminAclList, slot: Slot, conn: Connection) -> bytes:
+        found = self._acls().list(cmd.filter)
+        return c.ok(cmd.cid, "acls=" + _lst(map(c.acl_entry, found)))

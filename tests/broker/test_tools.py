@@ -201,7 +201,7 @@ class HelperTests:
 
         codes = ["BAD_REQUEST", "UNKNOWN_COMMAND", "REPLICATION_TIMEOUT", "NOT_LEADER",
                  "GENERATION_MISMATCH", "UNAVAILABLE", "UNAUTHENTICATED", "STORAGE_ERROR",
-                 "INTERNAL"]
+                 "INTERNAL", "NOT_AUTHORIZED"]
         for code in codes:
             line = explain(for_code(code)(code, "something went wrong", "ADMIN_X"), "t")
             assert "\n" not in line and f"{code}:" not in line and "ADMIN_X:" not in line, line
@@ -211,6 +211,8 @@ class HelperTests:
             "status 0)"
         assert "$SKERRY_USER" in explain(for_code("UNAUTHENTICATED")(
             "UNAUTHENTICATED", "send AUTH <user> <token> first", "METADATA"))
+        assert "skerry acls add" in explain(for_code("NOT_AUTHORIZED")(
+            "NOT_AUTHORIZED", "User:bob may not Write Topic:t", "PRODUCE"), "t")
         assert "skerry cluster elect t" in explain(for_code("NOT_LEADER")(
             "NOT_LEADER", "partition 0 of t is a follower", "PRODUCE"), "t")
 
@@ -999,7 +1001,7 @@ class SecurityTests:
         token = "s3cret-token"
         tokens = tmp_path / "tokens"
         tokens.write_text(f"alice:{hash_token(token)}\n")
-        config = {"auth": {"tokens_file": str(tokens)},
+        config = {"auth": {"tokens_file": str(tokens), "super_users": "alice"},
                   "tls": {"cert": str(cert), "key": str(key)}}
         with BrokerProcess(tmp_path / "b", config) as secured:
             good = {"SKERRY_USER": "alice", "SKERRY_TOKEN": token, "SKERRY_CAFILE": str(cert)}

@@ -262,7 +262,7 @@ class DocumentedExamplesTests:
             shapes.add(re.sub(r"^/api/groups/[^/]+/[^/]+", "/api/groups/G/T", shape))
         assert shapes == {"/api/overview", "/api/topics", "/api/topics/T",
                           "/api/topics/T/messages", "/api/groups", "/api/groups/G/T",
-                          "/api/cluster"}
+                          "/api/cluster", "/api/acls"}
 
 
 def _tokens_file(tmp_path: Path) -> Path:
@@ -275,7 +275,8 @@ def _tokens_file(tmp_path: Path) -> Path:
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]:
     """A broker with ``auth.tokens_file`` (user ``alice``) and the console on."""
     workdir = tmp_path_factory.mktemp("console-auth")
-    running = ConsoleBroker(workdir, auth={"tokens_file": str(_tokens_file(workdir))})
+    running = ConsoleBroker(workdir, auth={"tokens_file": str(_tokens_file(workdir)),
+                                                "super_users": "alice"})
     running.start()
     running.user, running.token = "alice", TOKEN
     try:
@@ -303,6 +304,17 @@ class AuthTests:
         assert secured.api("topics", f"Bearer {TOKEN}").status == 200
         assert secured.api("groups/billing/orders", basic("alice", TOKEN)).status == 200
         assert secured.api("overview", f"Bearer {TOKEN}").json()["auth"] is True
+
+    def test_acls_show_who_may_do_what(self, secured: ConsoleBroker) -> None:
+        """/api/acls lists the super users and an ACL added over V1, as the V1 list does."""
+        with secured.client() as c:
+            assert c.request("ADMIN_ACL_ADD", "User:bob Topic orders Read") == "added=1"
+        doc = secured.api("acls").json()
+        assert doc["enabled"] is True and doc["super_users"] == ["User:alice"]
+        assert doc["allow_everyone_if_no_acl_found"] is False
+        assert doc["acls"] == [{"principal": "User:bob", "resource_type": "Topic",
+                                "pattern": "Literal", "name": "orders", "operation": "Read",
+                                "permission": "Allow"}]
 
     def test_pages_load_without_a_token_and_ask_for_one(self, secured: ConsoleBroker) -> None:
         """The page (no data in it) loads without a token; it holds the login form."""

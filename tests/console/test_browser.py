@@ -298,7 +298,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]
     workdir = tmp_path_factory.mktemp("console-browser-auth")
     tokens = workdir / "tokens"
     tokens.write_text(f"alice:{hash_token(TOKEN)}\n")
-    running = ConsoleBroker(workdir, auth={"tokens_file": str(tokens)}).start()
+    running = ConsoleBroker(workdir, auth={"tokens_file": str(tokens), "super_users": "alice"}).start()
     try:
         yield running
     finally:
@@ -333,4 +333,37 @@ class LoginTests:
              "Log out did not show the login form")
         assert driver.execute_script(
             "return sessionStorage.getItem('skerry-console-token')") is None
+        driver.execute_script("sessionStorage.clear()")
+
+
+class AccessPageTests:
+    def test_access_page_shows_who_may_do_what(self, driver: Any,
+                                               secured: ConsoleBroker) -> None:
+        """After ACLs are added over V1, the Access page lists them (a deny marked as a
+        warning) with the super user and the rule for resources without ACLs."""
+        secured.user, secured.token = "alice", TOKEN
+        with secured.client() as c:
+            c.request("ADMIN_ACL_ADD", "User:bob Topic orders Read")
+            c.request("ADMIN_ACL_ADD", "User:bob Topic team-a. Write pattern=prefixed")
+            c.request("ADMIN_ACL_ADD", "User:bob Topic team-a.secret Write permission=deny")
+        open_page(driver, secured.base + "/", "#login-form")
+        wait(driver, expected_conditions.visibility_of_element_located((By.ID, "login")),
+             "no login form")
+        field = driver.find_element(By.ID, "login-token")
+        field.send_keys(TOKEN)
+        field.submit()
+        wait(driver, expected_conditions.presence_of_element_located(
+            (By.CSS_SELECTOR, "#produce-rate")), "no overview after logging in")
+        driver.find_element(By.CSS_SELECTOR, "nav a[data-page='access']").click()
+        wait(driver, expected_conditions.presence_of_element_located(
+            (By.CSS_SELECTOR, "#acls-table tbody tr")), "no ACL table")
+        rows = [texts(driver, f"#acls-table tbody tr:nth-child({i}) td") for i in (1, 2, 3)]
+        assert rows == [["User:bob", "Topic", "Literal", "orders", "Read", "Allow"],
+                        ["User:bob", "Topic", "Prefixed", "team-a.", "Write", "Allow"],
+                        ["User:bob", "Topic", "Literal", "team-a.secret", "Write", "Deny"]]
+        assert driver.find_elements(By.CSS_SELECTOR, "#acls-table td.warn")
+        assert "User:alice" in driver.find_element(By.CSS_SELECTOR, "main").text
+        assert "super users only" in driver.find_element(By.CSS_SELECTOR, "main").text
+        save(driver, "access.png")
+        driver.find_element(By.ID, "logout").click()
         driver.execute_script("sessionStorage.clear()")

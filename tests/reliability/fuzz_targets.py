@@ -14,9 +14,11 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from access import InvalidAcl
 from broker.client.codec import ProtocolViolation, parse_messages, parse_reply
 from broker.iggy.codec import decode_request
 from broker.iggy.errors import IggyError
+from broker.services.acls import decode_acls
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.index import sindex_bytes, sindex_from_bytes
@@ -109,7 +111,10 @@ TARGETS: dict[str, Target] = {
         b"V1|8|ADMIN_CREATE_TOPIC|t 1 1 cleanup_policy=compact,delete segment_bytes=4096",
         b"V1|9|ADMIN_ALTER_TOPIC|t min_compaction_lag_ms=0 segment_ms=none",
         b"V1|10|GROUP_HEARTBEAT|g m 0 topics=a,b regex=YXxi enc=b64 rebalance_timeout_ms=9",
-        b"V1|11|GROUP_HEARTBEAT|g m leave_static instance=i owned=a:0,b:1")),
+        b"V1|11|GROUP_HEARTBEAT|g m leave_static instance=i owned=a:0,b:1",
+        b"V1|12|ADMIN_ACL_ADD|User:alice Topic team-a. Write pattern=prefixed permission=deny",
+        b"V1|13|ADMIN_ACL_REMOVE|principal=User:alice type=group operation=read",
+        b"V1|14|ADMIN_ACL_LIST|name=orders pattern=literal permission=allow")),
     "v1_client": Target("v1_client", _v1_client, (ProtocolViolation,), (
         b"V1|1|OK|messages=0:created,1:a:b hw=1\nV1|0|ERR|BAD_REQUEST|line too long",
         b"V1|2|OK|messages=4:1700000000123:azE=:aGk=,5:7::/w== hw=5",
@@ -135,6 +140,11 @@ TARGETS: dict[str, Target] = {
         sindex_bytes(100, array("I", [3, 50, 99]), array("I", [0, 80, 160])),)),
     "state_json": Target("state_json", _json(ReplicationCheckpoint.from_json), (ValueError,), (
         b'{}', b'{"epochs": [[0, 0]]}')),
+    # the stored ACL document (acls.json, the etcd key /skerry/<id>/acls)
+    "acls_json": Target("acls_json", decode_acls, (InvalidAcl,), (
+        b'{"version": 1, "acls": [{"principal": "User:alice", "resource_type": "Topic", '
+        b'"name": "team-a.", "pattern_type": "Prefixed", "operation": "Write", '
+        b'"permission": "Deny", "host": "*"}]}',)),
     "iggy": Target("iggy", _iggy, (IggyError,), (
         b"\x01\x00\x00\x00", b"\x0e\x00\x00\x00\x01\x00\x00\x00\x05admin",)),
     # The Kafka codec alone: every API and version of its tables (flexible headers and

@@ -49,7 +49,7 @@ def _tokens_file(tmp_path: Path, users: dict[str, str]) -> Path:
 
 def _broker(tmp_path: Path) -> InMemoryBroker:
     tokens = _tokens_file(tmp_path, {"alice": TOKEN})
-    return InMemoryBroker(tmp_path / "data", auth={"tokens_file": str(tokens)},
+    return InMemoryBroker(tmp_path / "data", auth={"tokens_file": str(tokens), "super_users": "alice"},
                           topics={"t": {"partitions": 1}}, storage={"fsync": "never"})
 
 
@@ -257,7 +257,8 @@ class ProcessSecurityTests:
         disconnected."""
         cert, key = _self_signed(tmp_path)
         tokens = _tokens_file(tmp_path, {"alice": TOKEN})
-        with BrokerProcess(tmp_path, {"host": "0.0.0.0", "auth": {"tokens_file": str(tokens)},
+        with BrokerProcess(tmp_path, {"host": "0.0.0.0", "auth": {"tokens_file": str(tokens),
+                                                                      "super_users": "alice"},
                                       "tls": {"cert": str(cert), "key": str(key)}}) as broker:
             plain = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
             plain.sendall(b"V1|1|PING|\n")
@@ -371,7 +372,7 @@ class ClusterSecurityTests:
         tokens = str(_tokens_file(tmp_path, {"alice": TOKEN}))
         cluster = {"broker_id": 0, "brokers": self.BROKERS}
         tls = {"tls": {"cert": "c.pem", "key": "k.pem"}}
-        auth = {"auth": {"tokens_file": tokens}}
+        auth = {"auth": {"tokens_file": tokens, "super_users": "alice"}}
         for extra, named in ((tls, "cluster.tls.ca"), (auth, "cluster.peer_users")):
             with pytest.raises(ValueError) as info:
                 config_from_mapping({"cluster": cluster, **extra})
@@ -434,7 +435,7 @@ class TlsEveryListenerTests:
         is served. No token reaches the log."""
         cert, key = _self_signed(tmp_path)
         tokens = _tokens_file(tmp_path, {"alice": TOKEN})
-        config = {"auth": {"tokens_file": str(tokens)}, "iggy_port": 0, "metrics_port": 0,
+        config = {"auth": {"tokens_file": str(tokens), "super_users": "alice"}, "iggy_port": 0, "metrics_port": 0,
                   "tls": {"cert": str(cert), "key": str(key)}}
         with BrokerProcess(tmp_path, config) as broker:
             line = re.findall(r"skerry listening on (.*?);", broker.log_text())[-1]

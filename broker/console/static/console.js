@@ -462,6 +462,31 @@
     ];
   }
 
+  async function accessPage() {
+    const a = await api("acls");
+    const rows = a.acls.map(x => el("tr", {},
+      el("td", {class: "mono", text: x.principal}),
+      el("td", {text: x.resource_type}),
+      el("td", {text: x.pattern}),
+      el("td", {class: "mono", text: x.name}),
+      el("td", {text: x.operation}),
+      el("td", {class: x.permission === "Deny" ? "warn" : "", text: x.permission})));
+    const note = !a.enabled ? "Authentication is off: every request is allowed."
+      : a.allow_everyone_if_no_acl_found ? "A resource no ACL names is open to every user."
+      : "A resource no ACL names is open to super users only.";
+    return [
+      el("h1", {text: "Access"}),
+      el("p", {class: "muted", text: note}),
+      el("div", {class: "cards"},
+        card("ACLs", fmtNum(a.acls.length)),
+        card("Super users", a.super_users.length ? a.super_users.join(", ") : "none")),
+      el("h2", {text: "Who may do what"}),
+      a.acls.length ? table([{label: "principal"}, {label: "type"}, {label: "pattern"}, {label: "name"},
+                             {label: "operation"}, {label: "permission"}], rows, {id: "acls-table"})
+                    : el("p", {class: "muted", text: "No ACLs."}),
+    ];
+  }
+
   // ------------------------------------------------------------------ routing
 
   function parseRoute() {
@@ -472,6 +497,7 @@
     if (parts[0] === "groups" && parts.length === 3) return {page: "groups", build: () => groupPage(parts[1], parts[2])};
     if (parts[0] === "groups") return {page: "groups", build: groupsPage};
     if (parts[0] === "cluster") return {page: "cluster", build: clusterPage};
+    if (parts[0] === "access") return {page: "access", build: accessPage};
     return {page: "overview", build: overviewPage};
   }
 
