@@ -151,7 +151,7 @@ def _add_consume(sub: Any, common: argparse.ArgumentParser) -> None:
                     "(the broker's), key, value and headers (--format json; values that "
                     "are not UTF-8 come base64-encoded with \"value_encoding\": "
                     "\"base64\"), or what a kcat-style format string says (--format "
-                    "'%%p:%%o %%k=%%s\\n'). Without --follow it stops at the end "
+                    "'%p:%o %k=%s\\n'). Without --follow it stops at the end "
                     "of each partition; with --follow it waits for new messages until "
                     "Ctrl-C. Starts at the earliest offset, or at the end with --follow, "
                     "unless --offset, --from-beginning or --from-timestamp says otherwise. "

@@ -667,6 +667,16 @@ class InspectTests:
     timestamp (not the broker's append time passed off as it), the append time apart, and
     the headers."""
 
+    def test_the_help_shows_the_format_string_as_typed(self) -> None:
+        """``skerry consume --help`` shows its kcat-style example with single ``%`` signs,
+        as a user types it (a description is not %-formatted, so ``%%`` showed doubled)."""
+        from broker.cli.main import build_parser
+
+        consume = build_parser()._subparsers._group_actions[0].choices["consume"]
+        text = " ".join(consume.format_help().split())
+        assert "--format '%p:%o %k=%s\\n'" in text
+        assert "'%%p" not in text
+
     def test_format_print_headers_and_timestamps(self, tmp_path: Path) -> None:
         """A TANK message sent with ts=1700000000000 and an Iggy message with a header:
         ``--format`` tokens, ``--print-timestamp``/``--print-headers`` and JSON show the
