@@ -237,6 +237,7 @@ def permissions_from(username: str, acls: Iterable[AclBinding],
         t_manage, t_read, t_send = flags(ops)
         streams.setdefault(where[0], []).append(
             (where[1], TopicPermissions(t_manage, t_read, t_read, t_send)))
-    stream_perms = tuple((sid, StreamPermissions(topics=tuple(sorted(topics))))
+    stream_perms = tuple((sid, StreamPermissions(topics=tuple(sorted(
+        {tid: perms for tid, perms in topics}.items(), key=lambda item: item[0]))))
                          for sid, topics in sorted(streams.items()))
     return Permissions(glob, stream_perms or None)
