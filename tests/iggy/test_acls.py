@@ -94,9 +94,10 @@ class GateTests:
         assert _alice_acls(h.broker.acls.list()) == []
         assert alice.request(100, poll_orders) == err(41)
 
-    def test_an_acl_added_outside_iggy_counts_and_delete_user_drops_them(self, h):
+    def test_an_acl_added_outside_iggy_counts_rename_moves_and_delete_drops(self, h):
         """A binding written with `skerry acls` (the ACL service) opens the Iggy command;
-        DeleteUser removes the user's bindings; the root user needs none."""
+        the root user needs none; UpdateUser's rename moves the user's bindings as they
+        are (prefixed and deny ones too); DeleteUser removes them."""
         root = h.connect(login=True)
         root.request(33, create_user_payload("alice", "pass12"))
         alice = h.connect()
@@ -107,8 +108,16 @@ class GateTests:
                                       PatternType.LITERAL, Operation.WRITE, Permission.ALLOW)])
         assert alice.request(101, send) == ok()
         assert root.request(101, send) == ok()
-        assert root.request(34, ident("alice")) == ok()
+        h.broker.acls.add([AclBinding("User:alice", ResourceType.TOPIC, "team-a.",
+                                      PatternType.PREFIXED, Operation.READ, Permission.DENY)])
+        assert root.request(35, ident("alice") + b"\x01" + name8("alicia") + b"\x00") == ok()
         assert _alice_acls(h.broker.acls.list()) == []
+        moved = [(a.name, a.pattern_type.value, a.operation.value, a.permission.value)
+                 for a in h.broker.acls.list() if a.principal == "User:alicia"]
+        assert sorted(moved) == [("orders", "Literal", "Write", "Allow"),
+                                 ("team-a.", "Prefixed", "Read", "Deny")]
+        assert root.request(34, ident("alicia")) == ok()
+        assert [a for a in h.broker.acls.list() if a.principal == "User:alicia"] == []
 
     def test_stored_permissions_are_migrated_once(self, tmp_path):
         """A data directory whose iggy-users.json holds Iggy permissions (Skerry before the

@@ -18,6 +18,7 @@ type here), the protocol.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 
+from access.authorizer import AclFilter
 from access.model import CLUSTER_NAME
 from broker.core import BrokerCore
 from broker.iggy import codec as c
@@ -236,6 +238,12 @@ class Context:
         acls = bindings_for(username, permissions, self.topics_of)
         return self.acls.set_principal(f"User:{username}", acls,
                                        None if old is None else f"User:{old}")
+
+    def rename_principal(self, old: str, new: str) -> Deferred[Any]:
+        """Move every binding of ``User:<old>`` to ``User:<new>`` as it is (a rename)."""
+        moved = [dataclasses.replace(acl, principal=f"User:{new}")
+                 for acl in self.acls.list(AclFilter(principal=f"User:{old}"))]
+        return self.acls.set_principal(f"User:{new}", moved, f"User:{old}")
 
     # ================================================================ records
 

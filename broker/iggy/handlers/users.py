@@ -94,12 +94,10 @@ class UserHandlers:
         self.ctx.need(session, Need.ALTER_CLUSTER)
         target = self._target_user(cmd.user_id)
         old = target.username
-        permissions = self.ctx.permissions_of(target)
         self.users.update(target, cmd.username, cmd.status)
         if target.is_root or target.username == old:
             return b""
-        return self.ctx.write_permissions(target.username, permissions, old=old).addCallback(
-            lambda _: b"")
+        return self.ctx.rename_principal(old, target.username).addCallback(lambda _: b"")
 
     def update_permissions(self, session: Session, user: User,
                            cmd: c.UpdatePermissions) -> Deferred[bytes]:
