@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from broker.iggy.codec.permissions import (
     TopicPermissions,
 )
 from broker.services.iggy_users import ACTIVE, UserStore, hash_password
+from tests.access.test_v1_acls import _metrics
 from tests.iggy.harness import (
     Harness,
     RawClient,
@@ -150,7 +152,7 @@ class GateTests:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
     proc = BrokerProcess(tmp_path_factory.mktemp("iggy-acls"),
-                         {"iggy_port": 0, "topics": {"orders": {"partitions": 1},
+                         {"iggy_port": 0, "metrics_port": 0, "topics": {"orders": {"partitions": 1},
                                                      "payments": {"partitions": 1}}})
     with proc:
         yield proc, iggy_port_of(proc.log_text())
@@ -203,3 +205,12 @@ def test_real_client_reader_of_one_topic(broker):
 
     errors = run_isolated(scenario)
     assert len(errors) == 2 and all("Unauthorized" in e for e in errors), errors
+    log = proc.log_text()
+    assert log.count("not authorized: User:alice may not Write Topic:orders") == 1
+    assert log.count("not authorized: User:alice may not Read Topic:payments") == 1
+    metrics = _metrics(proc)
+    for operation in ("Write", "Read"):
+        pattern = ('skerry_authorization_refusals_total{operation="' + operation
+                   + '",resource_type="Topic"} ')
+        found = re.search(re.escape(pattern) + r"(\d+)", metrics)
+        assert found and int(float(found.group(1))) >= 1, metrics[-2000:]
