@@ -117,7 +117,8 @@ CreatePartitions: Alter Topic; IncrementalAlterConfigs: AlterConfigs Topic); use
 server management as Kafka's ACL and config requests: Alter / Describe Cluster."""
 
 ALTERNATIVES = {
-    c.CreateTopic: "Create Cluster or Create Topic (the topic's name, stream `default` only)",
+    c.CreateTopic: "Create Cluster or Create Topic (the topic's name in stream `default`; "
+                   "`__iggy.` in other streams, whose topic names are not known yet)",
     c.GetStream: "Describe Cluster or Describe Topic on one of the stream's topics",
     c.GetStreams: "lists the streams the user may see as GetStream says (others left out)",
 }
