@@ -3,7 +3,7 @@
 Owns: ``rows()`` (transport, command, the ACL it needs, whether that is enforced) built
 from the transports' own tables — V1's ``broker.v1.access.NEEDS`` (what the broker
 checks), Kafka's API keys with the operations Kafka's own authorizer asks for them, Iggy's
-command codes and TANK's message ids — and ``markdown()``, the block docs/security.md
+``broker.iggy.access.NEEDS`` and TANK's message ids — and ``markdown()``, the block docs/security.md
 holds between its ``BEGIN``/``END`` markers (tests/access/test_docs_security.py checks it).
 
 ``python -m broker.access_table`` prints the block.
@@ -62,16 +62,9 @@ def _kafka() -> list[tuple[str, str, str, str]]:
 
 
 def _iggy() -> list[tuple[str, str, str, str]]:
-    from broker.iggy.codec.commands import Code
+    from broker.iggy.access import rows as iggy_rows
 
-    open_codes = {"PING", "LOGIN_USER", "LOGIN_WITH_PERSONAL_ACCESS_TOKEN"}
-    out = []
-    for code in sorted(Code, key=lambda k: k.name):
-        if code.name in open_codes:
-            out.append(("Iggy", code.name, "nothing (before login)", "yes"))
-        else:
-            out.append(("Iggy", code.name, "Iggy's own per-user permissions", "Iggy's, not ACLs yet"))
-    return out
+    return [("Iggy", command, need, "yes") for command, need in iggy_rows()]
 
 
 def _tank() -> list[tuple[str, str, str, str]]:

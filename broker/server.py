@@ -330,7 +330,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
         iggy_now_us = now_us or wall_clock_us
         iggy = IggyService(
             core, config, clock, run_in_thread=run_in_thread, now_us=iggy_now_us,
-            groups=groups,
+            groups=groups, acls=handlers.acls,
             catalog=Catalog(data_dir, store_topics=core.topic_names, now_us=iggy_now_us, fs=fs),
             users=UserStore(data_dir, now_us=iggy_now_us, fs=fs),
             system_info=HostFacts(data_dir, clock))

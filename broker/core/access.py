@@ -49,22 +49,23 @@ class AccessGate:
         return principal_of(getattr(requester, "principal", None))
 
     def allowed(self, requester: Any, operation: Operation, resource_type: ResourceType,
-                name: str) -> bool:
+                name: str, *, always: bool = False) -> bool:
         authorizer = self.authorizer
-        if not authorizer.enabled:
+        if not (authorizer.enabled or always):
             return True
-        return authorizer.authorize(principal_of(getattr(requester, "principal", None)),
+        return authorizer.decide(principal_of(getattr(requester, "principal", None)),
                                     operation, resource_type, name)
 
     def check(self, requester: Any, operation: Operation, resource_type: ResourceType,
-              name: str) -> None:
+              name: str, *, always: bool = False) -> None:
         """Return when allowed; else log (once per connection and rule), count and raise
-        ``NotAuthorized``."""
+        ``NotAuthorized``. ``always``: decide even with authentication off (a transport
+        that always logs its users in, Iggy)."""
         authorizer = self.authorizer
-        if not authorizer.enabled:
+        if not (authorizer.enabled or always):
             return
         principal = principal_of(getattr(requester, "principal", None))
-        if authorizer.authorize(principal, operation, resource_type, name):
+        if authorizer.decide(principal, operation, resource_type, name):
             return
         raise self.refuse(requester, principal, operation, resource_type, name)
 

@@ -24,6 +24,7 @@ from broker.errors import (
     BadRequest,
     GenerationMismatch,
     InternalError,
+    InvalidAcl,
     InvalidGroupRequest,
     InvalidReplicaRequest,
     KeyRequired,
@@ -77,6 +78,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], Status] = {
     # broker.errors: the broker's own refusals
     Unauthenticated: Status.UNAUTHENTICATED,
     NotAuthorized: Status.UNAUTHORIZED,  # access: an ACL refused the operation
+    InvalidAcl: Status.INVALID_USERNAME,  # a user name no ACL principal can carry
     BadRequest: Status.INVALID_COMMAND,
     UnknownCommand: Status.INVALID_COMMAND,
     Unavailable: Status.ERROR,

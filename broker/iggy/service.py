@@ -2,7 +2,7 @@
 
 Owns: ``IggyService`` (handlers and factory over one ``BrokerCore`` and the services the
 broker's shell built for it: the catalog, the user store, the host facts),
-the root-credential rule (first start only: from the config keys ``iggy.root_username`` /
+the one-time migration of stored Iggy permissions to ACL bindings, the root-credential rule (first start only: from the config keys ``iggy.root_username`` /
 ``iggy.root_password``, else the environment variables ``IGGY_ROOT_USERNAME`` /
 ``IGGY_ROOT_PASSWORD``, else ``iggy``/``iggy`` — but only for a listener on a loopback
 address: any other address refuses to start without explicit credentials), removing
@@ -75,7 +75,8 @@ class IggyService:
                  groups: GroupService, catalog: Catalog, users: UserStore,
                  system_info: Callable[[], SystemInfo],
                  run_in_thread: Callable[[Callable[[], Any]], Deferred[Any]],
-                 now_us: Callable[[], int], environ: Mapping[str, str] | None = None,
+                 now_us: Callable[[], int], acls: Any,
+                 environ: Mapping[str, str] | None = None,
                  scrypt_n: int = DEFAULT_SCRYPT_N) -> None:
         self.core = core
         self.config = config
@@ -92,6 +93,8 @@ class IggyService:
             max_partitions_per_topic=config["limits.max_partitions_per_topic"],
             max_topics=config["limits.max_topics"],
             session_timeout_ms=config["groups.session_timeout_ms"])
+        self.acls = acls
+        self.handlers.ctx.acls = acls
         self.factory = IggyFactory(
             self.handlers, clock,
             max_frame_bytes=config["iggy.max_frame_bytes"],
@@ -115,6 +118,7 @@ class IggyService:
                              f"(iggy.root_username/iggy.root_password or IGGY_ROOT_USERNAME/"
                              f"IGGY_ROOT_PASSWORD); they only create the root user on a first "
                              f"start, later starts keep the stored password")
+        self.migrate_permissions()
         for orphan in self.catalog.orphans():
             log.warning("iggy: removing store topic %s: no stream owns it (a topic create or "
                         "delete stopped half-way)", orphan)
@@ -137,6 +141,24 @@ class IggyService:
             lambda failure: log.error("iggy heartbeat loop failed: %s", failure.getTraceback()))
         self._heartbeats = loop
         self.started = True
+
+    def migrate_permissions(self) -> None:
+        """Once, for a data directory from before the ACLs: each user's stored Iggy
+        permissions become ACL bindings (``broker.iggy.access.bindings_for``), then the blob
+        is dropped from ``iggy-users.json``. A failed write leaves the blob for the next
+        start."""
+        for user in self.users.legacy_permissions():
+            d = self.handlers.ctx.write_permissions(user.username, user.permissions)
+
+            def done(_: Any, user: Any = user) -> None:
+                self.users.forget_permissions(user)
+                log.warning("iggy: migrated the stored permissions of user %r to ACL "
+                            "bindings for User:%s (see `skerry acls list`)", user.username,
+                            user.username)
+
+            d.addCallbacks(done, lambda failure, user=user: log.error(
+                "iggy: could not migrate the permissions of user %r: %s", user.username,
+                failure.getErrorMessage()))
 
     def listen(self, reactor: Any, host: str, port: int) -> Any:
         """Prepare (see ``prepare``) and listen; returns the listening port."""

@@ -196,6 +196,20 @@ class AclService:
 
         return self.store.change(change).addCallback(lambda _: added)
 
+    def set_principal(self, principal: str, acls: list[AclBinding],
+                      old: str | None = None) -> Deferred[list[AclBinding]]:
+        """Replace every binding of ``principal`` (and of ``old``, a renamed principal's
+        former name) by ``acls``, in one atomic change; fires with the bindings after it.
+        (Iggy's UpdatePermissions, CreateUser, UpdateUser and DeleteUser.)"""
+        drop = {principal} if old is None else {principal, old}
+
+        def change(before: list[AclBinding]) -> list[AclBinding]:
+            kept = [a for a in before if a.principal not in drop]
+            have = set(kept)
+            return [*kept, *(a for a in acls if a not in have)]
+
+        return self.store.change(change)
+
     def remove(self, flt: AclFilter) -> Deferred[list[AclBinding]]:
         """Remove every binding ``flt`` matches; fires with them."""
         gone: list[AclBinding] = []

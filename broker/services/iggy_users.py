@@ -2,13 +2,14 @@
 shell builds and the Iggy handlers call, persisted in the data dir.
 
 Owns: ``UserStore`` and ``iggy-users.json`` (every user: id, username, scrypt password hash, status,
-permissions, created_at, and their personal access tokens stored only as SHA-256 hashes),
+created_at, and their personal access tokens stored only as SHA-256 hashes; a user's
+``permissions`` blob is kept only until the Iggy service migrates it into ACL bindings,
+see ``legacy_permissions``),
 the password hashing (``hash_password``/``verify_password``: scrypt, a random 16-byte salt
 per hash, parameters stored with it), the validation rules (Iggy's: usernames 3-50
-characters, passwords 3-100, token names 3-30, at most 100 tokens per user) and the
-permission checks (``Access``), Iggy's rules: a global permission covers every stream, a
-stream permission covers that stream's topics, ``manage`` includes ``read``, reading a
-topic includes polling it.
+characters, passwords 3-100, token names 3-30, at most 100 tokens per user). What a user
+may do is not kept here: Iggy's permissions are ACL bindings (``broker.iggy.access``,
+docs/security.md).
 
 The root user (id 0) is created when the file does not exist yet; it has every
 permission, cannot be deleted and its permissions cannot change.
@@ -33,7 +34,6 @@ import os
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from broker.iggy.codec.permissions import Permissions
@@ -66,8 +66,6 @@ __all__ = [
     "User",
     "Token",
     "UserStore",
-    "Access",
-    "Need",
     "hash_password",
     "verify_password",
     "check_username",
@@ -305,10 +303,16 @@ class UserStore:
         del self.users[user.id]
         self.save()
 
-    def set_permissions(self, user: User, permissions: Permissions | None) -> None:
+    def legacy_permissions(self) -> list[User]:
+        """Users (not root) whose file still holds an Iggy permissions blob: written by a
+        Skerry before the ACLs, to be migrated once (``forget_permissions`` after)."""
+        return [u for u in self.list_users() if not u.is_root and u.permissions is not None]
+
+    def forget_permissions(self, user: User) -> None:
+        """Drop the blob once it lives on as ACL bindings."""
         if user.is_root:
             raise RootPermissionsFixed("the root user's permissions cannot change")
-        user.permissions = permissions
+        user.permissions = None
         self.save()
 
     def set_password_hash(self, user: User, password_hash: str) -> None:
@@ -365,69 +369,3 @@ class UserStore:
 
 def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-# ---------------------------------------------------------------- permissions
-
-
-class Need(Enum):
-    """What a command needs; ``Access.allows`` decides it for one user."""
-
-    READ_SERVERS = "read_servers"
-    READ_USERS = "read_users"
-    MANAGE_USERS = "manage_users"
-    READ_STREAM = "read_stream"
-    CREATE_STREAM = "create_stream"
-    MANAGE_STREAM = "manage_stream"
-    READ_TOPIC = "read_topic"
-    CREATE_TOPIC = "create_topic"
-    MANAGE_TOPIC = "manage_topic"
-    POLL = "poll"
-    SEND = "send"
-
-
-class Access:
-    """Iggy's permission rules over one user's ``Permissions`` (root: everything)."""
-
-    @staticmethod
-    def allows(user: User, need: Need, stream_id: int | None = None,
-               topic_id: int | None = None) -> bool:
-        if user.is_root:
-            return True
-        p = user.permissions
-        if p is None:
-            return False
-        g = p.global_
-        if need is Need.READ_SERVERS:
-            return g.manage_servers or g.read_servers
-        if need is Need.READ_USERS:
-            return g.manage_users or g.read_users
-        if need is Need.MANAGE_USERS:
-            return g.manage_users
-        if need is Need.CREATE_STREAM:
-            return g.manage_streams
-        sp = p.stream(stream_id) if stream_id is not None else None
-        tp = sp.topic(topic_id) if sp is not None and topic_id is not None else None
-        if need is Need.MANAGE_STREAM:
-            return g.manage_streams or bool(sp and sp.manage_stream)
-        if need is Need.READ_STREAM:
-            return g.manage_streams or g.read_streams or bool(
-                sp and (sp.manage_stream or sp.read_stream))
-        manage_topic = g.manage_streams or g.manage_topics or bool(
-            sp and (sp.manage_stream or sp.manage_topics or (tp and tp.manage_topic)))
-        if need is Need.CREATE_TOPIC:
-            return g.manage_streams or g.manage_topics or bool(
-                sp and (sp.manage_stream or sp.manage_topics))
-        if need is Need.MANAGE_TOPIC:
-            return manage_topic
-        read_topic = manage_topic or g.read_streams or g.read_topics or bool(
-            sp and (sp.read_stream or sp.read_topics or (tp and tp.read_topic)))
-        if need is Need.READ_TOPIC:
-            return read_topic
-        if need is Need.POLL:
-            return read_topic or g.poll_messages or bool(
-                sp and (sp.poll_messages or (tp and tp.poll_messages)))
-        if need is Need.SEND:
-            return manage_topic or g.send_messages or bool(
-                sp and (sp.send_messages or (tp and tp.send_messages)))
-        raise AssertionError(f"unknown need {need}")

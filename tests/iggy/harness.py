@@ -169,7 +169,7 @@ class Harness(ClockedHarness):
         core, data_dir = self.broker.core, self.config["data_dir"]
         self.service = IggyService(
             core, self.config, self.clock, run_in_thread=synchronous, now_us=self.now_us,
-            groups=core.groups,
+            groups=core.groups, acls=self.broker.acls,
             catalog=Catalog(data_dir, store_topics=core.topic_names, now_us=self.now_us),
             users=UserStore(data_dir, now_us=self.now_us),
             system_info=HostFacts(data_dir, self.clock),

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from access import Authorizer, Operation, ResourceType
+from broker.iggy.access import bindings_for, permissions_from
 from broker.iggy.codec import GlobalPermissions, Permissions, StreamPermissions, TopicPermissions
 from broker.iggy.errors import Status, status_for
 from broker.services.errors import ServiceError
@@ -18,9 +20,6 @@ from broker.services.iggy_catalog import (
     store_retention,
 )
 from broker.services.iggy_users import (
-    Access,
-    Need,
-    User,
     UserStore,
     hash_password,
     verify_password,
@@ -175,34 +174,53 @@ class UserStoreTests:
         assert status_for(caught.value) == Status.CANNOT_DELETE_USER
 
 
-def _user(perms: Permissions | None, id: int = 5) -> User:
-    return User(id, "u", "", 1, perms, 0)
+_TOPICS = {1: [(3, "t3"), (4, "t4")], 2: [(7, "__iggy.7"), (8, "__iggy.8")]}
 
 
-class AccessTests:
-    def test_root_and_no_permissions(self):
-        """Root may do everything; a user without permissions nothing."""
-        for need in Need:
-            assert Access.allows(_user(None, id=0), need, 1, 1)
-            assert not Access.allows(_user(None), need, 1, 1)
+def _may(perms: Permissions | None):
+    """The decision the Iggy gate makes for user ``u`` holding ``perms`` as ACLs."""
+    auth = Authorizer(enabled=True, acls=bindings_for("u", perms, lambda s: _TOPICS.get(s, [])))
+
+    def may(op: str, kind: str, name: str = "kafka-cluster") -> bool:
+        return auth.authorize("User:u", Operation(op), ResourceType(kind), name)
+
+    return may
+
+
+class PermissionMappingTests:
+    def test_no_permissions_no_bindings(self):
+        """A user without Iggy permissions gets no ACL: refused everything."""
+        assert bindings_for("u", None, lambda s: []) == []
+        may = _may(Permissions())
+        assert not may("Read", "Topic", "t3") and not may("Describe", "Cluster")
 
     def test_global_stream_and_topic_levels(self):
-        """Global flags cover every stream; a stream's flags cover its topics; a topic's
-        flags that topic only; manage includes read, read includes poll."""
+        """Global flags cover every topic; a stream's flags cover its topics; a topic's
+        flags that topic only; manage includes read and send, read includes poll."""
         perms = Permissions(
             GlobalPermissions(read_servers=True),
             ((1, StreamPermissions(read_stream=True, send_messages=True)),
              (2, StreamPermissions(topics=((7, TopicPermissions(manage_topic=True)),)))))
-        u = _user(perms)
-        assert Access.allows(u, Need.READ_SERVERS)
-        assert not Access.allows(u, Need.READ_USERS)
-        assert Access.allows(u, Need.READ_STREAM, 1) and not Access.allows(u, Need.READ_STREAM, 2)
-        assert Access.allows(u, Need.POLL, 1, 3) and Access.allows(u, Need.SEND, 1, 3)
-        assert not Access.allows(u, Need.MANAGE_TOPIC, 1, 3)
-        assert Access.allows(u, Need.MANAGE_TOPIC, 2, 7) and Access.allows(u, Need.POLL, 2, 7)
-        assert Access.allows(u, Need.SEND, 2, 7)
-        assert not Access.allows(u, Need.POLL, 2, 8)
-        assert not Access.allows(u, Need.CREATE_TOPIC, 2)
-        g = _user(Permissions(GlobalPermissions(manage_topics=True)))
-        assert Access.allows(g, Need.CREATE_TOPIC, 9) and Access.allows(g, Need.POLL, 9, 9)
-        assert not Access.allows(g, Need.CREATE_STREAM)
+        may = _may(perms)
+        assert may("Describe", "Cluster") and not may("Alter", "Cluster")
+        assert may("Read", "Topic", "t3") and may("Write", "Topic", "t4")
+        assert not may("Delete", "Topic", "t3")
+        assert may("Delete", "Topic", "__iggy.7") and may("Read", "Topic", "__iggy.7")
+        assert may("Write", "Topic", "__iggy.7") and may("Read", "Group", "any-group")
+        assert not may("Read", "Topic", "__iggy.8")
+        assert not may("Create", "Cluster")
+        g = _may(Permissions(GlobalPermissions(manage_topics=True)))
+        assert g("Create", "Topic", "anything") and g("Read", "Topic", "__iggy.9")
+        assert not g("Create", "Cluster")
+
+    def test_read_back_for_get_user(self):
+        """GetUser shows the bindings as Iggy flags again: a topic's read and send."""
+        perms = Permissions(GlobalPermissions(read_topics=True), (
+            (2, StreamPermissions(topics=((7, TopicPermissions(send_messages=True)),))),))
+        acls = bindings_for("u", perms, lambda s: _TOPICS.get(s, []))
+        back = permissions_from("u", acls, lambda n: (2, 7) if n == "__iggy.7" else None)
+        assert back is not None and back.global_.read_topics and back.global_.poll_messages
+        assert not back.global_.send_messages
+        topic = back.stream(2).topic(7)
+        assert topic is not None and topic.send_messages and not topic.manage_topic
+        assert permissions_from("nobody", acls, lambda n: None) is None

@@ -104,7 +104,12 @@ class RawSocketTests:
         user_id, created, status = struct.unpack_from("<IQB", reply, 8)
         assert reply == ok(struct.pack("<IQB", user_id, created, 1) + name8("rawuser") + b"\x01"
                            + u32(len(perms)) + perms)
-        assert root.request(31, ident("rawuser")) == reply
+        # GetUser reads them back from the ACLs: Describe Cluster is read_servers and
+        # read_users both (docs/iggy.md).
+        back = bytes([0, 1, 0, 1, 0, 1, 0, 1, 1, 1]) + b"\x00"
+        assert root.request(31, ident("rawuser")) == ok(
+            struct.pack("<IQB", user_id, created, 1) + name8("rawuser") + b"\x01"
+            + u32(len(back)) + back)
         user = login(port, "rawuser", "rawpass")
         token_reply = user.request(42, name8("raw-token") + u64(0))
         token = token_reply[9:]
@@ -152,9 +157,10 @@ class RawSocketTests:
         assert root.request(35, ident(user_id) + b"\x00" + b"\x01\x01") == ok()
         perms = bytes([0, 0, 0, 0, 0, 1, 0, 0, 0, 0]) + b"\x00"  # read_streams
         assert root.request(36, ident(user_id) + b"\x01" + u32(len(perms)) + perms) == ok()
+        back = bytes([0, 1, 0, 1, 0, 1, 0, 1, 1, 0]) + b"\x00"  # as the ACLs read back
         assert root.request(31, ident(user_id)) == ok(
             struct.pack("<IQB", user_id, created, 1) + name8("mgmt-renamed") + b"\x01"
-            + u32(len(perms)) + perms)
+            + u32(len(back)) + back)
         user = login(port, "mgmt-renamed", "first-pw")
         assert user.request(37, ident(user_id) + name8("first-pw") + name8("second-pw")) == ok()
         assert RawClient(port).request(38, payload) == err(42)

@@ -148,6 +148,11 @@ class UserTests:
         created = conn.request(33, create_user_payload("alice", "secret", 1, perms))
         details = user_bytes(1, T0 + 7, 1, "alice") + b"\x01" + u32(len(perms)) + perms
         assert created == ok(details)
+        # GetUser reads the permissions back from the ACL bindings they became
+        # (docs/iggy.md): the stream grant had no topic to bind, Describe Cluster reads
+        # back as read_servers and read_users.
+        perms = bytes([0, 1, 0, 1, 0, 1, 0, 1, 1, 0]) + b"\x00"
+        details = user_bytes(1, T0 + 7, 1, "alice") + b"\x01" + u32(len(perms)) + perms
         assert conn.request(31, ident(1)) == ok(details)
         assert conn.request(31, ident("alice")) == ok(details)
         assert conn.request(31, ident(0)) == ok(user_bytes(0, T0, 1, "iggy") + b"\x01"

@@ -17,6 +17,11 @@ from dataclasses import dataclass
 from access import InvalidAcl
 from broker.client.codec import ProtocolViolation, parse_messages, parse_reply
 from broker.iggy.codec import decode_request
+from broker.iggy.codec.permissions import GlobalPermissions as _GlobalPermissions
+from broker.iggy.codec.permissions import Permissions as _Permissions
+from broker.iggy.codec.permissions import StreamPermissions as _StreamPermissions
+from broker.iggy.codec.permissions import TopicPermissions as _TopicPermissions
+from broker.iggy.codec.permissions import permissions_field as _permissions_field
 from broker.iggy.errors import IggyError
 from broker.services.acls import decode_acls
 from broker.v1.codec import Codec, CommandError
@@ -84,6 +89,22 @@ def _iggy(data: bytes) -> object:
     return decode_request(code % 1024 if data[4:5] != b"\xff" else code, data[4:])
 
 
+_IGGY_PERMS = _Permissions(_GlobalPermissions(read_servers=True), (
+    (0, _StreamPermissions(send_messages=True, topics=((0, _TopicPermissions(
+        read_topic=True)),))),))
+
+
+def _iggy_permissions(data: bytes) -> object:
+    """Iggy's permissions blob (CreateUser, UpdatePermissions, an old iggy-users.json) to
+    ACL bindings and back (broker/iggy/access.py): only the blob's own refusal."""
+    from broker.iggy.access import bindings_for, permissions_from
+    from broker.iggy.codec.permissions import Permissions
+
+    perms = Permissions.decode(data)
+    acls = bindings_for("fuzz-user", perms, lambda sid: [(sid % 7, f"t{sid % 5}")])
+    return permissions_from("fuzz-user", acls, lambda name: (1, 2))
+
+
 def _kafka_codec(data: bytes) -> object:
     from broker.kafka.codec import parse_request
 
@@ -146,7 +167,12 @@ TARGETS: dict[str, Target] = {
         b'"name": "team-a.", "pattern_type": "Prefixed", "operation": "Write", '
         b'"permission": "Deny", "host": "*"}]}',)),
     "iggy": Target("iggy", _iggy, (IggyError,), (
-        b"\x01\x00\x00\x00", b"\x0e\x00\x00\x00\x01\x00\x00\x00\x05admin",)),
+        b"\x01\x00\x00\x00", b"\x0e\x00\x00\x00\x01\x00\x00\x00\x05admin",
+        # UpdatePermissions (36) of user "alice" with a blob: one stream, one topic
+        b"\x24\x00\x00\x00\x02\x05alice" + _permissions_field(_IGGY_PERMS),)),
+    # Iggy permissions -> ACL bindings -> Iggy flags (broker/iggy/access.py)
+    "iggy_permissions": Target("iggy_permissions", _iggy_permissions, (IggyError,), (
+        _IGGY_PERMS.encode(), _Permissions.root().encode())),
     # The Kafka codec alone: every API and version of its tables (flexible headers and
     # bodies, tagged fields), through parse_request, which returns a result and never raises.
     "kafka_codec": Target("kafka_codec", _kafka_codec, (), _KAFKA_CODEC_SEEDS),

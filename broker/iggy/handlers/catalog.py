@@ -18,11 +18,12 @@ import logging
 from twisted.internet.defer import Deferred
 
 from broker.iggy import codec as c
+from broker.iggy.access import Need
 from broker.iggy.errors import IggyError, Status
 from broker.iggy.handlers.context import Context, Session, all_done
 from broker.iggy.handlers.sessions import Sessions
 from broker.services.iggy_catalog import StreamEntry, TopicEntry, store_retention
-from broker.services.iggy_users import Access, Need, User
+from broker.services.iggy_users import User
 
 __all__ = ["CatalogHandlers"]
 
@@ -43,33 +44,41 @@ class CatalogHandlers:
     def get_stream(self, session: Session, user: User, cmd: c.GetStream) -> bytes:
         stream = self.catalog.stream(cmd.stream.value)
         if stream is None:
-            self.ctx.need(user, Need.READ_STREAM)
+            self.ctx.need(session, Need.DESCRIBE_CLUSTER)
             return b""
-        self.ctx.need(user, Need.READ_STREAM, stream.id)
+        if not self._may_see(session, stream):
+            self.ctx.need(session, Need.DESCRIBE_CLUSTER)
         return c.encode_stream_details(*self.ctx.stream_info(stream))
 
     def get_streams(self, session: Session, user: User, cmd: c.GetStreams) -> bytes:
         self.catalog.sync_default()
         return b"".join(c.encode_stream(self.ctx.stream_info(s)[0])
                         for s in self.catalog.list_streams()
-                        if Access.allows(user, Need.READ_STREAM, s.id))
+                        if self._may_see(session, s))
+
+    def _may_see(self, session: Session, stream: StreamEntry) -> bool:
+        """Describe Cluster, or Describe on one of the stream's topics."""
+        return self.ctx.may(session, Need.DESCRIBE_CLUSTER) or any(
+            self.ctx.may(session, Need.DESCRIBE_TOPIC, t.store) for t in stream.topics.values())
 
     def create_stream(self, session: Session, user: User, cmd: c.CreateStream) -> bytes:
-        self.ctx.need(user, Need.CREATE_STREAM)
+        self.ctx.need(session, Need.CREATE_CLUSTER)
         stream = self.catalog.add_stream(cmd.name)
         log.info("iggy: created stream %r (id %d)", stream.name, stream.id)
         return c.encode_stream_details(*self.ctx.stream_info(stream))
 
     def update_stream(self, session: Session, user: User, cmd: c.UpdateStream) -> bytes:
         stream = self.ctx.stream(cmd.stream)
-        self.ctx.need(user, Need.MANAGE_STREAM, stream.id)
+        self.ctx.need(session, Need.CREATE_CLUSTER)
         self.catalog.rename_stream(stream, cmd.name)
         return b""
 
     def delete_stream(self, session: Session, user: User,
                       cmd: c.DeleteStream) -> Deferred[bytes]:
         stream = self.ctx.stream(cmd.stream)
-        self.ctx.need(user, Need.MANAGE_STREAM, stream.id)
+        self.ctx.need(session, Need.CREATE_CLUSTER)
+        for topic in stream.topics.values():
+            self.ctx.need(session, Need.DELETE_TOPIC, topic.store)
         if stream.is_default:
             raise IggyError(Status.CANNOT_DELETE_STREAM,
                             "stream default holds the V1 topics and cannot be deleted")
@@ -82,9 +91,10 @@ class CatalogHandlers:
 
     def purge_stream(self, session: Session, user: User, cmd: c.PurgeStream) -> Deferred[bytes]:
         stream = self.ctx.stream(cmd.stream)
-        self.ctx.need(user, Need.MANAGE_STREAM, stream.id)
         if stream.is_default:
             self.catalog.sync_default()
+        for topic in stream.topics.values():
+            self.ctx.need(session, Need.DELETE_TOPIC, topic.store)
         waits = [self._purge(topic) for topic in list(stream.topics.values())
                  if self.ctx.has_store(topic.store)]
         return all_done(waits).addCallback(lambda _: b"")
@@ -95,19 +105,21 @@ class CatalogHandlers:
         stream = self.ctx.stream(cmd.stream)
         topic = self.catalog.topic(stream, cmd.topic.value, self.ctx.has_store)
         if topic is None:
-            self.ctx.need(user, Need.READ_STREAM, stream.id)
+            self.ctx.need(session, Need.DESCRIBE_TOPIC, cmd.topic.value
+                          if stream.is_default and not cmd.topic.numeric else "*")
             return b""
-        self.ctx.need(user, Need.READ_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.DESCRIBE_TOPIC, topic.store)
         return c.encode_topic_details(*self._topic_info(topic))
 
     def get_topics(self, session: Session, user: User, cmd: c.GetTopics) -> bytes:
         stream = self.ctx.stream(cmd.stream)
-        self.ctx.need(user, Need.READ_STREAM, stream.id)
+        self.ctx.need(session, Need.DESCRIBE_CLUSTER)
         return b"".join(c.encode_topic(t) for t in self.ctx.stream_info(stream)[1])
 
     def create_topic(self, session: Session, user: User, cmd: c.CreateTopic) -> bytes:
         stream = self.ctx.stream(cmd.stream)
-        self.ctx.need(user, Need.CREATE_TOPIC, stream.id)
+        self.ctx.need_any(session, ((Need.CREATE_CLUSTER, None), (
+            Need.CREATE_TOPIC, cmd.name if stream.is_default else "__iggy.")))
         if stream.is_default:
             self.catalog.sync_default()
         self.catalog.check_new_topic(stream, cmd.name)
@@ -134,7 +146,7 @@ class CatalogHandlers:
 
     def update_topic(self, session: Session, user: User, cmd: c.UpdateTopic) -> bytes:
         stream, topic, config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.MANAGE_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.ALTER_TOPIC_CONFIGS, topic.store)
         if not 1 <= cmd.compression <= 4:
             raise IggyError(Status.INVALID_FORMAT, f"compression algorithm {cmd.compression}")
         self.catalog.update_topic(stream, topic, name=cmd.name, compression=cmd.compression,
@@ -148,14 +160,14 @@ class CatalogHandlers:
 
     def delete_topic(self, session: Session, user: User, cmd: c.DeleteTopic) -> Deferred[bytes]:
         stream, topic, _config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.MANAGE_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.DELETE_TOPIC, topic.store)
         d = self._drop_topic(stream, topic)
         log.info("iggy: deleted topic %r of stream %r", topic.name, stream.name)
         return d.addCallback(lambda _: b"")
 
     def purge_topic(self, session: Session, user: User, cmd: c.PurgeTopic) -> Deferred[bytes]:
         stream, topic, _config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.MANAGE_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.DELETE_TOPIC, topic.store)
         return self._purge(topic).addCallback(lambda _: b"")
 
     # ================================================================ partitions, segments
@@ -163,7 +175,7 @@ class CatalogHandlers:
     def create_partitions(self, session: Session, user: User,
                           cmd: c.CreatePartitions) -> bytes:
         stream, topic, config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.MANAGE_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.ALTER_TOPIC, topic.store)
         if cmd.partitions_count < 1:
             raise IggyError(Status.INVALID_PARTITIONS_COUNT, "add at least 1 partition")
         total = config.partitions + cmd.partitions_count
@@ -176,13 +188,13 @@ class CatalogHandlers:
     def delete_partitions(self, session: Session, user: User,
                           cmd: c.DeletePartitions) -> bytes:
         stream, topic, _config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.MANAGE_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.ALTER_TOPIC, topic.store)
         raise IggyError(Status.FEATURE_UNAVAILABLE,
                         "partitions are never removed (the store keeps every partition)")
 
     def delete_segments(self, session: Session, user: User, cmd: c.DeleteSegments) -> bytes:
         stream, topic, config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.MANAGE_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.DELETE_TOPIC, topic.store)
         self.ctx.check_partition(config, cmd.partition_id)
         if cmd.segments_count < 1:
             raise IggyError(Status.INVALID_SEGMENTS_COUNT, "delete at least 1 segment")

@@ -18,6 +18,7 @@ type here), the protocol.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,9 +27,13 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 
+from access.authorizer import AclFilter
+from access.model import CLUSTER_NAME
 from broker.core import BrokerCore
 from broker.iggy import codec as c
+from broker.iggy.access import NEEDS, Need, bindings_for, permissions_from
 from broker.iggy.codec import ConsumerKind, Identifier, PartitionInfo, StreamInfo, TopicInfo
+from broker.iggy.codec.permissions import Permissions
 from broker.iggy.errors import IggyError, Status
 from broker.services.groups import GroupService, all_done
 from broker.services.host_facts import SystemInfo
@@ -39,7 +44,7 @@ from broker.services.iggy_catalog import (
     TopicEntry,
     group_name_for_consumer,
 )
-from broker.services.iggy_users import Access, Need, User, UserStore
+from broker.services.iggy_users import ROOT_USER_ID, User, UserStore
 
 if TYPE_CHECKING:
     from data.store import TopicConfig
@@ -79,6 +84,14 @@ class Session:
     user_id: int | None = None
     memberships: dict[tuple[str, str], Membership] = field(default_factory=dict)
     closed: bool = False
+    principal: str | None = None
+    """The logged-in user's name: the ACLs' ``User:<name>`` (the dispatcher sets it)."""
+    command: type | None = None
+    """The class of the command being served (``broker.iggy.access.NEEDS``' key)."""
+
+    @property
+    def peer(self) -> str:
+        return self.address
 
 
 class Context:
@@ -105,6 +118,9 @@ class Context:
         self.max_partitions_per_topic = max_partitions_per_topic
         self.max_topics = max_topics
         self.session_timeout_ms = session_timeout_ms
+        self.acls: Any = None
+        """``broker.services.acls.AclService``: where Iggy's permissions are written as
+        ACL bindings (the shell sets it)."""
         self.balanced: dict[str, int] = {}
         """The next partition of each store topic's balanced sends."""
         self.read_bytes = 0
@@ -112,15 +128,36 @@ class Context:
 
     # ================================================================ checks
 
-    @staticmethod
-    def need(user: User, need: Need, stream_id: int | None = None,
-             topic_id: int | None = None) -> None:
-        """Refuse with UNAUTHORIZED unless ``user`` may do ``need`` (there)."""
-        if not Access.allows(user, need, stream_id, topic_id):
-            raise IggyError(Status.UNAUTHORIZED,
-                            f"user {user.username!r} lacks {need.value}"
-                            + (f" on stream {stream_id}" if stream_id is not None else "")
-                            + (f" topic {topic_id}" if topic_id is not None else ""))
+    def need(self, session: Session, need: Need, name: str | None = None) -> None:
+        """Refuse (``access.NotAuthorized``: Iggy's Unauthorized, 41) unless the session's
+        user may do ``need`` on the topic or group ``name`` (the cluster for cluster
+        needs), per the ACLs (``broker.iggy.access``). The root user may do everything."""
+        self.need_any(session, ((need, name),))
+
+    def need_any(self, session: Session, alternatives: tuple[tuple[Need, str | None], ...]
+                 ) -> None:
+        """Allowed when any one of ``alternatives`` is; refused naming the last one."""
+        needs = NEEDS.get(session.command) if session.command is not None else None
+        for need, _name in alternatives:
+            if needs is None or need not in needs:
+                raise AssertionError(f"{session.command}: {need} is not in its NEEDS row")
+        if session.user_id == ROOT_USER_ID:
+            return
+        gate = self.core.access
+        for need, name in alternatives[:-1]:
+            if gate.allowed(session, need.operation, need.resource_type,
+                            CLUSTER_NAME if name is None else name, always=True):
+                return
+        need, name = alternatives[-1]
+        gate.check(session, need.operation, need.resource_type,
+                   CLUSTER_NAME if name is None else name, always=True)
+
+    def may(self, session: Session, need: Need, name: str | None = None) -> bool:
+        """``need`` without refusing, logging or counting: for filtering lists."""
+        if session.user_id == ROOT_USER_ID:
+            return True
+        return self.core.access.allowed(session, need.operation, need.resource_type,
+                                        CLUSTER_NAME if name is None else name, always=True)
 
     def has_store(self, name: str) -> bool:
         """True when the store topic ``name`` exists."""
@@ -170,6 +207,43 @@ class Context:
         if consumer.kind is ConsumerKind.CONSUMER:
             return group_name_for_consumer(consumer.id.value)
         return self.group(topic, consumer.id).name
+
+    # ================================================================ permissions <-> ACLs
+
+    def topics_of(self, stream_id: int) -> list[tuple[int, str]]:
+        """``(topic id, Skerry topic)`` of each topic of the stream (none: unknown)."""
+        stream = self.catalog.stream(stream_id)
+        if stream is None:
+            return []
+        if stream.is_default:
+            self.catalog.sync_default()
+        return [(t.id, t.store) for t in stream.topics.values()]
+
+    def locate(self, store: str) -> tuple[int, int] | None:
+        found = self.catalog.locate(store)
+        return None if found is None else (found[0].id, found[1].id)
+
+    def permissions_of(self, user: User) -> Permissions | None:
+        """What GetUser shows: the root user's fixed set, else the user's ACLs read back."""
+        if user.is_root:
+            return Permissions.root()
+        if self.acls is None:
+            return None
+        return permissions_from(user.username, self.acls.list(), self.locate)
+
+    def write_permissions(self, username: str, permissions: Permissions | None,
+                          old: str | None = None) -> Deferred[Any]:
+        """Store ``permissions`` as ``User:<username>``'s ACL bindings (replacing theirs,
+        and ``old``'s when the user was renamed)."""
+        acls = bindings_for(username, permissions, self.topics_of)
+        return self.acls.set_principal(f"User:{username}", acls,
+                                       None if old is None else f"User:{old}")
+
+    def rename_principal(self, old: str, new: str) -> Deferred[Any]:
+        """Move every binding of ``User:<old>`` to ``User:<new>`` as it is (a rename)."""
+        moved = [dataclasses.replace(acl, principal=f"User:{new}")
+                 for acl in self.acls.list(AclFilter(principal=f"User:{old}"))]
+        return self.acls.set_principal(f"User:{new}", moved, f"User:{old}")
 
     # ================================================================ records
 

@@ -199,6 +199,7 @@ class IggyHandlers:
         if user is None and code not in _OPEN_CODES:
             return c.frame_error(Status.UNAUTHENTICATED if code in _KNOWN_CODES
                                  else Status.INVALID_COMMAND)
+        session.principal = user.username if user is not None else None
         try:
             cmd = c.decode_request(code, payload)
         except IggyError as error:
@@ -210,6 +211,7 @@ class IggyHandlers:
             return self.unknown_command(session, cmd)
         if self.core.closing and type(cmd) is not c.Ping:
             return c.frame_error(status_for(Unavailable("broker is shutting down")))
+        session.command = type(cmd)
         try:
             result = handler(session, user, cmd)
         except REFUSALS as error:

@@ -14,12 +14,13 @@ from __future__ import annotations
 from twisted.internet.defer import Deferred
 
 from broker.iggy import codec as c
+from broker.iggy.access import Need
 from broker.iggy.codec import ConsumerGroupInfo, GroupMemberInfo
 from broker.iggy.errors import IggyError, Status
 from broker.iggy.handlers.context import Context, Membership, Session, all_done
 from broker.iggy.handlers.sessions import Sessions
 from broker.services.iggy_catalog import GroupEntry, TopicEntry
-from broker.services.iggy_users import Need, User
+from broker.services.iggy_users import User
 
 __all__ = ["GroupHandlers"]
 
@@ -35,18 +36,19 @@ class GroupHandlers:
     def get_consumer_group(self, session: Session, user: User,
                            cmd: c.GetConsumerGroup) -> bytes:
         stream, topic, config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.READ_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.DESCRIBE_TOPIC, topic.store)
         try:
             group = self.ctx.group(topic, cmd.group)
         except IggyError:
             return b""
+        self.ctx.need(session, Need.DESCRIBE_GROUP, group.name)
         return c.encode_consumer_group_details(*self._group_info(topic, group,
                                                                  config.partitions))
 
     def get_consumer_groups(self, session: Session, user: User,
                             cmd: c.GetConsumerGroups) -> bytes:
         stream, topic, config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.READ_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.DESCRIBE_TOPIC, topic.store)
         self.ctx.adopt_groups(topic)
         return b"".join(c.encode_consumer_group(self._group_info(topic, g, config.partitions)[0])
                         for g in sorted(topic.groups.values(), key=lambda g: g.id))
@@ -54,7 +56,8 @@ class GroupHandlers:
     def create_consumer_group(self, session: Session, user: User,
                               cmd: c.CreateConsumerGroup) -> bytes:
         stream, topic, config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.READ_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.READ_TOPIC, topic.store)
+        self.ctx.need(session, Need.READ_GROUP, cmd.name)
         self.ctx.adopt_groups(topic)
         group = self.ctx.catalog.add_group(topic, cmd.name)
         return c.encode_consumer_group_details(*self._group_info(topic, group,
@@ -63,8 +66,9 @@ class GroupHandlers:
     def delete_consumer_group(self, session: Session, user: User,
                               cmd: c.DeleteConsumerGroup) -> Deferred[bytes]:
         stream, topic, _config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.READ_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.DESCRIBE_TOPIC, topic.store)
         group = self.ctx.group(topic, cmd.group)
+        self.ctx.need(session, Need.DELETE_GROUP, group.name)
         grp = self.groups.group(group.name, topic.store)
         prefix = self.sessions.member_prefix()
         if grp is not None and any(not m.startswith(prefix) for m in grp.members):
@@ -83,16 +87,17 @@ class GroupHandlers:
     def join_consumer_group(self, session: Session, user: User,
                             cmd: c.JoinConsumerGroup) -> Deferred[bytes]:
         stream, topic, _config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.READ_TOPIC, stream.id, topic.id)
+        self.ctx.need(session, Need.READ_TOPIC, topic.store)
         group = self.ctx.group(topic, cmd.group)
+        self.ctx.need(session, Need.READ_GROUP, group.name)
         membership = Membership(stream.id, topic.id, group.id, group.name, topic.store)
         return self.sessions.join(session, membership).addCallback(lambda _: b"")
 
     def leave_consumer_group(self, session: Session, user: User,
                              cmd: c.LeaveConsumerGroup) -> Deferred[bytes]:
         stream, topic, _config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.READ_TOPIC, stream.id, topic.id)
         group = self.ctx.group(topic, cmd.group)
+        self.ctx.need(session, Need.READ_GROUP, group.name)
         membership = session.memberships.get((topic.store, group.name))
         if membership is None:
             raise IggyError(Status.CONSUMER_GROUP_MEMBER_NOT_FOUND,

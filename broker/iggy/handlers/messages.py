@@ -22,12 +22,13 @@ from twisted.internet.defer import Deferred
 from broker.core import ProduceResult
 from broker.errors import SkerryError
 from broker.iggy import codec as c
+from broker.iggy.access import NEEDS, Need
 from broker.iggy.codec import ConsumerKind, PartitioningKind, PollingKind
 from broker.iggy.errors import IggyError, Status
 from broker.iggy.handlers.context import Context, Session
 from broker.iggy.handlers.sessions import Sessions
 from broker.services.iggy_catalog import TopicEntry
-from broker.services.iggy_users import Need, User
+from broker.services.iggy_users import User
 
 __all__ = ["MessageHandlers"]
 
@@ -50,7 +51,7 @@ class MessageHandlers:
                       cmd: c.SendMessages) -> Deferred[bytes]:
         ctx = self.ctx
         stream, topic, config = ctx.topic(cmd.stream, cmd.topic)
-        ctx.need(user, Need.SEND, stream.id, topic.id)
+        ctx.need(session, Need.WRITE_TOPIC, topic.store)
         count = config.partitions
         kind = cmd.partitioning
         if kind is PartitioningKind.PARTITION_ID:
@@ -79,11 +80,12 @@ class MessageHandlers:
                       cmd: c.PollMessages) -> bytes | Deferred[bytes]:
         ctx = self.ctx
         stream, topic, config = ctx.topic(cmd.stream, cmd.topic)
-        ctx.need(user, Need.POLL, stream.id, topic.id)
+        ctx.need(session, Need.READ_TOPIC, topic.store)
         if cmd.count == 0:
             raise IggyError(Status.INVALID_MESSAGES_COUNT, "count must be at least 1")
         consumer = cmd.consumer
         group = ctx.offsets_group(topic, consumer)
+        ctx.need(session, Need.READ_GROUP, group)
         partition = cmd.partition_id
         if partition is None:
             if consumer.kind is ConsumerKind.CONSUMER_GROUP:
@@ -125,7 +127,7 @@ class MessageHandlers:
     def flush_unsaved_buffer(self, session: Session, user: User,
                              cmd: c.FlushUnsavedBuffer) -> bytes | Deferred[bytes]:
         stream, topic, config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.SEND, stream.id, topic.id)
+        self.ctx.need(session, Need.WRITE_TOPIC, topic.store)
         self.ctx.check_partition(config, cmd.partition_id)
         self.core.flush()
         if not cmd.fsync:
@@ -145,7 +147,7 @@ class MessageHandlers:
 
     def get_consumer_offset(self, session: Session, user: User,
                             cmd: c.GetConsumerOffset) -> bytes:
-        topic, group, partition = self._offset_target(user, cmd)
+        topic, group, partition = self._offset_target(session, cmd)
         committed = self.groups.offset(group, topic.store, partition)
         if committed == 0:
             return b""
@@ -154,7 +156,7 @@ class MessageHandlers:
 
     def store_consumer_offset(self, session: Session, user: User,
                               cmd: c.StoreConsumerOffset) -> Deferred[bytes]:
-        topic, group, partition = self._offset_target(user, cmd)
+        topic, group, partition = self._offset_target(session, cmd)
         hw = self.core.hw(topic.store, partition)
         if cmd.offset > hw:
             raise IggyError(Status.INVALID_OFFSET,
@@ -164,19 +166,21 @@ class MessageHandlers:
 
     def delete_consumer_offset(self, session: Session, user: User,
                                cmd: c.DeleteConsumerOffset) -> Deferred[bytes]:
-        topic, group, partition = self._offset_target(user, cmd)
+        topic, group, partition = self._offset_target(session, cmd)
         if self.groups.offset(group, topic.store, partition) == 0:
             raise IggyError(Status.CONSUMER_OFFSET_NOT_FOUND,
                             f"no stored offset for partition {partition}")
         return self.sessions.commit(session, group, topic.store, partition,
                                     0).addCallback(lambda _: b"")
 
-    def _offset_target(self, user: User, cmd: Any) -> tuple[TopicEntry, str, int]:
+    def _offset_target(self, session: Session, cmd: Any) -> tuple[TopicEntry, str, int]:
         """The topic, the V1 group holding the consumer's offsets and the partition (0 when
         the command names none) of an offset command."""
         stream, topic, config = self.ctx.topic(cmd.stream, cmd.topic)
-        self.ctx.need(user, Need.POLL, stream.id, topic.id)
+        topic_need, group_need = NEEDS[type(cmd)]
+        self.ctx.need(session, topic_need, topic.store)
         group = self.ctx.offsets_group(topic, cmd.consumer)
+        self.ctx.need(session, group_need, group)
         partition = 0 if cmd.partition_id is None else cmd.partition_id
         self.ctx.check_partition(config, partition)
         return topic, group, partition

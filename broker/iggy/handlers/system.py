@@ -18,10 +18,11 @@ import zipfile
 from dataclasses import fields
 
 from broker.iggy import codec as c
+from broker.iggy.access import Need
 from broker.iggy.codec import ClientGroup, ClientInfo
 from broker.iggy.handlers.context import Context, Session
 from broker.iggy.handlers.sessions import Sessions
-from broker.services.iggy_users import Need, User
+from broker.services.iggy_users import User
 
 __all__ = ["SystemHandlers", "SERVER_VERSION", "SERVER_SEMVER"]
 
@@ -42,12 +43,12 @@ class SystemHandlers:
         return b""
 
     def get_stats(self, session: Session, user: User, cmd: c.GetStats) -> bytes:
-        self.ctx.need(user, Need.READ_SERVERS)
+        self.ctx.need(session, Need.DESCRIBE_CLUSTER)
         return c.encode_stats(self._stats())
 
     def get_snapshot(self, session: Session, user: User, cmd: c.GetSnapshot) -> bytes:
         """A zip archive with one ``snapshot.json``: stats, streams, topics, clients."""
-        self.ctx.need(user, Need.READ_SERVERS)
+        self.ctx.need(session, Need.DESCRIBE_CLUSTER)
         stats = self._stats()
         doc = {
             "server": SERVER_VERSION,
@@ -75,12 +76,12 @@ class SystemHandlers:
         return c.encode_client_details(*self._client_info(session))
 
     def get_client(self, session: Session, user: User, cmd: c.GetClient) -> bytes:
-        self.ctx.need(user, Need.READ_SERVERS)
+        self.ctx.need(session, Need.DESCRIBE_CLUSTER)
         other = self.sessions.get(cmd.client_id)
         return b"" if other is None else c.encode_client_details(*self._client_info(other))
 
     def get_clients(self, session: Session, user: User, cmd: c.GetClients) -> bytes:
-        self.ctx.need(user, Need.READ_SERVERS)
+        self.ctx.need(session, Need.DESCRIBE_CLUSTER)
         return b"".join(c.encode_client(self._client_info(s)[0]) for s in self.sessions.all())
 
     # ---------------------------------------------------------------- helpers

@@ -19,13 +19,14 @@ import secrets
 from twisted.internet.defer import Deferred
 
 from broker.iggy import codec as c
+from broker.iggy.access import Need
 from broker.iggy.codec import Identifier, TokenInfo, UserInfo
 from broker.iggy.errors import IggyError, Status
 from broker.iggy.handlers.context import Context, Session
 from broker.iggy.handlers.sessions import Sessions
+from broker.services.errors import RootPermissionsFixed
 from broker.services.iggy_users import (
     ACTIVE,
-    Need,
     User,
     check_password,
     check_status,
@@ -53,17 +54,17 @@ class UserHandlers:
     def get_user(self, session: Session, user: User, cmd: c.GetUser) -> bytes:
         found = self.users.get(cmd.user_id.value)
         if found is None or found.id != user.id:
-            self.ctx.need(user, Need.READ_USERS)
+            self.ctx.need(session, Need.DESCRIBE_CLUSTER)
         if found is None:
             return b""
-        return c.encode_user_details(_user_info(found), found.permissions)
+        return c.encode_user_details(_user_info(found), self.ctx.permissions_of(found))
 
     def get_users(self, session: Session, user: User, cmd: c.GetUsers) -> bytes:
-        self.ctx.need(user, Need.READ_USERS)
+        self.ctx.need(session, Need.DESCRIBE_CLUSTER)
         return b"".join(c.encode_user(_user_info(u)) for u in self.users.list_users())
 
     def create_user(self, session: Session, user: User, cmd: c.CreateUser) -> Deferred[bytes]:
-        self.ctx.need(user, Need.MANAGE_USERS)
+        self.ctx.need(session, Need.ALTER_CLUSTER)
         check_username(cmd.username)
         check_password(cmd.password)
         check_status(cmd.status)
@@ -71,37 +72,50 @@ class UserHandlers:
             raise IggyError(Status.USER_ALREADY_EXISTS, f"user {cmd.username!r} exists")
         n = self.ctx.scrypt_n
 
-        def created(password_hash: str) -> bytes:
-            new = self.users.create(cmd.username, password_hash, cmd.status, cmd.permissions)
+        def created(password_hash: str) -> Deferred[bytes]:
+            new = self.users.create(cmd.username, password_hash, cmd.status, None)
             log.info("iggy: user %s created user %r (id %d)", user.username, new.username, new.id)
-            return c.encode_user_details(_user_info(new), new.permissions)
+            return self.ctx.write_permissions(new.username, cmd.permissions).addCallback(
+                lambda _: c.encode_user_details(_user_info(new), cmd.permissions))
 
         return self.ctx.run_in_thread(lambda: hash_password(cmd.password, n)).addCallback(created)
 
-    def delete_user(self, session: Session, user: User, cmd: c.DeleteUser) -> bytes:
-        self.ctx.need(user, Need.MANAGE_USERS)
+    def delete_user(self, session: Session, user: User, cmd: c.DeleteUser) -> Deferred[bytes]:
+        self.ctx.need(session, Need.ALTER_CLUSTER)
         target = self._target_user(cmd.user_id)
         self.users.delete(target)
         self.sessions.log_out_user(target.id)
         log.info("iggy: user %s deleted user %r", user.username, target.username)
-        return b""
+        return self.ctx.write_permissions(target.username, None).addCallback(lambda _: b"")
 
-    def update_user(self, session: Session, user: User, cmd: c.UpdateUser) -> bytes:
-        self.ctx.need(user, Need.MANAGE_USERS)
-        self.users.update(self._target_user(cmd.user_id), cmd.username, cmd.status)
-        return b""
+    def update_user(self, session: Session, user: User,
+                    cmd: c.UpdateUser) -> bytes | Deferred[bytes]:
+        """A rename moves the user's ACL bindings to the new name."""
+        self.ctx.need(session, Need.ALTER_CLUSTER)
+        target = self._target_user(cmd.user_id)
+        old = target.username
+        self.users.update(target, cmd.username, cmd.status)
+        if target.is_root or target.username == old:
+            return b""
+        return self.ctx.rename_principal(old, target.username).addCallback(lambda _: b"")
 
     def update_permissions(self, session: Session, user: User,
-                           cmd: c.UpdatePermissions) -> bytes:
-        self.ctx.need(user, Need.MANAGE_USERS)
-        self.users.set_permissions(self._target_user(cmd.user_id), cmd.permissions)
-        return b""
+                           cmd: c.UpdatePermissions) -> Deferred[bytes]:
+        """Iggy's permissions become the user's ACL bindings (``broker.iggy.access``);
+        open connections see them at their next request."""
+        self.ctx.need(session, Need.ALTER_CLUSTER)
+        target = self._target_user(cmd.user_id)
+        if target.is_root:
+            raise RootPermissionsFixed("the root user's permissions cannot change")
+        log.info("iggy: user %s set the permissions of %r", user.username, target.username)
+        return self.ctx.write_permissions(target.username, cmd.permissions).addCallback(
+            lambda _: b"")
 
     def change_password(self, session: Session, user: User,
                         cmd: c.ChangePassword) -> Deferred[bytes]:
         target = self._target_user(cmd.user_id)
         if target.id != user.id:
-            self.ctx.need(user, Need.MANAGE_USERS)
+            self.ctx.need(session, Need.ALTER_CLUSTER)
         check_password(cmd.new_password)
         encoded = target.password_hash
         n = self.ctx.scrypt_n
