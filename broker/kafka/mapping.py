@@ -68,7 +68,7 @@ from data.format import (
 
 __all__ = ["MAX_KEY_BYTES", "KeyTooLarge", "key_headers", "stored_key", "framed_records",
            "framed_columns", "message_set", "MESSAGE_OVERHEAD", "kafka_headers_user",
-           "stored_kafka", "framed_batches", "record_batches", "RESERVED_HEADER_NAMES"]
+           "stored_kafka", "framed_batches", "record_batches", "RESERVED_HEADER_NAMES", "InvalidTimestamp"]
 
 MAX_KEY_BYTES = 255
 """Longest key a user header holds."""
@@ -88,6 +88,13 @@ _RAW_KEY_PREFIX = encode_user_headers([(KIND_STRING, KEY_HEADER_NAME, KIND_RAW, 
 
 class KeyTooLarge(ValueError):
     """A key longer than ``MAX_KEY_BYTES``."""
+
+
+class InvalidTimestamp(ValueError):
+    """A record timestamp the store cannot hold (µs in a u64)."""
+
+
+MAX_TIMESTAMP_MS = ((1 << 64) - 1) // 1000
 
 
 def key_headers(key: bytes | None) -> bytes:
@@ -454,7 +461,7 @@ def stored_kafka(user_headers: bytes) -> tuple[bytes | None, bytes]:
 
 def framed_batches(batches: Sequence[RecordBatch], now_us: int) -> tuple[bytes, list[int]]:
     """``framed_records`` for decoded record batches v2: key and headers into user headers
-    (``KeyTooLarge``), CreateTime (ms) -> ``origin_timestamp`` (µs; none sent: ``now_us``),
+    (``KeyTooLarge``; ``InvalidTimestamp`` past ``MAX_TIMESTAMP_MS``), CreateTime (ms) -> ``origin_timestamp`` (µs; none sent: ``now_us``),
     a null value an empty payload."""
     pack = HEADER.pack
     parts: list[bytes] = []
@@ -473,6 +480,8 @@ def framed_batches(batches: Sequence[RecordBatch], now_us: int) -> tuple[bytes, 
                 headers += kafka_headers_user(record.headers)
             value = record.value or b""
             ts = batch.max_timestamp if lat else base + record.timestamp_delta
+            if ts > MAX_TIMESTAMP_MS:
+                raise InvalidTimestamp(f"timestamp {ts} ms is past the year 586,000")
             parts.append(pack(0, 0, 0, 0, 0, ts * 1000 if ts >= 0 else now_us, len(headers),
                               len(value), 0))
             parts.append(value)

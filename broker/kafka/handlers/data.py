@@ -25,6 +25,7 @@ from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
 from broker.kafka.handlers.context import Context
 from broker.kafka.mapping import (
     MESSAGE_OVERHEAD,
+    InvalidTimestamp,
     KeyTooLarge,
     framed_batches,
     framed_columns,
@@ -218,6 +219,8 @@ def _framed_v2(ctx: Context, records: bytes) -> tuple[bytes, list[int]]:
         return framed_batches(batches, ctx.now_us())
     except KeyTooLarge as error:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
+    except InvalidTimestamp as error:
+        raise KafkaError(ErrorCode.INVALID_TIMESTAMP, str(error)) from None
 
 
 def _log_append_time(ctx: Context, topic: str) -> bool:
