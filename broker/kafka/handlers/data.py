@@ -27,8 +27,9 @@ from broker.kafka.mapping import (
     MESSAGE_OVERHEAD,
     InvalidTimestamp,
     KeyTooLarge,
-    framed_batches,
+    ValueTooLarge,
     framed_columns,
+    framed_raw_batches,
     message_set,
     record_batches,
 )
@@ -206,18 +207,11 @@ def _framed_v2(ctx: Context, records: bytes) -> tuple[bytes, list[int]]:
     """Record batches v2 -> framed records (``KafkaError`` / ``CorruptRecordBatch``):
     transactional and control batches refused (``UnsupportedBatch``'s code)."""
     try:
-        batches = c.decode_batches(records)
+        raws = c.split_batches(records)
+        return framed_raw_batches(raws, ctx.now_us(), ctx.max_message_bytes)
     except c.UnsupportedBatch as error:
         raise KafkaError(error.error_code, str(error)) from None
-    limit = ctx.max_message_bytes
-    for batch in batches:
-        for record in batch.records:
-            if record.value is not None and len(record.value) > limit:
-                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                                 f"a value of {len(record.value)} bytes; at most {limit}")
-    try:
-        return framed_batches(batches, ctx.now_us())
-    except KeyTooLarge as error:
+    except (KeyTooLarge, ValueTooLarge) as error:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
     except InvalidTimestamp as error:
         raise KafkaError(ErrorCode.INVALID_TIMESTAMP, str(error)) from None
