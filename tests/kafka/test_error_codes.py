@@ -44,6 +44,12 @@ TABLE = {
     35: ("UNSUPPORTED_VERSION", ()),
     36: ("TOPIC_ALREADY_EXISTS", ()),
     37: ("INVALID_PARTITIONS", ()),
+    # record batches v2 and Fetch v4+ (docs/kafka.md): Kafka's names
+    48: ("INVALID_TXN_STATE", ()),
+    70: ("FETCH_SESSION_ID_NOT_FOUND", ()),
+    74: ("FENCED_LEADER_EPOCH", ()),
+    76: ("UNKNOWN_LEADER_EPOCH", ()),
+    87: ("INVALID_RECORD", ()),
 }
 
 
