@@ -409,3 +409,24 @@ class RecordBatchTests:
             [(2, -1)]
         good = produce_reply(conn.call(0, 3, produce_v3_body("c", 0, produced_batch())), 2)
         assert good == [(0, 0)]
+
+
+class LeaderEpochTests:
+    def test_kip_320_checks(self):
+        """With an epoch Metadata knows (a cluster's placement), an older epoch from the
+        client is FENCED_LEADER_EPOCH (74), a newer one UNKNOWN_LEADER_EPOCH (76), the same
+        or -1 passes; without one (a single broker) nothing is checked."""
+        from types import SimpleNamespace
+
+        from broker.kafka.errors import KafkaError
+        from broker.kafka.handlers.data import check_leader_epoch
+
+        where = SimpleNamespace(leader=0, replicas=(0,), isr=(0,), leader_epoch=5)
+        ctx = SimpleNamespace(placement=SimpleNamespace(partition=lambda t, p: where))
+        assert check_leader_epoch(ctx, "t", 0, 5) == 5
+        assert check_leader_epoch(ctx, "t", 0, -1) == 5
+        for sent, code in ((4, 74), (6, 76)):
+            with pytest.raises(KafkaError) as e:
+                check_leader_epoch(ctx, "t", 0, sent)
+            assert int(e.value.code) == code
+        assert check_leader_epoch(SimpleNamespace(placement=None), "t", 0, 3) == -1
