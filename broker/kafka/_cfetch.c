@@ -1,6 +1,13 @@
-/* broker.kafka._cfetch: the compiled twin of the Kafka fetch path's MessageSet builder.
+/* broker.kafka._cfetch: the compiled loops of the Kafka data path, each the twin of a
+ * pure-Python reference in broker/kafka/mapping.py:
  *
  *   message_set(raw, ends, magic, max_bytes, whole_first) -> (bytes, count) | None
+ *   record_batches(raw, ends, max_bytes, whole_first, log_append_time, leader_epoch)
+ *       -> (bytes, count) | None                       (Fetch v4+: record batches v2)
+ *   frame_batch(body, count, ...) -> (messages, ends) | None   (Produce: one batch v2)
+ *   crc32 / crc32c / crc32c_tables                      (checksums, for the tests)
+ *
+ * Each declines (None) what it does not answer exactly, and the twin answers. The first:
  *
  * The reference is broker/kafka/mapping.py's _message_set_py (with message_set_loop, its
  * one-record-at-a-time form): stored records (64-byte header, payload, user headers; record
@@ -948,7 +955,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "broker.kafka._cfetch",
-    "The compiled twin of the Kafka fetch path's MessageSet builder (see data/speedups.py).", -1,
+    "The compiled loops of the Kafka data path (see data/speedups.py).", -1,
     methods,
 };
 

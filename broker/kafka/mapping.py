@@ -12,6 +12,12 @@ is built as one numpy array, column by column; an irregular one takes a per-mess
 tests hold them to. ``message_set`` is the compiled loop ``broker.kafka._cfetch`` where it
 is built (``data.speedups`` decides; ``_message_set_py`` is its twin).
 
+Record batches v2 (magic 2): ``framed_raw_batches`` (opened batches -> framed records,
+keys and headers into user headers; ``framed_batches`` the reference over decoded
+batches), ``stored_kafka`` (user headers -> a record's key and header list) and
+``record_batches`` (stored records -> batches for Fetch v4+), each compiled in
+``broker.kafka._cfetch`` with its twin here; the header rule is above ``kafka_headers_user``.
+
 The mapping:
 
 * key null or empty -> no key header (an empty key comes back as null: a documented loss;
