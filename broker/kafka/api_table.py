@@ -26,10 +26,11 @@ END = "<!-- end of api-table -->"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "kafka.md"
 
 NOTES: dict[c.ApiKey, str] = {
-    c.ApiKey.PRODUCE: "acks 0, 1, -1; gzip, snappy, LZ4; records opaque per partition in "
-                      "the codec up to v9",
-    c.ApiKey.FETCH: "magic 0 for v0-v1, magic 1 for v2-v3; long poll",
-    c.ApiKey.LIST_OFFSETS: "latest, earliest, by time",
+    c.ApiKey.PRODUCE: "acks 0, 1, -1; gzip, snappy, LZ4, zstd (v3+); record batches v2 "
+                      "with headers from v3 (below, \"Record batches\")",
+    c.ApiKey.FETCH: "magic 0 for v0-v1, magic 1 for v2-v3, record batches v2 from v4; "
+                    "long poll; no fetch sessions; leader epoch checks (v9+)",
+    c.ApiKey.LIST_OFFSETS: "latest, earliest, by time, max timestamp (v7); leader epoch (v4+)",
     c.ApiKey.METADATA: "topic ids (v10+), leader epochs (v7+); below, \"Topic ids\"",
     c.ApiKey.OFFSET_COMMIT: "static members' instance id (v7+)",
     c.ApiKey.OFFSET_FETCH: "all partitions (null topics, v2+), several groups (v8+)",

@@ -58,9 +58,13 @@ TABLE = {
     58: ("SASL_AUTHENTICATION_FAILED", ()),
     68: ("NON_EMPTY_GROUP", ()),
     69: ("GROUP_ID_NOT_FOUND", ()),
+    70: ("FETCH_SESSION_ID_NOT_FOUND", ()),
+    74: ("FENCED_LEADER_EPOCH", ()),
+    75: ("UNKNOWN_LEADER_EPOCH", ()),
     79: ("MEMBER_ID_REQUIRED", ()),
     82: ("FENCED_INSTANCE_ID", ()),
     86: ("GROUP_SUBSCRIBED_TO_TOPIC", ()),
+    87: ("INVALID_RECORD", ()),
     91: ("RESOURCE_NOT_FOUND", ()),
     100: ("UNKNOWN_TOPIC_ID", ()),
 }

@@ -17,6 +17,22 @@ from dataclasses import dataclass
 from broker.client.codec import ProtocolViolation, parse_messages, parse_reply
 from broker.iggy.codec import decode_request
 from broker.iggy.errors import IggyError
+from broker.kafka.codec.batches import (
+    BatchRecord,
+    CorruptRecordBatch,
+    RecordBatch,
+    UnsupportedBatch,
+    crc32c,
+    encode_batch,
+    split_batches,
+)
+from broker.kafka.mapping import (
+    InvalidTimestamp,
+    KeyTooLarge,
+    ValueTooLarge,
+    framed_raw_batches,
+    record_batches,
+)
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.index import sindex_bytes, sindex_from_bytes
@@ -97,6 +113,38 @@ def _kafka_codec_seeds() -> tuple[bytes, ...]:
 
 
 _KAFKA_CODEC_SEEDS = _kafka_codec_seeds()
+def _kafka_batches(data: bytes) -> object:
+    """Record batches v2 as a producer sends them: opened as they are, then again with the
+    first batch's CRC-32C made right (so mutations reach the records, not only the
+    checksum); what opens is framed into stored records (the compiled framing where it is
+    built, the reference where it declines) and built back into Fetch v4+ batches."""
+    for candidate in (data, _crc_fixed(data)):
+        try:
+            raws = split_batches(candidate)
+            raw, ends = framed_raw_batches(raws, 1, 1 << 20)
+        except (CorruptRecordBatch, UnsupportedBatch, KeyTooLarge, InvalidTimestamp,
+                ValueTooLarge):  # each answered for its partition (2, 48/87, 10, 32, 10)
+            continue
+        record_batches(raw, ends, 1 << 20, True, False, -1)
+    return None
+
+
+def _crc_fixed(data: bytes) -> bytes:
+    if len(data) < 61:
+        return data
+    end = min(len(data), 12 + max(int.from_bytes(data[8:12], "big", signed=True), 0))
+    if end <= 21:
+        return data
+    return data[:17] + crc32c(data[21:end]).to_bytes(4, "big") + data[21:]
+
+
+_HEADERS = ((b"trace", b"abc"), (b"dup", b"1"), (b"dup", None), (b"", b""))
+_BATCH_SEEDS = tuple(
+    encode_batch(RecordBatch(0, 1_700_000_000_000, (
+        BatchRecord(0, 0, b"k", b"v", _HEADERS), BatchRecord(1, -5, None, None),
+        BatchRecord(2, 9, b"\xff", b"x" * 40, ((b"h", b"v" * 300),))),
+        producer_id=7, producer_epoch=1, base_sequence=0), codec)
+    for codec in range(5))
 
 _RECORD = encode_record(7, 1_700_000_000_000_000, 12345, 1_700_000_000_000_000, b"payload")
 
@@ -140,6 +188,8 @@ TARGETS: dict[str, Target] = {
     # The Kafka codec alone: every API and version of its tables (flexible headers and
     # bodies, tagged fields), through parse_request, which returns a result and never raises.
     "kafka_codec": Target("kafka_codec", _kafka_codec, (), _KAFKA_CODEC_SEEDS),
+    # Kafka record batches v2 (produce), through the store mapping and the fetch builder
+    "kafka_batches": Target("kafka_batches", _kafka_batches, (), _BATCH_SEEDS),
     # The whole Kafka path (frame, codec, handlers, core, group services) in process,
     # with a sentinel connection that must stay served: tests/reliability/kafka_fuzz.py.
     "kafka": Target("kafka", run_kafka, (), KAFKA_SEEDS),
