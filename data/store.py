@@ -80,6 +80,9 @@ class StorageConfig:
             raise ValueError("segment_ms must be positive")
 
 
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
 @dataclass(frozen=True)
 class TopicConfig:
     """A topic's settings, stored in its ``topic.json``."""
@@ -89,6 +92,10 @@ class TopicConfig:
     min_insync_replicas: int = 1
     retention_ms: int | None = None
     retention_bytes: int | None = None
+    message_timestamp_type: str = "CreateTime"
+    """Kafka's ``message.timestamp.type``: the timestamp Kafka consumers see, the
+    producer's (``CreateTime``, kept as each record's origin timestamp) or the broker's
+    append time (``LogAppendTime``). The store keeps both either way."""
 
     def validate(self) -> None:
         """``ValueError`` when the settings are inconsistent."""
@@ -105,13 +112,17 @@ class TopicConfig:
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 0):
                 raise ValueError(f"{name} must be a non-negative integer or None; got {value!r}")
+        if self.message_timestamp_type not in TIMESTAMP_TYPES:
+            raise ValueError(f"message_timestamp_type must be one of {list(TIMESTAMP_TYPES)}; "
+                             f"got {self.message_timestamp_type!r}")
 
     @classmethod
     def from_json(cls, obj: Any) -> TopicConfig:
         """Parse a ``topic.json`` document (``ValueError`` when malformed)."""
         if not isinstance(obj, dict):
             raise ValueError("topic.json must hold a JSON object")
-        known = {"partitions", "replication_factor", "min_insync_replicas", "retention_ms", "retention_bytes"}
+        known = {"partitions", "replication_factor", "min_insync_replicas", "retention_ms", "retention_bytes",
+                 "message_timestamp_type"}
         unknown = set(obj) - known
         if unknown:
             raise ValueError(f"topic.json has unknown keys {sorted(unknown)}")
@@ -363,10 +374,10 @@ class Store:
             fs.fsync_dir(tpath)
             write_json_atomic(paths.topic_config_path(tpath), asdict(config), fs)
 
-    ALTERABLE = frozenset({"retention_ms", "retention_bytes"})
+    ALTERABLE = frozenset({"retention_ms", "retention_bytes", "message_timestamp_type"})
     """The settings ``alter_topic`` changes; the others are fixed when a topic is made."""
 
-    def alter_topic(self, name: str, changes: Mapping[str, int | None]) -> Topic:
+    def alter_topic(self, name: str, changes: Mapping[str, int | str | None]) -> Topic:
         """Change settings of an existing topic (``ALTERABLE``; None: no limit). The new
         settings are in its ``topic.json`` (atomic replace) before they take effect, so a
         restart keeps them. ``KeyError`` for an unknown topic, ``ValueError`` for another

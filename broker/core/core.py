@@ -211,7 +211,7 @@ class BrokerCore:
         """Grow a topic to ``count`` partitions."""
         return self._topics.add_partitions(name, count)
 
-    def alter_topic(self, name: str, changes: dict[str, int | None]) -> Topic:
+    def alter_topic(self, name: str, changes: dict[str, int | str | None]) -> Topic:
         """Change a topic's retention, kept in its ``topic.json``."""
         return self._topics.alter_topic(name, changes)
 

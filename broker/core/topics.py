@@ -186,7 +186,7 @@ class Topics:
         log.info("topic %s now has %d partitions", name, count)
         return topic
 
-    def alter_topic(self, name: str, changes: dict[str, int | None]) -> Topic:
+    def alter_topic(self, name: str, changes: dict[str, int | str | None]) -> Topic:
         """Change a topic's retention (``retention_ms``, ``retention_bytes``; None: no
         limit), kept in its ``topic.json``; the next retention pass applies it."""
         self.require(name)

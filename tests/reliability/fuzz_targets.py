@@ -15,6 +15,16 @@ from dataclasses import dataclass
 
 from broker.iggy.codec import decode_request
 from broker.iggy.errors import IggyError
+from broker.kafka.codec.batches import (
+    BatchRecord,
+    CorruptRecordBatch,
+    RecordBatch,
+    UnsupportedBatch,
+    crc32c,
+    decode_batches,
+    encode_batch,
+)
+from broker.kafka.mapping import InvalidTimestamp, KeyTooLarge, framed_batches, record_batches
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.store import TopicConfig
@@ -64,6 +74,40 @@ def _iggy(data: bytes) -> object:
     return decode_request(code % 1024 if data[4:5] != b"\xff" else code, data[4:])
 
 
+def _kafka_batches(data: bytes) -> object:
+    """Record batches v2 as a producer sends them: decoded as they are, then again with
+    the first batch's CRC-32C made right (so mutations reach the records, not only the
+    checksum); what decodes is stored and read back as Fetch v4+ batches."""
+    for candidate in (data, _crc_fixed(data)):
+        try:
+            batches = decode_batches(candidate)
+        except (CorruptRecordBatch, UnsupportedBatch):
+            continue
+        try:
+            raw, ends = framed_batches(batches, 1)
+        except (KeyTooLarge, InvalidTimestamp):  # answered per partition (10, 32)
+            continue
+        record_batches(raw, ends, 1 << 20, True, False, -1)
+    return None
+
+
+def _crc_fixed(data: bytes) -> bytes:
+    if len(data) < 61:
+        return data
+    end = min(len(data), 12 + max(int.from_bytes(data[8:12], "big", signed=True), 0))
+    if end <= 21:
+        return data
+    return data[:17] + crc32c(data[21:end]).to_bytes(4, "big") + data[21:]
+
+
+_HEADERS = ((b"trace", b"abc"), (b"dup", b"1"), (b"dup", None), (b"", b""))
+_BATCH_SEEDS = tuple(
+    encode_batch(RecordBatch(0, 1_700_000_000_000, (
+        BatchRecord(0, 0, b"k", b"v", _HEADERS), BatchRecord(1, -5, None, None),
+        BatchRecord(2, 9, b"\xff", b"x" * 40, ((b"h", b"v" * 300),))),
+        producer_id=7, producer_epoch=1, base_sequence=0), codec)
+    for codec in range(5))
+
 _RECORD = encode_record(7, 1_700_000_000_000_000, 12345, 1_700_000_000_000_000, b"payload")
 
 TARGETS: dict[str, Target] = {
@@ -87,6 +131,8 @@ TARGETS: dict[str, Target] = {
         b'{}', b'{"epochs": [[0, 0]]}')),
     "iggy": Target("iggy", _iggy, (IggyError,), (
         b"\x01\x00\x00\x00", b"\x0e\x00\x00\x00\x01\x00\x00\x00\x05admin",)),
+    # Kafka record batches v2 (produce), through the store mapping and the fetch builder
+    "kafka_batches": Target("kafka_batches", _kafka_batches, (), _BATCH_SEEDS),
     # The whole Kafka path (frame, codec, handlers, core, group services) in process,
     # with a sentinel connection that must stay served: tests/reliability/kafka_fuzz.py.
     "kafka": Target("kafka", run_kafka, (), KAFKA_SEEDS),

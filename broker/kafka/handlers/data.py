@@ -23,7 +23,15 @@ from broker.errors import NotLeader
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
 from broker.kafka.handlers.context import Context
-from broker.kafka.mapping import MESSAGE_OVERHEAD, KeyTooLarge, framed_columns, message_set
+from broker.kafka.mapping import (
+    MESSAGE_OVERHEAD,
+    InvalidTimestamp,
+    KeyTooLarge,
+    framed_batches,
+    framed_columns,
+    message_set,
+    record_batches,
+)
 from data.names import is_valid_name
 
 __all__ = ["metadata", "produce", "fetch", "list_offsets"]
@@ -106,7 +114,8 @@ def produce(ctx: Context, request: c.ProduceRequest
                 continue
             try:
                 answer = _produce_partition(ctx, topic.name, part, acks,
-                                            ack_wait_ms(request.timeout_ms))
+                                            ack_wait_ms(request.timeout_ms),
+                                            request.header.api_version)
             except REFUSALS as error:
                 answer = c.ProducePartitionResponse(part.index, int(code_for(error)), -1)
             if isinstance(answer, Deferred):
@@ -178,27 +187,74 @@ def ack_wait_ms(timeout_ms: int) -> int | None:
     return min(timeout_ms, MAX_ACK_WAIT_MS) if timeout_ms > 0 else None
 
 
-def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks: str,
-                       ack_timeout_ms: int | None = None
-                       ) -> c.ProducePartitionResponse | Deferred[c.ProducePartitionResponse]:
-    index = part.index
-    _topic_for_write(ctx, topic, index)
-    cols = c.decode_message_columns(part.records)
+def _framed_v01(ctx: Context, records: bytes) -> tuple[bytes, list[int]]:
+    """A MessageSet of magic 0/1 -> framed records (``KafkaError`` / ``CorruptMessageSet``)."""
+    cols = c.decode_message_columns(records)
     if not len(cols):
-        return c.ProducePartitionResponse(index, 0, -1)
+        return b"", []
     limit = ctx.max_message_bytes
     if int(cols.value_len.max()) > limit:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                          f"a value of {int(cols.value_len.max())} bytes; at most {limit}")
     try:
-        messages, ends = framed_columns(cols, ctx.now_us())
+        return framed_columns(cols, ctx.now_us())
     except KeyTooLarge as error:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
+
+
+def _framed_v2(ctx: Context, records: bytes) -> tuple[bytes, list[int]]:
+    """Record batches v2 -> framed records (``KafkaError`` / ``CorruptRecordBatch``):
+    transactional and control batches refused (``UnsupportedBatch``'s code)."""
+    try:
+        batches = c.decode_batches(records)
+    except c.UnsupportedBatch as error:
+        raise KafkaError(error.error_code, str(error)) from None
+    limit = ctx.max_message_bytes
+    for batch in batches:
+        for record in batch.records:
+            if record.value is not None and len(record.value) > limit:
+                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                                 f"a value of {len(record.value)} bytes; at most {limit}")
+    try:
+        return framed_batches(batches, ctx.now_us())
+    except KeyTooLarge as error:
+        raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
+    except InvalidTimestamp as error:
+        raise KafkaError(ErrorCode.INVALID_TIMESTAMP, str(error)) from None
+
+
+def _log_append_time(ctx: Context, topic: str) -> bool:
+    """Whether the topic's ``message.timestamp.type`` is LogAppendTime."""
+    config = ctx.core.topic_config(topic)
+    return config is not None and config.message_timestamp_type == "LogAppendTime"
+
+
+def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks: str,
+                       ack_timeout_ms: int | None = None, version: int = 0
+                       ) -> c.ProducePartitionResponse | Deferred[c.ProducePartitionResponse]:
+    index = part.index
+    _topic_for_write(ctx, topic, index)
+    records = part.records
+    if not records:
+        return c.ProducePartitionResponse(index, 0, -1)
+    if c.is_batch_v2(records):
+        messages, ends = _framed_v2(ctx, records)
+    elif version >= 3:
+        raise KafkaError(ErrorCode.INVALID_RECORD,
+                         f"produce v{version} carries message format magic 0/1; v3+ needs "
+                         f"record batches v2")
+    else:
+        messages, ends = _framed_v01(ctx, records)
+    if not ends:
+        return c.ProducePartitionResponse(index, 0, -1)
+    log_append = _log_append_time(ctx, topic)
     d: Deferred[c.ProducePartitionResponse] = Deferred()
 
     def done(result: Any) -> None:
         if type(result) is ProduceResult:
-            d.callback(c.ProducePartitionResponse(index, 0, result.offset))
+            d.callback(c.ProducePartitionResponse(
+                index, 0, result.offset,
+                ctx.now_us() // 1000 if log_append else -1))
         else:
             d.callback(c.ProducePartitionResponse(index, int(code_for(result)), -1))
 
@@ -207,6 +263,17 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
 
 
 # ================================================================ Fetch
+
+RECORD_OVERHEAD = {**MESSAGE_OVERHEAD, 2: 7}
+"""The fewest bytes a fetched record takes besides its value, by magic (a v2 record: length,
+attributes, two deltas, null key, value length, header count: one byte each)."""
+
+
+def fetch_magic(version: int) -> int:
+    """The message format a Fetch reply carries: magic 2 (record batches v2) from v4 on,
+    else the codec's (0 for v0-v1, 1 for v2-v3)."""
+    return 2 if version >= 4 else c.fetch_magic(version)
+
 
 def fetch(ctx: Context, request: c.FetchRequest
           ) -> c.FetchResponse | Deferred[c.FetchResponse]:
@@ -258,7 +325,7 @@ def _fetch_once(ctx: Context, request: c.FetchRequest
                 ) -> tuple[c.FetchResponse, int, list[tuple[str, int, int]]]:
     """The response as of now, its record bytes, and the (topic, partition, offset) a long
     poll waits on."""
-    magic = c.fetch_magic(request.header.api_version)
+    magic = fetch_magic(request.header.api_version)
     left = request.max_bytes
     size = 0
     waits: list[tuple[str, int, int]] = []
@@ -311,8 +378,12 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
     # 26/34 bytes and its key: a read of ``budget`` value bytes holds every message that
     # fits ``budget`` (message_set trims the rest).
     result, hw, _first = core.fetch_raw(
-        topic, index, offset, budget // MESSAGE_OVERHEAD[magic] + 1, budget)
-    records, _count = message_set(result.raw, result.ends, magic, budget, whole_first)
+        topic, index, offset, budget // RECORD_OVERHEAD[magic] + 1, budget)
+    if magic == 2:
+        records, _count = record_batches(result.raw, result.ends, budget, whole_first,
+                                         _log_append_time(ctx, topic), -1)
+    else:
+        records, _count = message_set(result.raw, result.ends, magic, budget, whole_first)
     return c.FetchPartitionResponse(index, 0, hw + 1, records), offset
 
 
