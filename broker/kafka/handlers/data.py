@@ -18,7 +18,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from broker.core import ProduceResult
+from broker.core import ProducerBatch, ProduceResult
 from broker.errors import NotLeader
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
@@ -202,9 +202,12 @@ def _framed_v01(ctx: Context, records: bytes) -> tuple[bytes, list[int]]:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
 
 
-def _framed_v2(ctx: Context, records: bytes) -> tuple[bytes, list[int]]:
+def _framed_v2(ctx: Context, records: bytes
+               ) -> list[tuple[bytes, list[int], ProducerBatch | None]]:
     """Record batches v2 -> framed records (``KafkaError`` / ``CorruptRecordBatch``):
-    transactional and control batches refused (``UnsupportedBatch``'s code)."""
+    transactional and control batches refused (``UnsupportedBatch``'s code). One part per
+    batch of an idempotent producer (with its ``ProducerBatch``: the core checks and
+    deduplicates each), the other batches together in one part."""
     try:
         batches = c.decode_batches(records)
     except c.UnsupportedBatch as error:
@@ -215,12 +218,24 @@ def _framed_v2(ctx: Context, records: bytes) -> tuple[bytes, list[int]]:
             if record.value is not None and len(record.value) > limit:
                 raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                                  f"a value of {len(record.value)} bytes; at most {limit}")
+        if batch.producer_id >= 0 and (batch.producer_epoch < 0 or batch.base_sequence < 0):
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             f"batch of producer {batch.producer_id} without an epoch or a "
+                             f"base sequence")
+    parts: list[tuple[bytes, list[int], ProducerBatch | None]] = []
+    plain = [b for b in batches if b.producer_id < 0]
     try:
-        return framed_batches(batches, ctx.now_us())
+        if plain:
+            parts.append((*framed_batches(plain, ctx.now_us()), None))
+        for batch in batches:
+            if batch.producer_id >= 0 and batch.records:
+                parts.append((*framed_batches([batch], ctx.now_us()), ProducerBatch(
+                    batch.producer_id, batch.producer_epoch, batch.base_sequence)))
     except KeyTooLarge as error:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
     except InvalidTimestamp as error:
         raise KafkaError(ErrorCode.INVALID_TIMESTAMP, str(error)) from None
+    return parts
 
 
 def _log_append_time(ctx: Context, topic: str) -> bool:
@@ -238,28 +253,42 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
     if not records:
         return c.ProducePartitionResponse(index, 0, -1)
     if c.is_batch_v2(records):
-        messages, ends = _framed_v2(ctx, records)
+        parts = _framed_v2(ctx, records)
     elif version >= 3:
         raise KafkaError(ErrorCode.INVALID_RECORD,
                          f"produce v{version} carries message format magic 0/1; v3+ needs "
                          f"record batches v2")
     else:
-        messages, ends = _framed_v01(ctx, records)
-    if not ends:
+        parts = [(*_framed_v01(ctx, records), None)]
+    parts = [part for part in parts if part[1]]
+    if not parts:
         return c.ProducePartitionResponse(index, 0, -1)
     log_append = _log_append_time(ctx, topic)
-    d: Deferred[c.ProducePartitionResponse] = Deferred()
+    answers: list[Deferred[Any]] = []
+    for n, (messages, ends, producer) in enumerate(parts):
+        d: Deferred[Any] = Deferred()
+        try:
+            ctx.core.produce_framed(topic, index, messages, ends, acks, d.callback,
+                                    ack_timeout_ms, producer)
+        except REFUSALS as error:
+            if n == 0:
+                raise
+            d.callback(error)  # the batches before it are appended: answer the refusal
+        answers.append(d)
+        if d.called and not isinstance(d.result, ProduceResult):
+            break  # a batch refused: the ones after it are not appended
 
-    def done(result: Any) -> None:
-        if type(result) is ProduceResult:
-            d.callback(c.ProducePartitionResponse(
-                index, 0, result.offset,
-                ctx.now_us() // 1000 if log_append else -1))
-        else:
-            d.callback(c.ProducePartitionResponse(index, int(code_for(result)), -1))
+    def answer(_: object) -> c.ProducePartitionResponse:
+        results = [d.result for d in answers]
+        for result in results:
+            if type(result) is not ProduceResult:
+                return c.ProducePartitionResponse(index, int(code_for(result)), -1)
+        return c.ProducePartitionResponse(index, 0, results[0].offset,
+                                          ctx.now_us() // 1000 if log_append else -1)
 
-    ctx.core.produce_framed(topic, index, messages, ends, acks, done, ack_timeout_ms)
-    return d
+    if all(d.called for d in answers):
+        return answer(None)
+    return _all_fired(answers).addCallback(answer)
 
 
 # ================================================================ Fetch
