@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from broker.core import ProduceResult, ProducerBatch
+from broker.core import ProducerBatch, ProduceResult
 from data.format import encode_record
 from replication.roles import Role
 from tests.replication.cluster_harness import TOPIC, Network
