@@ -605,6 +605,127 @@ declined:
     return decline();
 }
 
+/* ---------------------------------------------------------------- produce: one batch framed
+ *
+ * frame_batch(body, count, base_ts, max_ts, log_append_time, last_offset_delta, now_us,
+ *             max_value) -> (messages, ends) | None
+ *
+ * The reference is broker/kafka/mapping.py's framed_batches over RawBatch.records(): the
+ * records of one opened batch (``body``, ``count`` of them) -> stored records framed for
+ * BrokerCore.produce_framed (64-byte header with the origin timestamp, payload, the key
+ * header). It answers only records without headers whose key is null, empty or 1-255
+ * ASCII bytes, whose value is at most ``max_value`` bytes, and whose timestamp the store
+ * holds; anything else (headers, another key, a malformed record, a wrong count or last
+ * offset delta) declines (None) and the Python path answers, refusal included. */
+
+#define MAX_TIMESTAMP_MS 18446744073709551LL /* (2^64 - 1) // 1000 */
+
+static PyObject *frame_batch(PyObject *self, PyObject *args) {
+    Py_buffer body;
+    long long count, base_ts, max_ts, last_delta, now_us, max_value;
+    int lat;
+    if (!PyArg_ParseTuple(args, "y*LLLpLLL", &body, &count, &base_ts, &max_ts, &lat,
+                          &last_delta, &now_us, &max_value)) {
+        return decline();
+    }
+    const unsigned char *b = (const unsigned char *)body.buf;
+    Py_ssize_t end = body.len, pos = 0;
+    PyObject *out = NULL, *ends = NULL;
+    if (count < 0 || count > end / 7 + 1 || now_us < 0) goto declined;
+    /* Pass 1: check every record; the bytes of the framed records. */
+    Py_ssize_t total = 0;
+    int64_t last = -1;
+    for (long long i = 0; i < count; i++) {
+        int64_t length, ts_delta, off_delta, key_len, value_len, headers;
+        if (get_varint(b, &pos, end, 5, &length) < 0) goto declined;
+        Py_ssize_t stop = pos + (Py_ssize_t)length;
+        if (length < 6 || length > end - pos) goto declined;
+        Py_ssize_t at = pos + 1;
+        if (get_varint(b, &at, stop, 10, &ts_delta) < 0) goto declined;
+        if (get_varint(b, &at, stop, 5, &off_delta) < 0) goto declined;
+        if (get_varint(b, &at, stop, 5, &key_len) < 0) goto declined;
+        if (key_len > 0) {
+            if (key_len > 255 || key_len > stop - at) goto declined;
+            for (int64_t k = 0; k < key_len; k++)
+                if (b[at + k] & 0x80) goto declined;
+            at += (Py_ssize_t)key_len;
+        } else if (key_len < -1) {
+            goto declined;
+        }
+        if (get_varint(b, &at, stop, 5, &value_len) < 0) goto declined;
+        if (value_len > 0) {
+            if (value_len > stop - at || value_len > max_value) goto declined;
+            at += (Py_ssize_t)value_len;
+        } else if (value_len < -1) {
+            goto declined;
+        }
+        if (get_varint(b, &at, stop, 5, &headers) < 0 || headers != 0 || at != stop)
+            goto declined;
+        int64_t ts;
+        if (lat) ts = max_ts;
+        else if (__builtin_add_overflow((int64_t)base_ts, ts_delta, &ts)) goto declined;
+        if (ts > MAX_TIMESTAMP_MS) goto declined;
+        total += HEADER_SIZE + (value_len > 0 ? value_len : 0) + (key_len > 0 ? KEY_OVERHEAD + key_len : 0);
+        last = off_delta;
+        pos = stop;
+    }
+    if (pos != end || (count && last != last_delta)) goto declined;
+    out = PyBytes_FromStringAndSize(NULL, total);
+    ends = PyList_New((Py_ssize_t)count);
+    if (out == NULL || ends == NULL) goto failed;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    unsigned char *start = o;
+    pos = 0;
+    for (long long i = 0; i < count; i++) {
+        int64_t length = 0, ts_delta = 0, off_delta = 0, key_len = 0, value_len = 0;
+        get_varint(b, &pos, end, 5, &length);
+        Py_ssize_t stop = pos + (Py_ssize_t)length, at = pos + 1;
+        get_varint(b, &at, stop, 10, &ts_delta);
+        get_varint(b, &at, stop, 5, &off_delta);
+        get_varint(b, &at, stop, 5, &key_len);
+        const unsigned char *key = b + at;
+        if (key_len > 0) at += (Py_ssize_t)key_len;
+        get_varint(b, &at, stop, 5, &value_len);
+        const unsigned char *value = b + at;
+        if (value_len > 0) at += (Py_ssize_t)value_len;
+        int64_t ts = lat ? (int64_t)max_ts : (int64_t)base_ts + ts_delta;
+        uint64_t origin = ts >= 0 ? (uint64_t)ts * 1000 : (uint64_t)now_us;
+        uint32_t vl = value_len > 0 ? (uint32_t)value_len : 0;
+        uint32_t hl = key_len > 0 ? (uint32_t)(KEY_OVERHEAD + key_len) : 0;
+        memset(o, 0, 40);
+        for (int k = 0; k < 8; k++) o[40 + k] = (unsigned char)(origin >> (8 * k));
+        for (int k = 0; k < 4; k++) o[48 + k] = (unsigned char)(hl >> (8 * k));
+        for (int k = 0; k < 4; k++) o[52 + k] = (unsigned char)(vl >> (8 * k));
+        memset(o + 56, 0, 8);
+        o += HEADER_SIZE;
+        memcpy(o, value, vl);
+        o += vl;
+        if (hl) {
+            memcpy(o, key_name_part, 8);
+            o[8] = 2; /* a string value: the key is ASCII */
+            uint32_t k32 = (uint32_t)key_len;
+            for (int k = 0; k < 4; k++) o[9 + k] = (unsigned char)(k32 >> (8 * k));
+            memcpy(o + KEY_OVERHEAD, key, (size_t)key_len);
+            o += hl;
+        }
+        PyObject *e = PyLong_FromSsize_t((Py_ssize_t)(o - start));
+        if (e == NULL) goto failed;
+        PyList_SET_ITEM(ends, (Py_ssize_t)i, e);
+        pos = stop;
+    }
+    PyBuffer_Release(&body);
+    return Py_BuildValue("(NN)", out, ends);
+
+declined:
+    PyBuffer_Release(&body);
+    return decline();
+failed:
+    Py_XDECREF(out);
+    Py_XDECREF(ends);
+    PyBuffer_Release(&body);
+    return NULL;
+}
+
 static PyObject *crc32c_py(PyObject *self, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -637,6 +758,9 @@ static PyMethodDef methods[] = {
     {"record_batches", record_batches, METH_VARARGS,
      "(record batches v2, count) built from stored records, or None for a shape only the "
      "twin answers. See broker.kafka.mapping._record_batches_py."},
+    {"frame_batch", frame_batch, METH_VARARGS,
+     "(stored records, ends) framed from one opened batch v2, or None for a shape only the "
+     "Python path answers. See broker.kafka.mapping.framed_raw_batches."},
     {"message_set", message_set, METH_VARARGS,
      "(MessageSet, count) built from stored records, or None for a shape only the twin "
      "answers. See broker.kafka.mapping._message_set_py."},

@@ -36,6 +36,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -45,6 +46,7 @@ from broker.kafka.codec import (
     BATCH_OVERHEAD,
     CorruptRecordBatch,
     MessageColumns,
+    RawBatch,
     Record,
     RecordBatch,
     crc32c,
@@ -68,7 +70,8 @@ from data.format import (
 
 __all__ = ["MAX_KEY_BYTES", "KeyTooLarge", "key_headers", "stored_key", "framed_records",
            "framed_columns", "message_set", "MESSAGE_OVERHEAD", "kafka_headers_user",
-           "stored_kafka", "framed_batches", "record_batches", "RESERVED_HEADER_NAMES", "InvalidTimestamp"]
+           "stored_kafka", "framed_batches", "record_batches", "RESERVED_HEADER_NAMES", "InvalidTimestamp", "ValueTooLarge",
+           "framed_raw_batches"]
 
 MAX_KEY_BYTES = 255
 """Longest key a user header holds."""
@@ -489,6 +492,57 @@ def framed_batches(batches: Sequence[RecordBatch], now_us: int) -> tuple[bytes, 
             at += HEADER_SIZE + len(value) + len(headers)
             ends.append(at)
     return b"".join(parts), ends
+
+
+class ValueTooLarge(ValueError):
+    """A record value longer than the broker's ``max_message_bytes``."""
+
+
+def _framed_raw_py(raws: Sequence[RawBatch], now_us: int, max_value: int
+                   ) -> tuple[bytes, list[int]]:
+    """``framed_raw_batches`` record by record, batch after batch (each batch's records
+    decoded, their values checked, then framed): the reference."""
+    parts: list[bytes] = []
+    all_ends: list[int] = []
+    at = 0
+    for raw in raws:
+        batch = replace(raw.head, records=raw.records())
+        for record in batch.records:
+            if record.value is not None and len(record.value) > max_value:
+                raise ValueTooLarge(f"a value of {len(record.value)} bytes; at most "
+                                    f"{max_value}")
+        messages, ends = framed_batches((batch,), now_us)
+        parts.append(messages)
+        all_ends += [e + at for e in ends]
+        at += len(messages)
+    return b"".join(parts), all_ends
+
+
+def framed_raw_batches(raws: Sequence[RawBatch], now_us: int, max_value: int
+                       ) -> tuple[bytes, list[int]]:
+    """Opened batches (``split_batches``) -> ``(messages, ends)`` for
+    ``BrokerCore.produce_framed``, as ``framed_batches`` of their records; refusals:
+    ``CorruptRecordBatch``, ``KeyTooLarge``, ``InvalidTimestamp``, ``ValueTooLarge``
+    (a value over ``max_value`` bytes). Each batch of records without headers and with an
+    ASCII key (or none) is framed by one C call (``_cfetch.frame_batch``) where it is built;
+    any other batch takes the reference path."""
+    frame = getattr(_cfetch, "frame_batch", None)
+    if frame is None:
+        return _framed_raw_py(raws, now_us, max_value)
+    parts: list[bytes] = []
+    all_ends: list[int] = []
+    at = 0
+    for raw in raws:
+        head = raw.head
+        got = frame(raw.body, raw.count, head.base_timestamp, head.max_timestamp,
+                    head.log_append_time, head.last_offset_delta, now_us, max_value)
+        if got is None:
+            got = _framed_raw_py((raw,), now_us, max_value)
+        messages, ends = got
+        parts.append(messages)
+        all_ends += [e + at for e in ends] if at else ends
+        at += len(messages)
+    return (parts[0] if len(parts) == 1 else b"".join(parts)), all_ends
 
 
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")

@@ -303,3 +303,59 @@ def test_record_batches_decline_other_argument_types() -> None:
     assert C.record_batches(bytearray(raw), ends, 100, True, False, -1) is None
     assert C.record_batches(raw, tuple(ends), 100, True, False, -1) is None
     assert C.record_batches(raw, ends, 100, True, False, 2**40) is None
+
+
+# ---------------------------------------------------------------- produce: batches framed
+
+produced_records = st.lists(st.tuples(
+    st.integers(-2**40, 2**40),                                   # timestamp delta
+    st.one_of(st.none(), st.binary(max_size=4), st.binary(min_size=250, max_size=260),
+              st.text(max_size=5).map(str.encode)),              # key
+    st.one_of(st.none(), st.binary(max_size=200)),               # value
+    st.one_of(st.just(()), header_lists.map(tuple))), min_size=1, max_size=12)
+
+
+@st.composite
+def opened_batches(draw: st.DrawFn) -> tuple[Any, ...]:
+    """Opened batches as a producer's would be (``split_batches``), some with their body
+    cut, extended or overwritten: the compiled framing or its refusal is the reference's."""
+    from broker.kafka.codec import BatchRecord, RecordBatch, encode_batch, split_batches
+
+    batches = []
+    for _ in range(draw(st.integers(1, 3))):
+        rows = draw(produced_records)
+        records = tuple(BatchRecord(i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(rows))
+        base = draw(st.sampled_from([0, 1_700_000_000_000, -1, 2**62]))
+        attributes = draw(st.sampled_from([0, 8]))
+        batches.append(encode_batch(RecordBatch(0, base, records, attributes=attributes)))
+    raws = list(split_batches(b"".join(batches)))
+    if draw(st.booleans()):
+        i = draw(st.integers(0, len(raws) - 1))
+        body = bytearray(raws[i].body)
+        at = draw(st.integers(0, len(body)))
+        body[at:at + draw(st.integers(0, 3))] = draw(st.binary(max_size=3))
+        raws[i] = type(raws[i])(raws[i].head, raws[i].count, bytes(body))
+    return tuple(raws)
+
+
+@SETTINGS
+@given(opened_batches(), st.sampled_from([0, 50, 1 << 20]))
+def test_produced_batches_are_framed_by_the_compiled_loop_as_by_the_reference(raws, limit):
+    """Records with and without keys (ASCII, not, over 255 bytes), headers, values over
+    the limit, timestamps the store cannot hold, bodies cut or overwritten: the compiled
+    framing gives the reference's stored records or the reference's refusal."""
+    expected = outcome(mapping._framed_raw_py, raws, 123, limit)
+    assert outcome(mapping.framed_raw_batches, raws, 123, limit) == expected
+
+
+def test_a_plain_batch_is_framed_by_the_compiled_loop() -> None:
+    """What librdkafka sends at its defaults (no headers, ASCII or no keys) does not fall
+    back to the per-record path."""
+    from broker.kafka.codec import BatchRecord, RecordBatch, encode_batch, split_batches
+
+    (raw,) = split_batches(encode_batch(RecordBatch(0, 1_700_000_000_000, tuple(
+        BatchRecord(i, i, b"key%d" % i if i % 2 else None, b"v" * i) for i in range(50)))))
+    got = C.frame_batch(raw.body, raw.count, raw.head.base_timestamp, raw.head.max_timestamp,
+                        False, raw.head.last_offset_delta, 5, 1 << 20)
+    assert got is not None
+    assert got == mapping._framed_raw_py((raw,), 5, 1 << 20)

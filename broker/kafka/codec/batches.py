@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import google_crc32c
 
@@ -56,6 +56,8 @@ __all__ = [
     "CorruptRecordBatch",
     "UnsupportedBatch",
     "decode_batches",
+    "split_batches",
+    "RawBatch",
     "encode_batch",
     "encode_headers",
     "decode_headers",
@@ -292,15 +294,37 @@ def _records(data: bytes, count: int) -> tuple[BatchRecord, ...]:
     return tuple(out)
 
 
-def decode_batches(data: bytes, max_decompressed: int = MAX_DECOMPRESSED_BYTES
-                   ) -> tuple[RecordBatch, ...]:
-    """A produced partition's bytes (one or more magic-2 batches) -> its batches.
+@dataclass(frozen=True)
+class RawBatch:
+    """A batch whose framing, CRC-32C and attributes were checked and whose records are
+    opened (decompressed) but not yet decoded: ``head`` is the batch with no records,
+    ``count`` its record count, ``body`` the records' bytes. What the produce path frames
+    straight into stored records, and what the idempotence checks read (``head``'s producer
+    id, epoch, base sequence; ``count``)."""
 
-    ``CorruptRecordBatch`` for anything malformed (a partial trailing batch included: a
-    producer sends whole batches); ``UnsupportedBatch`` for a transactional or control
-    batch. Nothing else escapes."""
+    head: RecordBatch
+    count: int
+    body: bytes
+
+    def records(self) -> tuple[BatchRecord, ...]:
+        """The records (``CorruptRecordBatch`` when they do not fill the body exactly, or
+        the last offset delta is not the batch's)."""
+        records = _records(self.body, self.count)
+        if records and records[-1].offset_delta != self.head.last_offset_delta:
+            raise CorruptRecordBatch(f"batch at base offset {self.head.base_offset}: "
+                                     f"lastOffsetDelta {self.head.last_offset_delta}, last "
+                                     f"record's {records[-1].offset_delta}")
+        return records
+
+
+def split_batches(data: bytes, max_decompressed: int = MAX_DECOMPRESSED_BYTES
+                  ) -> tuple[RawBatch, ...]:
+    """A produced partition's bytes (one or more magic-2 batches) -> its batches, records
+    opened but not decoded. ``CorruptRecordBatch`` for bad framing, a CRC mismatch, a failed
+    or too large decompression (a partial trailing batch included: a producer sends whole
+    batches); ``UnsupportedBatch`` for a transactional or control batch."""
     data = bytes(data)
-    batches: list[RecordBatch] = []
+    batches: list[RawBatch] = []
     pos, size = 0, len(data)
     left = max_decompressed
     while pos < size:
@@ -333,15 +357,20 @@ def decode_batches(data: bytes, max_decompressed: int = MAX_DECOMPRESSED_BYTES
             except CompressionFailed as e:
                 raise CorruptRecordBatch(f"batch at byte {pos}: {e}") from None
             left -= len(body)
-        records = _records(body, count)
-        if count and records[-1].offset_delta != last_delta:
-            raise CorruptRecordBatch(f"batch at byte {pos}: lastOffsetDelta {last_delta}, "
-                                     f"last record's {records[-1].offset_delta}")
-        batches.append(RecordBatch(base_offset, base_ts, records, max_ts, attributes,
-                                   last_delta, epoch, producer_id, producer_epoch,
-                                   base_sequence))
+        batches.append(RawBatch(RecordBatch(base_offset, base_ts, (), max_ts, attributes,
+                                            last_delta, epoch, producer_id, producer_epoch,
+                                            base_sequence), count, body))
         pos = end
     return tuple(batches)
+
+
+def decode_batches(data: bytes, max_decompressed: int = MAX_DECOMPRESSED_BYTES
+                   ) -> tuple[RecordBatch, ...]:
+    """A produced partition's bytes (one or more magic-2 batches) -> its batches, records
+    decoded (``split_batches``' refusals, and ``CorruptRecordBatch`` for bad records).
+    Nothing else escapes."""
+    return tuple(replace(raw.head, records=raw.records())
+                 for raw in split_batches(data, max_decompressed))
 
 
 def _encode_record(r: BatchRecord) -> bytes:

@@ -27,8 +27,9 @@ from broker.kafka.mapping import (
     MESSAGE_OVERHEAD,
     InvalidTimestamp,
     KeyTooLarge,
-    framed_batches,
+    ValueTooLarge,
     framed_columns,
+    framed_raw_batches,
     message_set,
     record_batches,
 )
@@ -209,33 +210,31 @@ def _framed_v2(ctx: Context, records: bytes
     batch of an idempotent producer (with its ``ProducerBatch``: the core checks and
     deduplicates each), the other batches together in one part."""
     try:
-        batches = c.decode_batches(records)
+        raws = c.split_batches(records)
+        for raw in raws:
+            head = raw.head
+            if head.producer_id >= 0 and (head.producer_epoch < 0 or head.base_sequence < 0):
+                raise KafkaError(ErrorCode.INVALID_RECORD,
+                                 f"batch of producer {head.producer_id} without an epoch or "
+                                 f"a base sequence")
+        plain = [raw for raw in raws if raw.head.producer_id < 0]
+        parts: list[tuple[bytes, list[int], ProducerBatch | None]] = []
+        if plain:
+            parts.append((*framed_raw_batches(plain, ctx.now_us(), ctx.max_message_bytes),
+                          None))
+        for raw in raws:
+            head = raw.head
+            if head.producer_id >= 0 and raw.count:
+                parts.append((*framed_raw_batches([raw], ctx.now_us(), ctx.max_message_bytes),
+                              ProducerBatch(head.producer_id, head.producer_epoch,
+                                            head.base_sequence)))
+        return parts
     except c.UnsupportedBatch as error:
         raise KafkaError(error.error_code, str(error)) from None
-    limit = ctx.max_message_bytes
-    for batch in batches:
-        for record in batch.records:
-            if record.value is not None and len(record.value) > limit:
-                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                                 f"a value of {len(record.value)} bytes; at most {limit}")
-        if batch.producer_id >= 0 and (batch.producer_epoch < 0 or batch.base_sequence < 0):
-            raise KafkaError(ErrorCode.INVALID_RECORD,
-                             f"batch of producer {batch.producer_id} without an epoch or a "
-                             f"base sequence")
-    parts: list[tuple[bytes, list[int], ProducerBatch | None]] = []
-    plain = [b for b in batches if b.producer_id < 0]
-    try:
-        if plain:
-            parts.append((*framed_batches(plain, ctx.now_us()), None))
-        for batch in batches:
-            if batch.producer_id >= 0 and batch.records:
-                parts.append((*framed_batches([batch], ctx.now_us()), ProducerBatch(
-                    batch.producer_id, batch.producer_epoch, batch.base_sequence)))
-    except KeyTooLarge as error:
+    except (KeyTooLarge, ValueTooLarge) as error:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
     except InvalidTimestamp as error:
         raise KafkaError(ErrorCode.INVALID_TIMESTAMP, str(error)) from None
-    return parts
 
 
 def _log_append_time(ctx: Context, topic: str) -> bool:
