@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.kafka.codec import SUPPORTED_VERSIONS, ApiKey
+from broker.kafka.codec import ApiKey
+from broker.kafka.handlers.data import VERSIONS
 from tests.kafka.harness import Harness, i16, i32, string
 from tests.kafka.test_data import produce_reply
 
-PRODUCE_VERSION = SUPPORTED_VERSIONS[ApiKey.PRODUCE][1]
+PRODUCE_VERSION = min(VERSIONS[ApiKey.PRODUCE][1], 8)
+"""The newest Produce this broker serves, up to v8 (the last non-flexible layout)."""
 
 
 def batch(values: list[bytes], pid: int, epoch: int, seq: int) -> bytes:
@@ -32,7 +34,7 @@ def produce(conn, records: bytes, topic: str = "t") -> tuple[int, int]:  # noqa:
     head = string(None) if PRODUCE_VERSION >= 3 else b""  # transactional_id
     body = (head + i16(-1) + i32(30000) + i32(1) + string(topic) + i32(1) + i32(0)
             + i32(len(records)) + records)
-    return produce_reply(conn.call(0, min(PRODUCE_VERSION, 7), body), min(PRODUCE_VERSION, 2))[0]
+    return produce_reply(conn.call(0, PRODUCE_VERSION, body), min(PRODUCE_VERSION, 2))[0]
 
 
 def stored(h: Harness) -> list[bytes]:

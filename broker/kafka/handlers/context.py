@@ -95,6 +95,9 @@ class Context:
         """Largest value (payload) a produced message may carry: error 10 above it."""
         self.auto_create_topics = auto_create_topics
         self.groups = groups
+        self.advertised: dict[int, tuple[int, int]] = {}
+        """Api key -> the versions served, which ApiVersions advertises (set by the
+        dispatcher from the handler modules' ``VERSIONS``)."""
         """The Kafka group service (``broker.services.kafka_groups``) once wired in; the
         handlers of ``handlers.groups`` use it. ``None``: no group APIs."""
         self.producer_ids: Any = None

@@ -11,9 +11,14 @@ with its code, anything else is logged with its traceback and answered with -1
 
 ``dispatch(frame)`` returns the whole response frame, ``None`` when the request gets no
 response (Produce with acks = 0), ``CLOSE`` when the connection must be closed without a
-reply (an unknown api key or an unsupported version: what Kafka does, kafka-wire-notes
-§2.2; a malformed frame), or a ``Deferred`` firing with the frame or ``None`` (a produce
+reply (an api key the codec has no table for, or a version above its table: there is no
+layout to answer in, and that is what Kafka does, kafka-wire-notes §2.2; a malformed
+frame), or a ``Deferred`` firing with the frame or ``None`` (a produce
 waiting for its acks, a long-poll fetch).
+
+A request the codec reads at a version no handler module serves (``VERSIONS`` tables,
+merged by ``advertised_versions``: what ApiVersions advertises) is answered with
+UNSUPPORTED_VERSION (35) in its own layout, the connection kept.
 
 A handler is ``handler(ctx, request) -> response | None`` (or a ``Deferred`` of one).
 
@@ -32,11 +37,12 @@ from twisted.python.failure import Failure
 
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, code_for
-from broker.kafka.handlers import data
+from broker.kafka.handlers import data, metadata
 from broker.kafka.handlers.context import Context
-from broker.kafka.handlers.groups import GROUP_HANDLERS
+from broker.kafka.handlers.groups import GROUP_HANDLERS, GROUP_VERSIONS
 
-__all__ = ["KafkaHandlers", "Handler", "CLOSE", "error_response", "no_coordinator"]
+__all__ = ["KafkaHandlers", "Handler", "CLOSE", "error_response", "no_coordinator",
+           "VERSIONS", "advertised_versions"]
 
 log = logging.getLogger("skerry.kafka")
 
@@ -66,10 +72,32 @@ def encode(header: c.RequestHeader, response: c.Response) -> bytes | list[bytes]
     return c.encode_response(header, response)
 
 
+VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
+    c.ApiKey.API_VERSIONS: (0, 3),
+    c.ApiKey.SASL_HANDSHAKE: (0, 0),
+}
+"""The versions the handlers of this module serve."""
+
+
+def advertised_versions() -> dict[c.ApiKey, tuple[int, int]]:
+    """What ApiVersions advertises: the union of the handler modules' ``VERSIONS`` tables,
+    by api key (exactly what the handlers serve; each at most the codec's range)."""
+    table: dict[c.ApiKey, tuple[int, int]] = {}
+    for part in (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS):
+        table.update(part)
+    for key, (low, high) in table.items():
+        codec_low, codec_high = c.SUPPORTED_VERSIONS[key]
+        if low < codec_low or high > codec_high:
+            raise ValueError(f"{key.name} v{low}-{high} is advertised but the codec reads "
+                             f"v{codec_low}-{codec_high}")
+    return dict(sorted(table.items()))
+
+
 def api_versions(ctx: Context, request: c.ApiVersionsRequest) -> c.ApiVersionsResponse:
-    """ApiVersions v0: the supported table; any higher version: error 35 with the same table
-    in the v0 layout, so the client retries with v0 (kafka-wire-notes §1.2, §3.1)."""
-    return c.api_versions_response(request)
+    """ApiVersions v0-v3: the advertised table in the request's layout; a higher version:
+    error 35 with the same table in the v0 layout, so the client retries with the highest
+    version the table offers (kafka-wire-notes §1.2, §3.1)."""
+    return c.api_versions_response(request, ctx.advertised)
 
 
 def sasl_handshake(ctx: Context, request: c.SaslHandshakeRequest) -> c.SaslHandshakeResponse:
@@ -85,13 +113,16 @@ class KafkaHandlers:
         self.ctx = ctx
         self.table: dict[type, Handler] = {
             c.ApiVersionsRequest: api_versions,
-            c.MetadataRequest: data.metadata,
+            c.MetadataRequest: metadata.metadata,
             c.ProduceRequest: data.produce,
             c.FetchRequest: data.fetch,
             c.ListOffsetsRequest: data.list_offsets,
             c.SaslHandshakeRequest: sasl_handshake,
         }
         self.table.update(GROUP_HANDLERS)
+        self.versions = advertised_versions()
+        """Api key -> the (min, max) versions served; ApiVersions advertises exactly this."""
+        ctx.advertised = self.versions
 
     def dispatch(self, frame: bytes, client_host: str = ""
                  ) -> Reply | Deferred[bytes | list[bytes] | None]:
@@ -108,10 +139,17 @@ class KafkaHandlers:
         if isinstance(request, c.MalformedRequest):
             log.info("kafka: malformed request (%s); closing the connection", request.reason)
             return CLOSE
+        header = request.header
+        served = self.versions.get(c.ApiKey(header.api_key))
+        if not isinstance(request, c.ApiVersionsRequest) and (
+                served is None or not served[0] <= header.api_version <= served[1]):
+            log.info("kafka: client %r sent %s v%d, which is not served; answering "
+                     "UNSUPPORTED_VERSION", header.client_id, type(request).__name__,
+                     header.api_version)
+            return self._encode(request, error_response(request, ErrorCode.UNSUPPORTED_VERSION))
         handler = self.table.get(type(request))
         if handler is None:
             handler = no_coordinator
-        header = request.header
         try:
             response = handler(self.ctx, request)
         except REFUSALS as error:
@@ -201,4 +239,8 @@ def error_response(request: Any, code: int) -> c.Response | None:
         return c.ListGroupsResponse(code)
     if isinstance(request, c.ApiVersionsRequest):
         return c.ApiVersionsResponse(code, ())
+    if isinstance(request, c.InitProducerIdRequest):
+        return c.InitProducerIdResponse(code)
+    if isinstance(request, c.SaslHandshakeRequest):
+        return c.SaslHandshakeResponse(code, ())
     raise TypeError(f"no error layout for {type(request).__name__}")

@@ -47,7 +47,7 @@ from broker.kafka.handlers.context import Context
 from groups.classic_effects import CommittedOffset, JoinReply, SyncReply
 from groups.kafka_errors import KafkaGroupError
 
-__all__ = ["GROUP_HANDLERS", "find_coordinator", "join_group", "sync_group", "heartbeat",
+__all__ = ["GROUP_HANDLERS", "GROUP_VERSIONS", "find_coordinator", "join_group", "sync_group", "heartbeat",
            "leave_group", "offset_commit", "offset_fetch", "describe_groups", "list_groups"]
 
 _NO_COORDINATOR = "the Kafka group coordinator is not available"
@@ -270,3 +270,16 @@ GROUP_HANDLERS: dict[type, Any] = {
     c.ListGroupsRequest: list_groups,
 }
 """Request class -> handler, merged into the dispatcher's table."""
+
+GROUP_VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
+    c.ApiKey.OFFSET_COMMIT: (0, 2),
+    c.ApiKey.OFFSET_FETCH: (0, 1),
+    c.ApiKey.FIND_COORDINATOR: (0, 0),
+    c.ApiKey.JOIN_GROUP: (0, 1),
+    c.ApiKey.HEARTBEAT: (0, 0),
+    c.ApiKey.LEAVE_GROUP: (0, 0),
+    c.ApiKey.SYNC_GROUP: (0, 0),
+    c.ApiKey.DESCRIBE_GROUPS: (0, 0),
+    c.ApiKey.LIST_GROUPS: (0, 0),
+}
+"""The versions these handlers serve (and ApiVersions advertises)."""
