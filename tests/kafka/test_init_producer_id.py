@@ -50,3 +50,33 @@ class InitProducerIdTests:
         """The block cannot be reserved (etcd down), or no service: 15, which clients retry."""
         assert answer(allocate_producer_id(_Ctx(ProducerIds(_Down())), None)) == (15, -1, -1)  # type: ignore[arg-type]
         assert answer(allocate_producer_id(_Ctx(None), None)) == (15, -1, -1)  # type: ignore[arg-type]
+
+
+class WireTests:
+    """InitProducerId over the Kafka transport (frames packed by hand, v0 and v1)."""
+
+    def test_answers_in_the_wire_layout(self, tmp_path: Path) -> None:
+        """ApiVersions offers InitProducerId 0-4; an idempotent producer gets ids 0, 1 with
+        epoch 0; a transactional one gets 53; ids go on after a restart."""
+        import struct
+
+        from tests.kafka.harness import Harness, i32, string
+
+        def init(conn: Any, version: int, txn: str | None) -> tuple[int, int, int]:
+            body = conn.call(22, version, string(txn) + i32(60000))
+            _throttle, error, pid, epoch = struct.unpack(">ihqh", body)
+            return error, pid, epoch
+
+        h = Harness(tmp_path)
+        h.service.ctx.producer_ids = ProducerIds(LocalBlockSource(str(tmp_path / "data")))
+        assert h.service.handlers.versions[22] == (0, 4)  # type: ignore[index]
+        conn = h.connect()
+        assert init(conn, 0, None) == (0, 0, 0)
+        assert init(conn, 1, None) == (0, 1, 0)
+        assert init(conn, 1, "tx") == (53, -1, -1)
+        h.close()
+        h = Harness(tmp_path)
+        h.service.ctx.producer_ids = ProducerIds(LocalBlockSource(str(tmp_path / "data")))
+        error, pid, epoch = init(h.connect(), 0, None)
+        assert (error, epoch) == (0, 0) and pid >= 2
+        h.close()

@@ -13,7 +13,7 @@ from tests.kafka.harness import Harness, i16, i32, i64, request, string
 # What the handlers serve, by api key: (key, min, max). ApiVersions is read up to v3.
 ADVERTISED = [(0, 0, 2), (1, 0, 3), (2, 0, 1), (3, 0, 2), (8, 0, 2), (9, 0, 1), (10, 0, 0),
               (11, 0, 1), (12, 0, 0), (13, 0, 0), (14, 0, 0), (15, 0, 0), (16, 0, 0),
-              (17, 0, 0), (18, 0, 3)]
+              (17, 0, 0), (18, 0, 3), (22, 0, 4)]
 
 
 def api_versions_body(error: int) -> bytes:
@@ -179,6 +179,5 @@ def _metadata_request():
 
 
 def test_advertised_keys_are_known_to_the_codec():
-    """Every advertised api key has a table; the keys with a table and no handler yet
-    (InitProducerId) are not advertised."""
+    """Every advertised api key has a table."""
     assert {k for k, _, _ in ADVERTISED} <= {int(k) for k in ApiKey}

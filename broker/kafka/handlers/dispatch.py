@@ -37,7 +37,7 @@ from twisted.python.failure import Failure
 
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, code_for
-from broker.kafka.handlers import data, metadata
+from broker.kafka.handlers import data, metadata, producers
 from broker.kafka.handlers.context import Context
 from broker.kafka.handlers.groups import GROUP_HANDLERS, GROUP_VERSIONS
 
@@ -83,7 +83,8 @@ def advertised_versions() -> dict[c.ApiKey, tuple[int, int]]:
     """What ApiVersions advertises: the union of the handler modules' ``VERSIONS`` tables,
     by api key (exactly what the handlers serve; each at most the codec's range)."""
     table: dict[c.ApiKey, tuple[int, int]] = {}
-    for part in (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS):
+    for part in (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS,
+                 producers.VERSIONS):
         table.update(part)
     for key, (low, high) in table.items():
         codec_low, codec_high = c.SUPPORTED_VERSIONS[key]
@@ -118,6 +119,7 @@ class KafkaHandlers:
             c.FetchRequest: data.fetch,
             c.ListOffsetsRequest: data.list_offsets,
             c.SaslHandshakeRequest: sasl_handshake,
+            c.InitProducerIdRequest: producers.init_producer_id,
         }
         self.table.update(GROUP_HANDLERS)
         self.versions = advertised_versions()

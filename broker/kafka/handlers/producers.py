@@ -5,7 +5,9 @@ epoch)``: a new id from ``Context.producer_ids`` with epoch 0 for a producer wit
 ``transactional_id``, as Kafka answers every non-transactional request, whatever
 producer id and epoch it carries; 53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a
 transactional one, Skerry having no transaction coordinator; 15 COORDINATOR_NOT_AVAILABLE,
-which clients retry, when no id can be reserved now).
+which clients retry, when no id can be reserved now), ``VERSIONS`` and the handler
+(``init_producer_id``, InitProducerId v0-v4: v3+ carry the producer's current id and epoch,
+which a non-transactional request does not need: it gets a new id, as from Kafka).
 
 Must not import: Twisted's reactor, sockets, files, the store, the protocol.
 """
@@ -18,10 +20,15 @@ from typing import Any
 from twisted.internet.defer import Deferred, succeed
 from twisted.python.failure import Failure
 
+from broker.kafka import codec as c
 from broker.kafka.errors import ErrorCode, code_for
 from broker.kafka.handlers.context import Context
 
-__all__ = ["allocate_producer_id", "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH"]
+__all__ = ["VERSIONS", "allocate_producer_id", "init_producer_id", "NO_PRODUCER_ID",
+           "NO_PRODUCER_EPOCH"]
+
+VERSIONS: dict[c.ApiKey, tuple[int, int]] = {c.ApiKey.INIT_PRODUCER_ID: (0, 4)}
+"""InitProducerId as far as the codec reads it."""
 
 log = logging.getLogger("skerry.kafka")
 
@@ -51,3 +58,10 @@ def allocate_producer_id(ctx: Context, transactional_id: str | None) -> Deferred
 
     d: Deferred[Any] = ids.allocate()
     return d.addCallbacks(lambda pid: (0, pid, 0), refused)
+
+
+def init_producer_id(ctx: Context, request: c.InitProducerIdRequest
+                     ) -> Deferred[c.InitProducerIdResponse]:
+    """InitProducerId: ``allocate_producer_id``'s answer in the response's layout."""
+    return allocate_producer_id(ctx, request.transactional_id).addCallback(
+        lambda answer: c.InitProducerIdResponse(answer[0], answer[1], answer[2]))
