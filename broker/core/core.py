@@ -206,6 +206,7 @@ class BrokerCore:
         self._topics.require(name)
         self.flush()
         self._topics.delete_topic(name)
+        self._producer_states.forget_topic(name)
 
     def add_partitions(self, name: str, count: int) -> Topic:
         """Grow a topic to ``count`` partitions."""

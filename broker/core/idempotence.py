@@ -80,13 +80,14 @@ class LogSnapshotStore:
 
 
 class _Slot:
-    __slots__ = ("log", "state", "segments", "expired_at")
+    __slots__ = ("log", "state", "segments", "expired_at", "log_start")
 
     def __init__(self, plog: PartitionLog, state: ProducerStateManager, now_ms: int) -> None:
         self.log = plog
         self.state = state
         self.segments = plog.segment_count
         self.expired_at = now_ms
+        self.log_start = -1  # the log start producers were last pruned at
 
 
 class ProducerStates:
@@ -112,7 +113,9 @@ class ProducerStates:
         if now - slot.expired_at >= _EXPIRE_EVERY_MS:
             slot.expired_at = now
             state.expire(now, self._idle_ms)
-        state.remove_before(plog.first_offset)
+        if plog.first_offset != slot.log_start:  # retention moved the start: prune
+            slot.log_start = plog.first_offset
+            state.remove_before(plog.first_offset)
         return state
 
     def _load(self, topic: str, partition: int, plog: PartitionLog) -> ProducerStateManager:
@@ -157,6 +160,11 @@ class ProducerStates:
         """Drop the partition's state (its role changed: the log may have taken another
         leader's records or been truncated); loaded again at its next use."""
         self._slots.pop((topic, partition), None)
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop the states of a deleted topic's partitions."""
+        for key in [key for key in self._slots if key[0] == topic]:
+            del self._slots[key]
 
 
 def _replay(state: ProducerStateManager, plog: PartitionLog) -> None:

@@ -207,3 +207,28 @@ class FailoverTests:
         assert again.values() == [b"a", b"b", b"c", b"d", b"e"]
         again.close()
         leader.close()
+
+
+class HousekeepingTests:
+
+    def test_retention_forgets_producers_whose_batches_are_gone(self, tmp_path: Path) -> None:
+        """Once retention removed all of a producer's batches, it is unknown again: any
+        sequence is accepted (as Kafka does), while a producer with batches left is still
+        checked."""
+        n = Node(tmp_path / "a", segment_bytes=4096)
+        for i in range(10):
+            n.produce([b"x" * 1000], 1, 0, i)
+        n.produce([b"y" * 3000], 2, 0, 0)
+        n.produce([b"y" * 3000], 3, 0, 0)
+        n.core.delete_oldest_segments("t", 0, n.log.segment_count - 2)
+        assert n.log.first_offset == 10
+        assert offset(n.produce([b"z"], 1, 0, 500)) == 12  # forgotten: starts anywhere
+        assert isinstance(n.produce([b"z"], 2, 0, 7), OutOfOrderSequence)
+        n.close()
+
+    def test_idle_producers_expire_after_a_day(self, node: Node) -> None:
+        """A producer silent for longer than producer.id.expiration.ms (a day) is forgotten."""
+        node.produce([b"a"], 1, 0, 0)
+        node.h.clock.advance(86_400 + 120)
+        node.produce([b"b"], 2, 0, 0)  # any produce on the partition tidies it
+        assert offset(node.produce([b"c"], 1, 0, 99)) == 2
