@@ -93,6 +93,9 @@ SCHEMA: tuple[Key, ...] = (
         "Delete whole segments whose newest message is older than this; null keeps forever.", 1),
     Key("defaults.retention_bytes", "int?", None,
         "Delete oldest whole segments while a partition is larger than this; null = no limit.", 1),
+    Key("defaults.message_timestamp_type", "choice", "CreateTime",
+        "Timestamp Kafka consumers see: the producer's (CreateTime) or the append time.",
+        choices=("CreateTime", "LogAppendTime")),
     Key("groups.session_timeout_ms", "int", 10000,
         "A group member not heard from for this long is evicted.", 1),
     Key("replication.replica_lag_timeout_ms", "int", 10000,
@@ -163,7 +166,7 @@ _SUGGESTIONS = {
     **{name: name for name in (*_BY_PATH, *_SECTIONS, *_TOP_LEVEL)},
 }
 _TOPIC_KEYS = ("partitions", "replication_factor", "min_insync_replicas",
-               "retention_ms", "retention_bytes")
+               "retention_ms", "retention_bytes", "message_timestamp_type")
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,8 @@ class TopicSettings:
     min_insync_replicas: int
     retention_ms: int | None
     retention_bytes: int | None
+    message_timestamp_type: str = "CreateTime"
+    """Kafka's ``message.timestamp.type`` (docs/kafka.md, record batches)."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +202,7 @@ class Config:
             min_insync_replicas=self["defaults.min_insync_replicas"],
             retention_ms=self["defaults.retention_ms"],
             retention_bytes=self["defaults.retention_bytes"],
+            message_timestamp_type=self["defaults.message_timestamp_type"],
         )
 
 
@@ -412,8 +418,10 @@ def reference_markdown() -> str:
         "## Topics",
         "",
         "`topics: {<name>: {partitions, replication_factor, min_insync_replicas, retention_ms,",
-        "retention_bytes}}` declares topics created at startup; unset settings take the",
-        "`defaults` above. `min_insync_replicas` greater than `replication_factor` is an error.",
+        "retention_bytes, message_timestamp_type}}` declares topics created at startup; unset",
+        "settings take the `defaults` above. `min_insync_replicas` greater than",
+        "`replication_factor` is an error. `message_timestamp_type` is Kafka's",
+        "`message.timestamp.type` (docs/kafka.md); in a cluster, topics take the default.",
         "",
         "## Cluster",
         "",

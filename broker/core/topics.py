@@ -162,6 +162,7 @@ class Topics:
             if min_insync_replicas is None else min_insync_replicas,
             retention_ms=defaults.retention_ms if retention_ms is None else retention_ms,
             retention_bytes=defaults.retention_bytes if retention_bytes is None else retention_bytes,
+            message_timestamp_type=defaults.message_timestamp_type,
         ))
 
     def delete_topic(self, name: str) -> None:
@@ -242,6 +243,7 @@ class Topics:
                 min_insync_replicas=settings.min_insync_replicas,
                 retention_ms=settings.retention_ms,
                 retention_bytes=settings.retention_bytes,
+                message_timestamp_type=settings.message_timestamp_type,
             ))
         except OSError as exc:
             raise StorageError(f"cannot create topic {name}: {exc.strerror}") from exc

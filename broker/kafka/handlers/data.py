@@ -374,6 +374,7 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
 
 LATEST = -1
 EARLIEST = -2
+MAX_TIMESTAMP = -3
 
 
 def list_offsets(ctx: Context, request: c.ListOffsetsRequest) -> c.ListOffsetsResponse:
@@ -404,16 +405,33 @@ def _list_partition(ctx: Context, topic: str, part: c.ListOffsetsPartition
         offset = hw + 1
     elif part.timestamp == EARLIEST:
         offset = core.earliest_offset(topic, index)
+    elif part.timestamp == MAX_TIMESTAMP:
+        # The last committed record (KIP-734 asks for the largest timestamp; see
+        # docs/kafka.md: exact under LogAppendTime and for timestamps that only grow).
+        offset = hw if hw >= core.earliest_offset(topic, index) else -1
+        if offset >= 0:
+            timestamp = _record_time(ctx, topic, index, offset)
     else:
         found = core.offset_for_timestamp(topic, index, part.timestamp * 1000)
         if found is None or found > hw:
             offset = -1
         else:
             offset = found
-            read, _hw = core.read(topic, index, found, 1, create=False)
-            if read.records:
-                timestamp = read.records[0].timestamp // 1000
+            timestamp = _record_time(ctx, topic, index, found)
     old_style = None
     if offset != -1 and part.max_num_offsets < 1:
         old_style = ()
     return c.ListOffsetsPartitionResponse(index, 0, offset, timestamp, old_style)
+
+
+def _record_time(ctx: Context, topic: str, index: int, offset: int) -> int:
+    """The timestamp (ms) a Kafka consumer sees on the record at ``offset``: its
+    CreateTime (the origin timestamp; the append time when it has none), or the append time
+    under LogAppendTime; -1 when it is gone."""
+    read, _hw = ctx.core.read(topic, index, offset, 1, create=False)
+    if not read.records:
+        return -1
+    record = read.records[0]
+    if _log_append_time(ctx, topic):
+        return record.timestamp // 1000
+    return (record.origin_timestamp or record.timestamp) // 1000
