@@ -153,6 +153,9 @@ class PartitionLog:
         self._dir_dirty = False
         self._epoch = 0
         self._read_lru: OrderedDict[int, Segment] = OrderedDict()
+        # A producer snapshot past the recovered end describes records a crash took: were it
+        # kept, new records could reach its offset before it is read and it would pass.
+        self._drop_producer_snapshots(lambda at: at > self.next_offset)
 
     # --- small public facts ---------------------------------------------------------------
 

@@ -518,7 +518,7 @@ class ProducePipeline:
         if isinstance(verdict, BatchMetadata):
             self._batch_appended(topic_name, partition, plog, verdict.first_offset,
                                  verdict.last_offset - verdict.first_offset + 1, acks,
-                                 callback, ack_timeout_ms)
+                                 callback, ack_timeout_ms, appended=False)
             return
         skip = verdict.held if isinstance(verdict, Continuation) else 0
         starts = [0, *ends[:-1]]
@@ -641,9 +641,11 @@ class ProducePipeline:
 
     def _batch_appended(self, topic_name: str, partition: int, plog: PartitionLog, first: int,
                         count: int, acks: str, callback: Callable[[Any], None],
-                        ack_timeout_ms: int | None = None) -> None:
-        """Answer ``callback`` once an appended batch is as durable as ``acks`` asks."""
-        self._replication.on_appended(topic_name, partition)
+                        ack_timeout_ms: int | None = None, *, appended: bool = True) -> None:
+        """Answer ``callback`` once an appended batch is as durable as ``acks`` asks
+        (``appended=False``: a batch appended earlier, whose duplicate is being answered)."""
+        if appended:
+            self._replication.on_appended(topic_name, partition)
 
         def answer(error: SkerryError | None) -> None:
             callback(error if error is not None

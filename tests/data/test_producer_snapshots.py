@@ -66,3 +66,25 @@ class ProducerSnapshotTests:
         assert plog.load_producer_snapshot() == (2, b"two")
         assert [r.payload for r in plog.read(0).records] == [b"a", b"b"]
         s.close()
+
+    def test_a_snapshot_past_the_recovered_end_is_dropped_at_open(self, tmp_path):
+        """A crash took the log's tail (the snapshot described it): the snapshot goes when
+        the store opens, before new records could reach its offset and make it pass."""
+        s = Store(str(tmp_path), StorageConfig(), now_us=FakeClock())
+        plog = s.create_topic("t", TopicConfig(partitions=1)).partitions[0]
+        plog.append([b"a", b"b", b"c"])
+        plog.save_producer_snapshot(3, b"three")
+        path = plog.path
+        s.close()
+        s = Store(str(tmp_path), StorageConfig(), now_us=FakeClock())
+        s.topics["t"].partitions[0].truncate_to(3)  # nothing: the snapshot is at the end
+        s.close()
+        # Put back a snapshot from "the future", as a crash that lost the log tail leaves it.
+        os.rename(os.path.join(path, "00000000000000000003.producers"),
+                  os.path.join(path, "00000000000000000009.producers"))
+        s = Store(str(tmp_path), StorageConfig(), now_us=FakeClock())
+        plog = s.topics["t"].partitions[0]
+        assert snapshot_names(plog) == []
+        plog.append([b"d"] * 10)
+        assert plog.load_producer_snapshot() is None
+        s.close()
