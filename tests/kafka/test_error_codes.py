@@ -44,14 +44,17 @@ TABLE = {
     35: ("UNSUPPORTED_VERSION", ()),
     36: ("TOPIC_ALREADY_EXISTS", ()),
     37: ("INVALID_PARTITIONS", ()),
-    # beyond §2.3: record batches v2, the idempotent producer, the refusal of transactions
-    43: ("UNSUPPORTED_FOR_MESSAGE_FORMAT", ()),
+    # beyond §2.3 (docs/kafka.md): record batches v2 and Fetch v4+, the idempotent
+    # producer, the refusal of transactions; Kafka's names
     45: ("OUT_OF_ORDER_SEQUENCE_NUMBER", ()),
     46: ("DUPLICATE_SEQUENCE_NUMBER", ()),
     47: ("INVALID_PRODUCER_EPOCH", ()),
     48: ("INVALID_TXN_STATE", ()),
     53: ("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", ()),
     59: ("UNKNOWN_PRODUCER_ID", ()),
+    70: ("FETCH_SESSION_ID_NOT_FOUND", ()),
+    74: ("FENCED_LEADER_EPOCH", ()),
+    76: ("UNKNOWN_LEADER_EPOCH", ()),
     87: ("INVALID_RECORD", ()),
 }
 

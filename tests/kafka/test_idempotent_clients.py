@@ -98,8 +98,6 @@ def test_the_same_request_twice_on_a_socket_is_written_once(broker: tuple[Any, i
     assert gap == (45, -1)
 
 
-@pytest.mark.skipif(PRODUCE_VERSION < 3, reason="the Kafka listener does not serve Produce v3+ "
-                    "(record batches v2) yet: librdkafka's idempotent producer needs it")
 def test_confluent_kafka_idempotent_producer(broker: tuple[Any, int, Path]) -> None:
     """enable.idempotence=true: 10,000 messages acknowledged, read back once each, and
     stored with the producer id InitProducerId gave."""

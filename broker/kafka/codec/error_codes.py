@@ -59,13 +59,15 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
-    # Beyond the notes' table (Kafka's own names and numbers): record batches v2, the
-    # idempotent producer (KIP-98) and the refusal of transactions.
-    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    # Beyond the notes' table (Kafka's own names and numbers): record batches v2 and
+    # Fetch v4+, the idempotent producer (KIP-98) and the refusal of transactions.
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
     INVALID_TXN_STATE = 48
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     UNKNOWN_PRODUCER_ID = 59
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 76
     INVALID_RECORD = 87

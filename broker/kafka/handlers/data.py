@@ -36,15 +36,31 @@ from data.names import is_valid_name
 
 __all__ = ["VERSIONS", "produce", "fetch", "list_offsets"]
 
-VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
-    c.ApiKey.PRODUCE: (0, 2),
-    c.ApiKey.FETCH: (0, 3),
-    c.ApiKey.LIST_OFFSETS: (0, 1),
+SERVED: dict[c.ApiKey, tuple[int, int]] = {
+    c.ApiKey.PRODUCE: (0, 9),
+    c.ApiKey.FETCH: (0, 12),
+    c.ApiKey.LIST_OFFSETS: (0, 7),
 }
-"""The versions these handlers serve, which ApiVersions advertises (the codec reads more:
-``codec.SUPPORTED_VERSIONS``). Raise a row when its handler serves the higher versions'
-shapes (Produce v3+ / Fetch v4+ carry record batches v2); a version the codec reads but
-no row covers is answered with UNSUPPORTED_VERSION (35) in its own layout."""
+"""The versions these handlers serve: Produce v3+ carries record batches v2 and Fetch v4+
+answers them (``broker.kafka.mapping``); the layouts are the codec's tables."""
+
+WITHOUT_IDEMPOTENCE: dict[c.ApiKey, tuple[int, int]] = {
+    c.ApiKey.PRODUCE: (0, 7),
+    c.ApiKey.FETCH: (0, 6),
+    c.ApiKey.LIST_OFFSETS: (0, 4),
+}
+"""What may be advertised while no handler serves InitProducerId: record batches v2 and
+headers, but nothing from which clients infer a broker of Kafka 1.1 or later (Fetch v7,
+Produce v8, ListOffsets v5: kafka-python's inference), since clients that do turn
+idempotence on by default (kafka-python 3, the Java client since 3.0) and then fail without
+InitProducerId. librdkafka leaves idempotence off and uses record batches either way."""
+
+VERSIONS = SERVED
+"""What ApiVersions advertises for these APIs (the codec reads more:
+``codec.SUPPORTED_VERSIONS``); a version the codec reads but no row covers is answered with
+UNSUPPORTED_VERSION (35) in its own layout. ``SERVED``: InitProducerId is served
+(``handlers.producers``), so clients that turn idempotence on by default find it
+(tests/kafka/test_protocol.py holds the two together)."""
 
 
 # ================================================================ Produce
@@ -67,6 +83,12 @@ def produce(ctx: Context, request: c.ProduceRequest
             if acks is None:
                 parts.append(c.ProducePartitionResponse(
                     part.index, int(ErrorCode.INVALID_REQUIRED_ACKS), -1))
+                continue
+            if request.transactional_id is not None:
+                # A transactional producer: Skerry has no transactions, so no transaction
+                # can be ongoing for this partition (kafka.md, record batches).
+                parts.append(c.ProducePartitionResponse(
+                    part.index, int(ErrorCode.INVALID_TXN_STATE), -1))
                 continue
             try:
                 answer = _produce_partition(ctx, topic.name, part, acks,
@@ -208,11 +230,9 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
         return c.ProducePartitionResponse(index, 0, -1)
     if c.is_batch_v2(records):
         parts = _framed_v2(ctx, records)
-    elif version >= 3:
-        raise KafkaError(ErrorCode.INVALID_RECORD,
-                         f"produce v{version} carries message format magic 0/1; v3+ needs "
-                         f"record batches v2")
     else:
+        # Magic 0/1 in any version: kafka-python told api_version=(0, 10, 1) sends them in
+        # the newest Produce version the broker offers (Kafka refuses that with 87).
         parts = [(*_framed_v01(ctx, records), None)]
     parts = [part for part in parts if part[1]]
     if not parts:
@@ -238,7 +258,8 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
             if type(result) is not ProduceResult:
                 return c.ProducePartitionResponse(index, int(code_for(result)), -1)
         return c.ProducePartitionResponse(index, 0, results[0].offset,
-                                          ctx.now_us() // 1000 if log_append else -1)
+                                          ctx.now_us() // 1000 if log_append else -1,
+                                          ctx.core.earliest_offset(topic, index))
 
     if all(d.called for d in answers):
         return answer(None)
@@ -252,12 +273,6 @@ RECORD_OVERHEAD = {**MESSAGE_OVERHEAD, 2: 7}
 attributes, two deltas, null key, value length, header count: one byte each)."""
 
 
-def fetch_magic(version: int) -> int:
-    """The message format a Fetch reply carries: magic 2 (record batches v2) from v4 on,
-    else the codec's (0 for v0-v1, 1 for v2-v3)."""
-    return 2 if version >= 4 else c.fetch_magic(version)
-
-
 def fetch(ctx: Context, request: c.FetchRequest
           ) -> c.FetchResponse | Deferred[c.FetchResponse]:
     """Committed records from each partition's offset, uncompressed, in the magic of the
@@ -265,6 +280,10 @@ def fetch(ctx: Context, request: c.FetchRequest
     (or past the end) is error 1, so the client's ``auto.offset.reset`` applies. With fewer
     than ``min_bytes`` the fetch waits (the core's long poll) until data comes or
     ``max_wait_ms`` passes."""
+    if request.session_id != 0 and request.header.api_version >= 7:
+        # No fetch sessions here (KIP-227): every answer has session id 0, which tells the
+        # client to send full fetches; an id it did not get from us is unknown.
+        return c.FetchResponse((), error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
     response, size, waits = _fetch_once(ctx, request)
     if size >= request.min_bytes or request.max_wait_ms <= 0 or not waits \
             or ctx.core.closing:
@@ -308,7 +327,7 @@ def _fetch_once(ctx: Context, request: c.FetchRequest
                 ) -> tuple[c.FetchResponse, int, list[tuple[str, int, int]]]:
     """The response as of now, its record bytes, and the (topic, partition, offset) a long
     poll waits on."""
-    magic = fetch_magic(request.header.api_version)
+    magic = c.fetch_magic(request.header.api_version)
     left = request.max_bytes
     size = 0
     waits: list[tuple[str, int, int]] = []
@@ -340,6 +359,26 @@ def _check_partition(ctx: Context, topic: str, partition: int) -> None:
                          f"unknown topic or partition {topic}/{partition}")
 
 
+def leader_epoch(ctx: Context, topic: str, partition: int) -> int:
+    """The partition's leader epoch as Metadata tells it (-1: none known, no checks)."""
+    placement = ctx.placement
+    if placement is None:
+        return -1
+    return int(getattr(placement.partition(topic, partition), "leader_epoch", -1))
+
+
+def check_leader_epoch(ctx: Context, topic: str, partition: int, current: int) -> int:
+    """The leader epoch, after KIP-320's check of the one a client sent (Fetch v9+,
+    ListOffsets v4+): older is FENCED_LEADER_EPOCH (74), newer UNKNOWN_LEADER_EPOCH (76);
+    -1 on either side checks nothing."""
+    epoch = leader_epoch(ctx, topic, partition)
+    if current >= 0 and epoch >= 0 and current != epoch:
+        code = ErrorCode.FENCED_LEADER_EPOCH if current < epoch \
+            else ErrorCode.UNKNOWN_LEADER_EPOCH
+        raise KafkaError(code, f"{topic}/{partition}: leader epoch {current}, ours {epoch}")
+    return epoch
+
+
 def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: int,
                      budget: int, whole_first: bool) -> tuple[c.FetchPartitionResponse, int]:
     index = part.partition
@@ -348,14 +387,18 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
     if placement is not None and not placement.leads(topic, index):
         raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION,
                          f"broker {ctx.node.broker_id} does not lead {topic}/{index}")
+    epoch = check_leader_epoch(ctx, topic, index, part.current_leader_epoch)
     core = ctx.core
     offset = part.fetch_offset
     hw = core.hw(topic, index)
     first = core.earliest_offset(topic, index)
+    # No transactions: the last stable offset is the high watermark.
     if offset < first or offset > hw + 1:
-        return c.FetchPartitionResponse(index, int(ErrorCode.OFFSET_OUT_OF_RANGE), hw + 1), offset
+        return c.FetchPartitionResponse(index, int(ErrorCode.OFFSET_OUT_OF_RANGE), hw + 1,
+                                        last_stable_offset=hw + 1,
+                                        log_start_offset=first), offset
     if offset > hw or (budget <= 0 and not whole_first):
-        return c.FetchPartitionResponse(index, 0, hw + 1, b""), offset
+        return c.FetchPartitionResponse(index, 0, hw + 1, b"", hw + 1, first), offset
     budget = max(budget, 0)
     # The store's byte limit counts values only, and a Kafka message is its value plus
     # 26/34 bytes and its key: a read of ``budget`` value bytes holds every message that
@@ -364,10 +407,10 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
         topic, index, offset, budget // RECORD_OVERHEAD[magic] + 1, budget)
     if magic == 2:
         records, _count = record_batches(result.raw, result.ends, budget, whole_first,
-                                         _log_append_time(ctx, topic), -1)
+                                         _log_append_time(ctx, topic), epoch)
     else:
         records, _count = message_set(result.raw, result.ends, magic, budget, whole_first)
-    return c.FetchPartitionResponse(index, 0, hw + 1, records), offset
+    return c.FetchPartitionResponse(index, 0, hw + 1, records, hw + 1, first), offset
 
 
 # ================================================================ ListOffsets
@@ -398,6 +441,7 @@ def _list_partition(ctx: Context, topic: str, part: c.ListOffsetsPartition
                     ) -> c.ListOffsetsPartitionResponse:
     index = part.partition_index
     _check_partition(ctx, topic, index)
+    epoch = check_leader_epoch(ctx, topic, index, part.current_leader_epoch)
     core = ctx.core
     hw = core.hw(topic, index)
     timestamp = -1
@@ -421,7 +465,7 @@ def _list_partition(ctx: Context, topic: str, part: c.ListOffsetsPartition
     old_style = None
     if offset != -1 and part.max_num_offsets < 1:
         old_style = ()
-    return c.ListOffsetsPartitionResponse(index, 0, offset, timestamp, old_style)
+    return c.ListOffsetsPartitionResponse(index, 0, offset, timestamp, old_style, epoch)
 
 
 def _record_time(ctx: Context, topic: str, index: int, offset: int) -> int:
