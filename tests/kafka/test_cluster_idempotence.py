@@ -22,8 +22,9 @@ from tests.kafka.test_cluster_clients import TOPIC, _isrs, _leaders, _start, _wa
 COUNT = 6000
 
 
-def test_idempotent_producer_across_a_leader_kill9(tmp_path: Path) -> None:
-    """Every acked message once, none twice."""
+def run_failover(tmp_path: Path, count: int = COUNT) -> dict[str, Any]:
+    """One run: produce ``count`` messages idempotently while the leader is killed -9;
+    what was acked, failed and stored (``bench/idempotence_failover.py`` repeats it)."""
     etcd, procs, kafka = _start(tmp_path)
     try:
         _wait(lambda: all(len(isr) == 3 for isr in _isrs(kafka[0]).values()),
@@ -42,13 +43,15 @@ def test_idempotent_producer_across_a_leader_kill9(tmp_path: Path) -> None:
             else:
                 failed.append(err)
 
-        for i in range(COUNT):
+        started = time.monotonic()
+        for i in range(count):
             producer.produce(TOPIC, value=b"m-%d" % i, partition=i % 3, on_delivery=report)
             producer.poll(0)
-            if i == COUNT // 3:
+            if i == count // 3:
                 procs[victim].kill9()
             time.sleep(0.001)
-        assert producer.flush(90) == 0
+        unflushed = producer.flush(90)
+        seconds = time.monotonic() - started
         _wait(lambda: victim not in _leaders(bootstrap)[1], "the dead broker gone")
         consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "check",
                                 "enable.auto.commit": False, "auto.offset.reset": "earliest"})
@@ -62,11 +65,19 @@ def test_idempotent_producer_across_a_leader_kill9(tmp_path: Path) -> None:
             stored.append(msg.value())
             idle = time.monotonic()
         consumer.close()
-        twice = [v for v, n in Counter(stored).items() if n > 1]
-        assert twice == []
-        assert set(acked) <= set(stored)
-        assert len(acked) + len(failed) == COUNT
+        return {"acked": acked, "failed": failed, "stored": stored, "unflushed": unflushed,
+                "seconds": seconds}
     finally:
         for proc in procs.values():
             proc.__exit__(None, None, None)
         etcd.stop()
+
+
+def test_idempotent_producer_across_a_leader_kill9(tmp_path: Path) -> None:
+    """Every acked message once, none twice."""
+    run = run_failover(tmp_path)
+    twice = [v for v, n in Counter(run["stored"]).items() if n > 1]
+    assert twice == []
+    assert run["unflushed"] == 0
+    assert set(run["acked"]) <= set(run["stored"])
+    assert len(run["acked"]) + len(run["failed"]) == COUNT
