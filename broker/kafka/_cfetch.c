@@ -612,13 +612,231 @@ declined:
  *
  * The reference is broker/kafka/mapping.py's framed_batches over RawBatch.records(): the
  * records of one opened batch (``body``, ``count`` of them) -> stored records framed for
- * BrokerCore.produce_framed (64-byte header with the origin timestamp, payload, the key
- * header). It answers only records without headers whose key is null, empty or 1-255
- * ASCII bytes, whose value is at most ``max_value`` bytes, and whose timestamp the store
- * holds; anything else (headers, another key, a malformed record, a wrong count or last
- * offset delta) declines (None) and the Python path answers, refusal included. */
+ * BrokerCore.produce_framed (64-byte header with the origin timestamp, payload, then the
+ * user headers: the key header, then the Kafka headers as mapping.kafka_headers_user lays
+ * them out: one string-named raw entry each when that is unambiguous, else the canonical
+ * header list cut into "kafka.headers" entries of at most 255 bytes). Anything the
+ * reference refuses (a malformed record, a wrong count or last offset delta, a key over 255
+ * bytes, a value over ``max_value`` bytes, a timestamp the store cannot hold) declines
+ * (None) and the Python path answers with its refusal. */
 
 #define MAX_TIMESTAMP_MS 18446744073709551LL /* (2^64 - 1) // 1000 */
+
+/* Python's strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF). */
+static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return 0;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= n) return 0;
+            unsigned c1 = s[i + 1];
+            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F)) return 0;
+            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= n) return 0;
+            unsigned c1 = s[i + 1];
+            if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) return 0;
+            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80)
+                return 0;
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+#define MAX_HEADERS 64 /* more headers in one record: the Python path */
+
+typedef struct {
+    Py_ssize_t key_at, key_len, value_at, value_len; /* value_len -1: null */
+} kheader_t;
+
+static int reserved_name(const unsigned char *n, Py_ssize_t len) {
+    return (len == 3 && (memcmp(n, "key", 3) == 0 || memcmp(n, "pid", 3) == 0
+                         || memcmp(n, "seq", 3) == 0))
+        || (len == 13 && memcmp(n, kafka_headers_name, 13) == 0);
+}
+
+typedef struct {
+    const unsigned char *key;
+    Py_ssize_t key_len;          /* -1 null */
+    int key_kind;                /* 2 string, 1 raw */
+    const unsigned char *value;
+    Py_ssize_t value_len;        /* -1 null */
+    int64_t ts;
+    int64_t off_delta;
+    Py_ssize_t stop;
+    int nh;
+    int plain;
+    kheader_t h[MAX_HEADERS];
+    Py_ssize_t list_len;         /* the canonical header list's bytes (reserved form) */
+    Py_ssize_t user_len;         /* user header bytes of the Kafka headers */
+} prec_t;
+
+/* One record at ``*pos``: checked as RawBatch.records() and framed_batches check it; -1 to
+ * decline. */
+static int parse_produced(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end,
+                          long long base_ts, long long max_ts, int lat, long long max_value,
+                          prec_t *r) {
+    int64_t length, key_len, value_len, hc;
+    if (get_varint(b, pos, end, 5, &length) < 0) return -1;
+    if (length < 6 || length > end - *pos) return -1;
+    Py_ssize_t stop = *pos + (Py_ssize_t)length, at = *pos + 1;
+    int64_t ts_delta;
+    if (get_varint(b, &at, stop, 10, &ts_delta) < 0) return -1;
+    if (get_varint(b, &at, stop, 5, &r->off_delta) < 0) return -1;
+    if (get_varint(b, &at, stop, 5, &key_len) < 0) return -1;
+    r->key = b + at;
+    r->key_len = -1;
+    r->key_kind = 2;
+    if (key_len >= 0) {
+        if (key_len > stop - at) return -1;
+        r->key_len = (Py_ssize_t)key_len;
+        at += r->key_len;
+        if (key_len > 255) return -1;
+        if (key_len > 0 && !utf8_valid(r->key, r->key_len)) r->key_kind = 1;
+    } else if (key_len < -1) {
+        return -1;
+    }
+    if (get_varint(b, &at, stop, 5, &value_len) < 0) return -1;
+    r->value = b + at;
+    r->value_len = -1;
+    if (value_len >= 0) {
+        if (value_len > stop - at) return -1;
+        r->value_len = (Py_ssize_t)value_len;
+        at += r->value_len;
+        if (value_len > max_value) return -1;
+    } else if (value_len < -1) {
+        return -1;
+    }
+    if (get_varint(b, &at, stop, 5, &hc) < 0) return -1;
+    if (hc < 0 || hc > stop - at || hc > MAX_HEADERS) return -1;
+    r->nh = (int)hc;
+    r->plain = 1;
+    r->list_len = varint_size(hc);
+    for (int i = 0; i < r->nh; i++) {
+        int64_t kl, vl;
+        kheader_t *h = &r->h[i];
+        if (get_varint(b, &at, stop, 5, &kl) < 0 || kl < 0 || kl > stop - at) return -1;
+        h->key_at = at;
+        h->key_len = (Py_ssize_t)kl;
+        at += h->key_len;
+        if (get_varint(b, &at, stop, 5, &vl) < 0) return -1;
+        if (vl >= 0) {
+            if (vl > stop - at) return -1;
+            h->value_at = at;
+            h->value_len = (Py_ssize_t)vl;
+            at += h->value_len;
+        } else if (vl == -1) {
+            h->value_at = at;
+            h->value_len = -1;
+        } else {
+            return -1;
+        }
+        r->list_len += varint_size(h->key_len) + h->key_len
+            + (h->value_len < 0 ? 1 : varint_size(h->value_len) + h->value_len);
+        if (r->plain) {
+            if (h->value_len < 1 || h->value_len > 255 || h->key_len < 1 || h->key_len > 255
+                || reserved_name(b + h->key_at, h->key_len)
+                || !utf8_valid(b + h->key_at, h->key_len)) {
+                r->plain = 0;
+            } else {
+                for (int j = 0; j < i; j++)
+                    if (r->h[j].key_len == h->key_len
+                        && memcmp(b + r->h[j].key_at, b + h->key_at, (size_t)h->key_len) == 0) {
+                        r->plain = 0;
+                        break;
+                    }
+            }
+        }
+    }
+    if (at != stop) return -1;
+    int64_t ts;
+    if (lat) ts = max_ts;
+    else if (__builtin_add_overflow((int64_t)base_ts, ts_delta, &ts)) return -1;
+    if (ts > MAX_TIMESTAMP_MS) return -1;
+    r->ts = ts;
+    r->stop = stop;
+    if (r->nh == 0) {
+        r->user_len = 0;
+    } else if (r->plain) {
+        r->user_len = 0;
+        for (int i = 0; i < r->nh; i++) r->user_len += 10 + r->h[i].key_len + r->h[i].value_len;
+    } else {
+        Py_ssize_t chunks = (r->list_len + 254) / 255;
+        r->user_len = r->list_len + chunks * (10 + 13);
+    }
+    *pos = stop;
+    return 0;
+}
+
+static inline unsigned char *put_le32(unsigned char *o, uint32_t v) {
+    for (int k = 0; k < 4; k++) o[k] = (unsigned char)(v >> (8 * k));
+    return o + 4;
+}
+
+static unsigned char *put_entry(unsigned char *o, int key_kind, const unsigned char *name,
+                                Py_ssize_t name_len, int value_kind, const unsigned char *value,
+                                Py_ssize_t value_len) {
+    *o++ = (unsigned char)key_kind;
+    o = put_le32(o, (uint32_t)name_len);
+    memcpy(o, name, (size_t)name_len);
+    o += name_len;
+    *o++ = (unsigned char)value_kind;
+    o = put_le32(o, (uint32_t)value_len);
+    memcpy(o, value, (size_t)value_len);
+    return o + value_len;
+}
+
+static unsigned char *write_produced(unsigned char *o, const unsigned char *b, const prec_t *r,
+                                     long long now_us, unsigned char *list) {
+    uint64_t origin = r->ts >= 0 ? (uint64_t)r->ts * 1000 : (uint64_t)now_us;
+    uint32_t vl = r->value_len > 0 ? (uint32_t)r->value_len : 0;
+    uint32_t hl = (r->key_len > 0 ? (uint32_t)(KEY_OVERHEAD + r->key_len) : 0)
+        + (uint32_t)r->user_len;
+    memset(o, 0, 40);
+    for (int k = 0; k < 8; k++) o[40 + k] = (unsigned char)(origin >> (8 * k));
+    put_le32(o + 48, hl);
+    put_le32(o + 52, vl);
+    memset(o + 56, 0, 8);
+    o += HEADER_SIZE;
+    memcpy(o, r->value, vl);
+    o += vl;
+    if (r->key_len > 0)
+        o = put_entry(o, 2, (const unsigned char *)"key", 3, r->key_kind, r->key, r->key_len);
+    if (r->nh == 0) return o;
+    if (r->plain) {
+        for (int i = 0; i < r->nh; i++)
+            o = put_entry(o, 2, b + r->h[i].key_at, r->h[i].key_len, 1, b + r->h[i].value_at,
+                          r->h[i].value_len);
+        return o;
+    }
+    unsigned char *p = put_varint(list, r->nh);
+    for (int i = 0; i < r->nh; i++) {
+        p = put_varint(p, r->h[i].key_len);
+        memcpy(p, b + r->h[i].key_at, (size_t)r->h[i].key_len);
+        p += r->h[i].key_len;
+        if (r->h[i].value_len < 0) {
+            *p++ = 1;
+        } else {
+            p = put_varint(p, r->h[i].value_len);
+            memcpy(p, b + r->h[i].value_at, (size_t)r->h[i].value_len);
+            p += r->h[i].value_len;
+        }
+    }
+    for (Py_ssize_t at = 0; at < r->list_len; at += 255) {
+        Py_ssize_t n = r->list_len - at < 255 ? r->list_len - at : 255;
+        o = put_entry(o, 2, kafka_headers_name, 13, 1, list + at, n);
+    }
+    return o;
+}
 
 static PyObject *frame_batch(PyObject *self, PyObject *args) {
     Py_buffer body;
@@ -631,45 +849,31 @@ static PyObject *frame_batch(PyObject *self, PyObject *args) {
     const unsigned char *b = (const unsigned char *)body.buf;
     Py_ssize_t end = body.len, pos = 0;
     PyObject *out = NULL, *ends = NULL;
+    unsigned char *list = NULL;
+    prec_t *r = PyMem_Malloc(sizeof(prec_t));
+    if (r == NULL) {
+        PyBuffer_Release(&body);
+        return PyErr_NoMemory();
+    }
     if (count < 0 || count > end / 7 + 1 || now_us < 0) goto declined;
     /* Pass 1: check every record; the bytes of the framed records. */
-    Py_ssize_t total = 0;
+    Py_ssize_t total = 0, longest_list = 0;
     int64_t last = -1;
     for (long long i = 0; i < count; i++) {
-        int64_t length, ts_delta, off_delta, key_len, value_len, headers;
-        if (get_varint(b, &pos, end, 5, &length) < 0) goto declined;
-        Py_ssize_t stop = pos + (Py_ssize_t)length;
-        if (length < 6 || length > end - pos) goto declined;
-        Py_ssize_t at = pos + 1;
-        if (get_varint(b, &at, stop, 10, &ts_delta) < 0) goto declined;
-        if (get_varint(b, &at, stop, 5, &off_delta) < 0) goto declined;
-        if (get_varint(b, &at, stop, 5, &key_len) < 0) goto declined;
-        if (key_len > 0) {
-            if (key_len > 255 || key_len > stop - at) goto declined;
-            for (int64_t k = 0; k < key_len; k++)
-                if (b[at + k] & 0x80) goto declined;
-            at += (Py_ssize_t)key_len;
-        } else if (key_len < -1) {
-            goto declined;
-        }
-        if (get_varint(b, &at, stop, 5, &value_len) < 0) goto declined;
-        if (value_len > 0) {
-            if (value_len > stop - at || value_len > max_value) goto declined;
-            at += (Py_ssize_t)value_len;
-        } else if (value_len < -1) {
-            goto declined;
-        }
-        if (get_varint(b, &at, stop, 5, &headers) < 0 || headers != 0 || at != stop)
-            goto declined;
-        int64_t ts;
-        if (lat) ts = max_ts;
-        else if (__builtin_add_overflow((int64_t)base_ts, ts_delta, &ts)) goto declined;
-        if (ts > MAX_TIMESTAMP_MS) goto declined;
-        total += HEADER_SIZE + (value_len > 0 ? value_len : 0) + (key_len > 0 ? KEY_OVERHEAD + key_len : 0);
-        last = off_delta;
-        pos = stop;
+        if (parse_produced(b, &pos, end, base_ts, max_ts, lat, max_value, r) < 0) goto declined;
+        total += HEADER_SIZE + (r->value_len > 0 ? r->value_len : 0)
+            + (r->key_len > 0 ? KEY_OVERHEAD + r->key_len : 0) + r->user_len;
+        if (r->nh && !r->plain && r->list_len > longest_list) longest_list = r->list_len;
+        last = r->off_delta;
     }
     if (pos != end || (count && last != last_delta)) goto declined;
+    if (longest_list) {
+        list = PyMem_Malloc((size_t)longest_list);
+        if (list == NULL) {
+            PyErr_NoMemory();
+            goto failed;
+        }
+    }
     out = PyBytes_FromStringAndSize(NULL, total);
     ends = PyList_New((Py_ssize_t)count);
     if (out == NULL || ends == NULL) goto failed;
@@ -677,51 +881,26 @@ static PyObject *frame_batch(PyObject *self, PyObject *args) {
     unsigned char *start = o;
     pos = 0;
     for (long long i = 0; i < count; i++) {
-        int64_t length = 0, ts_delta = 0, off_delta = 0, key_len = 0, value_len = 0;
-        get_varint(b, &pos, end, 5, &length);
-        Py_ssize_t stop = pos + (Py_ssize_t)length, at = pos + 1;
-        get_varint(b, &at, stop, 10, &ts_delta);
-        get_varint(b, &at, stop, 5, &off_delta);
-        get_varint(b, &at, stop, 5, &key_len);
-        const unsigned char *key = b + at;
-        if (key_len > 0) at += (Py_ssize_t)key_len;
-        get_varint(b, &at, stop, 5, &value_len);
-        const unsigned char *value = b + at;
-        if (value_len > 0) at += (Py_ssize_t)value_len;
-        int64_t ts = lat ? (int64_t)max_ts : (int64_t)base_ts + ts_delta;
-        uint64_t origin = ts >= 0 ? (uint64_t)ts * 1000 : (uint64_t)now_us;
-        uint32_t vl = value_len > 0 ? (uint32_t)value_len : 0;
-        uint32_t hl = key_len > 0 ? (uint32_t)(KEY_OVERHEAD + key_len) : 0;
-        memset(o, 0, 40);
-        for (int k = 0; k < 8; k++) o[40 + k] = (unsigned char)(origin >> (8 * k));
-        for (int k = 0; k < 4; k++) o[48 + k] = (unsigned char)(hl >> (8 * k));
-        for (int k = 0; k < 4; k++) o[52 + k] = (unsigned char)(vl >> (8 * k));
-        memset(o + 56, 0, 8);
-        o += HEADER_SIZE;
-        memcpy(o, value, vl);
-        o += vl;
-        if (hl) {
-            memcpy(o, key_name_part, 8);
-            o[8] = 2; /* a string value: the key is ASCII */
-            uint32_t k32 = (uint32_t)key_len;
-            for (int k = 0; k < 4; k++) o[9 + k] = (unsigned char)(k32 >> (8 * k));
-            memcpy(o + KEY_OVERHEAD, key, (size_t)key_len);
-            o += hl;
-        }
+        parse_produced(b, &pos, end, base_ts, max_ts, lat, max_value, r);
+        o = write_produced(o, b, r, now_us, list);
         PyObject *e = PyLong_FromSsize_t((Py_ssize_t)(o - start));
         if (e == NULL) goto failed;
         PyList_SET_ITEM(ends, (Py_ssize_t)i, e);
-        pos = stop;
     }
+    PyMem_Free(list);
+    PyMem_Free(r);
     PyBuffer_Release(&body);
     return Py_BuildValue("(NN)", out, ends);
 
 declined:
+    PyMem_Free(r);
     PyBuffer_Release(&body);
     return decline();
 failed:
     Py_XDECREF(out);
     Py_XDECREF(ends);
+    PyMem_Free(list);
+    PyMem_Free(r);
     PyBuffer_Release(&body);
     return NULL;
 }

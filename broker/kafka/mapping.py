@@ -523,9 +523,10 @@ def framed_raw_batches(raws: Sequence[RawBatch], now_us: int, max_value: int
     """Opened batches (``split_batches``) -> ``(messages, ends)`` for
     ``BrokerCore.produce_framed``, as ``framed_batches`` of their records; refusals:
     ``CorruptRecordBatch``, ``KeyTooLarge``, ``InvalidTimestamp``, ``ValueTooLarge``
-    (a value over ``max_value`` bytes). Each batch of records without headers and with an
-    ASCII key (or none) is framed by one C call (``_cfetch.frame_batch``) where it is built;
-    any other batch takes the reference path."""
+    (a value over ``max_value`` bytes). Each batch is framed by one C call
+    (``_cfetch.frame_batch``) where it is built, keys and headers included; a batch it
+    declines (anything the reference refuses, more than 64 headers on a record) takes the
+    reference path, which answers the refusal."""
     frame = getattr(_cfetch, "frame_batch", None)
     if frame is None:
         return _framed_raw_py(raws, now_us, max_value)

@@ -430,3 +430,53 @@ class LeaderEpochTests:
                 check_leader_epoch(ctx, "t", 0, sent)
             assert int(e.value.code) == code
         assert check_leader_epoch(SimpleNamespace(placement=None), "t", 0, 3) == -1
+
+
+class FlexibleVersionsTests:
+    """Produce v9, Fetch v12 and ListOffsets v7 (KIP-482 flexible versions) end to end over
+    the table codec, as served once InitProducerId is (``data.SERVED``)."""
+
+    def call(self, conn, key: int, version: int, request_obj) -> object:
+        from broker.kafka.codec.apis import SCHEMAS
+        from broker.kafka.codec.primitives import Reader, Writer
+        from broker.kafka.codec.schema import read_struct, write_struct
+
+        schema = SCHEMAS[key]
+        w = Writer()
+        write_struct(schema.request, w, request_obj, version, True)
+        head = i16(key) + i16(version) + i32(5) + string("t") + b"\x00"  # header v2
+        conn.send_raw(i32(len(head) + len(w.getvalue())) + head + w.getvalue())
+        ((cid, body),) = conn.responses()
+        assert cid == 5 and body[0] == 0  # response header v1: no tagged fields
+        r = Reader(body[1:])
+        response = read_struct(schema.response, r, version, True)
+        r.end("body")
+        return response
+
+    def test_produce_v9_fetch_v12_list_offsets_v7(self, h):
+        from broker.kafka import codec as c
+        from broker.kafka.handlers import data
+
+        h.service.handlers.versions = {**h.service.handlers.versions, **data.SERVED}
+        conn = h.connect()
+        header = c.RequestHeader(0, 9, 5, "t")
+        produce = c.ProduceRequest(header, -1, 30000, (c.ProduceTopic("f", (
+            c.ProducePartition(0, produced_batch(codec=1)),)),))
+        (topic,) = self.call(conn, 0, 9, produce).topics
+        ((part),) = topic.partitions
+        assert (part.error_code, part.base_offset, part.log_start_offset) == (0, 0, 0)
+        fetch = c.FetchRequest(c.RequestHeader(1, 12, 5, "t"), -1, 0, 1, 1 << 20, (
+            c.FetchTopic("f", (c.FetchPartition(0, 1, 1 << 20),)),))
+        (topic,) = self.call(conn, 1, 12, fetch).topics
+        ((part),) = topic.partitions
+        assert (part.error_code, part.high_watermark, part.last_stable_offset,
+                part.log_start_offset) == (0, 3, 3, 0)
+        (batch,) = c.decode_batches(part.records)
+        assert [(batch.base_offset + r.offset_delta, r.value) for r in batch.records] == \
+            [(1, b"v2"), (2, b"")]
+        offsets = c.ListOffsetsRequest(c.RequestHeader(2, 7, 5, "t"), -1, (
+            c.ListOffsetsTopic("f", (c.ListOffsetsPartition(0, -3),
+                                     c.ListOffsetsPartition(0, 1_700_000_000_000))),))
+        (topic,) = self.call(conn, 2, 7, offsets).topics
+        assert [(p.error_code, p.offset, p.timestamp) for p in topic.partitions] == [
+            (0, 2, 1_699_999_999_995), (0, 0, 1_700_000_000_000)]

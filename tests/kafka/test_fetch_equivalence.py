@@ -348,13 +348,19 @@ def test_produced_batches_are_framed_by_the_compiled_loop_as_by_the_reference(ra
     assert outcome(mapping.framed_raw_batches, raws, 123, limit) == expected
 
 
-def test_a_plain_batch_is_framed_by_the_compiled_loop() -> None:
-    """What librdkafka sends at its defaults (no headers, ASCII or no keys) does not fall
-    back to the per-record path."""
+@pytest.mark.parametrize("headers", [
+    (),                                                    # librdkafka's defaults
+    ((b"trace", b"abc"), (b"caf\xc3\xa9", b"\x00")),        # one Iggy header each
+    ((b"d", b"1"), (b"d", None), (b"", b""), (b"big", b"v" * 600)),  # the reserved list
+])
+def test_a_producers_batch_is_framed_by_the_compiled_loop(headers) -> None:
+    """What producers send (keys ASCII, UTF-8, binary or none; headers of both stored
+    forms) does not fall back to the per-record path."""
     from broker.kafka.codec import BatchRecord, RecordBatch, encode_batch, split_batches
 
+    keys = [None, b"key", "clé".encode(), b"\xff\xfe"]
     (raw,) = split_batches(encode_batch(RecordBatch(0, 1_700_000_000_000, tuple(
-        BatchRecord(i, i, b"key%d" % i if i % 2 else None, b"v" * i) for i in range(50)))))
+        BatchRecord(i, i, keys[i % 4], b"v" * i, headers) for i in range(50)))))
     got = C.frame_batch(raw.body, raw.count, raw.head.base_timestamp, raw.head.max_timestamp,
                         False, raw.head.last_offset_delta, 5, 1 << 20)
     assert got is not None

@@ -23,10 +23,16 @@ from broker.kafka.codec.batches import (
     RecordBatch,
     UnsupportedBatch,
     crc32c,
-    decode_batches,
     encode_batch,
+    split_batches,
 )
-from broker.kafka.mapping import InvalidTimestamp, KeyTooLarge, framed_batches, record_batches
+from broker.kafka.mapping import (
+    InvalidTimestamp,
+    KeyTooLarge,
+    ValueTooLarge,
+    framed_raw_batches,
+    record_batches,
+)
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.idempotence import batch_ids, parse_record_id
@@ -80,17 +86,16 @@ def _iggy(data: bytes) -> object:
 
 
 def _kafka_batches(data: bytes) -> object:
-    """Record batches v2 as a producer sends them: decoded as they are, then again with
-    the first batch's CRC-32C made right (so mutations reach the records, not only the
-    checksum); what decodes is stored and read back as Fetch v4+ batches."""
+    """Record batches v2 as a producer sends them: opened as they are, then again with the
+    first batch's CRC-32C made right (so mutations reach the records, not only the
+    checksum); what opens is framed into stored records (the compiled framing where it is
+    built, the reference where it declines) and built back into Fetch v4+ batches."""
     for candidate in (data, _crc_fixed(data)):
         try:
-            batches = decode_batches(candidate)
-        except (CorruptRecordBatch, UnsupportedBatch):
-            continue
-        try:
-            raw, ends = framed_batches(batches, 1)
-        except (KeyTooLarge, InvalidTimestamp):  # answered per partition (10, 32)
+            raws = split_batches(candidate)
+            raw, ends = framed_raw_batches(raws, 1, 1 << 20)
+        except (CorruptRecordBatch, UnsupportedBatch, KeyTooLarge, InvalidTimestamp,
+                ValueTooLarge):  # each answered for its partition (2, 48/87, 10, 32, 10)
             continue
         record_batches(raw, ends, 1 << 20, True, False, -1)
     return None
