@@ -14,6 +14,8 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import xxhash
+
 from broker.client.codec import ProtocolViolation, parse_messages, parse_reply
 from broker.iggy.codec import decode_request
 from broker.iggy.errors import IggyError
@@ -35,9 +37,12 @@ from broker.kafka.mapping import (
 )
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
+from data.idempotence import batch_ids, parse_record_id
 from data.index import sindex_bytes, sindex_from_bytes
 from data.store import TopicConfig
 from groups.store import groups_from_json, offset_metadata_from_json
+from replication.errors import ProducerStateError
+from replication.producer_state import ProducerStateManager, decode_snapshot, encode_snapshot
 from replication.roles import ReplicationCheckpoint
 from tests.reliability.kafka_fuzz import KAFKA_SEEDS, run_kafka
 from tests.tank import fuzz as _tank_fuzz
@@ -146,6 +151,36 @@ _BATCH_SEEDS = tuple(
         producer_id=7, producer_epoch=1, base_sequence=0), codec)
     for codec in range(5))
 
+def _producer_snapshot(data: bytes) -> object:
+    """A producer snapshot as read from disk: decoded as it is, then again with its checksum
+    made right (so mutations reach the body), and the state it gives asked about a batch;
+    every 16-byte window read as a record id."""
+    for raw in (data, data[:-8] + xxhash.xxh3_64_intdigest(data[:-8]).to_bytes(8, "little")
+                if len(data) >= 8 else data):
+        try:
+            state = decode_snapshot(raw)
+        except ValueError:
+            continue
+        for entry in list(state):
+            try:
+                state.check(entry.producer_id, entry.epoch, entry.last_seq + 1 if
+                            entry.last_seq >= 0 else 0, entry.last_seq + 5 if
+                            entry.last_seq >= 0 else 4)
+            except ProducerStateError:
+                pass
+    for at in range(0, max(0, len(data) - 15), 16):
+        parse_record_id(int.from_bytes(data[at:at + 16], "little"))
+    return None
+
+
+def _snapshot_seeds() -> tuple[bytes, ...]:
+    state = ProducerStateManager(0)
+    state.append(7, 2, 0, 9, 0, 9, 1000)
+    state.append(7, 2, 10, 12, 10, 12, 1001, complete=False)
+    state.append(2**62, 0, 2**31 - 2, 1, 13, 16, 1002)
+    return encode_snapshot(state), b"".join(bytes(row) for row in batch_ids(7, 2, 13, 3))
+
+
 _RECORD = encode_record(7, 1_700_000_000_000_000, 12345, 1_700_000_000_000_000, b"payload")
 
 TARGETS: dict[str, Target] = {
@@ -188,6 +223,9 @@ TARGETS: dict[str, Target] = {
     # The Kafka codec alone: every API and version of its tables (flexible headers and
     # bodies, tagged fields), through parse_request, which returns a result and never raises.
     "kafka_codec": Target("kafka_codec", _kafka_codec, (), _KAFKA_CODEC_SEEDS),
+    # Kafka idempotent producers' state snapshots (read from disk) and record ids
+    "producer_snapshot": Target("producer_snapshot", _producer_snapshot, (),
+                                _snapshot_seeds()),
     # Kafka record batches v2 (produce), through the store mapping and the fetch builder
     "kafka_batches": Target("kafka_batches", _kafka_batches, (), _BATCH_SEEDS),
     # The whole Kafka path (frame, codec, handlers, core, group services) in process,

@@ -18,7 +18,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from broker.core import ProduceResult
+from broker.core import ProducerBatch, ProduceResult
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
 from broker.kafka.handlers.context import Context
@@ -167,12 +167,32 @@ def _framed_v01(ctx: Context, records: bytes) -> tuple[bytes, list[int]]:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
 
 
-def _framed_v2(ctx: Context, records: bytes) -> tuple[bytes, list[int]]:
+def _framed_v2(ctx: Context, records: bytes
+               ) -> list[tuple[bytes, list[int], ProducerBatch | None]]:
     """Record batches v2 -> framed records (``KafkaError`` / ``CorruptRecordBatch``):
-    transactional and control batches refused (``UnsupportedBatch``'s code)."""
+    transactional and control batches refused (``UnsupportedBatch``'s code). One part per
+    batch of an idempotent producer (with its ``ProducerBatch``: the core checks and
+    deduplicates each), the other batches together in one part."""
     try:
         raws = c.split_batches(records)
-        return framed_raw_batches(raws, ctx.now_us(), ctx.max_message_bytes)
+        for raw in raws:
+            head = raw.head
+            if head.producer_id >= 0 and (head.producer_epoch < 0 or head.base_sequence < 0):
+                raise KafkaError(ErrorCode.INVALID_RECORD,
+                                 f"batch of producer {head.producer_id} without an epoch or "
+                                 f"a base sequence")
+        plain = [raw for raw in raws if raw.head.producer_id < 0]
+        parts: list[tuple[bytes, list[int], ProducerBatch | None]] = []
+        if plain:
+            parts.append((*framed_raw_batches(plain, ctx.now_us(), ctx.max_message_bytes),
+                          None))
+        for raw in raws:
+            head = raw.head
+            if head.producer_id >= 0 and raw.count:
+                parts.append((*framed_raw_batches([raw], ctx.now_us(), ctx.max_message_bytes),
+                              ProducerBatch(head.producer_id, head.producer_epoch,
+                                            head.base_sequence)))
+        return parts
     except c.UnsupportedBatch as error:
         raise KafkaError(error.error_code, str(error)) from None
     except (KeyTooLarge, ValueTooLarge) as error:
@@ -196,27 +216,41 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
     if not records:
         return c.ProducePartitionResponse(index, 0, -1)
     if c.is_batch_v2(records):
-        messages, ends = _framed_v2(ctx, records)
+        parts = _framed_v2(ctx, records)
     else:
         # Magic 0/1 in any version: kafka-python told api_version=(0, 10, 1) sends them in
         # the newest Produce version the broker offers (Kafka refuses that with 87).
-        messages, ends = _framed_v01(ctx, records)
-    if not ends:
+        parts = [(*_framed_v01(ctx, records), None)]
+    parts = [part for part in parts if part[1]]
+    if not parts:
         return c.ProducePartitionResponse(index, 0, -1)
     log_append = _log_append_time(ctx, topic)
-    d: Deferred[c.ProducePartitionResponse] = Deferred()
+    answers: list[Deferred[Any]] = []
+    for n, (messages, ends, producer) in enumerate(parts):
+        d: Deferred[Any] = Deferred()
+        try:
+            ctx.core.produce_framed(topic, index, messages, ends, acks, d.callback,
+                                    ack_timeout_ms, producer)
+        except REFUSALS as error:
+            if n == 0:
+                raise
+            d.callback(error)  # the batches before it are appended: answer the refusal
+        answers.append(d)
+        if d.called and not isinstance(d.result, ProduceResult):
+            break  # a batch refused: the ones after it are not appended
 
-    def done(result: Any) -> None:
-        if type(result) is ProduceResult:
-            d.callback(c.ProducePartitionResponse(
-                index, 0, result.offset,
-                ctx.now_us() // 1000 if log_append else -1,
-                ctx.core.earliest_offset(topic, index)))
-        else:
-            d.callback(c.ProducePartitionResponse(index, int(code_for(result)), -1))
+    def answer(_: object) -> c.ProducePartitionResponse:
+        results = [d.result for d in answers]
+        for result in results:
+            if type(result) is not ProduceResult:
+                return c.ProducePartitionResponse(index, int(code_for(result)), -1)
+        return c.ProducePartitionResponse(index, 0, results[0].offset,
+                                          ctx.now_us() // 1000 if log_append else -1,
+                                          ctx.core.earliest_offset(topic, index))
 
-    ctx.core.produce_framed(topic, index, messages, ends, acks, done, ack_timeout_ms)
-    return d
+    if all(d.called for d in answers):
+        return answer(None)
+    return _all_fired(answers).addCallback(answer)
 
 
 # ================================================================ Fetch

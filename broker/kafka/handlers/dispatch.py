@@ -37,7 +37,7 @@ from twisted.python.failure import Failure
 
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, code_for
-from broker.kafka.handlers import data, metadata
+from broker.kafka.handlers import data, metadata, producers
 from broker.kafka.handlers.admin import ADMIN_HANDLERS, ADMIN_VERSIONS
 from broker.kafka.handlers.context import Context
 from broker.kafka.handlers.groups import GROUP_HANDLERS, GROUP_VERSIONS
@@ -114,7 +114,7 @@ def advertised_versions(*parts: dict[c.ApiKey, tuple[int, int]]
     codec's range, and capped to ``CLASSIC_ERA`` until ``modern_data_path``."""
     table: dict[c.ApiKey, tuple[int, int]] = {}
     for part in parts or (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS,
-                          ADMIN_VERSIONS):
+                          ADMIN_VERSIONS, producers.VERSIONS):
         table.update(part)
     if not modern_data_path(table):
         for key, (_low, high) in CLASSIC_ERA.items():
@@ -162,6 +162,7 @@ class KafkaHandlers:
             c.ListOffsetsRequest: data.list_offsets,
             c.SaslHandshakeRequest: sasl_handshake,
             c.SaslAuthenticateRequest: sasl_authenticate,
+            c.InitProducerIdRequest: producers.init_producer_id,
         }
         self.table.update(GROUP_HANDLERS)
         self.table.update(ADMIN_HANDLERS)
