@@ -125,3 +125,13 @@ def test_kafka_consumer_groups_tool(classpath: str, port: int) -> None:
     assert "tool-g" in tool(classpath, groups, port, "--list").split()
     state = tool(classpath, groups, port, "--describe", "--group", "tool-g", "--state")
     assert "Empty" in state and "tool-g" in state
+
+
+def test_java_producer_and_group_consumer_at_defaults(classpath: str, port: int) -> None:
+    """kafka-clients at its default settings (the producer: idempotence on, acks=all)
+    sends 10,000 records with headers (a repeated name, a null value, binary bytes) and
+    timestamps to 3 partitions; a subscribe() consumer in a group reads every one back
+    once, key, value, headers and timestamp byte for byte (tests/kafka/java,
+    RoundTripDriver)."""
+    steps = run_driver(classpath, "skerry.RoundTripDriver", str(port), "java-round", "10000")
+    assert steps == {"produce": "ok acked=10000", "consume": "ok read=10000 exact"}
