@@ -52,7 +52,8 @@ NOTES: dict[c.ApiKey, str] = {
     c.ApiKey.DELETE_TOPICS: "by name, or by id (v6)",
     c.ApiKey.CREATE_PARTITIONS: "grow only; Skerry places replicas",
     c.ApiKey.DESCRIBE_CONFIGS: "topic and broker configs in Kafka's names",
-    c.ApiKey.INCREMENTAL_ALTER_CONFIGS: "retention.ms, retention.bytes",
+    c.ApiKey.INCREMENTAL_ALTER_CONFIGS: "retention, segment, compaction and timestamp type "
+                                        "settings (below, \"Admin APIs\")",
     c.ApiKey.DESCRIBE_CLUSTER: "",
     c.ApiKey.DELETE_GROUPS: "an Empty group and its committed offsets",
     c.ApiKey.OFFSET_DELETE: "a group without live members",

@@ -62,6 +62,9 @@ public final class RoundTripDriver {
     }
 
     private static String mismatch(ConsumerRecord<byte[], byte[]> r, int i) {
+        if (!Arrays.equals(r.key(), key(i))) {
+            return "key";
+        }
         if (!Arrays.equals(r.value(), value(i))) {
             return "value";
         }
@@ -120,11 +123,18 @@ public final class RoundTripDriver {
                     }
                 }
             }
+            // The producer's effective settings: nothing above sets them, so these are
+            // kafka-clients' defaults (idempotence on, acks=all).
+            ProducerConfig effective = new ProducerConfig(p);
+            String settings = " idempotence="
+                    + effective.getBoolean(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG)
+                    + " acks=" + effective.getString(ProducerConfig.ACKS_CONFIG);
             if (produceError == null) {
-                System.out.println("STEP produce ok acked=" + acked);
+                System.out.println("STEP produce ok acked=" + acked + settings);
             } else {
                 failures++;
-                System.out.println("STEP produce FAIL acked=" + acked + " " + produceError);
+                System.out.println("STEP produce FAIL acked=" + acked + settings + " "
+                        + produceError);
             }
         }
         System.out.flush();
