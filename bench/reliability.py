@@ -512,7 +512,12 @@ NOTES = """## What the scenarios do, and what they cannot show
   SaslHandshake before the input, so the input is read as the PLAIN token; a
   crash is an exception escaping, a handler bug logged with a traceback, or a sentinel
   connection (open throughout, with a live group member) whose ApiVersions, Metadata or
-  Heartbeat answers change. CI runs 5,000 such frames.
+  Heartbeat answers change. CI runs 5,000 such frames. The `kafka_batches` target is Kafka
+  record batches v2 as a producer sends them: each input is decoded as it is and again with
+  its first batch's CRC-32C made right (so mutations reach the varint records, not only the
+  checksum); what decodes is framed into stored records and built back into Fetch v4+
+  batches; only `CorruptRecordBatch`, `UnsupportedBatch`, a key too long or a timestamp the
+  store cannot hold (each answered for its partition) may stop it.
 * **Hostile clients** (`tests/reliability/hostile_load.py`; each kind of load in its own
   process, so the load generators share no interpreter with the measured client). The
   figure is the p99 of one well-behaved client's PRODUCE round trips (2,000, 2 ms apart),

@@ -102,6 +102,9 @@ SCHEMA: tuple[Key, ...] = (
         "A message is not compacted away before it is this old.", 0),
     Key("defaults.delete_retention_ms", "int", 86400000,
         "How long a tombstone (empty value) stays readable on a compacted topic.", 0),
+    Key("defaults.message_timestamp_type", "choice", "CreateTime",
+        "Timestamp Kafka consumers see: the producer's (CreateTime) or the append time.",
+        choices=("CreateTime", "LogAppendTime")),
     Key("groups.session_timeout_ms", "int", 10000,
         "A group member not heard from for this long is evicted.", 1),
     Key("groups.consumer_session_timeout_ms", "int", 45000,
@@ -190,9 +193,9 @@ _SUGGESTIONS = {
 }
 _TOPIC_KEYS = ("partitions", "replication_factor", "min_insync_replicas",
                "retention_ms", "retention_bytes", "cleanup_policy", "min_compaction_lag_ms",
-               "delete_retention_ms")
+               "delete_retention_ms", "message_timestamp_type")
 TOPIC_EXTRA_KEYS = ("cleanup_policy", "min_compaction_lag_ms", "delete_retention_ms",
-                    "segment_bytes", "segment_ms")
+                    "segment_bytes", "segment_ms", "message_timestamp_type")
 """Topic settings besides partitions, replication and retention (``TopicSettings``'
 fields with defaults; the store's ``TopicConfig`` has the same names)."""
 
@@ -213,6 +216,8 @@ class TopicSettings:
     """The topic's own segment size (None: ``storage.segment_bytes``)."""
     segment_ms: int | None = None
     """The topic's own segment age (None: ``storage.segment_ms``)."""
+    message_timestamp_type: str = "CreateTime"
+    """Kafka's ``message.timestamp.type`` (docs/kafka.md, record batches)."""
 
 
 @dataclass(frozen=True)
@@ -248,6 +253,7 @@ class Config:
             cleanup_policy=self["defaults.cleanup_policy"],
             min_compaction_lag_ms=self["defaults.min_compaction_lag_ms"],
             delete_retention_ms=self["defaults.delete_retention_ms"],
+            message_timestamp_type=self["defaults.message_timestamp_type"],
         )
 
 
@@ -463,8 +469,10 @@ def reference_markdown() -> str:
         "## Topics",
         "",
         "`topics: {<name>: {partitions, replication_factor, min_insync_replicas, retention_ms,",
-        "retention_bytes}}` declares topics created at startup; unset settings take the",
-        "`defaults` above. `min_insync_replicas` greater than `replication_factor` is an error.",
+        "retention_bytes, message_timestamp_type}}` declares topics created at startup; unset",
+        "settings take the `defaults` above. `min_insync_replicas` greater than",
+        "`replication_factor` is an error. `message_timestamp_type` is Kafka's",
+        "`message.timestamp.type` (docs/kafka.md); in a cluster, topics take the default.",
         "",
         "## Cluster",
         "",

@@ -347,6 +347,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
         kafka = KafkaService(core, config, clock, now_us=now_us or wall_clock_us,
                              groups=kafka_groups, placement=placement,
                              tokens=handlers.auth_tokens)
+        kafka.ctx.producer_ids = _producer_ids(data_dir, control, fs)
     tank = None
     if config["tank_port"] is not None:
         from broker.tank.service import TankService
@@ -447,6 +448,17 @@ def _admin_plane(config: Config, core: BrokerCore, handlers: Handlers,
             fs=fs)
     replication.set_leader_lookup(admin.leader_of, authoritative=control is not None)
     return admin
+
+
+def _producer_ids(data_dir: str, control: Any, fs: Any) -> Any:
+    """Producer ids for Kafka's InitProducerId: blocks from the data directory's own mark,
+    or in a cluster with etcd, from the cluster's counter (``broker.services.producer_ids``)."""
+    from broker.services.producer_ids import EtcdBlockSource, LocalBlockSource, ProducerIds
+
+    local = LocalBlockSource(data_dir, fs)
+    if control is None:
+        return ProducerIds(local)
+    return ProducerIds(EtcdBlockSource(control.client, control.layout.prefix, local))
 
 
 def _control_plane(config: Config, clock: IReactorTime, core: BrokerCore,

@@ -73,6 +73,7 @@ __all__ = [
     "KIND_RAW",
     "KIND_STRING",
     "KEY_HEADER_NAME",
+    "KAFKA_HEADERS_NAME",
     "encode_user_headers",
     "decode_user_headers",
     "key_header",
@@ -223,6 +224,11 @@ KIND_STRING = HeaderKind.STRING
 _MIN_KIND, _MAX_KIND = 1, 15
 _MIN_LEN, _MAX_LEN = 1, 255
 KEY_HEADER_NAME = b"key"
+KAFKA_HEADERS_NAME = b"kafka.headers"
+"""The reserved user header that carries a Kafka record's header list when it cannot be
+one user header per Kafka header (docs/storage.md, "Kafka headers"): the list in Kafka's own
+encoding (varint count, then varint-length key and value of each, -1 for a null value), cut
+into values of at most 255 bytes, one entry each, in order (string name, raw value)."""
 
 _KEY_PREFIX = bytes([KIND_STRING]) + U32.pack(len(KEY_HEADER_NAME)) + KEY_HEADER_NAME + bytes([KIND_STRING])
 _KEY_VALUE_AT = len(_KEY_PREFIX) + 4  # after the value length

@@ -43,7 +43,7 @@ from typing import NamedTuple
 import numpy as np
 
 from data import paths
-from data.atomic import read_json, write_json_atomic
+from data.atomic import read_json, write_atomic, write_json_atomic
 from data.cleaner import (
     CleanAborted,
     CleanPlan,
@@ -186,6 +186,9 @@ class PartitionLog:
         """Whether ``append_records`` takes records with gaps (the store sets it for a
         compacted topic; a log holding compacted segments takes them anyway)."""
         self._read_lru: OrderedDict[int, Segment] = OrderedDict()
+        # A producer snapshot past the recovered end describes records a crash took: were it
+        # kept, new records could reach its offset before it is read and it would pass.
+        self._drop_producer_snapshots(lambda at: at > self.next_offset)
 
     def set_segment_limits(self, segment_bytes: int, segment_ms: int) -> None:
         """New roll limits (a topic's ``segment_bytes``/``segment_ms`` altered)."""
@@ -1095,6 +1098,7 @@ class PartitionLog:
                 self.next_offset = offset
                 self.durable_offset = min(self.durable_offset, offset)
                 self._epoch += 1
+                self._drop_producer_snapshots(lambda at: at > offset)
                 self._fs.fsync_dir(self.path)
             except OSError as exc:
                 self._fail(f"truncation to offset {offset}", exc)
@@ -1245,6 +1249,42 @@ class PartitionLog:
     def save_state(self, state: dict) -> None:
         """Replace ``state.json`` atomically and durably (tmp, fsync, rename, dir fsync)."""
         write_json_atomic(paths.state_path(self.path), state, self._fs)
+
+    # --- idempotent producer snapshots -------------------------------------------------------
+
+    def _producer_snapshots(self) -> list[int]:
+        """Offsets of the producer snapshots in the partition folder, ascending."""
+        found = (paths.parse_producer_snapshot_name(n) for n in self._fs.listdir(self.path))
+        return sorted(at for at in found if at is not None)
+
+    def _drop_producer_snapshots(self, which: Callable[[int], bool]) -> None:
+        for at in self._producer_snapshots():
+            if which(at):
+                self._fs.remove(paths.producer_snapshot_path(self.path, at))
+
+    def save_producer_snapshot(self, offset: int, data: bytes) -> None:
+        """Keep ``data`` (opaque here: ``replication.producer_state``'s snapshot bytes) as
+        the partition's producer state as of ``offset``, atomically and durably; older
+        snapshots go. ``truncate_to`` drops snapshots past the new end."""
+        if not 0 <= offset <= self.next_offset:
+            raise ValueError(f"producer snapshot at {offset} outside the log (end "
+                             f"{self.next_offset})")
+        write_atomic(paths.producer_snapshot_path(self.path, offset), data, self._fs)
+        self._drop_producer_snapshots(lambda at: at < offset)
+
+    def load_producer_snapshot(self) -> tuple[int, bytes] | None:
+        """The newest producer snapshot at or below the log end, ``(offset, data)``, or
+        None. Snapshots past the log end (its tail was lost in a crash) are removed."""
+        self._drop_producer_snapshots(lambda at: at > self.next_offset)
+        found = self._producer_snapshots()
+        if not found:
+            return None
+        at = found[-1]
+        fd = self._fs.open(paths.producer_snapshot_path(self.path, at), os.O_RDONLY)
+        try:
+            return at, self._fs.pread(fd, self._fs.fstat_size(fd), 0)
+        finally:
+            self._fs.close(fd)
 
     # --- closing ------------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ Owns: how names are built and recognised (``LevelDB filename.h``; Iggy's
     <root>/topics/<topic>/topic.json                topic config
     <root>/topics/<topic>/<partition>/              one folder per partition (0, 1, ...)
     <root>/topics/<topic>/<partition>/state.json    replication state (role, epoch, hw)
+    <root>/topics/<topic>/<partition>/<offset>.producers   idempotent producer state as of
+                                                           that offset (a snapshot)
     <root>/topics/<topic>/<partition>/<base:020d>.log        segment data
     <root>/topics/<topic>/<partition>/<base:020d>.index      dense offset index
     <root>/topics/<topic>/<partition>/<base:020d>.timeindex  sparse time index
@@ -71,6 +73,8 @@ __all__ = [
     "parse_segment_name",
     "parse_partition_name",
     "parse_swap_name",
+    "producer_snapshot_path",
+    "parse_producer_snapshot_name",
 ]
 
 LOCK_FILE = ".lock"
@@ -85,12 +89,14 @@ SINDEX_SUFFIX = ".sindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 BAD_SUFFIX = ".bad"
+PRODUCERS_SUFFIX = ".producers"
 NEW_PREFIX = "~new-"
 DELETED_PREFIX = "~del-"
 QUARANTINED_PREFIX = "~bad-"
 _DIGITS = 20
 
 _SEGMENT_RE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex|\.sindex)")
+_PRODUCERS_RE = re.compile(r"([0-9]{20})\.producers")
 _PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,8}")
 
 
@@ -192,3 +198,12 @@ def parse_swap_name(name: str) -> tuple[int, str, str] | None:
                 return None
             return parsed[0], parsed[1], marker
     return None
+def producer_snapshot_path(partition_path: str, offset: int) -> str:
+    """``<partition>/00000000000000000042.producers``: producer state as of offset 42."""
+    return os.path.join(partition_path, segment_name(offset, PRODUCERS_SUFFIX))
+
+
+def parse_producer_snapshot_name(name: str) -> int | None:
+    """``"00000000000000000042.producers"`` -> ``42``; ``None`` for other names."""
+    match = _PRODUCERS_RE.fullmatch(name)
+    return None if match is None else int(match.group(1))

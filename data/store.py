@@ -88,7 +88,9 @@ by retention (the default, as before); ``compact`` keeps the latest record of ev
 (``data.cleaner``) and never applies retention; ``compact,delete`` does both."""
 
 _COMPACTION_DEFAULTS = {"cleanup_policy": "delete", "min_compaction_lag_ms": 0,
-                        "delete_retention_ms": 86_400_000, "segment_bytes": None, "segment_ms": None}
+                        "delete_retention_ms": 86_400_000, "segment_bytes": None, "segment_ms": None,
+                        "message_timestamp_type": "CreateTime"}
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,10 @@ class TopicConfig:
     delete_retention_ms: int = 86_400_000
     segment_bytes: int | None = None
     segment_ms: int | None = None
+    message_timestamp_type: str = "CreateTime"
+    """Kafka's ``message.timestamp.type``: the timestamp Kafka consumers see, the
+    producer's (``CreateTime``, kept as each record's origin timestamp) or the broker's
+    append time (``LogAppendTime``). The store keeps both either way."""
 
     @property
     def compacted(self) -> bool:
@@ -169,6 +175,9 @@ class TopicConfig:
         if tid is not None and (type(tid) is not str or len(tid) != 32
                                 or any(ch not in "0123456789abcdef" for ch in tid)):
             raise ValueError(f"topic_id must be 32 lowercase hex digits or None; got {tid!r}")
+        if self.message_timestamp_type not in TIMESTAMP_TYPES:
+            raise ValueError(f"message_timestamp_type must be one of {list(TIMESTAMP_TYPES)}; "
+                             f"got {self.message_timestamp_type!r}")
 
     @classmethod
     def from_json(cls, obj: Any) -> TopicConfig:
@@ -443,7 +452,8 @@ class Store:
             write_json_atomic(paths.topic_config_path(tpath), config.to_json(), fs)
 
     ALTERABLE = frozenset({"retention_ms", "retention_bytes", "cleanup_policy", "min_compaction_lag_ms",
-                           "delete_retention_ms", "segment_bytes", "segment_ms"})
+                           "delete_retention_ms", "segment_bytes", "segment_ms",
+                           "message_timestamp_type"})
     """The settings ``alter_topic`` changes; the others are fixed when a topic is made."""
 
     def alter_topic(self, name: str, changes: Mapping[str, int | str | None]) -> Topic:

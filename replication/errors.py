@@ -4,7 +4,9 @@ Owns: ``ReplicationError`` and its kinds: ``NotLeader`` (this replica does not l
 partition, or no longer does), ``InvalidReplicaRequest`` (a replica id, role or offset that
 cannot apply) and ``ReplicationTimeout`` (``acks=all`` not satisfied in time; the record
 stays in the log). Plain classes with no wire code: each transport maps them onto its own
-(``broker.v1.errors``, ``broker.iggy.errors``).
+(``broker.v1.errors``, ``broker.iggy.errors``). Also the idempotent producer's refusals
+(``ProducerStateError``: ``InvalidProducerEpoch``, ``OutOfOrderSequence``), which
+``replication.producer_state`` raises.
 
 Must not import: Twisted, anything of ``broker``. Only the neutral root
 ``data.refusal.SkerryError``.
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 from data.refusal import SkerryError
 
-__all__ = ["ReplicationError", "NotLeader", "InvalidReplicaRequest", "ReplicationTimeout"]
+__all__ = ["ReplicationError", "NotLeader", "InvalidReplicaRequest", "ReplicationTimeout",
+           "ProducerStateError", "InvalidProducerEpoch", "OutOfOrderSequence"]
 
 
 class ReplicationError(SkerryError):
@@ -49,3 +52,24 @@ class ReplicationTimeout(ReplicationError):
     """``acks=all`` could not be satisfied before the ack timeout."""
 
     description = "acks=all could not be satisfied before the ack timeout"
+
+
+class ProducerStateError(SkerryError):
+    """A batch of an idempotent producer refused by the partition's producer state."""
+
+    description = "idempotent produce refused"
+
+
+class InvalidProducerEpoch(ProducerStateError):
+    """The batch carries an older epoch than the partition has seen from its producer id:
+    a newer instance of the producer fenced this one (Kafka's INVALID_PRODUCER_EPOCH)."""
+
+    description = "producer epoch is older than the partition's"
+
+
+class OutOfOrderSequence(ProducerStateError):
+    """The batch's first sequence number does not follow the last one the partition holds
+    from its producer (a gap, a batch older than the last five, or a new epoch that does not
+    start at 0): Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER."""
+
+    description = "out of order sequence number"

@@ -31,6 +31,7 @@ TWIN_MODULES = (
     "tests/data/test_raw_paths.py",
     "tests/kafka/test_mapping.py",
     "tests/kafka/test_data.py",
+    "tests/kafka/test_batches.py",
 )
 
 

@@ -3,7 +3,8 @@ replication layer.
 
 Split by job, one module each: ``topics`` (topic lifecycle, limits, write refusals),
 ``produce`` (the produce pipeline: per-turn batches, acks, whole-batch produces),
-``producers`` (idempotent producer state), ``reads`` (high watermarks, reads, long polls),
+``producers`` (V1's idempotent producer state), ``idempotence`` (Kafka's idempotent
+producer state, KIP-98), ``reads`` (high watermarks, reads, long polls),
 ``periodic`` (interval fsync, retention), ``durability`` (group commit), ``ports`` (the
 collaborators' ``Protocol``\\ s), and ``core`` (``BrokerCore``, the facade composing them).
 This package re-exports what transports and the shell import.
@@ -12,9 +13,10 @@ Must not import: transports, sockets. Time comes from the injected ``clock``.
 """
 
 from broker.core.core import BrokerCore
+from broker.core.idempotence import ProducerBatch, ProducerStateStore
 from broker.core.ports import ProduceSink
 from broker.core.produce import BatchProduceResult, ProduceResult, fnv1a_32
 from broker.core.reads import PartitionSummary, Watermarks
 
 __all__ = ["BatchProduceResult", "BrokerCore", "PartitionSummary", "ProduceResult", "ProduceSink",
-           "Watermarks", "fnv1a_32"]
+           "ProducerBatch", "ProducerStateStore", "Watermarks", "fnv1a_32"]

@@ -27,6 +27,12 @@ from access import Authorizer, Operation, ResourceType
 from broker.config import Config
 from broker.core.access import AccessGate
 from broker.core.durability import GroupCommitter
+from broker.core.idempotence import (
+    LogSnapshotStore,
+    ProducerBatch,
+    ProducerStates,
+    ProducerStateStore,
+)
 from broker.core.periodic import Periodic
 from broker.core.ports import (
     CommitWaiter,
@@ -53,7 +59,10 @@ class BrokerCore:
 
     def __init__(self, config: Config, store: StoreView, clock: IReactorTime, *,
                  replication: ReplicationView, groups: GroupEvents,
-                 run_in_thread: RunInThread) -> None:
+                 run_in_thread: RunInThread,
+                 producer_store: ProducerStateStore | None = None) -> None:
+        """``producer_store``: where idempotent producers' state snapshots are kept
+        (default: beside each partition's segments)."""
         self.config = config
         self.clock = clock
         self.store = store
@@ -72,9 +81,12 @@ class BrokerCore:
         marks = self._marks = Watermarks(store, replication)
         self._reads = Reads(config, store, self._topics, marks, clock)
         self._producers = Producers()
+        self._producer_states = ProducerStates(
+            producer_store or LogSnapshotStore(), lambda: int(clock.seconds() * 1000))
         self._produce = ProducePipeline(
             self._topics, clock, replication, self.committer, self._producers,
-            fsync=config["storage.fsync"], hw=marks.hw, notify_hw=self._reads.notify_hw)
+            fsync=config["storage.fsync"], hw=marks.hw, notify_hw=self._reads.notify_hw,
+            producer_states=self._producer_states)
         self._periodic = Periodic(config, store, clock, run_in_thread, hw=marks.hw)
         self.produce_to = self._produce.produce_to
         """Queue one message for this turn's append; the result goes to a ``ProduceSink``
@@ -136,6 +148,7 @@ class BrokerCore:
             return self.groups.close()
 
         def close_store(_: object) -> None:
+            self._producer_states.save_all()
             self.replication.close()
             self.store.close()
 
@@ -221,6 +234,7 @@ class BrokerCore:
         self._topics.require(name)
         self.flush()
         self._topics.delete_topic(name)
+        self._producer_states.forget_topic(name)
 
     def add_partitions(self, name: str, count: int) -> Topic:
         """Grow a topic to ``count`` partitions."""
@@ -265,11 +279,14 @@ class BrokerCore:
 
     def produce_framed(self, topic_name: str, partition: int, messages: bytes,
                        ends: Sequence[int] | None, acks: str,
-                       callback: ProduceCallback, ack_timeout_ms: int | None = None) -> None:
+                       callback: ProduceCallback, ack_timeout_ms: int | None = None,
+                       producer: ProducerBatch | None = None) -> None:
         """``produce_batch`` for messages already framed as records (Iggy's SendMessages);
-        ``ack_timeout_ms`` bounds an ``acks=all`` wait (None: ``replication.ack_timeout_ms``)."""
+        ``ack_timeout_ms`` bounds an ``acks=all`` wait (None: ``replication.ack_timeout_ms``);
+        ``producer``: the batch of a Kafka idempotent producer, checked and deduplicated
+        (``ProducePipeline.produce_framed``)."""
         self._produce.produce_framed(topic_name, partition, messages, ends, acks, callback,
-                                     ack_timeout_ms)
+                                     ack_timeout_ms, producer)
 
     def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
                             payloads: Sequence[bytes], acks: str, callback: ProduceCallback,
@@ -288,8 +305,10 @@ class BrokerCore:
         drop its idempotent-produce state, rebuilt from the log at its next use. While it
         was not leading, the log may have taken another leader's records or been truncated;
         a state kept across that would miss those producers (appending their resends
-        again) or point at offsets that now hold other messages (dropping a resend)."""
+        again) or point at offsets that now hold other messages (dropping a resend).
+        Kafka's idempotent producer state goes the same way (``ProducerStates.forget``)."""
         self._producers.forget(topic, partition)
+        self._producer_states.forget(topic, partition)
 
     # ---------------------------------------------------------------- reads
 

@@ -15,7 +15,11 @@ the ``ProduceSink`` (the connection), one ``flush`` per sink per group of answer
 
 Batch produces (``produce_batch``, ``produce_framed``, ``produce_keyed_batch``: Iggy's
 SendMessages, V1 PRODUCE_BATCH) skip the per-turn batch: one store append per request,
-answered once. Idempotent produces (``pid``/``seq``) consult ``producers.Producers``.
+answered once. Idempotent produces (``pid``/``seq``) consult ``producers.Producers``; a
+framed batch of a Kafka idempotent producer (``produce_framed`` with a ``ProducerBatch``)
+is checked against and recorded in ``idempotence.ProducerStates`` (KIP-98: fencing,
+sequence checks, the last five batches deduplicated), its records' ids carrying its
+producer fields (``data.idempotence``).
 
 Must not import: transports, sockets, files (the store's logs are reached through the
 ``Topics`` passed in). Time comes from the injected ``clock``.
@@ -33,6 +37,7 @@ from typing import Any
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
+from broker.core.idempotence import ProducerBatch, ProducerStates
 from broker.core.ports import Committer, CoreMetrics, ProduceSink, ReplicationView
 from broker.core.producers import (
     Producers,
@@ -44,9 +49,11 @@ from broker.core.producers import (
 from broker.core.topics import Topics
 from broker.errors import BadRequest, SkerryError, StorageError
 from data.errors import KeyRequired
-from data.format import key_header, keyless_framed, record_key
+from data.format import HEADER, HEADER_SIZE, key_header, keyless_framed, record_key
+from data.idempotence import batch_ids, stamp_ids
 from data.keys import fnv1a_32
 from data.log import PartitionLog
+from replication.producer_state import BatchMetadata, Continuation, add_sequence
 
 __all__ = ["BatchProduceResult", "ProduceCallback", "ProducePipeline", "ProduceResult",
            "fnv1a_32"]
@@ -134,7 +141,8 @@ class ProducePipeline:
     def __init__(self, topics: Topics, clock: IReactorTime, replication: ReplicationView,
                  committer: Committer, producers: Producers, *, fsync: str,
                  hw: Callable[[str, int], int],
-                 notify_hw: Callable[[str, int], None]) -> None:
+                 notify_hw: Callable[[str, int], None],
+                 producer_states: ProducerStates | None = None) -> None:
         """``hw`` reads a partition's high watermark; ``notify_hw`` wakes the long polls
         of a partition whose ``hw`` may have moved; ``fsync`` is ``storage.fsync``."""
         self._topics = topics
@@ -143,6 +151,7 @@ class ProducePipeline:
         self._replication = replication
         self._committer = committer
         self._producers = producers
+        self._producer_states = producer_states
         self._fsync = fsync
         self._hw = hw
         self._hw_changed = notify_hw
@@ -471,7 +480,8 @@ class ProducePipeline:
     def produce_framed(self, topic_name: str, partition: int, messages: bytes,
                        ends: Sequence[int] | None, acks: str,
                        callback: Callable[[Any], None],
-                       ack_timeout_ms: int | None = None) -> None:
+                       ack_timeout_ms: int | None = None,
+                       producer: ProducerBatch | None = None) -> None:
         """``produce_batch`` for messages already framed as records (Iggy's SendMessages
         message area, ``ends`` its index table's end positions): the store stamps them in
         one pass (``PartitionLog.append_framed``) instead of rebuilding every record.
@@ -480,10 +490,21 @@ class ProducePipeline:
         split apart; ``BadRequest`` when the store refuses the framing. ``ack_timeout_ms``:
         how long ``acks=all`` waits (None: ``replication.ack_timeout_ms``; Kafka's produce
         carries the client's own).
+
+        With ``producer`` (one batch of a Kafka idempotent producer) the batch is checked
+        first: ``InvalidProducerEpoch`` / ``OutOfOrderSequence`` raise at once (nothing
+        written); a duplicate of one of the producer's last five batches is not appended and
+        is answered with the original's first offset once that batch is as durable as
+        ``acks`` asks; otherwise the records are appended with ids carrying the producer
+        fields, and the batch is recorded.
         """
         plog = self._batch_target(topic_name, partition)
         if self._by_name[topic_name].config.compacted and keyless_framed(messages, ends):
             self._refuse_keyless(topic_name)
+        if producer is not None and self._producer_states is not None:
+            self._produce_idempotent(topic_name, partition, plog, messages, ends, acks,
+                                     callback, ack_timeout_ms, producer)
+            return
         try:
             first = plog.append_framed(messages, ends)
         except ValueError as exc:
@@ -496,6 +517,60 @@ class ProducePipeline:
         if self.metrics is not None:
             self.metrics.produced(topic_name, count, len(messages))
         self._batch_appended(topic_name, partition, plog, first, count, acks, callback,
+                             ack_timeout_ms)
+
+    def _produce_idempotent(self, topic_name: str, partition: int, plog: PartitionLog,
+                            messages: bytes, ends: Sequence[int] | None, acks: str,
+                            callback: Callable[[Any], None], ack_timeout_ms: int | None,
+                            producer: ProducerBatch) -> None:
+        """``produce_framed`` for one batch of an idempotent producer."""
+        assert self._producer_states is not None
+        ends = list(ends) if ends is not None else _framed_ends(messages)
+        count = len(ends)
+        if count == 0:
+            callback(ProduceResult(partition, plog.next_offset, self._hw(topic_name, partition)))
+            return
+        pid, epoch, base = producer.producer_id, producer.epoch, producer.base_sequence
+        last_seq = add_sequence(base, count - 1)
+        state = self._producer_states.state(topic_name, partition, plog)
+        verdict = state.check(pid, epoch, base, last_seq)
+        if isinstance(verdict, BatchMetadata):
+            self._batch_appended(topic_name, partition, plog, verdict.first_offset,
+                                 verdict.last_offset - verdict.first_offset + 1, acks,
+                                 callback, ack_timeout_ms, appended=False)
+            return
+        skip = verdict.held if isinstance(verdict, Continuation) else 0
+        starts = [0, *ends[:-1]]
+        if skip:
+            cut = starts[skip]
+            messages = messages[cut:]
+            starts = [at - cut for at in starts[skip:]]
+            ends = [at - cut for at in ends[skip:]]
+        ids = batch_ids(pid, epoch, add_sequence(base, skip), count - skip, first=not skip)
+        try:
+            stamped = stamp_ids(messages, starts, ids)
+            first = plog.append_framed(stamped, ends)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        except SkerryError as error:
+            log.error("append to %s/%d failed: %s", topic_name, partition, error.message)
+            callback(error)
+            return
+        answer_first = verdict.batch.first_offset if isinstance(verdict, Continuation) else first
+        # Recorded before anything is answered or woken: an answer can run this producer's
+        # next request (or its retry) at once.
+        state.append(pid, epoch, base, last_seq, answer_first, plog.next_offset - 1,
+                     int(self._clock.seconds() * 1000))
+        self._producer_states.appended(topic_name, partition, plog)
+        if self.metrics is not None:
+            self.metrics.produced(topic_name, count - skip, len(messages))
+
+        def done(result: Any) -> None:
+            if type(result) is ProduceResult and skip:
+                result = ProduceResult(partition, answer_first, result.hw)
+            callback(result)
+
+        self._batch_appended(topic_name, partition, plog, first, count - skip, acks, done,
                              ack_timeout_ms)
 
     def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
@@ -587,9 +662,11 @@ class ProducePipeline:
 
     def _batch_appended(self, topic_name: str, partition: int, plog: PartitionLog, first: int,
                         count: int, acks: str, callback: Callable[[Any], None],
-                        ack_timeout_ms: int | None = None) -> None:
-        """Answer ``callback`` once an appended batch is as durable as ``acks`` asks."""
-        self._replication.on_appended(topic_name, partition)
+                        ack_timeout_ms: int | None = None, *, appended: bool = True) -> None:
+        """Answer ``callback`` once an appended batch is as durable as ``acks`` asks
+        (``appended=False``: a batch appended earlier, whose duplicate is being answered)."""
+        if appended:
+            self._replication.on_appended(topic_name, partition)
 
         def answer(error: SkerryError | None) -> None:
             callback(error if error is not None
@@ -608,6 +685,21 @@ class ProducePipeline:
         else:
             self._hw_changed(topic_name, partition)
             durable(None)
+
+
+def _framed_ends(messages: bytes) -> list[int]:
+    """The end of each record framed back to back in ``messages`` (from their headers)."""
+    ends: list[int] = []
+    at, size = 0, len(messages)
+    while at < size:
+        if at + HEADER_SIZE > size:
+            raise BadRequest(f"record at byte {at} is cut short")
+        fields = HEADER.unpack_from(messages, at)
+        at += HEADER_SIZE + fields[6] + fields[7]
+        if at > size:
+            raise BadRequest(f"record ending at byte {at} runs past the data")
+        ends.append(at)
+    return ends
 
 
 def _as_error(failure: Failure) -> SkerryError:

@@ -1,9 +1,10 @@
 """docs/kafka.md's table of Kafka APIs and versions, generated from the code.
 
 Owns: ``NOTES`` (one line per API for the page) and ``markdown_table`` (the table: each
-API the codec has a table for, the versions the broker advertises and serves now, the
-versions its handlers serve once the data path is modern, and the versions the codec
-reads), and ``python -m broker.kafka.api_table [--write]`` (print it, or rewrite the block
+API the codec has a table for, the versions the broker advertises and serves now
+(``dispatch.advertised_versions``: the handlers' versions, capped by
+``dispatch.CLASSIC_ERA`` were InitProducerId not served), the versions its handlers
+serve, and the versions the codec reads), and ``python -m broker.kafka.api_table [--write]`` (print it, or rewrite the block
 between the page's markers). tests/kafka/test_api_table.py fails when the page and the
 code differ.
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from broker.kafka import codec as c
 from broker.kafka.codec.apis import SCHEMAS
-from broker.kafka.handlers import admin, data, dispatch, groups, metadata
+from broker.kafka.handlers import admin, data, dispatch, groups, metadata, producers
 
 __all__ = ["NOTES", "markdown_table", "BEGIN", "END", "DOC", "rewrite"]
 
@@ -26,10 +27,12 @@ END = "<!-- end of api-table -->"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "kafka.md"
 
 NOTES: dict[c.ApiKey, str] = {
-    c.ApiKey.PRODUCE: "acks 0, 1, -1; gzip, snappy, LZ4; records opaque per partition in "
-                      "the codec up to v9",
-    c.ApiKey.FETCH: "magic 0 for v0-v1, magic 1 for v2-v3; long poll",
-    c.ApiKey.LIST_OFFSETS: "latest, earliest, by time",
+    c.ApiKey.PRODUCE: "acks 0, 1, -1; gzip, snappy, LZ4, zstd (v3+); record batches v2 "
+                      "with headers from v3 (below, \"Record batches\"); idempotent "
+                      "producers' retries deduplicated (below, \"Idempotent producer\")",
+    c.ApiKey.FETCH: "magic 0 for v0-v1, magic 1 for v2-v3, record batches v2 from v4; "
+                    "long poll; no fetch sessions; leader epoch checks (v9+)",
+    c.ApiKey.LIST_OFFSETS: "latest, earliest, by time, max timestamp (v7); leader epoch (v4+)",
     c.ApiKey.METADATA: "topic ids (v10+), leader epochs (v7+); below, \"Topic ids\"",
     c.ApiKey.OFFSET_COMMIT: "static members' instance id (v7+)",
     c.ApiKey.OFFSET_FETCH: "all partitions (null topics, v2+), several groups (v8+)",
@@ -42,13 +45,15 @@ NOTES: dict[c.ApiKey, str] = {
     c.ApiKey.LIST_GROUPS: "state and type filters (v4+, v5+)",
     c.ApiKey.SASL_HANDSHAKE: "PLAIN (with `auth.tokens_file`; above, Security)",
     c.ApiKey.API_VERSIONS: "a higher version: error 35 in the v0 layout, with the list",
-    c.ApiKey.INIT_PRODUCER_ID: "the idempotent producer",
+    c.ApiKey.INIT_PRODUCER_ID: "a new producer id, epoch 0; a `transactional_id`: 53 "
+                               "(below, \"Idempotent producer\")",
     c.ApiKey.SASL_AUTHENTICATE: "the PLAIN token after SaslHandshake v1",
     c.ApiKey.CREATE_TOPICS: "single broker; configs below, \"Admin APIs\"",
     c.ApiKey.DELETE_TOPICS: "by name, or by id (v6)",
     c.ApiKey.CREATE_PARTITIONS: "grow only; Skerry places replicas",
     c.ApiKey.DESCRIBE_CONFIGS: "topic and broker configs in Kafka's names",
-    c.ApiKey.INCREMENTAL_ALTER_CONFIGS: "retention.ms, retention.bytes",
+    c.ApiKey.INCREMENTAL_ALTER_CONFIGS: "retention, segment, compaction and timestamp type "
+                                        "settings (below, \"Admin APIs\")",
     c.ApiKey.DESCRIBE_CLUSTER: "",
     c.ApiKey.DELETE_GROUPS: "an Empty group and its committed offsets",
     c.ApiKey.OFFSET_DELETE: "a group without live members",
@@ -73,10 +78,9 @@ def markdown_table() -> str:
     now = dispatch.advertised_versions()
     served = dict(dispatch.VERSIONS)
     for part in (metadata.VERSIONS, data.VERSIONS, groups.GROUP_VERSIONS,
-                 admin.ADMIN_VERSIONS):
+                 admin.ADMIN_VERSIONS, producers.VERSIONS):
         served.update(part)
-    rows = ["| key | API | advertised now | served with record batches v2 | codec reads "
-            "| notes |",
+    rows = ["| key | API | advertised now | handlers serve | codec reads | notes |",
             "| --- | --- | --- | --- | --- | --- |"]
     for key in sorted(c.SUPPORTED_VERSIONS):
         schema = SCHEMAS[key]

@@ -52,6 +52,7 @@ from groups.kafka_errors import (
     RebalanceInProgress,
     UnknownMemberId,
 )
+from replication.errors import InvalidProducerEpoch, OutOfOrderSequence, ProducerStateError
 
 __all__ = ["ErrorCode", "KafkaError", "CODE_BY_ERROR", "REFUSALS", "code_for"]
 
@@ -82,6 +83,10 @@ CODE_BY_ERROR: Mapping[type[BaseException], ErrorCode] = {
     NotLeader: ErrorCode.NOT_LEADER_FOR_PARTITION,
     InvalidReplicaRequest: ErrorCode.UNKNOWN_SERVER_ERROR,
     ReplicationTimeout: ErrorCode.REQUEST_TIMED_OUT,
+    # replication.errors: the idempotent producer's refusals (KIP-98), as Kafka answers
+    ProducerStateError: ErrorCode.UNKNOWN_SERVER_ERROR,
+    InvalidProducerEpoch: ErrorCode.INVALID_PRODUCER_EPOCH,
+    OutOfOrderSequence: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     # data.errors: storage
     StorageError: ErrorCode.UNKNOWN_SERVER_ERROR,
     # a keyless record to a compacted topic: what Kafka answers Produce v0-v2 (v8+ got

@@ -12,6 +12,12 @@ is built as one numpy array, column by column; an irregular one takes a per-mess
 tests hold them to. ``message_set`` is the compiled loop ``broker.kafka._cfetch`` where it
 is built (``data.speedups`` decides; ``_message_set_py`` is its twin).
 
+Record batches v2 (magic 2): ``framed_raw_batches`` (opened batches -> framed records,
+keys and headers into user headers; ``framed_batches`` the reference over decoded
+batches), ``stored_kafka`` (user headers -> a record's key and header list) and
+``record_batches`` (stored records -> batches for Fetch v4+), each compiled in
+``broker.kafka._cfetch`` with its twin here; the header rule is above ``kafka_headers_user``.
+
 The mapping:
 
 * key null or empty -> no key header (an empty key comes back as null: a documented loss;
@@ -37,15 +43,29 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
 
-from broker.kafka.codec import MessageColumns, Record
+from broker.kafka.codec import (
+    ATTR_TIMESTAMP_TYPE,
+    BATCH_OVERHEAD,
+    CorruptRecordBatch,
+    MessageColumns,
+    RawBatch,
+    Record,
+    RecordBatch,
+    crc32c,
+    encode_headers,
+    encode_varint,
+    header_list_start,
+)
 from data import speedups
 from data.format import (
     HEADER,
     HEADER_SIZE,
+    KAFKA_HEADERS_NAME,
     KEY_HEADER_NAME,
     KIND_RAW,
     KIND_STRING,
@@ -56,7 +76,9 @@ from data.format import (
 )
 
 __all__ = ["MAX_KEY_BYTES", "KeyTooLarge", "key_headers", "stored_key", "framed_records",
-           "framed_columns", "message_set", "MESSAGE_OVERHEAD"]
+           "framed_columns", "message_set", "MESSAGE_OVERHEAD", "kafka_headers_user",
+           "stored_kafka", "framed_batches", "record_batches", "record_batches_loop", "RESERVED_HEADER_NAMES", "InvalidTimestamp", "ValueTooLarge",
+           "framed_raw_batches"]
 
 MAX_KEY_BYTES = 255
 """Longest key a user header holds."""
@@ -76,6 +98,13 @@ _RAW_KEY_PREFIX = encode_user_headers([(KIND_STRING, KEY_HEADER_NAME, KIND_RAW, 
 
 class KeyTooLarge(ValueError):
     """A key longer than ``MAX_KEY_BYTES``."""
+
+
+class InvalidTimestamp(ValueError):
+    """A record timestamp the store cannot hold (µs in a u64)."""
+
+
+MAX_TIMESTAMP_MS = ((1 << 64) - 1) // 1000
 
 
 def key_headers(key: bytes | None) -> bytes:
@@ -355,3 +384,266 @@ message_set = _message_set_compiled if _cfetch is not None else _message_set_py
 """Stored records (``raw``, each ending at ``ends[i]``) -> ``(MessageSet, count)``: see
 ``_message_set_py`` (the pure-Python twin, the reference) for the rules; the compiled loop
 runs when ``data.speedups`` loads ``broker.kafka._cfetch``."""
+
+
+# ================================================================ record batches v2
+#
+# Kafka headers in the store (docs/storage.md, "Kafka headers"): a record's headers become
+# one user header each (string name, raw value) when that is unambiguous: every name 1-255
+# bytes of UTF-8, none reserved (``key``, ``kafka.headers``, V1's idempotence headers ``pid``
+# and ``seq``), no name twice, every value 1-255 bytes. Otherwise the whole list, in Kafka's
+# own encoding, goes into ``kafka.headers`` entries (``data.format.KAFKA_HEADERS_NAME``).
+# Reading back, a record's Kafka headers are the ``kafka.headers`` list followed by every
+# other user header in order (the first string ``key`` header with a string or raw value is
+# the key, not a header): so Iggy's (and V1's ``pid``/``seq``) user headers reach Kafka
+# clients as headers, value bytes as stored.
+
+RESERVED_HEADER_NAMES = frozenset((KEY_HEADER_NAME, KAFKA_HEADERS_NAME, b"pid", b"seq"))
+_USER_HEADER_MAX = 255
+
+
+def _plain_headers(headers: Sequence[tuple[bytes, bytes | None]]) -> bool:
+    names = set()
+    for name, value in headers:
+        if value is None or not 1 <= len(value) <= _USER_HEADER_MAX \
+                or not 1 <= len(name) <= _USER_HEADER_MAX or name in RESERVED_HEADER_NAMES \
+                or name in names:
+            return False
+        try:
+            name.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        names.add(name)
+    return True
+
+
+def kafka_headers_user(headers: Sequence[tuple[bytes, bytes | None]]) -> bytes:
+    """The user headers that keep a Kafka record's ``headers`` (order, duplicates, bytes)."""
+    if not headers:
+        return b""
+    if _plain_headers(headers):
+        return encode_user_headers([(KIND_STRING, n, KIND_RAW, v or b"") for n, v in headers])
+    blob = encode_headers(headers)
+    return encode_user_headers([(KIND_STRING, KAFKA_HEADERS_NAME, KIND_RAW,
+                                 blob[i:i + _USER_HEADER_MAX])
+                                for i in range(0, len(blob), _USER_HEADER_MAX)])
+
+
+def stored_kafka(user_headers: bytes) -> tuple[bytes | None, bytes]:
+    """A stored record's Kafka key and its headers as a record's wire bytes (varint count,
+    then each header), by the rule above. Malformed user headers give the key by
+    ``stored_key``'s rule and no headers; a ``kafka.headers`` list that does not decode is
+    read as ordinary user headers."""
+    if not user_headers:
+        return None, b"\x00"
+    try:
+        entries = decode_user_headers(user_headers)
+    except ValueError:
+        return stored_key(user_headers), b"\x00"
+    key: bytes | None = None
+    taken = False
+    blob: list[bytes] = []
+    items: list[tuple[bool, bytes, bytes]] = []
+    for key_kind, name, value_kind, value in entries:
+        if not taken and key_kind == KIND_STRING and name == KEY_HEADER_NAME \
+                and value_kind in (KIND_STRING, KIND_RAW):
+            key, taken = value, True
+            continue
+        reserved = key_kind == KIND_STRING and name == KAFKA_HEADERS_NAME \
+            and value_kind == KIND_RAW
+        if reserved:
+            blob.append(value)
+        items.append((reserved, name, value))
+    body = b""
+    listed = 0
+    if blob:
+        joined = b"".join(blob)
+        try:
+            listed, first = header_list_start(joined)
+        except CorruptRecordBatch:
+            listed = -1
+        if listed >= 0:
+            body = joined[first:]
+            items = [item for item in items if not item[0]]
+    parts = [encode_varint(max(listed, 0) + len(items)), body]
+    for _reserved, name, value in items:
+        parts += (encode_varint(len(name)), name, encode_varint(len(value)), value)
+    return key, b"".join(parts)
+
+
+def framed_batches(batches: Sequence[RecordBatch], now_us: int) -> tuple[bytes, list[int]]:
+    """``framed_records`` for decoded record batches v2: key and headers into user headers
+    (``KeyTooLarge``; ``InvalidTimestamp`` past ``MAX_TIMESTAMP_MS``), CreateTime (ms) -> ``origin_timestamp`` (µs; none sent: ``now_us``),
+    a null value an empty payload."""
+    pack = HEADER.pack
+    parts: list[bytes] = []
+    ends: list[int] = []
+    at = 0
+    cache: dict[bytes | None, bytes] = {}
+    for batch in batches:
+        lat = batch.log_append_time
+        base = batch.base_timestamp
+        for record in batch.records:
+            key = record.key
+            headers = cache.get(key)
+            if headers is None:
+                headers = cache[key] = key_headers(key)
+            if record.headers:
+                headers += kafka_headers_user(record.headers)
+            value = record.value or b""
+            ts = batch.max_timestamp if lat else base + record.timestamp_delta
+            if ts > MAX_TIMESTAMP_MS:
+                raise InvalidTimestamp(f"timestamp {ts} ms is past the year 586,000")
+            parts.append(pack(0, 0, 0, 0, 0, ts * 1000 if ts >= 0 else now_us, len(headers),
+                              len(value), 0))
+            parts.append(value)
+            parts.append(headers)
+            at += HEADER_SIZE + len(value) + len(headers)
+            ends.append(at)
+    return b"".join(parts), ends
+
+
+class ValueTooLarge(ValueError):
+    """A record value longer than the broker's ``max_message_bytes``."""
+
+
+def _framed_raw_py(raws: Sequence[RawBatch], now_us: int, max_value: int
+                   ) -> tuple[bytes, list[int]]:
+    """``framed_raw_batches`` record by record, batch after batch (each batch's records
+    decoded, their values checked, then framed): the reference."""
+    parts: list[bytes] = []
+    all_ends: list[int] = []
+    at = 0
+    for raw in raws:
+        batch = replace(raw.head, records=raw.records())
+        for record in batch.records:
+            if record.value is not None and len(record.value) > max_value:
+                raise ValueTooLarge(f"a value of {len(record.value)} bytes; at most "
+                                    f"{max_value}")
+        messages, ends = framed_batches((batch,), now_us)
+        parts.append(messages)
+        all_ends += [e + at for e in ends]
+        at += len(messages)
+    return b"".join(parts), all_ends
+
+
+def framed_raw_batches(raws: Sequence[RawBatch], now_us: int, max_value: int
+                       ) -> tuple[bytes, list[int]]:
+    """Opened batches (``split_batches``) -> ``(messages, ends)`` for
+    ``BrokerCore.produce_framed``, as ``framed_batches`` of their records; refusals:
+    ``CorruptRecordBatch``, ``KeyTooLarge``, ``InvalidTimestamp``, ``ValueTooLarge``
+    (a value over ``max_value`` bytes). Each batch is framed by one C call
+    (``_cfetch.frame_batch``) where it is built, keys and headers included; a batch it
+    declines (anything the reference refuses, more than 64 headers on a record) takes the
+    reference path, which answers the refusal."""
+    frame = getattr(_cfetch, "frame_batch", None)
+    if frame is None:
+        return _framed_raw_py(raws, now_us, max_value)
+    parts: list[bytes] = []
+    all_ends: list[int] = []
+    at = 0
+    for raw in raws:
+        head = raw.head
+        got = frame(raw.body, raw.count, head.base_timestamp, head.max_timestamp,
+                    head.log_append_time, head.last_offset_delta, now_us, max_value)
+        if got is None:
+            got = _framed_raw_py((raw,), now_us, max_value)
+        messages, ends = got
+        parts.append(messages)
+        all_ends += [e + at for e in ends] if at else ends
+        at += len(messages)
+    return (parts[0] if len(parts) == 1 else b"".join(parts)), all_ends
+
+
+_BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
+
+
+def _finish_batch(base_offset: int, last_offset: int, base_ts: int, max_ts: int,
+                  records: list[bytes], attributes: int, leader_epoch: int) -> bytes:
+    body = b"".join(records)
+    head = _BATCH_HEAD.pack(base_offset, BATCH_OVERHEAD - 12 + len(body), leader_epoch, 2, 0,
+                            attributes, last_offset - base_offset, base_ts, max_ts, -1, -1, -1,
+                            len(records))
+    crc = crc32c(head[21:] + body)
+    return head[:17] + struct.pack(">I", crc) + head[21:] + body
+
+
+def _record_batches_py(raw: bytes, ends: Sequence[int], max_bytes: int,
+                       whole_first: bool = True, log_append_time: bool = False,
+                       leader_epoch: int = -1, empty_is_null: bool = False) -> tuple[bytes, int]:
+    """Stored records (``raw``, record ``i`` ending at ``ends[i]``) -> ``(batches, count)``:
+    uncompressed record batches v2 of as many whole records as fit ``max_bytes`` (the
+    first one whole even when it does not fit, when ``whole_first``).
+
+    One batch for the run, or under LogAppendTime (``log_append_time``: the topic's
+    ``message.timestamp.type``) one per run of records appended in the same millisecond,
+    whose timestamp is that append time (timestamp type bit set). Under CreateTime a
+    record's timestamp is its origin timestamp (the append time when that is 0), in ms.
+    Key and headers as ``stored_kafka`` says; producer id, epoch and sequence -1; the
+    partition leader epoch as given. ``empty_is_null``: an empty value goes out as a null
+    value (a compacted topic's tombstone, docs/storage.md; only this twin does that). The
+    reference of ``broker.kafka._cfetch``'s ``record_batches``."""
+    unpack = _STORED.unpack_from
+    out: list[bytes] = []
+    size = 0
+    count = 0
+    pos = 0
+    records: list[bytes] = []
+    base_offset = base_ts = max_ts = last_offset = 0
+    attributes = ATTR_TIMESTAMP_TYPE if log_append_time else 0
+    for end in ends:
+        offset, appended, origin, header_len, payload_len = unpack(raw, pos)
+        ts = appended // 1000 if log_append_time else (origin or appended) // 1000
+        start = pos + HEADER_SIZE
+        new = not records or (log_append_time and ts != base_ts)
+        key, headers = stored_kafka(raw[start + payload_len:end]) if header_len \
+            else (None, b"\x00")
+        body = b"".join((b"\x00", encode_varint(ts - (ts if new else base_ts)),
+                         encode_varint(offset - (offset if new else base_offset)),
+                         b"\x01" if key is None else encode_varint(len(key)) + key,
+                         b"\x01" if empty_is_null and not payload_len
+                         else encode_varint(payload_len), raw[start:start + payload_len], headers))
+        record = encode_varint(len(body)) + body
+        add = len(record) + (BATCH_OVERHEAD if new else 0)
+        if size + add > max_bytes and (count or not whole_first):
+            break
+        if new:
+            if records:
+                out.append(_finish_batch(base_offset, last_offset, base_ts, max_ts, records,
+                                         attributes, leader_epoch))
+            records = []
+            base_offset, base_ts, max_ts = offset, ts, ts
+        records.append(record)
+        max_ts = max(max_ts, ts)
+        last_offset = offset
+        size += add
+        count += 1
+        pos = end
+    if records:
+        out.append(_finish_batch(base_offset, last_offset, base_ts, max_ts, records,
+                                 attributes, leader_epoch))
+    return b"".join(out), count
+
+
+def _record_batches_compiled(raw: bytes, ends: Sequence[int], max_bytes: int,
+                             whole_first: bool = True, log_append_time: bool = False,
+                             leader_epoch: int = -1) -> tuple[bytes, int]:
+    """``record_batches`` by ``broker.kafka._cfetch`` (one C call), which declines (None)
+    a shape it does not know exactly, and then the twin answers."""
+    got = _cfetch.record_batches(raw, ends, max_bytes, whole_first, log_append_time,
+                                 leader_epoch)
+    if got is None:
+        return _record_batches_py(raw, ends, max_bytes, whole_first, log_append_time,
+                                  leader_epoch)
+    return got  # type: ignore[no-any-return]
+
+
+record_batches = _record_batches_compiled \
+    if _cfetch is not None and hasattr(_cfetch, "record_batches") else _record_batches_py
+"""Stored records -> ``(record batches v2, count)``: see ``_record_batches_py`` (the
+pure-Python twin, the reference); the compiled loop runs when ``data.speedups`` loads
+``broker.kafka._cfetch``."""
+
+record_batches_loop = _record_batches_py
+"""The pure twin under its public name: what fetch uses on a compacted topic
+(``empty_is_null``), where the compiled loop has no tombstone rule."""

@@ -124,6 +124,24 @@ class TopicTests:
             reopened.close()
 
 
+    def test_message_timestamp_type_is_kept_and_alterable(self, tmp_path):
+        """Kafka's message.timestamp.type: CreateTime by default, LogAppendTime when set or
+        altered, kept across a reopen; anything else is refused."""
+        root = str(tmp_path)
+        store = Store(root)
+        assert store.create_topic("t", TopicConfig(partitions=1)).config.message_timestamp_type \
+            == "CreateTime"
+        store.alter_topic("t", {"message_timestamp_type": "LogAppendTime"})
+        with pytest.raises(ValueError):
+            store.alter_topic("t", {"message_timestamp_type": "WallClock"})
+        store.close()
+        reopened = Store(root)
+        try:
+            assert reopened.topic("t").config.message_timestamp_type == "LogAppendTime"
+        finally:
+            reopened.close()
+
+
 class InterruptedOperationTests:
 
     def test_interrupted_delete_and_create_are_finished_on_open(self, tmp_path):

@@ -91,7 +91,9 @@ class CreateTopicsTests:
 
     @pytest.mark.parametrize("kwargs, code", [
         ({"configs": {"flush.ms": "1"}}, 40),
-        ({"configs": {"cleanup.policy": "compact"}}, 40),
+        ({"configs": {"cleanup.policy": "shred"}}, 40),
+        ({"configs": {"max.message.bytes": "1"}}, 40),
+        ({"configs": {"segment.bytes": "10"}}, 40),
         ({"configs": {"retention.ms": "soon"}}, 40),
         ({"factor": 3}, 38),
         ({"partitions": 0}, 37),
@@ -111,18 +113,20 @@ class CreateTopicsTests:
 class ConfigTests:
     def test_describe_a_topic(self, h):
         """DescribeConfigs v4 lists Skerry's topic configs in Kafka's names; retention is
-        the topic's own and alterable, segment.bytes broker-wide and read-only; asking for
-        some keys gives those (an unknown key is left out)."""
+        the topic's own and alterable, max.message.bytes broker-wide and read-only; asking
+        for some keys gives those (an unknown key is left out)."""
         conn = h.connect()
         create(conn, "t1", 1, configs={"retention.bytes": "1000"})
         result = describe(conn, "t1")
         entries = {c.name: c for c in result.configs}
         assert set(entries) == {"retention.ms", "retention.bytes", "min.insync.replicas",
-                                "segment.bytes", "cleanup.policy", "max.message.bytes",
-                                "message.timestamp.type"}
+                                "segment.bytes", "segment.ms", "cleanup.policy",
+                                "min.compaction.lag.ms", "delete.retention.ms",
+                                "max.message.bytes", "message.timestamp.type"}
         assert (entries["retention.bytes"].value, entries["retention.bytes"].read_only) == (
             "1000", False)
-        assert entries["cleanup.policy"].value == "delete" and entries["segment.bytes"].read_only
+        assert entries["cleanup.policy"].value == "delete"
+        assert entries["max.message.bytes"].read_only and entries["min.insync.replicas"].read_only
         some = describe(conn, "t1", ["retention.bytes", "nope"])
         assert [c.name for c in some.configs] == ["retention.bytes"]
         assert describe(conn, "missing").error_code == 3
@@ -145,6 +149,36 @@ class ConfigTests:
         assert h.core.topic_config("t1").retention_bytes is None
         assert alter(conn, "t1", ("unknown.config", 0, "1")).error_code == 40
         assert alter(conn, "nope", ("retention.ms", 0, "1")).error_code == 3
+
+    def test_compaction_segments_and_timestamps_are_topic_configs(self, h):
+        """cleanup.policy, the compaction lags, segment.bytes/ms and
+        message.timestamp.type are the topic's own: set at creation, described, altered
+        (DELETE: back to the broker's), a value the topic cannot take refused (40)."""
+        conn = h.connect()
+        got = create(conn, "c1", 1, configs={"cleanup.policy": "delete,compact",
+                                             "message.timestamp.type": "LogAppendTime",
+                                             "segment.bytes": "100000"})
+        assert got.error_code == 0, got.error_message
+        config = h.core.topic_config("c1")
+        assert (config.cleanup_policy, config.message_timestamp_type, config.segment_bytes) \
+            == ("compact,delete", "LogAppendTime", 100000)
+        assert alter(conn, "c1", ("cleanup.policy", 0, "compact"),
+                     ("min.compaction.lag.ms", 0, "500"), ("delete.retention.ms", 0, "1000"),
+                     ("segment.ms", 0, "60000"),
+                     ("message.timestamp.type", 0, "CreateTime")).error_code == 0
+        config = h.core.topic_config("c1")
+        assert (config.cleanup_policy, config.min_compaction_lag_ms, config.delete_retention_ms,
+                config.segment_ms, config.message_timestamp_type) == (
+            "compact", 500, 1000, 60000, "CreateTime")
+        entries = {c.name: c.value for c in describe(conn, "c1").configs}
+        assert (entries["cleanup.policy"], entries["segment.ms"],
+                entries["message.timestamp.type"]) == ("compact", "60000", "CreateTime")
+        assert alter(conn, "c1", ("segment.bytes", 1, None)).error_code == 0
+        assert h.core.topic_config("c1").segment_bytes is None
+        for bad in (("cleanup.policy", 0, "shred"), ("message.timestamp.type", 0, "Now"),
+                    ("segment.bytes", 0, "10"), ("delete.retention.ms", 0, "-5")):
+            assert alter(conn, "c1", bad).error_code == 40, bad
+        assert h.core.topic_config("c1").cleanup_policy == "compact"
 
 
 class TopicLifecycleTests:

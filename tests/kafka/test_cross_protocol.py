@@ -100,3 +100,51 @@ class OthersToKafkaTests:
             (2, b"user1", b"foo"), (3, b"acct-9", b"from-iggy"), (4, None, bytes(range(10)))]
         detail = v1_detail(v1, "vx", 0, 0)
         assert [ts for *_, ts in got] == [ts for _o, ts, _k, _v in detail]
+
+
+class HeadersAcrossTransportsTests:
+    def test_kafka_headers_as_iggy_user_headers_and_back(self, broker):
+        """Kafka headers Iggy can say arrive at an Iggy poll as string-keyed raw user
+        headers (after the key header); a list it cannot say (a duplicate key) is carried
+        in ``kafka.headers`` entries; V1 CONSUME shows key and value. Iggy user headers
+        come back to a Kafka consumer as headers, and the Kafka list byte for byte."""
+        from data.format import KIND_RAW, KIND_STRING, decode_user_headers, encode_user_headers
+
+        proc, iggy_port, kafka_port = broker
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{kafka_port}", "linger.ms": 5})
+        producer.produce("hx", key=b"k1", value=b"plain", partition=0,
+                         headers=[("trace", b"abc"), ("n", b"\x00\x01")])
+        producer.produce("hx", key=b"k2", value=b"dups", partition=0,
+                         headers=[("d", b"1"), ("d", b"2"), ("z", None)])
+        assert producer.flush(20) == 0
+        raw = RawClient(iggy_port)
+        raw.login()
+        records = poll(raw, "default", "hx", 0, 0)
+        assert decode_user_headers(records[0]["headers"]) == [
+            (KIND_STRING, b"key", KIND_STRING, b"k1"), (KIND_STRING, b"trace", KIND_RAW, b"abc"),
+            (KIND_STRING, b"n", KIND_RAW, b"\x00\x01")]
+        assert [name for _, name, _, _ in decode_user_headers(records[1]["headers"])] == \
+            [b"key", b"kafka.headers"]
+        v1 = V1Client(proc.port)
+        assert [(k, v) for _o, _ts, k, v in v1_detail(v1, "hx", 0, 0)] == \
+            [(b"k1", b"plain"), (b"k2", b"dups")]
+        headers = encode_user_headers([(KIND_STRING, b"region", KIND_STRING, b"eu"),
+                                       (KIND_STRING, b"n", 7, (5).to_bytes(8, "little"))])
+        send = codec.SendMessages(Identifier("default"), Identifier("hx"),
+                                  PartitioningKind.PARTITION_ID, struct.pack("<I", 0), 1,
+                                  codec.encode_messages([b"from-iggy"], [headers], [0]))
+        assert raw.call(send) == b"\x00" * 8
+        consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{kafka_port}", group_id=None,
+                                 enable_auto_commit=False, fetch_max_wait_ms=100)
+        consumer.assign([TopicPartition("hx", 0)])
+        consumer.seek_to_beginning()
+        got: list = []
+        deadline = time.monotonic() + 20
+        while len(got) < 3 and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=200).values():
+                got.extend(batch)
+        consumer.close()
+        assert [(r.key, r.value, r.headers) for r in got] == [
+            (b"k1", b"plain", [("trace", b"abc"), ("n", b"\x00\x01")]),
+            (b"k2", b"dups", [("d", b"1"), ("d", b"2"), ("z", None)]),
+            (None, b"from-iggy", [("region", b"eu"), ("n", (5).to_bytes(8, "little"))])]

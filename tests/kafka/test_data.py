@@ -303,3 +303,180 @@ class ProduceTimeoutTests:
                 + i32(len(SET_V0)) + SET_V0)
         assert produce_reply(conn.call(0, 0, body))[0][0] == 0
         assert seen == [waited]
+
+
+# ---------------------------------------------------------------- record batches v2
+
+def produce_v3_body(topic: str, partition: int, records: bytes, acks: int = -1,
+                    transactional_id: str | None = None) -> bytes:
+    return string(transactional_id) + produce_body(topic, partition, records, acks)
+
+
+def fetch_v4_body(topic: str, partition: int, offset: int, version: int,
+                  max_bytes: int = 1 << 20, leader_epoch: int = -1) -> bytes:
+    """Fetch v4-v8 by hand (v5 adds the log start offset, v7 the session fields)."""
+    head = i32(-1) + i32(0) + i32(1) + i32(0x03200000) + b"\x00"
+    if version >= 7:
+        head += i32(0) + i32(-1)
+    part = i32(partition) + (i32(leader_epoch) if version >= 9 else b"") + i64(offset) \
+        + (i64(-1) if version >= 5 else b"") + i32(max_bytes)
+    tail = i32(0) if version >= 7 else b""
+    return head + i32(1) + string(topic) + i32(1) + part + tail
+
+
+def fetch_v4_reply(body: bytes, version: int) -> tuple[int, int, int, int, bytes]:
+    """(error, high watermark, last stable offset, log start offset, records)."""
+    pos = 4 + (6 if version >= 7 else 0) + 4
+    (n,) = struct.unpack_from(">h", body, pos)
+    pos += 2 + n + 4
+    _index, error, hw, lso = struct.unpack_from(">ihqq", body, pos)
+    pos += 22
+    log_start = -1
+    if version >= 5:
+        (log_start,) = struct.unpack_from(">q", body, pos)
+        pos += 8
+    (aborted,) = struct.unpack_from(">i", body, pos)
+    assert aborted in (-1, 0)
+    (size,) = struct.unpack_from(">i", body, pos + 4)
+    records = body[pos + 8:pos + 8 + size]
+    assert pos + 8 + size == len(body)
+    return error, hw, lso, log_start, records
+
+
+def produced_batch(attributes: int = 0, codec: int = 0) -> bytes:
+    from broker.kafka.codec import BatchRecord, RecordBatch, encode_batch
+
+    return encode_batch(RecordBatch(0, 1_700_000_000_000, (
+        BatchRecord(0, 0, b"k1", b"v1", ((b"h", b"1"), (b"h", b"2"), (b"n", None))),
+        BatchRecord(1, 5, None, b"v2", ((b"trace", b"abc"),)),
+        BatchRecord(2, -5, b"k3", None)), attributes=attributes), codec)
+
+
+class RecordBatchTests:
+    @pytest.mark.parametrize("versions", [(3, 4), (7, 5), (7, 6)])
+    def test_a_produced_batch_is_fetched_back_with_its_headers(self, h, versions):
+        """Produce v3+ of a batch (zstd) -> Fetch v4+: one uncompressed batch with every
+        record's key, value, CreateTime and headers; HW = last stable offset = 3."""
+        from broker.kafka.codec import decode_batches
+
+        produce_version, fetch_version = versions
+        conn = h.connect()
+        reply = conn.call(0, produce_version, produce_v3_body("b", 0, produced_batch(codec=4)))
+        assert produce_reply(reply, 2)[0] == (0, 0)
+        error, hw, lso, log_start, records = fetch_v4_reply(
+            conn.call(1, fetch_version, fetch_v4_body("b", 0, 0, fetch_version)), fetch_version)
+        assert (error, hw, lso) == (0, 3, 3)
+        assert log_start == (0 if fetch_version >= 5 else -1)
+        (batch,) = decode_batches(records)
+        assert batch.compression == 0 and batch.producer_id == -1
+        assert [(batch.base_offset + r.offset_delta, r.key, r.value, r.headers,
+                 batch.timestamp(r)) for r in batch.records] == [
+            (0, b"k1", b"v1", ((b"h", b"1"), (b"h", b"2"), (b"n", None)), 1_700_000_000_000),
+            (1, None, b"v2", ((b"trace", b"abc"),), 1_700_000_000_005),
+            (2, b"k3", b"", (), 1_699_999_999_995)]
+        # an old client reads the same records as magic 1, without headers
+        _e, _hw, old = fetch_reply(conn.call(1, 3, fetch_body("b", 0, 0, version=3)), 3)
+        from broker.kafka.codec import decode_message_set
+
+        assert [m.key for m in decode_message_set(old)] == [b"k1", None, b"k3"]
+
+    def test_a_magic_1_set_is_fetched_as_batches(self, h):
+        from broker.kafka.codec import decode_batches
+
+        conn = h.connect()
+        assert produce_reply(conn.call(0, 2, produce_body("t1", 0, SET_V1)), 2) == [(0, 0)]
+        *_, records = fetch_v4_reply(conn.call(1, 4, fetch_v4_body("t1", 0, 1, 4)), 4)
+        (batch,) = decode_batches(records)
+        assert [(batch.base_offset + r.offset_delta, r.key, r.value) for r in batch.records] \
+            == [(1, None, b"value-1"), (2, b"key2", b"value-2")]
+
+    @pytest.mark.parametrize("attributes, transactional_id, code", [
+        (0x10, None, 48), (0x20, None, 87), (0, "txn", 48)])
+    def test_transactions_are_refused_for_their_partition(self, h, attributes,
+                                                          transactional_id, code):
+        """Until Skerry has transactions: a transactional batch or producer 48, a control
+        batch 87; nothing is appended."""
+        conn = h.connect()
+        body = produce_v3_body("tx", 0, produced_batch(attributes), transactional_id=transactional_id)
+        assert produce_reply(conn.call(0, 3, body), 2) == [(code, -1)]
+        assert h.core.topic_config("tx") is None or h.core.hw("tx", 0) == -1
+
+    def test_a_corrupt_batch_is_error_2(self, h):
+        conn = h.connect()
+        broken = bytearray(produced_batch())
+        broken[-1] ^= 1
+        assert produce_reply(conn.call(0, 3, produce_v3_body("c", 0, bytes(broken))), 2) == \
+            [(2, -1)]
+        good = produce_reply(conn.call(0, 3, produce_v3_body("c", 0, produced_batch())), 2)
+        assert good == [(0, 0)]
+
+
+class LeaderEpochTests:
+    def test_kip_320_checks(self):
+        """With an epoch Metadata knows (a cluster's placement), an older epoch from the
+        client is FENCED_LEADER_EPOCH (74), a newer one UNKNOWN_LEADER_EPOCH (75), the same
+        or -1 passes; without one (a single broker) nothing is checked."""
+        from types import SimpleNamespace
+
+        from broker.kafka.errors import KafkaError
+        from broker.kafka.handlers.data import check_leader_epoch
+
+        where = SimpleNamespace(leader=0, replicas=(0,), isr=(0,), leader_epoch=5)
+        ctx = SimpleNamespace(placement=SimpleNamespace(partition=lambda t, p: where))
+        assert check_leader_epoch(ctx, "t", 0, 5) == 5
+        assert check_leader_epoch(ctx, "t", 0, -1) == 5
+        for sent, code in ((4, 74), (6, 75)):
+            with pytest.raises(KafkaError) as e:
+                check_leader_epoch(ctx, "t", 0, sent)
+            assert int(e.value.code) == code
+        assert check_leader_epoch(SimpleNamespace(placement=None), "t", 0, 3) == -1
+
+
+class FlexibleVersionsTests:
+    """Produce v9, Fetch v12 and ListOffsets v7 (KIP-482 flexible versions) end to end over
+    the table codec, as served once InitProducerId is (``data.VERSIONS``)."""
+
+    def call(self, conn, key: int, version: int, request_obj) -> object:
+        from broker.kafka.codec.apis import SCHEMAS
+        from broker.kafka.codec.primitives import Reader, Writer
+        from broker.kafka.codec.schema import read_struct, write_struct
+
+        schema = SCHEMAS[key]
+        w = Writer()
+        write_struct(schema.request, w, request_obj, version, True)
+        head = i16(key) + i16(version) + i32(5) + string("t") + b"\x00"  # header v2
+        conn.send_raw(i32(len(head) + len(w.getvalue())) + head + w.getvalue())
+        ((cid, body),) = conn.responses()
+        assert cid == 5 and body[0] == 0  # response header v1: no tagged fields
+        r = Reader(body[1:])
+        response = read_struct(schema.response, r, version, True)
+        r.end("body")
+        return response
+
+    def test_produce_v9_fetch_v12_list_offsets_v7(self, h):
+        from broker.kafka import codec as c
+        from broker.kafka.handlers import data
+
+        h.service.handlers.versions = {**h.service.handlers.versions, **data.VERSIONS}
+        conn = h.connect()
+        header = c.RequestHeader(0, 9, 5, "t")
+        produce = c.ProduceRequest(header, -1, 30000, (c.ProduceTopic("f", (
+            c.ProducePartition(0, produced_batch(codec=1)),)),))
+        (topic,) = self.call(conn, 0, 9, produce).topics
+        ((part),) = topic.partitions
+        assert (part.error_code, part.base_offset, part.log_start_offset) == (0, 0, 0)
+        fetch = c.FetchRequest(c.RequestHeader(1, 12, 5, "t"), -1, 0, 1, 1 << 20, (
+            c.FetchTopic("f", (c.FetchPartition(0, 1, 1 << 20),)),))
+        (topic,) = self.call(conn, 1, 12, fetch).topics
+        ((part),) = topic.partitions
+        assert (part.error_code, part.high_watermark, part.last_stable_offset,
+                part.log_start_offset) == (0, 3, 3, 0)
+        (batch,) = c.decode_batches(part.records)
+        assert [(batch.base_offset + r.offset_delta, r.value) for r in batch.records] == \
+            [(1, b"v2"), (2, b"")]
+        offsets = c.ListOffsetsRequest(c.RequestHeader(2, 7, 5, "t"), -1, (
+            c.ListOffsetsTopic("f", (c.ListOffsetsPartition(0, -3),
+                                     c.ListOffsetsPartition(0, 1_700_000_000_000))),))
+        (topic,) = self.call(conn, 2, 7, offsets).topics
+        assert [(p.error_code, p.offset, p.timestamp) for p in topic.partitions] == [
+            (0, 2, 1_699_999_999_995), (0, 0, 1_700_000_000_000)]

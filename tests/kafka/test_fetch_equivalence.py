@@ -208,3 +208,160 @@ def test_crc32_is_zlibs(data, skip) -> None:
     """The table-driven CRC-32 at every length and alignment."""
     assert C.crc32(data[skip:]) == zlib.crc32(data[skip:])
     assert C.crc32(memoryview(data)[skip:]) == zlib.crc32(data[skip:])
+
+
+# ---------------------------------------------------------------- record batches v2
+
+header_lists = st.lists(st.tuples(st.binary(max_size=12), st.one_of(st.none(), st.binary(max_size=300))),
+                        max_size=5)
+iggy_headers = st.lists(st.tuples(st.integers(1, 15), st.binary(min_size=1, max_size=14),
+                                  st.integers(1, 15), st.binary(min_size=1, max_size=9)),
+                        min_size=1, max_size=3).map(encode_user_headers)
+batch_headers = st.one_of(  # what the v2 produce path writes, and what Iggy/V1 clients add
+    kafka_headers,
+    st.tuples(kafka_headers, header_lists).map(lambda t: t[0] + mapping.kafka_headers_user(t[1])),
+    st.tuples(kafka_headers, iggy_headers).map(lambda t: t[0] + t[1]),
+    st.tuples(kafka_headers, header_lists, iggy_headers).map(
+        lambda t: t[0] + t[2] + mapping.kafka_headers_user(t[1])),
+)
+ms_stamps = st.one_of(st.just(0), st.integers(0, 2**50).map(lambda v: v * 1000),
+                      st.sampled_from([5_000, 5_999, 6_000]))
+
+
+@st.composite
+def batch_runs(draw: st.DrawFn) -> tuple[bytes, list[int]]:
+    """Stored records as the produce paths write them, headers of every kind included."""
+    first = draw(st.integers(0, MAX_I64 - 100))
+    items = draw(st.lists(st.tuples(ms_stamps, ms_stamps, payloads, batch_headers), min_size=1,
+                          max_size=25))
+    return join([record(first + i, a, o, p, h) for i, (a, o, p, h) in enumerate(items)])
+
+
+epochs = st.sampled_from([-1, 0, 7, 2**31 - 1])
+
+
+@SETTINGS
+@given(batch_runs(), budgets, st.booleans(), st.booleans(), epochs)
+def test_record_batches_are_built_by_the_compiled_loop_as_by_the_twin(run, budget, whole_first,
+                                                                      lat, epoch) -> None:
+    """Stored records with keys and headers (Kafka lists kept plain or in ``kafka.headers``,
+    Iggy user headers), both timestamp types, every budget: the compiled loop answers
+    itself with the twin's bytes and count, and the batches decode to what was stored."""
+    from broker.kafka.codec import decode_batches
+
+    raw, ends = run
+    got = C.record_batches(raw, ends, budget, whole_first, lat, epoch)
+    assert got is not None
+    assert got == mapping._record_batches_py(raw, ends, budget, whole_first, lat, epoch)
+    data, count = got
+    if whole_first:
+        assert count >= 1
+    if budget >= 0 and count > 1:
+        assert len(data) <= budget
+    batches = decode_batches(data)
+    assert sum(len(b.records) for b in batches) == count
+    starts = [0, *ends]
+    got_records = [(b.base_offset + r.offset_delta, r.key, r.value, r.headers)
+                   for b in batches for r in b.records]
+    for i, (offset, key, value, headers) in enumerate(got_records):
+        stored = raw[starts[i]:ends[i]]
+        h = HEADER.unpack_from(stored)
+        assert offset == h[3]
+        assert value == stored[64:64 + h[7]]
+        want_key, want_headers = mapping.stored_kafka(stored[64 + h[7]:])
+        assert key == want_key
+        from broker.kafka.codec import decode_headers
+        assert headers == decode_headers(want_headers)
+
+
+@SETTINGS
+@given(any_runs(), budgets, st.booleans(), st.booleans(), st.one_of(epochs, st.just(2**40)))
+def test_any_input_gets_the_twins_batches(run, budget, whole_first, lat, epoch) -> None:
+    """Any run, malformed included: the public ``record_batches`` gives the twin's bytes or
+    error; what the compiled loop answers itself is the twin's answer."""
+    raw, ends = run
+    expected = outcome(mapping._record_batches_py, raw, ends, budget, whole_first, lat, epoch)
+    assert outcome(mapping._record_batches_compiled, raw, ends, budget, whole_first, lat,
+                   epoch) == expected
+    direct = C.record_batches(raw, ends, budget, whole_first, lat, epoch)
+    if direct is not None:
+        assert ("ok", direct) == expected
+
+
+@SETTINGS
+@given(st.binary(max_size=2000))
+def test_crc32c_is_castagnolis(data) -> None:
+    """The compiled CRC-32C (hardware and tables) against google-crc32c's."""
+    from broker.kafka.codec import crc32c
+
+    assert C.crc32c(data) == C.crc32c_tables(data) == crc32c(data)
+    assert C.crc32c(b"123456789") == 0xE3069283  # the check value of CRC-32C
+
+
+def test_record_batches_decline_other_argument_types() -> None:
+    raw, ends = join([record(1, 2, 3, b"v", b"")])
+    assert C.record_batches(bytearray(raw), ends, 100, True, False, -1) is None
+    assert C.record_batches(raw, tuple(ends), 100, True, False, -1) is None
+    assert C.record_batches(raw, ends, 100, True, False, 2**40) is None
+
+
+# ---------------------------------------------------------------- produce: batches framed
+
+produced_records = st.lists(st.tuples(
+    st.integers(-2**40, 2**40),                                   # timestamp delta
+    st.one_of(st.none(), st.binary(max_size=4), st.binary(min_size=250, max_size=260),
+              st.text(max_size=5).map(str.encode)),              # key
+    st.one_of(st.none(), st.binary(max_size=200)),               # value
+    st.one_of(st.just(()), header_lists.map(tuple))), min_size=1, max_size=12)
+
+
+@st.composite
+def opened_batches(draw: st.DrawFn) -> tuple[Any, ...]:
+    """Opened batches as a producer's would be (``split_batches``), some with their body
+    cut, extended or overwritten: the compiled framing or its refusal is the reference's."""
+    from broker.kafka.codec import BatchRecord, RecordBatch, encode_batch, split_batches
+
+    batches = []
+    for _ in range(draw(st.integers(1, 3))):
+        rows = draw(produced_records)
+        records = tuple(BatchRecord(i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(rows))
+        base = draw(st.sampled_from([0, 1_700_000_000_000, -1, 2**62]))
+        attributes = draw(st.sampled_from([0, 8]))
+        batches.append(encode_batch(RecordBatch(0, base, records, attributes=attributes)))
+    raws = list(split_batches(b"".join(batches)))
+    if draw(st.booleans()):
+        i = draw(st.integers(0, len(raws) - 1))
+        body = bytearray(raws[i].body)
+        at = draw(st.integers(0, len(body)))
+        body[at:at + draw(st.integers(0, 3))] = draw(st.binary(max_size=3))
+        raws[i] = type(raws[i])(raws[i].head, raws[i].count, bytes(body))
+    return tuple(raws)
+
+
+@SETTINGS
+@given(opened_batches(), st.sampled_from([0, 50, 1 << 20]))
+def test_produced_batches_are_framed_by_the_compiled_loop_as_by_the_reference(raws, limit):
+    """Records with and without keys (ASCII, not, over 255 bytes), headers, values over
+    the limit, timestamps the store cannot hold, bodies cut or overwritten: the compiled
+    framing gives the reference's stored records or the reference's refusal."""
+    expected = outcome(mapping._framed_raw_py, raws, 123, limit)
+    assert outcome(mapping.framed_raw_batches, raws, 123, limit) == expected
+
+
+@pytest.mark.parametrize("headers", [
+    (),                                                    # librdkafka's defaults
+    ((b"trace", b"abc"), (b"caf\xc3\xa9", b"\x00")),        # one Iggy header each
+    ((b"d", b"1"), (b"d", None), (b"", b""), (b"big", b"v" * 600)),  # the reserved list
+])
+def test_a_producers_batch_is_framed_by_the_compiled_loop(headers) -> None:
+    """What producers send (keys ASCII, UTF-8, binary or none; headers of both stored
+    forms) does not fall back to the per-record path."""
+    from broker.kafka.codec import BatchRecord, RecordBatch, encode_batch, split_batches
+
+    keys = [None, b"key", "clé".encode(), b"\xff\xfe"]
+    (raw,) = split_batches(encode_batch(RecordBatch(0, 1_700_000_000_000, tuple(
+        BatchRecord(i, i, keys[i % 4], b"v" * i, headers) for i in range(50)))))
+    got = C.frame_batch(raw.body, raw.count, raw.head.base_timestamp, raw.head.max_timestamp,
+                        False, raw.head.last_offset_delta, 5, 1 << 20)
+    assert got is not None
+    assert got == mapping._framed_raw_py((raw,), 5, 1 << 20)

@@ -1,7 +1,6 @@
 """The group and offset APIs at their current versions (JoinGroup v9, SyncGroup v5,
 Heartbeat v4, LeaveGroup v5, OffsetCommit v9, OffsetFetch v8/v9, DescribeGroups v5,
-ListGroups v5, FindCoordinator v4) over the in-memory broker, with the table the broker
-serves once its data path is modern (``Harness.serve_modern_table``): static membership
+ListGroups v5, FindCoordinator v4) over the in-memory broker: static membership
 (``group.instance.id``) end to end, batched LeaveGroup, multi-group OffsetFetch, the
 transaction coordinator refused. Requests are written and responses read by kafka-python's
 codec (Kafka's own message JSON), not ours."""
@@ -69,7 +68,6 @@ def h(tmp_path):
     harness = Harness(tmp_path)
     harness.service.ctx.groups = harness.broker.kafka_groups
     harness.core.create_topic("t1", 2, 1, None, None, None)
-    harness.serve_modern_table()
     yield harness
     harness.close()
 

@@ -1,7 +1,9 @@
 """Kafka's own Java client (kafka-clients 4.x from Maven Central, the library under
 Kafka's tools, Connect, Streams and most JVM services) against a real broker's Kafka
-listener, at its default settings: the AdminClient creates, lists, describes (configs
-too), alters and deletes a topic, commits, lists, describes and deletes a group's offsets
+listener, at its default settings: the producer (idempotence on, acks=all) sends 10,000
+records with headers and timestamps and a subscribe() consumer in a group reads every one
+back byte for byte; the AdminClient creates, lists, describes (configs too), alters and
+deletes a topic, commits, lists, describes and deletes a group's offsets
 (tests/kafka/java: the driver, built here with Maven; dependencies come from Maven Central
 the first time, then from ~/.m2); and Kafka's own command-line tools from kafka-tools of the
 same release, unmodified: ``kafka-topics`` (TopicCommand) creates, lists, describes, grows
@@ -125,3 +127,14 @@ def test_kafka_consumer_groups_tool(classpath: str, port: int) -> None:
     assert "tool-g" in tool(classpath, groups, port, "--list").split()
     state = tool(classpath, groups, port, "--describe", "--group", "tool-g", "--state")
     assert "Empty" in state and "tool-g" in state
+
+
+def test_java_producer_and_group_consumer_at_defaults(classpath: str, port: int) -> None:
+    """kafka-clients at its default settings (the producer: idempotence on, acks=all)
+    sends 10,000 records with headers (a repeated name, a null value, binary bytes) and
+    timestamps to 3 partitions; a subscribe() consumer in a group reads every one back
+    once, key, value, headers and timestamp byte for byte (tests/kafka/java,
+    RoundTripDriver)."""
+    steps = run_driver(classpath, "skerry.RoundTripDriver", str(port), "java-round", "10000")
+    assert steps == {"produce": "ok acked=10000 idempotence=true acks=-1",
+                     "consume": "ok read=10000 exact"}

@@ -212,3 +212,86 @@ class DecompressionBoundTests:
         assert produce_reply(body) == [(2, -1)]
         assert harness.core.hw("t1", 0) == -1
         harness.close()
+
+
+class KafkaHeadersTests:
+    """Kafka headers in user headers (docs/storage.md, "Kafka headers"): the two stored
+    forms, and the way back for Fetch v4+."""
+
+    def round_trip(self, headers, key=None):
+        from broker.kafka.codec import decode_headers
+        from broker.kafka.mapping import kafka_headers_user, key_headers, stored_kafka
+
+        stored = key_headers(key) + kafka_headers_user(headers)
+        got_key, wire = stored_kafka(stored)
+        return stored, got_key, decode_headers(wire)
+
+    def test_distinct_utf8_headers_are_one_iggy_header_each(self) -> None:
+        """What Iggy can say is stored as Iggy says it: string names, raw values."""
+        from data.format import KIND_RAW, KIND_STRING, decode_user_headers
+
+        headers = ((b"trace-id", b"abc"), (b"caf\xc3\xa9", b"\x00\x01"))
+        stored, key, got = self.round_trip(headers, b"k1")
+        assert key == b"k1" and got == headers
+        assert decode_user_headers(stored)[1:] == [
+            (KIND_STRING, b"trace-id", KIND_RAW, b"abc"),
+            (KIND_STRING, b"caf\xc3\xa9", KIND_RAW, b"\x00\x01")]
+
+    @pytest.mark.parametrize("headers", [
+        ((b"dup", b"1"), (b"dup", b"2")),                 # a key twice
+        ((b"a", None), (b"b", b"")),                      # null and empty values
+        ((b"", b"x"),),                                   # an empty key
+        ((b"big", b"v" * 1000), (b"a", b"1")),            # a long value (several chunks)
+        ((b"\xff\xfe", b"x"),),                           # a key that is not UTF-8
+        ((b"key", b"x"),), ((b"pid", b"x"),), ((b"kafka.headers", b"x"),),  # reserved names
+    ])
+    def test_anything_else_is_kept_byte_exact_in_the_reserved_list(self, headers) -> None:
+        """Duplicates, null vs empty, long values, binary keys and reserved names survive
+        in order, in ``kafka.headers`` entries of at most 255 bytes."""
+        from data.format import KAFKA_HEADERS_NAME, decode_user_headers
+
+        stored, key, got = self.round_trip(headers, b"k")
+        assert key == b"k" and got == headers
+        entries = decode_user_headers(stored)[1:]
+        assert {name for _, name, _, _ in entries} == {KAFKA_HEADERS_NAME}
+
+    def test_iggy_and_v1_user_headers_come_back_as_kafka_headers(self) -> None:
+        """Headers written by other transports reach Kafka clients: the reserved list
+        first, then the others in order; the first ``key`` header is the key."""
+        from broker.kafka.codec import decode_headers
+        from broker.kafka.mapping import kafka_headers_user, stored_kafka
+        from data.format import KIND_RAW, KIND_STRING, encode_user_headers, key_header
+
+        iggy = encode_user_headers([(KIND_STRING, b"region", KIND_STRING, b"eu"),
+                                    (KIND_STRING, b"count", 7, (5).to_bytes(8, "little"))])
+        stored = iggy + key_header(b"user1") + kafka_headers_user(((b"d", b"1"), (b"d", b"2")))
+        key, wire = stored_kafka(stored)
+        assert key == b"user1"
+        assert decode_headers(wire) == ((b"d", b"1"), (b"d", b"2"), (b"region", b"eu"),
+                                        (b"count", (5).to_bytes(8, "little")))
+        broken = encode_user_headers([(KIND_STRING, b"kafka.headers", KIND_RAW, b"\x7f")])
+        assert decode_headers(stored_kafka(broken)[1]) == ((b"kafka.headers", b"\x7f"),)
+
+    def test_produced_batches_are_fetched_back_with_their_timestamps(self) -> None:
+        """CreateTime is served as sent; under LogAppendTime the append time, per run of
+        records appended in the same millisecond, with the timestamp-type bit."""
+        from broker.kafka.codec import BatchRecord, RecordBatch, decode_batches
+        from broker.kafka.mapping import framed_batches, record_batches
+
+        batch = RecordBatch(0, 1_700_000_000_000, tuple(
+            BatchRecord(i, -i, None, b"v%d" % i, ((b"h", b"%d" % i),)) for i in range(4)))
+        messages, ends = framed_batches([batch], 0)
+        raw = bytearray(messages)
+        starts = [0, *ends]
+        for i in range(4):  # what the store stamps: offsets and append times (µs)
+            struct.pack_into("<QQ", raw, starts[i] + 24, 10 + i, 1_800_000_000_000_000 + i // 2 * 1000)
+        created = decode_batches(record_batches(bytes(raw), ends, 1 << 20, True, False, -1)[0])
+        assert [(b.timestamp(r), r.value, r.headers) for b in created for r in b.records] == [
+            (1_700_000_000_000 - i, b"v%d" % i, ((b"h", b"%d" % i),)) for i in range(4)]
+        appended = decode_batches(record_batches(bytes(raw), ends, 1 << 20, True, True, -1)[0])
+        assert [len(b.records) for b in appended] == [2, 2]
+        assert all(b.log_append_time for b in appended)
+        assert [b.timestamp(r) for b in appended for r in b.records] == \
+            [1_800_000_000_000, 1_800_000_000_000, 1_800_000_000_001, 1_800_000_000_001]
+        assert [b.base_offset + r.offset_delta for b in appended for r in b.records] == \
+            [10, 11, 12, 13]

@@ -1,5 +1,4 @@
-"""Metadata up to v12 over the in-memory broker (served beyond v2 once the data path is
-modern: ``Harness.serve_modern_table``): topic ids (random, kept in the topic's
+"""Metadata up to v12 over the in-memory broker: topic ids (random, kept in the topic's
 ``topic.json`` across restarts, looked up by id), leader epochs, v4's
 ``allow_auto_topic_creation``, authorized operations when asked. Requests are written and
 responses read by kafka-python's codec (Kafka's own message JSON), not by ours."""
@@ -36,7 +35,6 @@ def topic(name: str | None = None, topic_id: uuid.UUID | None = None):  # type: 
 @pytest.fixture
 def h(tmp_path):
     harness = Harness(tmp_path)
-    harness.serve_modern_table()
     yield harness
     harness.close()
 
@@ -46,7 +44,6 @@ class TopicIdTests:
         """v12 names a new topic with a non-zero UUID, its partitions with leader epoch 0;
         another topic gets another id; a restarted broker answers the same ids."""
         first = Harness(tmp_path)
-        first.serve_modern_table()
         conn = first.connect()
         got = call(conn, 12, topics=[topic("t1"), topic("t2")], allow_auto_topic_creation=True,
                    include_topic_authorized_operations=False)
@@ -57,7 +54,6 @@ class TopicIdTests:
             got.topics[0].partitions)
         first.close()
         again = Harness(tmp_path)
-        again.serve_modern_table()
         try:
             got = call(again.connect(), 10, topics=None, allow_auto_topic_creation=True,
                        include_topic_authorized_operations=False)
@@ -102,10 +98,24 @@ class AutoCreateTests:
 
 
 def test_the_classic_era_table_caps_metadata(tmp_path):
-    """While the data path is the 0.10 one, Metadata v4+ is not served (35) and not
-    advertised: kafka-python would take it for a 0.11 broker and turn on idempotence."""
+    """Were InitProducerId not served, Metadata v4+ would be neither advertised nor served
+    (35), nor the newest data and JoinGroup versions: kafka-python would take the broker
+    for 0.11+ and turn on idempotence. With it (as built), nothing is capped."""
+    from broker.kafka.codec import ApiKey
+    from broker.kafka.handlers import admin, data, dispatch, groups, metadata, producers
+
+    parts = (dispatch.VERSIONS, metadata.VERSIONS, data.VERSIONS, groups.GROUP_VERSIONS,
+             admin.ADMIN_VERSIONS)
+    capped = dispatch.advertised_versions(*parts)
+    assert {k: capped[k] for k in dispatch.CLASSIC_ERA} == dispatch.CLASSIC_ERA
+    full = dispatch.advertised_versions(*parts, producers.VERSIONS)
+    assert full == dispatch.advertised_versions()
+    assert (full[ApiKey.METADATA], full[ApiKey.PRODUCE], full[ApiKey.FETCH]) == (
+        (0, 12), (0, 9), (0, 12))
     harness = Harness(tmp_path)
     try:
+        harness.service.handlers.versions = capped
+        harness.service.ctx.advertised = capped
         conn = harness.connect()
         body = bytes(MetadataRequest(topics=None, allow_auto_topic_creation=True).encode(
             version=4))

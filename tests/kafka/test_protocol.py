@@ -11,9 +11,9 @@ from broker.kafka.codec import ApiKey, MetadataResponse
 from tests.kafka.harness import Harness, i16, i32, i64, request, string
 
 # What the handlers serve, by api key: (key, min, max). ApiVersions is read up to v3.
-ADVERTISED = [(0, 0, 2), (1, 0, 3), (2, 0, 1), (3, 0, 3), (8, 0, 9), (9, 0, 9), (10, 0, 4),
-              (11, 0, 8), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 5),
-              (17, 0, 1), (18, 0, 3), (19, 0, 7), (20, 0, 6), (21, 0, 2), (32, 0, 4),
+ADVERTISED = [(0, 0, 9), (1, 0, 12), (2, 0, 7), (3, 0, 12), (8, 0, 9), (9, 0, 9), (10, 0, 4),
+              (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 5),
+              (17, 0, 1), (18, 0, 3), (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 4), (32, 0, 4),
               (35, 0, 4), (36, 0, 2), (37, 0, 3), (42, 0, 2), (44, 0, 1), (47, 0, 0), (60, 0, 1)]
 
 
@@ -30,6 +30,18 @@ def h(tmp_path):
 
 
 class ApiVersionsTests:
+    def test_the_newest_data_versions_come_with_init_producer_id(self) -> None:
+        """Clients that see Produce v8+, Fetch v7+ or ListOffsets v5+ take the broker for
+        Kafka 1.1+ and turn idempotence on by default: those versions are advertised
+        exactly when InitProducerId is (else kafka-python at its defaults cannot produce)."""
+        from broker.kafka.handlers import data
+        from broker.kafka.handlers.dispatch import CLASSIC_ERA, advertised_versions
+
+        advertised = advertised_versions()
+        expected = data.VERSIONS if ApiKey.INIT_PRODUCER_ID in advertised \
+            else {k: CLASSIC_ERA[k] for k in data.VERSIONS}
+        assert {k: advertised[k] for k in expected} == expected
+
     def test_v0_lists_the_supported_table(self, h):
         conn = h.connect()
         assert conn.call(18, 0) == api_versions_body(0)
@@ -83,13 +95,16 @@ class FramingTests:
         assert conn.responses() == []
         assert conn.closed
 
-    def test_a_readable_version_not_served_is_answered_35(self, h):
-        """Produce v3 (record batches) parses but is not served yet: error 35 on each
-        partition, in v3's layout, and the connection stays."""
+    def test_init_producer_id_and_produce_v3_in_their_layouts(self, h):
+        """InitProducerId is served: without a producer id service (this harness) it is
+        COORDINATOR_NOT_AVAILABLE (15, retriable) in its own layout, and the connection
+        stays. Produce v3+ (record batches v2) is served: a null set is answered with
+        error 0."""
         conn = h.connect()
+        assert conn.call(22, 0, string(None) + i32(1000)) == i32(0) + i16(15) + i64(-1) + i16(-1)
         body = string(None) + i16(1) + i32(1000) + i32(1) + string("t1") + i32(1) + i32(0) \
             + i32(-1)
-        assert conn.call(0, 3, body) == (i32(1) + string("t1") + i32(1) + i32(0) + i16(35)
+        assert conn.call(0, 3, body) == (i32(1) + string("t1") + i32(1) + i32(0) + i16(0)
                                          + i64(-1) + i64(-1) + i32(0))
         assert not conn.closed
         assert conn.call(18, 0) == api_versions_body(0)
@@ -188,6 +203,5 @@ def _metadata_request():
 
 
 def test_advertised_keys_are_known_to_the_codec():
-    """Every advertised api key has a table; the keys with a table and no handler yet
-    (InitProducerId) are not advertised."""
+    """Every advertised api key has a table."""
     assert {k for k, _, _ in ADVERTISED} <= {int(k) for k in ApiKey}

@@ -248,10 +248,17 @@ class MalformedRequestTests:
     @pytest.mark.parametrize("name, frame, expected", GOLDEN_REQUESTS,
                              ids=[g[0] for g in GOLDEN_REQUESTS])
     def test_trailing_bytes(self, name: str, frame: bytes, expected: object) -> None:
-        """Bytes after a complete body are malformed, not ignored."""
-        result = c.parse_request(frame[4:] + b"\x00")
-        assert isinstance(result, c.MalformedRequest)
-        assert "after the end" in result.reason
+        """Bytes after a complete body are ignored, as Kafka's broker ignores them."""
+        assert c.parse_request(frame[4:] + b"\x00\x01\x00") == c.parse_request(frame[4:])
+
+    def test_librdkafka_metadata_v12_for_all_topics(self) -> None:
+        """librdkafka 2.x's Metadata v12 for all topics: a null topic list written into a
+        4-byte slot, so three bytes follow the body; Kafka reads it as null topics, no
+        auto-creation, and so does Skerry (else confluent-kafka's list_topics fails)."""
+        frame = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+        result = c.parse_request(frame)
+        assert isinstance(result, c.MetadataRequest)
+        assert result.topics is None and result.allow_auto_topic_creation is False
 
     @pytest.mark.parametrize("body, words", [
         (h(f"0003 0000 00000001 {KP} ffffffff"), "null where an array is required"),

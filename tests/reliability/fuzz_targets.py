@@ -14,6 +14,8 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import xxhash
+
 from access import InvalidAcl
 from broker.client.codec import ProtocolViolation, parse_messages, parse_reply
 from broker.iggy.codec import decode_request
@@ -23,12 +25,31 @@ from broker.iggy.codec.permissions import StreamPermissions as _StreamPermission
 from broker.iggy.codec.permissions import TopicPermissions as _TopicPermissions
 from broker.iggy.codec.permissions import permissions_field as _permissions_field
 from broker.iggy.errors import IggyError
+from broker.kafka.codec.batches import (
+    BatchRecord,
+    CorruptRecordBatch,
+    RecordBatch,
+    UnsupportedBatch,
+    crc32c,
+    encode_batch,
+    split_batches,
+)
+from broker.kafka.mapping import (
+    InvalidTimestamp,
+    KeyTooLarge,
+    ValueTooLarge,
+    framed_raw_batches,
+    record_batches,
+)
 from broker.services.acls import decode_acls
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
+from data.idempotence import batch_ids, parse_record_id
 from data.index import sindex_bytes, sindex_from_bytes
 from data.store import TopicConfig
 from groups.store import groups_from_json, offset_metadata_from_json
+from replication.errors import ProducerStateError
+from replication.producer_state import ProducerStateManager, decode_snapshot, encode_snapshot
 from replication.roles import ReplicationCheckpoint
 from tests.reliability.kafka_fuzz import KAFKA_SEEDS, run_kafka
 from tests.tank import fuzz as _tank_fuzz
@@ -120,6 +141,68 @@ def _kafka_codec_seeds() -> tuple[bytes, ...]:
 
 
 _KAFKA_CODEC_SEEDS = _kafka_codec_seeds()
+def _kafka_batches(data: bytes) -> object:
+    """Record batches v2 as a producer sends them: opened as they are, then again with the
+    first batch's CRC-32C made right (so mutations reach the records, not only the
+    checksum); what opens is framed into stored records (the compiled framing where it is
+    built, the reference where it declines) and built back into Fetch v4+ batches."""
+    for candidate in (data, _crc_fixed(data)):
+        try:
+            raws = split_batches(candidate)
+            raw, ends = framed_raw_batches(raws, 1, 1 << 20)
+        except (CorruptRecordBatch, UnsupportedBatch, KeyTooLarge, InvalidTimestamp,
+                ValueTooLarge):  # each answered for its partition (2, 48/87, 10, 32, 10)
+            continue
+        record_batches(raw, ends, 1 << 20, True, False, -1)
+    return None
+
+
+def _crc_fixed(data: bytes) -> bytes:
+    if len(data) < 61:
+        return data
+    end = min(len(data), 12 + max(int.from_bytes(data[8:12], "big", signed=True), 0))
+    if end <= 21:
+        return data
+    return data[:17] + crc32c(data[21:end]).to_bytes(4, "big") + data[21:]
+
+
+_HEADERS = ((b"trace", b"abc"), (b"dup", b"1"), (b"dup", None), (b"", b""))
+_BATCH_SEEDS = tuple(
+    encode_batch(RecordBatch(0, 1_700_000_000_000, (
+        BatchRecord(0, 0, b"k", b"v", _HEADERS), BatchRecord(1, -5, None, None),
+        BatchRecord(2, 9, b"\xff", b"x" * 40, ((b"h", b"v" * 300),))),
+        producer_id=7, producer_epoch=1, base_sequence=0), codec)
+    for codec in range(5))
+
+def _producer_snapshot(data: bytes) -> object:
+    """A producer snapshot as read from disk: decoded as it is, then again with its checksum
+    made right (so mutations reach the body), and the state it gives asked about a batch;
+    every 16-byte window read as a record id."""
+    for raw in (data, data[:-8] + xxhash.xxh3_64_intdigest(data[:-8]).to_bytes(8, "little")
+                if len(data) >= 8 else data):
+        try:
+            state = decode_snapshot(raw)
+        except ValueError:
+            continue
+        for entry in list(state):
+            try:
+                state.check(entry.producer_id, entry.epoch, entry.last_seq + 1 if
+                            entry.last_seq >= 0 else 0, entry.last_seq + 5 if
+                            entry.last_seq >= 0 else 4)
+            except ProducerStateError:
+                pass
+    for at in range(0, max(0, len(data) - 15), 16):
+        parse_record_id(int.from_bytes(data[at:at + 16], "little"))
+    return None
+
+
+def _snapshot_seeds() -> tuple[bytes, ...]:
+    state = ProducerStateManager(0)
+    state.append(7, 2, 0, 9, 0, 9, 1000)
+    state.append(7, 2, 10, 12, 10, 12, 1001, complete=False)
+    state.append(2**62, 0, 2**31 - 2, 1, 13, 16, 1002)
+    return encode_snapshot(state), b"".join(bytes(row) for row in batch_ids(7, 2, 13, 3))
+
 
 _RECORD = encode_record(7, 1_700_000_000_000_000, 12345, 1_700_000_000_000_000, b"payload")
 
@@ -176,6 +259,11 @@ TARGETS: dict[str, Target] = {
     # The Kafka codec alone: every API and version of its tables (flexible headers and
     # bodies, tagged fields), through parse_request, which returns a result and never raises.
     "kafka_codec": Target("kafka_codec", _kafka_codec, (), _KAFKA_CODEC_SEEDS),
+    # Kafka idempotent producers' state snapshots (read from disk) and record ids
+    "producer_snapshot": Target("producer_snapshot", _producer_snapshot, (),
+                                _snapshot_seeds()),
+    # Kafka record batches v2 (produce), through the store mapping and the fetch builder
+    "kafka_batches": Target("kafka_batches", _kafka_batches, (), _BATCH_SEEDS),
     # The whole Kafka path (frame, codec, handlers, core, group services) in process,
     # with a sentinel connection that must stay served: tests/reliability/kafka_fuzz.py.
     "kafka": Target("kafka", run_kafka, (), KAFKA_SEEDS),

@@ -19,7 +19,10 @@ A package split by job; it re-exports the public names of its modules:
   ``encode_message_set``, ``CorruptMessageSet``;
 * ``columns``: ``decode_message_columns`` (a produced set as numpy columns: the
   produce path's batch-first decoder, same rules as ``decode_message_set``);
-* ``compression``: ``Codec`` and ``decompress`` (cramjam's gzip, snappy, LZ4);
+* ``batches``: record batches v2 (magic 2): ``decode_batches``, ``encode_batch``,
+  ``RecordBatch``/``BatchRecord``, the header-list encoding, CRC-32C;
+* ``compression``: ``Codec``, ``decompress`` and ``compress`` (cramjam's gzip, snappy, LZ4,
+  zstd);
 * ``error_codes``: ``ErrorCode``, the wire error codes;
 * ``primitives``: the ``Reader``/``Writer`` of Kafka's primitive types, compact and
   varint ones included (internal).
@@ -35,6 +38,8 @@ from __future__ import annotations
 
 from broker.kafka.codec.admin import *  # noqa: F403
 from broker.kafka.codec.admin import __all__ as _admin
+from broker.kafka.codec.batches import *  # noqa: F403
+from broker.kafka.codec.batches import __all__ as _batches
 from broker.kafka.codec.columns import *  # noqa: F403
 from broker.kafka.codec.columns import __all__ as _columns
 from broker.kafka.codec.compression import *  # noqa: F403
@@ -55,4 +60,4 @@ from broker.kafka.codec.wire import *  # noqa: F403
 from broker.kafka.codec.wire import __all__ as _wire
 
 __all__ = [*_error_codes, *_framing, *_requests, *_responses, *_admin, *_txn, *_wire,
-           *_messages, *_compression, *_columns]
+           *_messages, *_compression, *_columns, *_batches]

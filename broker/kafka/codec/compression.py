@@ -1,7 +1,8 @@
 """Decompressing the value of a compressed wrapper message (kafka-wire-notes §4.1).
 
-Owns: ``Codec`` (the attribute bits 0-2) and ``decompress``. The codecs themselves are
-``cramjam``'s (gzip, raw snappy, LZ4 frames); this module only recognises the two container
+Owns: ``Codec`` (the attribute bits 0-2), ``decompress`` and ``compress``. The codecs
+themselves are ``cramjam``'s (gzip, raw snappy, LZ4 frames, zstd frames; zstd only in
+record batches v2, magic 2, as in Kafka); this module only recognises the two container
 quirks around them:
 
 * snappy: librdkafka sends one **raw** snappy block; kafka-python sends **xerial** framing
@@ -33,7 +34,7 @@ import xxhash
 
 from broker.kafka.codec.primitives import INT32
 
-__all__ = ["Codec", "CompressionFailed", "decompress", "MAX_DECOMPRESSED_BYTES"]
+__all__ = ["Codec", "CompressionFailed", "decompress", "compress", "MAX_DECOMPRESSED_BYTES"]
 
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 """What the compressed wrappers of one produced MessageSet may expand to, together."""
@@ -48,6 +49,7 @@ class Codec(IntEnum):
     GZIP = 1
     SNAPPY = 2
     LZ4 = 3
+    ZSTD = 4
 
 
 class CompressionFailed(Exception):
@@ -115,10 +117,12 @@ def _bounded(codec: int, data: bytes, magic: int, limit: int) -> bytes:
             if magic == 0:
                 data = _fix_lz4_header_checksum(data)
             n = int(cramjam.lz4.decompress_into(data, out))
+        elif codec == Codec.ZSTD and magic >= 2:
+            n = int(cramjam.zstd.decompress_into(data, out))
         else:
             raise CompressionFailed(f"unknown compression codec {codec}")
     except cramjam.DecompressionError as e:
-        raise CompressionFailed(f"{Codec(codec).name.lower()}: {e} (or it expands beyond "
+        raise CompressionFailed(f"{_name(codec)}: {e} (or it expands beyond "
                                 f"{limit} bytes)") from None
     return out[:n].tobytes()
 
@@ -137,6 +141,28 @@ def decompress(codec: int, data: bytes, magic: int, limit: int | None = None) ->
             if magic == 0:
                 data = _fix_lz4_header_checksum(data)
             return bytes(cramjam.lz4.decompress(data))
+        if codec == Codec.ZSTD and magic >= 2:
+            return bytes(cramjam.zstd.decompress(data))
     except cramjam.DecompressionError as e:
-        raise CompressionFailed(f"{Codec(codec).name.lower()}: {e}") from None
+        raise CompressionFailed(f"{_name(codec)}: {e}") from None
     raise CompressionFailed(f"unknown compression codec {codec}")
+
+
+def _name(codec: int) -> str:
+    return Codec(codec).name.lower() if codec in Codec._value2member_map_ else str(codec)
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """``data`` compressed as a magic-2 batch's records are (gzip, raw snappy, an LZ4
+    frame, a zstd frame): what a producer sends. ``ValueError`` for an unknown codec."""
+    if codec == Codec.NONE:
+        return bytes(data)
+    if codec == Codec.GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == Codec.SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == Codec.LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == Codec.ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise ValueError(f"unknown compression codec {codec}")

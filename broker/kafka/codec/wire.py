@@ -64,7 +64,9 @@ def is_flexible(api_key: int, version: int) -> bool:
 def parse_request(frame: bytes) -> ParseResult:
     """One request frame (the bytes after its size prefix, as ``FrameSplitter`` yields
     them) -> a request dataclass, ``UnsupportedRequest`` or ``MalformedRequest``. Never
-    raises on bad bytes; the whole body must be consumed (trailing bytes are malformed)."""
+    raises on bad bytes. Bytes after a complete body are ignored, as Kafka's broker ignores
+    them: librdkafka (2.x) sends three after a Metadata v12 request for all topics (the
+    rest of the 4-byte slot it reserved for the topic count, written as a 1-byte varint)."""
     r = Reader(frame)
     try:
         header = parse_header(r)
@@ -87,7 +89,6 @@ def parse_request(frame: bytes) -> ParseResult:
             request = parse_produce(header, r)  # the table's walk, unrolled (``fast``)
         else:
             request = read_struct(schema.request, r, version, flexible, header=header)
-        r.end(f"{schema.name} v{version} body")
     except Malformed as e:
         return MalformedRequest(header, f"{ApiKey(key).name} v{version}: {e}")
     if schema.finish is not None:

@@ -10,13 +10,14 @@ service's (``delete_group``, ``delete_offsets``).
 
 Rules (docs/kafka.md, "Admin APIs"):
 
-* the topic configs are ``TOPIC_CONFIGS``: ``retention.ms`` and ``retention.bytes`` are
-  the topic's own (set at creation, altered by IncrementalAlterConfigs, -1 = no limit,
-  kept in ``topic.json``); ``min.insync.replicas`` is set at creation only; the others
-  (``segment.bytes``, ``cleanup.policy``, ``max.message.bytes``,
-  ``message.timestamp.type``) are broker-wide and read-only here. A name Skerry does not
+* the topic configs are ``TOPIC_CONFIGS``: ``retention.ms``, ``retention.bytes`` (-1 =
+  no limit), ``cleanup.policy``, ``min.compaction.lag.ms``, ``delete.retention.ms``,
+  ``segment.bytes``, ``segment.ms`` and ``message.timestamp.type`` are the topic's own
+  (set at creation, altered by IncrementalAlterConfigs, kept in ``topic.json``: the
+  ``TopicConfig`` fields of the same meaning); ``min.insync.replicas`` is set at creation
+  only; ``max.message.bytes`` is broker-wide and read-only here. A name Skerry does not
   have: INVALID_CONFIG (40), as Kafka answers an unknown topic config; a read-only one set
-  to another value: INVALID_CONFIG with the reason;
+  to another value, or a value the topic cannot take: INVALID_CONFIG with the reason;
 * the changes a cluster must agree on (creating, deleting and growing topics, altering
   their configs) are made on a single broker only; a cluster member answers
   POLICY_VIOLATION (44) with a pointer to the cluster's own admin commands;
@@ -31,11 +32,12 @@ Must not import: Twisted's reactor, sockets, files, the store, the protocol.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail, gatherResults
 
+from broker.config import TOPIC_EXTRA_KEYS
 from broker.errors import BadRequest, SkerryError
 from broker.kafka import codec as c
 from broker.kafka.errors import ErrorCode, KafkaError, code_for
@@ -63,8 +65,10 @@ CLUSTER_REFUSED = ("a cluster member does not change topics through Kafka's admi
 @dataclass(frozen=True)
 class TopicSetting:
     """A Kafka topic config Skerry has: its value for a topic, its type, whether it is
-    the topic's own (else broker-wide), and the ``TopicConfig`` field it sets (None:
-    read-only here)."""
+    the topic's own (else broker-wide), the ``TopicConfig`` field it sets (None:
+    read-only here), whether it is set at creation and whether IncrementalAlterConfigs
+    changes it afterwards, and how a value is read (``parse``: the text -> the field's
+    value, ``KafkaError`` INVALID_CONFIG when it cannot be)."""
 
     value: Callable[[Context, TopicConfig], str]
     config_type: int
@@ -72,30 +76,84 @@ class TopicSetting:
     field: str | None = None
     at_creation: bool = False
     doc: str = ""
+    alterable: bool = False
+    parse: Callable[[str, str | None], Any] | None = None
 
 
 def _limit(v: int | None) -> str:
     return "-1" if v is None else str(v)
 
 
+def _number(minimum: int) -> Callable[[str, str | None], int | None]:
+    return lambda name, value: _parse_number(name, value, minimum=minimum)
+
+
+def _positive_or_default(name: str, value: str | None) -> int | None:
+    """A positive integer; -1: the broker's setting (None)."""
+    number = _parse_number(name, value, minimum=-1)
+    if number == 0:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"invalid value {value!r} for {name}")
+    return number
+
+
+def _non_negative(name: str, value: str | None) -> int:
+    number = _parse_number(name, value, minimum=0)
+    assert number is not None
+    return number
+
+
+def _cleanup_policy(name: str, value: str | None) -> str:
+    """Kafka's list ``delete``, ``compact`` or both, in either order."""
+    parts = {part.strip() for part in (value or "").split(",")}
+    if not parts or not parts <= {"delete", "compact"}:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"invalid value {value!r} for {name}: "
+                         f"delete, compact or compact,delete")
+    return "compact,delete" if len(parts) == 2 else parts.pop()
+
+
+def _timestamp_type(name: str, value: str | None) -> str:
+    if value not in ("CreateTime", "LogAppendTime"):
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"invalid value {value!r} for {name}: "
+                         f"CreateTime or LogAppendTime")
+    return value
+
+
 TOPIC_CONFIGS: dict[str, TopicSetting] = {
     "retention.ms": TopicSetting(lambda ctx, t: _limit(t.retention_ms), LONG, True,
                                  "retention_ms", True, "how long messages are kept (-1: "
-                                 "no limit)"),
+                                 "no limit)", True, _number(-1)),
     "retention.bytes": TopicSetting(lambda ctx, t: _limit(t.retention_bytes), LONG, True,
                                     "retention_bytes", True, "the size each partition is "
-                                    "kept to (-1: no limit)"),
+                                    "kept to (-1: no limit)", True, _number(-1)),
     "min.insync.replicas": TopicSetting(lambda ctx, t: str(t.min_insync_replicas), INT, True,
-                                        None, True, "replicas an acks=all write needs"),
-    "segment.bytes": TopicSetting(lambda ctx, t: str(ctx.core.config["storage.segment_bytes"]),
-                                  INT, False, doc="segment size (broker-wide: "
-                                  "storage.segment_bytes)"),
-    "cleanup.policy": TopicSetting(lambda ctx, t: "delete", LIST, False,
-                                   doc="delete: no compaction in Skerry"),
+                                        "min_insync_replicas", True,
+                                        "replicas an acks=all write needs", False, _number(1)),
+    "segment.bytes": TopicSetting(
+        lambda ctx, t: str(t.segment_bytes or ctx.core.config["storage.segment_bytes"]), INT,
+        True, "segment_bytes", True, "segment size (-1 on a change: storage.segment_bytes)",
+        True, _positive_or_default),
+    "segment.ms": TopicSetting(
+        lambda ctx, t: str(t.segment_ms or ctx.core.config["storage.segment_ms"]), LONG, True,
+        "segment_ms", True, "segment age before a roll (-1 on a change: storage.segment_ms)",
+        True, _positive_or_default),
+    "cleanup.policy": TopicSetting(lambda ctx, t: t.cleanup_policy, LIST, True,
+                                   "cleanup_policy", True, "delete, compact or both "
+                                   "(docs/storage.md, Compaction)", True, _cleanup_policy),
+    "min.compaction.lag.ms": TopicSetting(lambda ctx, t: str(t.min_compaction_lag_ms), LONG,
+                                          True, "min_compaction_lag_ms", True,
+                                          "a record is not compacted away before this age",
+                                          True, _non_negative),
+    "delete.retention.ms": TopicSetting(lambda ctx, t: str(t.delete_retention_ms), LONG, True,
+                                        "delete_retention_ms", True, "how long a tombstone "
+                                        "stays readable on a compacted topic", True,
+                                        _non_negative),
     "max.message.bytes": TopicSetting(lambda ctx, t: str(ctx.max_message_bytes), INT, False,
                                       doc="the largest value accepted (broker-wide)"),
-    "message.timestamp.type": TopicSetting(lambda ctx, t: "CreateTime", STRING, False,
-                                           doc="the producer's timestamps are kept"),
+    "message.timestamp.type": TopicSetting(lambda ctx, t: t.message_timestamp_type, STRING,
+                                           True, "message_timestamp_type", True,
+                                           "the producer's timestamps (CreateTime) or the "
+                                           "append time (LogAppendTime)", True,
+                                           _timestamp_type),
 }
 """Kafka's topic config names -> Skerry's settings, in DescribeConfigs' order."""
 
@@ -158,33 +216,39 @@ def _create_topic(ctx: Context, topic: c.CreatableTopic, validate_only: bool
                          f"replication factor {factor} is larger than the number of brokers "
                          f"(1)")
     settings = _creation_settings(ctx, topic.configs)
+    min_isr = settings.pop("min_insync_replicas", None)
+    retention_ms = settings.pop("retention_ms", defaults.retention_ms)
+    retention_bytes = settings.pop("retention_bytes", defaults.retention_bytes)
+    probe = replace(defaults, partitions=partitions, replication_factor=factor, **settings)
+    try:
+        TopicConfig(partitions=partitions, replication_factor=factor,
+                    **{key: getattr(probe, key) for key in TOPIC_EXTRA_KEYS}).validate()
+    except ValueError as refusal:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(refusal)) from None
     if not validate_only:
         try:
-            ctx.core.create_topic(name, partitions, factor, settings.get("min_insync_replicas"),
-                                  settings.get("retention_ms", defaults.retention_ms),
-                                  settings.get("retention_bytes", defaults.retention_bytes))
+            ctx.core.create_topic(name, partitions, factor, min_isr, retention_ms,
+                                  retention_bytes, settings)
         except BadRequest as refusal:
             raise KafkaError(ErrorCode.INVALID_REQUEST, _message(refusal)) from None
     config = ctx.core.topic_config(name)
     configs = None if config is None else tuple(
-        c.CreatedTopicConfig(key, s.value(ctx, config), s.field is None,
+        c.CreatedTopicConfig(key, s.value(ctx, config), not s.alterable,
                              TOPIC_SOURCE if s.own else DEFAULT_SOURCE)
         for key, s in TOPIC_CONFIGS.items())
     return c.CreatedTopic(name, 0, None, topic_id_of(config), 0, partitions, factor, configs)
 
 
 def _creation_settings(ctx: Context, configs: tuple[c.CreatableConfig, ...]
-                       ) -> dict[str, int | None]:
+                       ) -> dict[str, Any]:
     """The ``TopicConfig`` fields a CreateTopics' configs set (INVALID_CONFIG otherwise)."""
-    out: dict[str, int | None] = {}
+    out: dict[str, Any] = {}
     for item in configs:
         setting = TOPIC_CONFIGS.get(item.name)
         if setting is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"unknown topic config {item.name}")
-        if setting.at_creation:
-            field = setting.field or "min_insync_replicas"
-            out[field] = _parse_number(item.name, item.value,
-                                       minimum=1 if field == "min_insync_replicas" else -1)
+        if setting.at_creation and setting.field is not None and setting.parse is not None:
+            out[setting.field] = setting.parse(item.name, item.value)
         else:
             _check_fixed(ctx, item.name, item.value, setting)
     return out
@@ -319,7 +383,7 @@ def _entry(ctx: Context, name: str, setting: TopicSetting, config: TopicConfig,
     value = setting.value(ctx, config)
     source = TOPIC_SOURCE if setting.own else DEFAULT_SOURCE
     synonyms = (c.ConfigSynonym(name, value, source),) if request.include_synonyms else ()
-    return c.ConfigEntry(name, value, setting.field is None, source, not setting.own, False,
+    return c.ConfigEntry(name, value, not setting.alterable, source, not setting.own, False,
                          synonyms, setting.config_type,
                          setting.doc if request.include_documentation else None)
 
@@ -341,9 +405,9 @@ def _broker_configs(ctx: Context) -> list[tuple[str, str, int]]:
 
 def incremental_alter_configs(ctx: Context, request: c.IncrementalAlterConfigsRequest
                               ) -> c.IncrementalAlterConfigsResponse:
-    """IncrementalAlterConfigs v0-v1: a topic's ``retention.ms`` / ``retention.bytes``
-    SET (-1: no limit) or DELETE (back to the broker's default), all of a resource's
-    changes or none; every other name refused (INVALID_CONFIG)."""
+    """IncrementalAlterConfigs v0-v1: a topic's alterable ``TOPIC_CONFIGS`` SET or
+    DELETE (back to the broker's default), all of a resource's changes or none; every
+    other name refused (INVALID_CONFIG)."""
     results = []
     for resource in request.resources:
         try:
@@ -357,18 +421,25 @@ def incremental_alter_configs(ctx: Context, request: c.IncrementalAlterConfigsRe
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"unknown topic {resource.resource_name}")
             changes = _changes(ctx, resource.configs)
+            try:
+                replace(config, **changes).validate()
+            except ValueError as refusal:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, str(refusal)) from None
             if changes and not request.validate_only:
                 ctx.core.alter_topic(resource.resource_name, changes)
             results.append(c.AlterResult(0, None, TOPIC, resource.resource_name))
         except KafkaError as refusal:
             results.append(c.AlterResult(int(refusal.code), _message(refusal),
                                          resource.resource_type, resource.resource_name))
+        except BadRequest as refusal:
+            results.append(c.AlterResult(int(ErrorCode.INVALID_CONFIG), _message(refusal),
+                                         resource.resource_type, resource.resource_name))
     return c.IncrementalAlterConfigsResponse(tuple(results))
 
 
-def _changes(ctx: Context, configs: tuple[c.AlterableConfig, ...]) -> dict[str, int | None]:
+def _changes(ctx: Context, configs: tuple[c.AlterableConfig, ...]) -> dict[str, Any]:
     defaults = ctx.core.config.topic_defaults
-    changes: dict[str, int | None] = {}
+    changes: dict[str, Any] = {}
     for item in configs:
         setting = TOPIC_CONFIGS.get(item.name)
         if setting is None:
@@ -376,7 +447,7 @@ def _changes(ctx: Context, configs: tuple[c.AlterableConfig, ...]) -> dict[str, 
         if item.config_operation not in (SET, DELETE):
             raise KafkaError(ErrorCode.INVALID_CONFIG,
                              f"{item.name} is not a list: only SET and DELETE apply")
-        if setting.field not in ("retention_ms", "retention_bytes"):
+        if not setting.alterable or setting.field is None or setting.parse is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG,
                              f"{item.name} cannot be changed on Skerry after the topic is "
                              f"created" if setting.own else
@@ -384,7 +455,7 @@ def _changes(ctx: Context, configs: tuple[c.AlterableConfig, ...]) -> dict[str, 
         if item.config_operation == DELETE:
             changes[setting.field] = getattr(defaults, setting.field)
         else:
-            changes[setting.field] = _parse_number(item.name, item.value, minimum=-1)
+            changes[setting.field] = setting.parse(item.name, item.value)
     return changes
 
 

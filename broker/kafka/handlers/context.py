@@ -102,6 +102,9 @@ class Context:
         dispatcher from the handler modules' ``VERSIONS``)."""
         """The Kafka group service (``broker.services.kafka_groups``) once wired in; the
         handlers of ``handlers.groups`` use it. ``None``: no group APIs."""
+        self.producer_ids: Any = None
+        """``broker.services.producer_ids.ProducerIds``: InitProducerId's ids (the shell
+        sets it; ``None``: InitProducerId answers COORDINATOR_NOT_AVAILABLE)."""
 
     @staticmethod
     def visible(topic: str) -> bool:

@@ -18,30 +18,36 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from broker.core import ProduceResult
+from broker.core import ProducerBatch, ProduceResult
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
 from broker.kafka.handlers.context import Context
 from broker.kafka.mapping import (
     MESSAGE_OVERHEAD,
+    InvalidTimestamp,
     KeyTooLarge,
+    ValueTooLarge,
     framed_columns,
+    framed_raw_batches,
     message_set,
     message_set_loop,
+    record_batches,
+    record_batches_loop,
 )
 from data.names import is_valid_name
 
 __all__ = ["VERSIONS", "produce", "fetch", "list_offsets"]
 
 VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
-    c.ApiKey.PRODUCE: (0, 2),
-    c.ApiKey.FETCH: (0, 3),
-    c.ApiKey.LIST_OFFSETS: (0, 1),
+    c.ApiKey.PRODUCE: (0, 9),
+    c.ApiKey.FETCH: (0, 12),
+    c.ApiKey.LIST_OFFSETS: (0, 7),
 }
-"""The versions these handlers serve, which ApiVersions advertises (the codec reads more:
-``codec.SUPPORTED_VERSIONS``). Raise a row when its handler serves the higher versions'
-shapes (Produce v3+ / Fetch v4+ carry record batches v2); a version the codec reads but
-no row covers is answered with UNSUPPORTED_VERSION (35) in its own layout."""
+"""The versions these handlers serve: Produce v3+ carries record batches v2 and Fetch v4+
+answers them (``broker.kafka.mapping``); the layouts are the codec's tables. What
+ApiVersions advertises of them is capped by ``dispatch.CLASSIC_ERA`` while InitProducerId
+is not served; a version the codec reads but is not advertised is answered with
+UNSUPPORTED_VERSION (35) in its own layout."""
 
 
 # ================================================================ Produce
@@ -65,9 +71,16 @@ def produce(ctx: Context, request: c.ProduceRequest
                 parts.append(c.ProducePartitionResponse(
                     part.index, int(ErrorCode.INVALID_REQUIRED_ACKS), -1))
                 continue
+            if request.transactional_id is not None:
+                # A transactional producer: Skerry has no transactions, so no transaction
+                # can be ongoing for this partition (kafka.md, record batches).
+                parts.append(c.ProducePartitionResponse(
+                    part.index, int(ErrorCode.INVALID_TXN_STATE), -1))
+                continue
             try:
                 answer = _produce_partition(ctx, topic.name, part, acks,
-                                            ack_wait_ms(request.timeout_ms))
+                                            ack_wait_ms(request.timeout_ms),
+                                            request.header.api_version)
             except REFUSALS as error:
                 answer = c.ProducePartitionResponse(part.index, int(code_for(error)), -1)
             if isinstance(answer, Deferred):
@@ -139,35 +152,113 @@ def ack_wait_ms(timeout_ms: int) -> int | None:
     return min(timeout_ms, MAX_ACK_WAIT_MS) if timeout_ms > 0 else None
 
 
-def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks: str,
-                       ack_timeout_ms: int | None = None
-                       ) -> c.ProducePartitionResponse | Deferred[c.ProducePartitionResponse]:
-    index = part.index
-    _topic_for_write(ctx, topic, index)
-    cols = c.decode_message_columns(part.records)
+def _framed_v01(ctx: Context, records: bytes) -> tuple[bytes, list[int]]:
+    """A MessageSet of magic 0/1 -> framed records (``KafkaError`` / ``CorruptMessageSet``)."""
+    cols = c.decode_message_columns(records)
     if not len(cols):
-        return c.ProducePartitionResponse(index, 0, -1)
+        return b"", []
     limit = ctx.max_message_bytes
     if int(cols.value_len.max()) > limit:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                          f"a value of {int(cols.value_len.max())} bytes; at most {limit}")
     try:
-        messages, ends = framed_columns(cols, ctx.now_us())
+        return framed_columns(cols, ctx.now_us())
     except KeyTooLarge as error:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
-    d: Deferred[c.ProducePartitionResponse] = Deferred()
 
-    def done(result: Any) -> None:
-        if type(result) is ProduceResult:
-            d.callback(c.ProducePartitionResponse(index, 0, result.offset))
-        else:
-            d.callback(c.ProducePartitionResponse(index, int(code_for(result)), -1))
 
-    ctx.core.produce_framed(topic, index, messages, ends, acks, done, ack_timeout_ms)
-    return d
+def _framed_v2(ctx: Context, records: bytes
+               ) -> list[tuple[bytes, list[int], ProducerBatch | None]]:
+    """Record batches v2 -> framed records (``KafkaError`` / ``CorruptRecordBatch``):
+    transactional and control batches refused (``UnsupportedBatch``'s code). One part per
+    batch of an idempotent producer (with its ``ProducerBatch``: the core checks and
+    deduplicates each), the other batches together in one part."""
+    try:
+        raws = c.split_batches(records)
+        for raw in raws:
+            head = raw.head
+            if head.producer_id >= 0 and (head.producer_epoch < 0 or head.base_sequence < 0):
+                raise KafkaError(ErrorCode.INVALID_RECORD,
+                                 f"batch of producer {head.producer_id} without an epoch or "
+                                 f"a base sequence")
+        plain = [raw for raw in raws if raw.head.producer_id < 0]
+        parts: list[tuple[bytes, list[int], ProducerBatch | None]] = []
+        if plain:
+            parts.append((*framed_raw_batches(plain, ctx.now_us(), ctx.max_message_bytes),
+                          None))
+        for raw in raws:
+            head = raw.head
+            if head.producer_id >= 0 and raw.count:
+                parts.append((*framed_raw_batches([raw], ctx.now_us(), ctx.max_message_bytes),
+                              ProducerBatch(head.producer_id, head.producer_epoch,
+                                            head.base_sequence)))
+        return parts
+    except c.UnsupportedBatch as error:
+        raise KafkaError(error.error_code, str(error)) from None
+    except (KeyTooLarge, ValueTooLarge) as error:
+        raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, str(error)) from None
+    except InvalidTimestamp as error:
+        raise KafkaError(ErrorCode.INVALID_TIMESTAMP, str(error)) from None
+
+
+def _log_append_time(ctx: Context, topic: str) -> bool:
+    """Whether the topic's ``message.timestamp.type`` is LogAppendTime."""
+    config = ctx.core.topic_config(topic)
+    return config is not None and config.message_timestamp_type == "LogAppendTime"
+
+
+def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks: str,
+                       ack_timeout_ms: int | None = None, version: int = 0
+                       ) -> c.ProducePartitionResponse | Deferred[c.ProducePartitionResponse]:
+    index = part.index
+    _topic_for_write(ctx, topic, index)
+    records = part.records
+    if not records:
+        return c.ProducePartitionResponse(index, 0, -1)
+    if c.is_batch_v2(records):
+        parts = _framed_v2(ctx, records)
+    else:
+        # Magic 0/1 in any version: kafka-python told api_version=(0, 10, 1) sends them in
+        # the newest Produce version the broker offers (Kafka refuses that with 87).
+        parts = [(*_framed_v01(ctx, records), None)]
+    parts = [part for part in parts if part[1]]
+    if not parts:
+        return c.ProducePartitionResponse(index, 0, -1)
+    log_append = _log_append_time(ctx, topic)
+    answers: list[Deferred[Any]] = []
+    for n, (messages, ends, producer) in enumerate(parts):
+        d: Deferred[Any] = Deferred()
+        try:
+            ctx.core.produce_framed(topic, index, messages, ends, acks, d.callback,
+                                    ack_timeout_ms, producer)
+        except REFUSALS as error:
+            if n == 0:
+                raise
+            d.callback(error)  # the batches before it are appended: answer the refusal
+        answers.append(d)
+        if d.called and not isinstance(d.result, ProduceResult):
+            break  # a batch refused: the ones after it are not appended
+
+    def answer(_: object) -> c.ProducePartitionResponse:
+        results = [d.result for d in answers]
+        for result in results:
+            if type(result) is not ProduceResult:
+                return c.ProducePartitionResponse(index, int(code_for(result)), -1)
+        return c.ProducePartitionResponse(index, 0, results[0].offset,
+                                          ctx.now_us() // 1000 if log_append else -1,
+                                          ctx.core.earliest_offset(topic, index))
+
+    if all(d.called for d in answers):
+        return answer(None)
+    return _all_fired(answers).addCallback(answer)
 
 
 # ================================================================ Fetch
+
+RECORD_OVERHEAD = {**MESSAGE_OVERHEAD, 2: 7}
+"""The fewest bytes a fetched record takes besides its value, by magic (a v2 record: length,
+attributes, two deltas, null key, value length, header count: one byte each)."""
+
 
 def fetch(ctx: Context, request: c.FetchRequest
           ) -> c.FetchResponse | Deferred[c.FetchResponse]:
@@ -176,6 +267,10 @@ def fetch(ctx: Context, request: c.FetchRequest
     (or past the end) is error 1, so the client's ``auto.offset.reset`` applies. With fewer
     than ``min_bytes`` the fetch waits (the core's long poll) until data comes or
     ``max_wait_ms`` passes."""
+    if request.session_id != 0 and request.header.api_version >= 7:
+        # No fetch sessions here (KIP-227): every answer has session id 0, which tells the
+        # client to send full fetches; an id it did not get from us is unknown.
+        return c.FetchResponse((), error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
     response, size, waits = _fetch_once(ctx, request)
     if size >= request.min_bytes or request.max_wait_ms <= 0 or not waits \
             or ctx.core.closing:
@@ -251,6 +346,26 @@ def _check_partition(ctx: Context, topic: str, partition: int) -> None:
                          f"unknown topic or partition {topic}/{partition}")
 
 
+def leader_epoch(ctx: Context, topic: str, partition: int) -> int:
+    """The partition's leader epoch as Metadata tells it (-1: none known, no checks)."""
+    placement = ctx.placement
+    if placement is None:
+        return -1
+    return int(getattr(placement.partition(topic, partition), "leader_epoch", -1))
+
+
+def check_leader_epoch(ctx: Context, topic: str, partition: int, current: int) -> int:
+    """The leader epoch, after KIP-320's check of the one a client sent (Fetch v9+,
+    ListOffsets v4+): older is FENCED_LEADER_EPOCH (74), newer UNKNOWN_LEADER_EPOCH (75);
+    -1 on either side checks nothing."""
+    epoch = leader_epoch(ctx, topic, partition)
+    if current >= 0 and epoch >= 0 and current != epoch:
+        code = ErrorCode.FENCED_LEADER_EPOCH if current < epoch \
+            else ErrorCode.UNKNOWN_LEADER_EPOCH
+        raise KafkaError(code, f"{topic}/{partition}: leader epoch {current}, ours {epoch}")
+    return epoch
+
+
 def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: int,
                      budget: int, whole_first: bool) -> tuple[c.FetchPartitionResponse, int]:
     index = part.partition
@@ -259,34 +374,47 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
     if placement is not None and not placement.leads(topic, index):
         raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION,
                          f"broker {ctx.node.broker_id} does not lead {topic}/{index}")
+    epoch = check_leader_epoch(ctx, topic, index, part.current_leader_epoch)
     core = ctx.core
     offset = part.fetch_offset
     hw = core.hw(topic, index)
     first = core.earliest_offset(topic, index)
+    # No transactions: the last stable offset is the high watermark.
     if offset < first or offset > hw + 1:
-        return c.FetchPartitionResponse(index, int(ErrorCode.OFFSET_OUT_OF_RANGE), hw + 1), offset
+        return c.FetchPartitionResponse(index, int(ErrorCode.OFFSET_OUT_OF_RANGE), hw + 1,
+                                        last_stable_offset=hw + 1,
+                                        log_start_offset=first), offset
     if offset > hw or (budget <= 0 and not whole_first):
-        return c.FetchPartitionResponse(index, 0, hw + 1, b""), offset
+        return c.FetchPartitionResponse(index, 0, hw + 1, b"", hw + 1, first), offset
     budget = max(budget, 0)
     # The store's byte limit counts values only, and a Kafka message is its value plus
     # 26/34 bytes and its key: a read of ``budget`` value bytes holds every message that
     # fits ``budget`` (message_set trims the rest).
     result, hw, _first = core.fetch_raw(
-        topic, index, offset, budget // MESSAGE_OVERHEAD[magic] + 1, budget)
+        topic, index, offset, budget // RECORD_OVERHEAD[magic] + 1, budget)
     config = core.topic_config(topic)
     if config is not None and config.cleanup_policy != "delete":
         # A compacted topic: an empty value is a tombstone, served as Kafka's null value.
-        records, _count = message_set_loop(result.raw, result.ends, magic, budget, whole_first,
-                                           empty_is_null=True)
+        if magic == 2:
+            records, _count = record_batches_loop(
+                result.raw, result.ends, budget, whole_first,
+                config.message_timestamp_type == "LogAppendTime", epoch, empty_is_null=True)
+        else:
+            records, _count = message_set_loop(result.raw, result.ends, magic, budget,
+                                               whole_first, empty_is_null=True)
+    elif magic == 2:
+        records, _count = record_batches(result.raw, result.ends, budget, whole_first,
+                                         _log_append_time(ctx, topic), epoch)
     else:
         records, _count = message_set(result.raw, result.ends, magic, budget, whole_first)
-    return c.FetchPartitionResponse(index, 0, hw + 1, records), offset
+    return c.FetchPartitionResponse(index, 0, hw + 1, records, hw + 1, first), offset
 
 
 # ================================================================ ListOffsets
 
 LATEST = -1
 EARLIEST = -2
+MAX_TIMESTAMP = -3
 
 
 def list_offsets(ctx: Context, request: c.ListOffsetsRequest) -> c.ListOffsetsResponse:
@@ -310,6 +438,7 @@ def _list_partition(ctx: Context, topic: str, part: c.ListOffsetsPartition
                     ) -> c.ListOffsetsPartitionResponse:
     index = part.partition_index
     _check_partition(ctx, topic, index)
+    epoch = check_leader_epoch(ctx, topic, index, part.current_leader_epoch)
     core = ctx.core
     hw = core.hw(topic, index)
     timestamp = -1
@@ -317,16 +446,33 @@ def _list_partition(ctx: Context, topic: str, part: c.ListOffsetsPartition
         offset = hw + 1
     elif part.timestamp == EARLIEST:
         offset = core.earliest_offset(topic, index)
+    elif part.timestamp == MAX_TIMESTAMP:
+        # The last committed record (KIP-734 asks for the largest timestamp; see
+        # docs/kafka.md: exact under LogAppendTime and for timestamps that only grow).
+        offset = hw if hw >= core.earliest_offset(topic, index) else -1
+        if offset >= 0:
+            timestamp = _record_time(ctx, topic, index, offset)
     else:
         found = core.offset_for_timestamp(topic, index, part.timestamp * 1000)
         if found is None or found > hw:
             offset = -1
         else:
             offset = found
-            read, _hw = core.read(topic, index, found, 1, create=False)
-            if read.records:
-                timestamp = read.records[0].timestamp // 1000
+            timestamp = _record_time(ctx, topic, index, found)
     old_style = None
     if offset != -1 and part.max_num_offsets < 1:
         old_style = ()
-    return c.ListOffsetsPartitionResponse(index, 0, offset, timestamp, old_style)
+    return c.ListOffsetsPartitionResponse(index, 0, offset, timestamp, old_style, epoch)
+
+
+def _record_time(ctx: Context, topic: str, index: int, offset: int) -> int:
+    """The timestamp (ms) a Kafka consumer sees on the record at ``offset``: its
+    CreateTime (the origin timestamp; the append time when it has none), or the append time
+    under LogAppendTime; -1 when it is gone."""
+    read, _hw = ctx.core.read(topic, index, offset, 1, create=False)
+    if not read.records:
+        return -1
+    record = read.records[0]
+    if _log_append_time(ctx, topic):
+        return record.timestamp // 1000
+    return (record.origin_timestamp or record.timestamp) // 1000

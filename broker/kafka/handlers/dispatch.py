@@ -37,7 +37,7 @@ from twisted.python.failure import Failure
 
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, code_for
-from broker.kafka.handlers import data, metadata
+from broker.kafka.handlers import data, metadata, producers
 from broker.kafka.handlers.admin import ADMIN_HANDLERS, ADMIN_VERSIONS
 from broker.kafka.handlers.context import Context
 from broker.kafka.handlers.groups import GROUP_HANDLERS, GROUP_VERSIONS
@@ -82,15 +82,20 @@ VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
 
 
 CLASSIC_ERA: dict[c.ApiKey, tuple[int, int]] = {
+    c.ApiKey.PRODUCE: (0, 7),
+    c.ApiKey.FETCH: (0, 6),
+    c.ApiKey.LIST_OFFSETS: (0, 4),
     c.ApiKey.METADATA: (0, 3),
     c.ApiKey.JOIN_GROUP: (0, 8),
 }
-"""The caps on the other APIs while the data path is the 0.10 one (Produce below v3, Fetch
-below v4, no InitProducerId). Clients read the advertised table as a whole: kafka-python
-takes Metadata v4 for a broker of 0.11 and JoinGroup v9 for one of 3.2, and for either
-turns idempotence on by default, which needs record batches v2 and InitProducerId. Below
-those two versions it sees a 0.10.2 broker and produces as before; every other API is
-advertised up to what its handler serves."""
+"""The one cap on what is advertised while the idempotent producer is not served (no
+InitProducerId, or no record batches v2: ``modern_data_path``). Clients read the
+advertised table as a whole and turn idempotence on by default for a broker they take to
+be new enough, which needs InitProducerId: kafka-python takes Metadata v4 for a broker of
+0.11, JoinGroup v9 for one of 3.2, and Fetch v7 / Produce v8 / ListOffsets v5 for one of
+1.1; the Java client does so since 3.0. Below these versions record batches v2 and headers
+are still served (Produce v3-7, Fetch v4-6); librdkafka leaves idempotence off and uses
+them either way. Every other API is advertised up to what its handler serves."""
 
 
 def modern_data_path(table: dict[c.ApiKey, tuple[int, int]]) -> bool:
@@ -109,7 +114,7 @@ def advertised_versions(*parts: dict[c.ApiKey, tuple[int, int]]
     codec's range, and capped to ``CLASSIC_ERA`` until ``modern_data_path``."""
     table: dict[c.ApiKey, tuple[int, int]] = {}
     for part in parts or (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS,
-                          ADMIN_VERSIONS):
+                          ADMIN_VERSIONS, producers.VERSIONS):
         table.update(part)
     if not modern_data_path(table):
         for key, (_low, high) in CLASSIC_ERA.items():
@@ -157,6 +162,7 @@ class KafkaHandlers:
             c.ListOffsetsRequest: data.list_offsets,
             c.SaslHandshakeRequest: sasl_handshake,
             c.SaslAuthenticateRequest: sasl_authenticate,
+            c.InitProducerIdRequest: producers.init_producer_id,
         }
         self.table.update(GROUP_HANDLERS)
         self.table.update(ADMIN_HANDLERS)
