@@ -54,7 +54,7 @@ class Key:
 SCHEMA: tuple[Key, ...] = (
     Key("host", "str", "127.0.0.1", "Address the V1 listener binds to."),
     Key("port", "int", 9092, "TCP port of the V1 line-protocol listener (0 picks a free one).", 0),
-    Key("data_dir", "str", "./skerry-data", "Folder for topics, groups.json and offsets.json."),
+    Key("data_dir", "str", "./skerry-data", "Folder for topics and the broker's other state files."),
     Key("auto_create_topics", "bool", True,
         "Create a topic on first PRODUCE, CONSUME or JOIN with the defaults below."),
     Key("iggy_port", "int?", None, "TCP port of the Iggy binary listener; null turns it off.", 0),
@@ -95,6 +95,10 @@ SCHEMA: tuple[Key, ...] = (
         "Delete oldest whole segments while a partition is larger than this; null = no limit.", 1),
     Key("groups.session_timeout_ms", "int", 10000,
         "A group member not heard from for this long is evicted.", 1),
+    Key("groups.state_topic_partitions", "int", 50,
+        "Partitions of the internal topic __skerry_groups (group state and committed "
+        "offsets), set when it is created; a group's coordinator is its partition's leader.",
+        1),
     Key("replication.replica_lag_timeout_ms", "int", 10000,
         "A follower not caught up for this long leaves the ISR.", 1),
     Key("replication.ack_timeout_ms", "int", 2000,

@@ -28,6 +28,7 @@ from twisted.internet.interfaces import IReactorTime
 from broker.config import Config
 from broker.core import BrokerCore, Watermarks
 from broker.iggy.service import IggyService
+from broker.services.group_log import GroupStateLog
 from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
 from broker.v1.handlers import Handlers
@@ -37,6 +38,7 @@ from data.errors import DataDirError
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
 from groups.coordinator import GroupCoordinator
+from groups.records import state_records
 from replication.follower import (
     Connector,
     FetchSettings,
@@ -235,17 +237,33 @@ def build_broker(config: Config, clock: IReactorTime, *,
         max_groups=config["limits.max_groups"],
         max_members_per_group=config["limits.max_members_per_group"],
     )
+    # Group state and committed offsets live in the internal topic __skerry_groups
+    # (read here, before anything serves; written through the core once it exists). In a
+    # cluster each broker still keeps its own JSON files (docs/groups.md, "In a cluster").
+    state_log = None
+    if config.cluster is None:
+        state_log = GroupStateLog(store, data_dir, clock,
+                                  partitions=config["groups.state_topic_partitions"],
+                                  fs=fs, run_in_thread=run_in_thread)
     groups = GroupService(coordinator, clock, data_dir, fs=fs, run_in_thread=run_in_thread,
                           hw_for=marks.hw, earliest_for=marks.earliest,
-                          latest_for=marks.latest)
+                          latest_for=marks.latest, state_log=state_log)
     # Kafka's classic groups: their own coordinator, the same offsets (and each refuses a
     # group id the other holds live).
     from broker.services.kafka_groups import KafkaGroupService
 
     kafka_groups = KafkaGroupService(groups, clock, data_dir, fs=fs,
-                                     run_in_thread=run_in_thread)
+                                     run_in_thread=run_in_thread, state_log=state_log)
     core = BrokerCore(config, store, clock, replication=replication, groups=groups,
                       run_in_thread=run_in_thread)
+
+    def group_records(partitions: int) -> dict[int, dict[bytes, bytes]]:
+        return state_records(coordinator.groups(), coordinator.committed(),
+                             coordinator.committed_metadata(),
+                             kafka_groups.coordinator.groups(), partitions)
+
+    if state_log is not None:
+        state_log.attach(core, group_records)
     replication.set_log_syncer(core.when_durable)
     # Long polls wake when hw moves for any reason, timer-driven ISR changes included.
     replication.add_hw_listener(core.notify_hw)

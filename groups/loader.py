@@ -79,6 +79,12 @@ class GroupLog:
         for offset, key, value in records:
             self.apply(partition, offset, key, value)
 
+    def merge(self, other: GroupLog) -> None:
+        """Take every live key of ``other`` (another partition's records: no key is in two
+        partitions)."""
+        self.latest.update(other.latest)
+        self._where.update(other._where)
+
     def state(self) -> LoadedState:
         """The state the live keys describe; ``ValueError`` naming the record for one
         whose value breaks the document rules."""
@@ -88,6 +94,10 @@ class GroupLog:
             fields = decode_value(self.latest[key])
             assert fields is not None
             where = self._where[key]
+            named = {"group", "topic", "group_id"} & fields.keys()
+            if named:
+                raise ValueError(f"{where}: the value names {', '.join(sorted(named))}; "
+                                 f"names belong in the key")
             if kind == KIND_GROUP:
                 doc: Any = {"version": FORMAT_VERSION,
                             "groups": [{"group": names[0], "topic": names[1], **fields}]}

@@ -144,7 +144,7 @@ def decode_key(key: bytes) -> tuple[Any, ...]:
     if parts[0] != KEY_VERSION or type(parts[0]) is not int:
         raise ValueError(f"key version {parts[0]!r}; this broker reads version {KEY_VERSION}")
     kind = parts[1] if len(parts) > 1 else None
-    if kind not in _KEY_LENGTHS or len(parts) != _KEY_LENGTHS[kind]:
+    if not isinstance(kind, str) or kind not in _KEY_LENGTHS or len(parts) != _KEY_LENGTHS[kind]:
         raise ValueError(f"key {key[:80]!r}: unknown kind or wrong length")
     names = parts[2:]
     if kind == KIND_OFFSET:

@@ -18,6 +18,7 @@ from broker.iggy.errors import IggyError
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.store import TopicConfig
+from groups.loader import GroupLog
 from groups.store import groups_from_json, offset_metadata_from_json
 from replication.roles import ReplicationCheckpoint
 from tests.reliability.kafka_fuzz import KAFKA_SEEDS, run_kafka
@@ -59,6 +60,14 @@ def _json(loader: Callable[[object], object]) -> Callable[[bytes], object]:
     return run
 
 
+def _group_record(data: bytes) -> object:
+    """One record of __skerry_groups: key, a newline, value; loaded as a partition would."""
+    key, _, value = data.partition(b"\n")
+    book = GroupLog()
+    book.apply(0, 0, key, value)
+    return book.state()
+
+
 def _iggy(data: bytes) -> object:
     code = int.from_bytes(data[:4].ljust(4, b"\0"), "little")
     return decode_request(code % 1024 if data[4:5] != b"\xff" else code, data[4:])
@@ -80,6 +89,13 @@ TARGETS: dict[str, Target] = {
         b'{"version": 1, "offsets": [{"group": "g", "topic": "t", "committed": {"0": 5}}]}',
         b'{"version": 2, "offsets": [{"group": "g", "topic": "t", "committed": {"0": 5}, '
         b'"metadata": {"0": "md"}}]}')),
+    "group_record": Target("group_record", _group_record, (ValueError,), (
+        b'[1,"offset","g","t",0]\n{"v":1,"offset":5,"metadata":"md"}',
+        b'[1,"group","g","t"]\n{"v":1,"generation":2,"assignor":"range","partitions":1,'
+        b'"members":[{"member_id":"c","session_timeout_ms":10000,"assigned":[0]}]}',
+        b'[1,"kafka_group","g"]\n{"v":1,"state":"Empty","generation":1,"protocol_type":null,'
+        b'"protocol":null,"leader":null,"members":[]}',
+        b'[1,"offset","g","t",0]\n')),
     "topic_json": Target("topic_json", _json(TopicConfig.from_json), (ValueError,), (
         b'{"partitions": 3, "replication_factor": 1, "min_insync_replicas": 1, '
         b'"retention_ms": null, "retention_bytes": 1000}',)),
