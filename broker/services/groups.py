@@ -1,4 +1,8 @@
-"""The Twisted shell of the consumer-group coordinator: session timers and durable files.
+"""The Twisted shell of the consumer-group coordinator: session timers and durable state.
+
+The broker persists through ``broker.services.group_log.GroupStateLog`` (the internal topic
+``__skerry_groups``), handed in as ``state_log``; without one (a cluster member, for now,
+and unit tests) the service keeps the two JSON files described here.
 
 Owns: ``GroupService`` (what the handlers call for JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT,
 OFFSET and the group admin commands), the per-member session timers (``clock.callLater``
