@@ -95,7 +95,7 @@ SCHEMA: tuple[Key, ...] = (
         "Delete oldest whole segments while a partition is larger than this; null = no limit.", 1),
     Key("groups.session_timeout_ms", "int", 10000,
         "A group member not heard from for this long is evicted.", 1),
-    Key("groups.state_topic_partitions", "int", 50,
+    Key("groups.state_topic_partitions", "int", 10,
         "Partitions of the internal topic __skerry_groups (group state and committed "
         "offsets), set when it is created; a group's coordinator is its partition's leader.",
         1),

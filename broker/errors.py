@@ -16,6 +16,7 @@ from __future__ import annotations
 from data.errors import StorageError
 from data.refusal import SkerryError
 from groups.errors import (
+    CoordinatorLoading,
     GenerationMismatch,
     GroupError,
     InvalidGroupRequest,
@@ -50,6 +51,7 @@ __all__ = [
     "InvalidGroupRequest",
     "TooManyMembers",
     "TooManyGroups",
+    "CoordinatorLoading",
     "ReplicationError",
     "NotLeader",
     "InvalidReplicaRequest",

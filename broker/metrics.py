@@ -65,6 +65,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
 from broker.auth import FIRST_DELAY_S, TokenStore, bind_refusal, is_loopback
+from broker.core.topics import INTERNAL_PREFIX
 from broker.errors import SkerryError
 from data import speedups
 from data.format import HEADER_SIZE
@@ -194,7 +195,10 @@ class BrokerMetrics:
     # --------------------------------------------------------------- hot paths
 
     def produced(self, topic: str, count: int, nbytes: int) -> None:
-        """``count`` messages appended to ``topic`` (one call per batch)."""
+        """``count`` messages appended to ``topic`` (one call per batch). The broker's own
+        topics (``__skerry_groups``) are not user traffic and are not counted."""
+        if topic.startswith(INTERNAL_PREFIX):
+            return
         self.messages_in[topic] = self.messages_in.get(topic, 0) + count
         self.bytes_in[topic] = self.bytes_in.get(topic, 0) + nbytes
 

@@ -87,6 +87,9 @@ class Broker:
     control: Any = None
     """``broker.services.control.ControlPlane`` when ``cluster.etcd`` is set (None: the
     operator-driven mode)."""
+    group_peers: Any = None
+    """The connections that forward group commands to their coordinators (a cluster on
+    etcd; ``replication.follower.Peers``)."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
@@ -170,6 +173,8 @@ class Broker:
             return d
 
         def finish(_: object) -> Deferred[None]:
+            if self.group_peers is not None:
+                self.group_peers.close()
             if self.kafka_groups is not None:
                 self.kafka_groups.close()
             return self.core.stop()
@@ -240,11 +245,14 @@ def build_broker(config: Config, clock: IReactorTime, *,
     # Group state and committed offsets live in the internal topic __skerry_groups
     # (read here, before anything serves; written through the core once it exists). In a
     # cluster each broker still keeps its own JSON files (docs/groups.md, "In a cluster").
+    # A cluster on etcd: each broker holds the partitions of the topic it leads (the
+    # coordinators, broker/services/coordinators.py); without etcd, its own JSON files.
     state_log = None
-    if config.cluster is None:
+    cluster_groups = config.cluster is not None and config.cluster.etcd is not None
+    if config.cluster is None or cluster_groups:
         state_log = GroupStateLog(store, data_dir, clock,
                                   partitions=config["groups.state_topic_partitions"],
-                                  fs=fs, run_in_thread=run_in_thread)
+                                  fs=fs, run_in_thread=run_in_thread, cluster=cluster_groups)
     groups = GroupService(coordinator, clock, data_dir, fs=fs, run_in_thread=run_in_thread,
                           hw_for=marks.hw, earliest_for=marks.earliest,
                           latest_for=marks.latest, state_log=state_log)
@@ -285,6 +293,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
         max_pending_output_bytes=config["limits.max_pending_output_bytes"],
     )
     manager = None
+    peer_connect = None
     if config.cluster is not None:
         settings = FetchSettings(
             wait_ms=config["replication.fetch_wait_ms"],
@@ -301,6 +310,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
             connect = authenticating(connect, security.peer_user,
                                      read_peer_token(security.peer_token_file), clock)
+        peer_connect = connect
         manager = ReplicaManager(replication, config.cluster, clock, connect, settings)
         manager.start()
     control = None
@@ -308,6 +318,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
         control = _control_plane(config, clock, core, replication, etcd_transport)
         handlers.control = control
     handlers.admin = _admin_plane(config, core, handlers, replication, control, fs)
+    group_peers = None
+    if cluster_groups and state_log is not None:
+        group_peers = _coordinators(config, clock, store, core, replication, control, handlers,
+                                    state_log, groups, kafka_groups, peer_connect)
     iggy = None
     if config["iggy_port"] is not None:
         from broker.services.host_facts import HostFacts
@@ -332,6 +346,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
             from broker.kafka.service import ClusterPlacement
 
             placement = ClusterPlacement(core, config.cluster, replication, control)
+            placement.coordinators = handlers.coordinators
         kafka = KafkaService(core, config, clock, now_us=now_us or wall_clock_us,
                              groups=kafka_groups, placement=placement,
                              tokens=handlers.auth_tokens)
@@ -370,7 +385,52 @@ def build_broker(config: Config, clock: IReactorTime, *,
             counters=metrics.metrics if metrics is not None else None, cluster=cluster_view)
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
                   metrics=metrics, tls=tls, console=console, kafka=kafka,
-                  kafka_groups=kafka_groups, tank=tank, control=control)
+                  kafka_groups=kafka_groups, tank=tank, control=control,
+                  group_peers=group_peers)
+
+
+def _coordinators(config: Config, clock: IReactorTime, store: Store, core: BrokerCore,
+                  replication: ReplicationService, control: Any, handlers: Handlers,
+                  state_log: GroupStateLog, groups: GroupService, kafka_groups: Any,
+                  connect: Connector | None) -> Any:
+    """The cluster-wide group coordinator of a ``cluster.etcd`` member (docs/cluster.md,
+    Consumer groups): ``__skerry_groups`` requested from the controller (RF min(3,
+    brokers), min ISR 2 with RF 3), the partitions this broker leads loaded and unloaded
+    as leadership moves, and group commands for other coordinators forwarded to them.
+    Returns the forwarding connections (closed at stop)."""
+    from broker.services.coordinators import CoordinatorPartitions
+    from broker.v1.forward import FORWARD_CID_PREFIX
+    from groups.records import GROUPS_TOPIC
+    from replication.follower import Peers
+
+    cluster = config.cluster
+    assert cluster is not None and connect is not None
+    rf = min(3, len(cluster.brokers))
+    min_isr = 2 if rf >= 3 else 1
+
+    def ensure_topic() -> None:
+        if store.topic(GROUPS_TOPIC) is None:
+            control.request_topic(GROUPS_TOPIC, state_log.partitions, rf, min_isr, {})
+            clock.callLater(1.0, ensure_topic)
+
+    clock.callLater(0.2, ensure_topic)
+    coordinators = CoordinatorPartitions(cluster.broker_id, state_log, store, replication,
+                                         clock, groups, kafka_groups,
+                                         leader_of=handlers.admin.leader_of)
+    coordinators.start()
+
+    def forwarding_connect(address: Any) -> Deferred[Any]:
+        def prefixed(proto: Any) -> Any:
+            proto.cid_prefix = FORWARD_CID_PREFIX
+            return proto
+
+        return connect(address).addCallback(prefixed)
+
+    peers = Peers(cluster, forwarding_connect, clock,
+                  request_timeout_ms=config["replication.request_timeout_ms"])
+    handlers.coordinators = coordinators
+    handlers.forward = peers.request
+    return peers
 
 
 def _admin_plane(config: Config, core: BrokerCore, handlers: Handlers,

@@ -38,12 +38,14 @@ from broker.errors import (
 )
 from broker.kafka.codec import CorruptMessageSet, ErrorCode
 from groups.kafka_errors import (
+    CoordinatorLoading,
     GroupInUseByOtherProtocol,
     IllegalGeneration,
     InconsistentGroupProtocol,
     InvalidGroupId,
     InvalidSessionTimeout,
     KafkaGroupError,
+    NotCoordinator,
     OffsetMetadataTooLarge,
     RebalanceInProgress,
     UnknownMemberId,
@@ -93,6 +95,8 @@ CODE_BY_ERROR: Mapping[type[BaseException], ErrorCode] = {
     InvalidGroupId: ErrorCode.INVALID_GROUP_ID,
     InvalidSessionTimeout: ErrorCode.INVALID_SESSION_TIMEOUT,
     OffsetMetadataTooLarge: ErrorCode.OFFSET_METADATA_TOO_LARGE,
+    NotCoordinator: ErrorCode.NOT_COORDINATOR,
+    CoordinatorLoading: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
 }
 """Skerry's exceptions -> Kafka error code; a class without a row takes its nearest
 base's."""

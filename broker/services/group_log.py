@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, DeferredList, succeed
@@ -49,7 +49,7 @@ from groups.store import (
     offsets_from_json,
 )
 
-__all__ = ["GroupStateLog", "MIGRATED_SUFFIX", "LEGACY_FILES"]
+__all__ = ["GroupStateLog", "MIGRATED_SUFFIX", "LEGACY_FILES", "read_records"]
 
 log = logging.getLogger("skerry.groups")
 
@@ -87,10 +87,14 @@ class GroupStateLog:
 
     def __init__(self, store: StoreReader, data_dir: str, clock: IReactorTime, *,
                  partitions: int, fs: FileLayer = OS_FS,
-                 run_in_thread: RunInThread | None = None) -> None:
+                 run_in_thread: RunInThread | None = None, cluster: bool = False) -> None:
         """Read the topic (and any legacy JSON files) from ``store`` and ``data_dir``:
         ``loaded`` is the state to restore. A damaged record or file raises ``ValueError``
-        naming it. Construct before the reactor serves (the reading happens here)."""
+        naming it. Construct before the reactor serves (the reading happens here).
+
+        ``cluster``: this broker is one of several, and holds only the partitions it leads
+        (``lead``/``resign``); nothing is loaded here, and nothing is written for a
+        partition it does not lead."""
         self._clock = clock
         self._fs = fs
         self._run = run_in_thread
@@ -100,15 +104,21 @@ class GroupStateLog:
         """The topic's partition count (an existing topic's count wins over the config)."""
         self._held: dict[int, dict[bytes, bytes]] = {}
         everything = GroupLog()
-        if topic is not None:
+        self._owned: set[int] | None = set() if cluster else None
+        if topic is not None and not cluster:
             for partition in range(self.partitions):
                 book = GroupLog()
-                book.apply_all(partition, _records(store.partition(GROUPS_TOPIC, partition)))
+                book.apply_all(partition, read_records(store.partition(GROUPS_TOPIC, partition)))
                 if book.latest:
                     self._held[partition] = dict(book.latest)
                     everything.merge(book)
         self.legacy = [name for name in LEGACY_FILES
                        if fs.exists(os.path.join(data_dir, name))]
+        if cluster and self.legacy:
+            log.warning("%s in %s: a cluster member's own group files are not migrated "
+                        "into %s (docs/cluster.md, Consumer groups); left as they are",
+                        ", ".join(self.legacy), data_dir, GROUPS_TOPIC)
+            self.legacy = []
         """The legacy JSON files found at start (migrated by the first write)."""
         self.loaded = self._legacy_state() if self.legacy else everything.state()
         """What the coordinators restore."""
@@ -184,6 +194,31 @@ class GroupStateLog:
         self._schedule()
         return waiter
 
+    def lead(self, partition: int, records: Iterable[tuple[int, bytes, bytes]]
+             ) -> LoadedState:
+        """(Cluster) This broker now leads ``partition``: its records (every one, in offset
+        order) become what the partition holds, and the state they describe is returned
+        for the coordinators to load. ``ValueError`` naming a damaged record."""
+        assert self._owned is not None
+        book = GroupLog()
+        book.apply_all(partition, records)
+        loaded = book.state()
+        self._held[partition] = dict(book.latest)
+        self._owned.add(partition)
+        return loaded
+
+    def resign(self, partition: int) -> None:
+        """(Cluster) This broker no longer leads ``partition``: nothing is written to it
+        any more (its groups are unloaded by the caller)."""
+        assert self._owned is not None
+        self._owned.discard(partition)
+        self._held.pop(partition, None)
+
+    def owns(self, partition: int) -> bool:
+        """True when this broker holds the partition's groups: always on a single broker;
+        in a cluster, once it has loaded the partition it leads."""
+        return self._owned is None or partition in self._owned
+
     def partition_of(self, group_id: str) -> int:
         """The partition of the topic holding ``group_id``."""
         return partition_for_group(group_id, self.partitions)
@@ -203,10 +238,17 @@ class GroupStateLog:
         version = self._version
         try:
             current = self._snapshot(self.partitions)
+            if self._owned is not None:  # a cluster member writes the partitions it leads
+                strays = sorted(set(current) - self._owned)
+                if strays:
+                    log.warning("group state for %s partitions %s this broker does not lead "
+                                "is not written", GROUPS_TOPIC, strays)
+                current = {p: v for p, v in current.items() if p in self._owned}
             batches = {p: changes(self._held.get(p, {}), current.get(p, {}))
                        for p in set(current) | set(self._held)}
             batches = {p: batch for p, batch in batches.items() if batch}
-            if batches and self._core.topic_config(GROUPS_TOPIC) is None:
+            if batches and self._owned is None \
+                    and self._core.topic_config(GROUPS_TOPIC) is None:
                 self._core.create_internal_topic(GROUPS_TOPIC, self.partitions, 1, 1)
         except SkerryError as error:
             self._finish(version, _storage_error(error))
@@ -227,10 +269,11 @@ class GroupStateLog:
             if isinstance(result, BaseException):
                 d.errback(result)
             else:
-                if latest:
-                    self._held[partition] = latest
-                else:
-                    self._held.pop(partition, None)
+                if self.owns(partition):  # not resigned while the write was in flight
+                    if latest:
+                        self._held[partition] = latest
+                    else:
+                        self._held.pop(partition, None)
                 d.callback(None)
 
         try:
@@ -270,7 +313,7 @@ def _storage_error(error: BaseException) -> StorageError:
     return StorageError(f"could not write group state: {error}")
 
 
-def _records(plog: Any) -> Any:
+def read_records(plog: Any) -> Iterator[tuple[int, bytes, bytes]]:
     """Every ``(offset, key, value)`` of a partition log, from its first offset."""
     offset = plog.first_offset
     end = plog.next_offset

@@ -338,6 +338,20 @@ class GroupService:
             log.info("group %s on deleted topic %s forgotten", group, topic)
         self._perform(result.effects, self._now_ms())
 
+    def load_groups(self, loaded: LoadedState) -> None:
+        """Take over the V1/Iggy groups and offsets of a coordinator partition this broker
+        now leads: its members get a fresh session timeout from now."""
+        now = self._now_ms()
+        self._perform(self.coordinator.load(loaded.groups, loaded.offsets, loaded.metadata,
+                                            now).effects, now)
+
+    def unload_groups(self, owned: Callable[[str], bool]) -> list[GroupKey]:
+        """Forget the groups and offsets of a coordinator partition this broker no longer
+        leads (their timers stop); they live on in the partition's records."""
+        result = self.coordinator.unload(owned)
+        self._perform(result.effects, self._now_ms())
+        return result.reply
+
     def close(self) -> Deferred[None]:
         """Stop the session timers and flush pending writes. Requests after this are
         refused with UNAVAILABLE."""

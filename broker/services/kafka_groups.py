@@ -59,7 +59,7 @@ from groups.classic_effects import (
     ScheduleSession,
     SyncReply,
 )
-from groups.classic_group import Protocol
+from groups.classic_group import ClassicGroup, Protocol
 from groups.classic_store import (
     CLASSIC_GROUPS_FILE,
     classic_groups_from_json,
@@ -196,6 +196,20 @@ class KafkaGroupService:
     def live_protocol(self, group_id: str) -> str | None:
         """``"kafka"`` while the group has Kafka members (the V1 side's guard)."""
         return self.coordinator.live_protocol(group_id)
+
+    def load_groups(self, groups: Iterable[ClassicGroup]) -> None:
+        """Take over the Kafka groups of a coordinator partition this broker now leads
+        (fresh session timers)."""
+        now = self._now_ms()
+        self._perform(self.coordinator.load(groups, now), now).addErrback(_log_failure)
+
+    def unload_groups(self, owned: Callable[[str], bool]) -> list[str]:
+        """Forget the groups of a coordinator partition this broker no longer leads: their
+        timers stop, their held requests are answered NOT_COORDINATOR."""
+        now = self._now_ms()
+        result = self.coordinator.unload(owned)
+        self._perform(result, now).addErrback(_log_failure)
+        return result.reply
 
     def close(self) -> Deferred[None]:
         """Stop the timers, fail the held requests with ``Unavailable`` and flush the

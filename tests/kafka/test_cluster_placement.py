@@ -40,7 +40,10 @@ class StandIn:
     def leads(self, topic: str, partition: int) -> bool:
         return self.leaders[partition] == 0
 
-    def coordinator(self) -> NodeInfo | None:
+    def loading(self, group_id: str) -> bool:
+        return False
+
+    def coordinator(self, group_id: str | None = None) -> NodeInfo | None:
         return self.live[0] if self.live else None
 
     def controller(self) -> int:

@@ -53,22 +53,26 @@ __all__ = ["GROUP_HANDLERS", "find_coordinator", "join_group", "sync_group", "he
 _NO_COORDINATOR = "the Kafka group coordinator is not available"
 
 
-def _service(ctx: Context) -> Any:
+def _service(ctx: Context, group_id: str | None = None) -> Any:
     """The Kafka group service, or COORDINATOR_NOT_AVAILABLE; NOT_COORDINATOR_FOR_GROUP on
-    a cluster member that does not coordinate the groups."""
+    a cluster member that does not coordinate the group (COORDINATOR_LOAD_IN_PROGRESS
+    while it is loading the group's partition)."""
     if ctx.groups is None:
         raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NO_COORDINATOR)
-    if not _coordinates(ctx):
+    if group_id is not None and ctx.placement is not None and ctx.placement.loading(group_id):
+        raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                         f"broker {ctx.node.broker_id} is loading group {group_id}")
+    if not _coordinates(ctx, group_id):
         raise KafkaError(ErrorCode.NOT_COORDINATOR_FOR_GROUP,
-                         f"broker {ctx.node.broker_id} does not coordinate Kafka groups")
+                         f"broker {ctx.node.broker_id} does not coordinate group {group_id}")
     return ctx.groups
 
 
-def _coordinates(ctx: Context) -> bool:
+def _coordinates(ctx: Context, group_id: str | None = None) -> bool:
     placement = ctx.placement
     if placement is None:
         return True
-    coordinator = placement.coordinator()
+    coordinator = placement.coordinator(group_id)
     return coordinator is not None and coordinator.broker_id == ctx.node.broker_id
 
 
@@ -100,7 +104,7 @@ def find_coordinator(ctx: Context, request: c.FindCoordinatorRequest
     the placement's; none live: COORDINATOR_NOT_AVAILABLE)."""
     if ctx.groups is None:
         raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NO_COORDINATOR)
-    node = ctx.node if ctx.placement is None else ctx.placement.coordinator()
+    node = ctx.node if ctx.placement is None else ctx.placement.coordinator(request.key)
     if node is None:
         raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker coordinates "
                          "Kafka groups now")
@@ -110,7 +114,7 @@ def find_coordinator(ctx: Context, request: c.FindCoordinatorRequest
 def join_group(ctx: Context, request: c.JoinGroupRequest) -> Deferred[c.JoinGroupResponse]:
     """JoinGroup v0/v1: answered when the join barrier completes (the leader's answer
     lists every member's metadata)."""
-    service = _service(ctx)
+    service = _service(ctx, request.group_id)
     rebalance = request.rebalance_timeout_ms if request.header.api_version >= 1 else None
     d = _call(service.join, request.group_id, request.member_id,
               client_id=request.header.client_id or "",
@@ -129,7 +133,7 @@ def _join_response(reply: JoinReply) -> c.JoinGroupResponse:
 
 def sync_group(ctx: Context, request: c.SyncGroupRequest) -> Deferred[c.SyncGroupResponse]:
     """SyncGroup v0: the member's assignment once the leader has sent it."""
-    service = _service(ctx)
+    service = _service(ctx, request.group_id)
     assignments = {a.member_id: a.assignment for a in request.assignments} or None
     d = _call(service.sync, request.group_id, request.generation_id, request.member_id,
               assignments)
@@ -142,7 +146,7 @@ def _assignment(reply: SyncReply) -> bytes:
 
 def heartbeat(ctx: Context, request: c.HeartbeatRequest) -> c.HeartbeatResponse:
     """Heartbeat v0: 0, or 27 REBALANCE_IN_PROGRESS while a rebalance waits (rejoin)."""
-    service = _service(ctx)
+    service = _service(ctx, request.group_id)
     pending = _call(service.heartbeat, request.group_id, request.generation_id,
                     request.member_id)
     return c.HeartbeatResponse(0 if pending is None else int(code_for(pending)))
@@ -150,7 +154,7 @@ def heartbeat(ctx: Context, request: c.HeartbeatRequest) -> c.HeartbeatResponse:
 
 def leave_group(ctx: Context, request: c.LeaveGroupRequest) -> Deferred[c.LeaveGroupResponse]:
     """LeaveGroup v0: the member goes at once and the others rebalance."""
-    service = _service(ctx)
+    service = _service(ctx, request.group_id)
     d = _call(service.leave, request.group_id, request.member_id)
     return d.addCallback(lambda _: c.LeaveGroupResponse(0))
 
@@ -161,7 +165,7 @@ def leave_group(ctx: Context, request: c.LeaveGroupRequest) -> Deferred[c.LeaveG
 def offset_commit(ctx: Context, request: c.OffsetCommitRequest
                   ) -> Deferred[c.OffsetCommitResponse] | c.OffsetCommitResponse:
     """OffsetCommit v0-v2 (see the module doc for the per-partition rules)."""
-    service = _service(ctx)
+    service = _service(ctx, request.group_id)
     codes: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], CommittedOffset] = {}
     for topic in request.topics:
@@ -210,7 +214,7 @@ def _check_commit(ctx: Context, topic: str, partition: int, offset: int) -> int:
 def offset_fetch(ctx: Context, request: c.OffsetFetchRequest) -> c.OffsetFetchResponse:
     """OffsetFetch v0/v1: the committed offsets (-1 for none), the same entries V1's
     OFFSET reads."""
-    service = _service(ctx)
+    service = _service(ctx, request.group_id)
     wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
     committed = _call(service.fetch_offsets, request.group_id, wanted)
     v0 = request.header.api_version == 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from broker.core.topics import INTERNAL_PREFIX
 from replication.control.keys import TopicRecord
 
 __all__ = ["CoreTopics"]
@@ -25,6 +26,8 @@ class _Core(Protocol):
                      min_insync_replicas: int | None, retention_ms: int | None,
                      retention_bytes: int | None) -> Any: ...
     def delete_topic(self, name: str) -> None: ...
+    def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                              min_insync_replicas: int) -> Any: ...
     def add_partitions(self, name: str, count: int) -> Any: ...
 
 
@@ -64,6 +67,11 @@ class CoreTopics:
                 settings)
 
     def create_local(self, name: str, record: TopicRecord) -> None:
+        if name.startswith(INTERNAL_PREFIX):  # the broker's own: no retention, no limits
+            self._core.create_internal_topic(name, record.partitions,
+                                             record.replication_factor, record.min_isr)
+            self._replication.topic_created(name)
+            return
         self._core.create_topic(name, record.partitions, record.replication_factor,
                                 record.min_isr, _limit(record.settings, "retention_ms"),
                                 _limit(record.settings, "retention_bytes"))

@@ -1,0 +1,167 @@
+"""Forwarding group commands in a cluster: the V1 line written for the coordinator parses
+back to the same command (``broker/v1/forward.py``), the relayed answer is the
+coordinator's line with the client's correlation id, and ``CoordinatorPartitions`` loads a
+partition's groups when this broker starts leading it and unloads them when it stops."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+
+from broker.client.codec import parse_reply
+from broker.services.coordinators import CoordinatorPartitions, Route
+from broker.services.group_log import GroupStateLog
+from broker.v1 import commands as c
+from broker.v1.codec import Codec
+from broker.v1.forward import command_line, relay
+from groups.records import GROUPS_TOPIC, encode_value, offset_key, partition_for_group
+
+COMMANDS: list[Any] = [
+    c.Join("x", "g", "t", "m1"),
+    c.Join("x", "g", "t", "m1", assignor="range", session_timeout_ms=4000),
+    c.Sync("x", "g", "t", "m1", 3),
+    c.Heartbeat("x", "g", "t", "m1", 3),
+    c.Leave("x", "g", "t", "m1", 3),
+    c.Commit("x", "g", "t", "m1", 3, 2, 17),
+    c.Offset("x", "g", "t", 2),
+    c.DescribeGroup("x", "g", "t"),
+    c.AdminDeleteGroup("x", "g", "t"),
+    c.AdminResetOffsets("x", "g", "t", "earliest"),
+    c.AdminResetOffsets("x", "g", "t", 5, partition=1),
+    c.AdminCommit("x", "g", "t", 1, 9),
+    c.ListGroups("x"),
+]
+
+
+class CommandLineTests(SynchronousTestCase):
+    def test_every_forwarded_command_parses_back(self) -> None:
+        """The line sent to the coordinator is the same command with the forwarding
+        correlation id."""
+        codec = Codec()
+        for cmd in COMMANDS:
+            line = command_line(cmd, "fwd-7")
+            self.assertTrue(line.endswith(b"\n"))
+            parsed = codec.parse_command(line[:-1])
+            self.assertEqual(parsed, dataclasses.replace(cmd, cid="fwd-7"), line)
+
+    def test_relay_keeps_the_coordinators_bytes(self) -> None:
+        """OK and ERR answers go back byte for byte, under the client's correlation id."""
+        for line in [b"V1|fwd-1|OK|generation=2 assigned=[0 2]",
+                     b"V1|fwd-1|ERR|GENERATION_MISMATCH|stale generation 1; the group is at 2",
+                     b"V1|fwd-1|OK|committed=true"]:
+            self.assertEqual(relay(parse_reply(line), "c42"),
+                             line.replace(b"fwd-1", b"c42") + b"\n")
+
+
+class _Replication:
+    def __init__(self) -> None:
+        self.leading: set[int] = set()
+        self.listeners: list[Any] = []
+
+    def is_leader(self, topic: str, partition: int) -> bool:
+        return topic == GROUPS_TOPIC and partition in self.leading
+
+    def add_change_listener(self, listener: Any) -> None:
+        self.listeners.append(listener)
+
+    def change(self, partition: int, leading: bool) -> None:
+        (self.leading.add if leading else self.leading.discard)(partition)
+        for listener in self.listeners:
+            listener(GROUPS_TOPIC, partition)
+
+
+class _Log:
+    def __init__(self, records: list[tuple[int, bytes, bytes]]) -> None:
+        self.records = records
+        self.first_offset = 0
+        self.next_offset = len(records)
+
+    def read(self, offset: int, count: int, max_bytes: int) -> Any:
+        chosen = self.records[offset:offset + count]
+
+        class _Rec:
+            def __init__(self, o: int, k: bytes, v: bytes) -> None:
+                self.offset, self.key, self.payload = o, k, v
+
+        class _Result:
+            records = [_Rec(*r) for r in chosen]
+            next_offset = offset + len(chosen)
+
+        return _Result()
+
+
+class _Store:
+    def __init__(self, logs: dict[int, _Log]) -> None:
+        self.logs = logs
+
+    def topic(self, name: str) -> Any:
+        return None
+
+    def partition(self, name: str, partition: int) -> _Log:
+        return self.logs.get(partition, _Log([]))
+
+
+class _Groups:
+    def __init__(self) -> None:
+        self.loaded: list[Any] = []
+        self.unloaded: list[Any] = []
+
+    def load_groups(self, loaded: Any) -> None:
+        self.loaded.append(loaded)
+
+    def unload_groups(self, owned: Any) -> list[str]:
+        self.unloaded.append(owned)
+        return []
+
+
+class CoordinatorPartitionsTests(SynchronousTestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.partition = partition_for_group("g", 4)
+        records = [(0, offset_key("g", "t", 0), encode_value({"offset": 5}))]
+        self.store = _Store({self.partition: _Log(records)})
+        self.replication = _Replication()
+        self.leader: dict[int, int] = {}
+        self.log = GroupStateLog(self.store, self.mktemp(), self.clock, partitions=4,
+                                 cluster=True)
+        self.groups = _Groups()
+        self.coordinators = CoordinatorPartitions(
+            0, self.log, self.store, self.replication, self.clock, self.groups, None,
+            leader_of=lambda topic, p: type("Hint", (), {"leader": self.leader.get(p, -1)}))
+
+    def test_leading_loads_then_serves(self) -> None:
+        """A partition etcd names this broker the leader of is LOADING until the broker has
+        confirmed its leadership and read the records, then LOCAL with its offsets handed
+        to the group service."""
+        self.leader[self.partition] = 0
+        self.assertIs(self.coordinators.route("g").route, Route.LOADING)
+        self.assertEqual(self.groups.loaded, [])
+        self.replication.change(self.partition, True)
+        self.clock.advance(0)
+        self.assertIs(self.coordinators.route("g").route, Route.LOCAL)
+        self.assertEqual(self.groups.loaded[0].offsets, {("g", "t"): {0: 5}})
+
+    def test_other_leader_is_forwarded_to_and_losing_leadership_unloads(self) -> None:
+        """Groups of a partition another broker leads are forwarded there; a partition
+        this broker stops leading is unloaded at once (only its groups) and forwarded."""
+        self.leader[self.partition] = 2
+        self.assertEqual(self.coordinators.route("g").broker, 2)
+        self.assertIs(self.coordinators.route("g").route, Route.FORWARD)
+        self.replication.change(self.partition, True)
+        self.clock.advance(0)
+        self.clock.advance(0)
+        self.replication.change(self.partition, False)
+        self.clock.advance(0)
+        owned = self.groups.unloaded[0]
+        self.assertTrue(owned("g"))
+        self.assertFalse(owned(next(f"h{i}" for i in range(100)
+                                    if partition_for_group(f"h{i}", 4) != self.partition)))
+        self.assertIs(self.coordinators.route("g").route, Route.FORWARD)
+
+    def test_no_leader_is_unavailable(self) -> None:
+        """A partition without a leader (offline, or the topic being created) answers
+        UNAVAILABLE rather than guessing."""
+        self.assertIs(self.coordinators.route("g").route, Route.UNAVAILABLE)
