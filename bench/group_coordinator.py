@@ -91,6 +91,20 @@ class GroupCluster:
                                  for b in self.procs if self.alive(b)),
                  f"{name}/{p} writable", 30)
 
+    def fill(self, name: str, count: int) -> None:
+        """``count`` more messages in partition 0 of ``name`` (pipelined to its leader), so
+        that offsets up to ``count`` may be committed."""
+        leader = next(b for b in self.procs if self.alive(b) and "|OK|" in self.ask(
+            b, f"V1|p|PRODUCE|{name} k:v partition=0 acks=all"))
+        client = self.procs[leader].client(timeout=30)
+        try:
+            client.send("".join(f"V1|{i}|PRODUCE|{name} k:v partition=0 acks=all\n"
+                                for i in range(count)).encode())
+            for reply in client.readlines(count):
+                assert b"|OK|" in reply, reply
+        finally:
+            client.close()
+
     def ready(self) -> None:
         """Wait until every broker answers group commands (the topic exists, each
         coordinator partition has a loaded leader)."""
@@ -187,16 +201,21 @@ def measure_hop(c: GroupCluster, commits: int) -> dict[str, float]:
                                                 "600000"))
     figures: dict[str, float] = {}
     for name, broker in (("direct", coordinator), ("forwarded", other)):
-        commit = [f"V1|{i}|COMMIT|bench hop m {generation} 0 1" for i in range(commits)]
+        # Each COMMIT moves the offset (a commit of the offset already held writes nothing).
+        base = 1 if name == "direct" else commits + 51
+        commit = [f"V1|{i}|COMMIT|bench hop m {generation} 0 {base + i}"
+                  for i in range(commits + 50)]
         offset = [f"V1|{i}|OFFSET|bench hop 0" for i in range(commits)]
         _sequential(c, broker, commit[:50])  # warm the connections
-        took = _sequential(c, broker, commit)
+        took = _sequential(c, broker, commit[50:])
         figures[f"commit_{name}_p50_ms"] = _ms(took, 0.5)
         figures[f"commit_{name}_p99_ms"] = _ms(took, 0.99)
         took = _sequential(c, broker, offset)
         figures[f"offset_{name}_p50_ms"] = _ms(took, 0.5)
         figures[f"offset_{name}_p99_ms"] = _ms(took, 0.99)
-        figures[f"commit_{name}_pipelined_per_s"] = _pipelined(c, broker, commit)
+        # Alternating offsets: every COMMIT changes the state, so every one is written.
+        figures[f"commit_{name}_pipelined_per_s"] = _pipelined(c, broker, [
+            f"V1|p{i}|COMMIT|bench hop m {generation} 0 {i % 2 + 1}" for i in range(commits)])
     return figures
 
 
@@ -209,9 +228,11 @@ def measure_failover(c: GroupCluster, runs: int) -> list[float]:
         coordinator = c.coordinator("fail")
         assert coordinator is not None
         other = next(b for b in c.procs if b != coordinator and c.alive(b))
-        offset = run + 1
-        reply = c.ask(other, f"V1|c|ADMIN_COMMIT|fail hop 0 {offset}")
-        assert reply == "V1|c|OK|committed=true", reply
+        offset = run + 1  # a new value every run
+        # Retried while the group's partition has no leader yet (the restarted broker
+        # may be taking its partitions back): UNAVAILABLE, as a client would.
+        wait(lambda o=other, n=offset: c.ask(o, f"V1|c|ADMIN_COMMIT|fail hop 0 {n}")
+             == "V1|c|OK|committed=true", "the commit", 30)
         c.procs[coordinator].kill9()
         killed = time.monotonic()
         expected = f"V1|o|OK|offset={offset}"
@@ -234,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             c.start()
             c.ready()
             c.create_topic("hop", 1)
+            c.fill("hop", 2 * args.commits + 200)
             figures = measure_hop(c, args.commits)
             for name, value in figures.items():
                 print(f"{name:36} {value:10.2f}")
