@@ -63,3 +63,23 @@ def test_one_group_across_brokers_and_failover(cluster: GroupCluster) -> None:
     assert took <= TTL_MS / 1000 + 2, took
     assert c.ask(b, "V1|10|OFFSET|gg gt 0") == "V1|10|OK|offset=1"
     assert assigned(c.ask(b, "V1|11|SYNC|gg gt cb 2")) == (2, second)
+
+
+def test_restart_of_every_broker_keeps_groups_and_offsets(cluster: GroupCluster) -> None:
+    """SIGTERM of all three brokers, then start again: every group's committed offsets
+    and generation are served again, from any broker (the records are in the replicated
+    topic, loaded by each partition's new leader)."""
+    c = cluster
+    wait(lambda: c.coordinator("keep") is not None, "a coordinator")
+    assert assigned(c.ask(0, "V1|1|JOIN|keep gt k1 session_timeout_ms=60000"))[0] == 1
+    assert c.ask(1, "V1|2|COMMIT|keep gt k1 1 2 1") == "V1|2|OK|committed=true"
+    assert c.ask(2, "V1|3|ADMIN_COMMIT|other gt 1 1") == "V1|3|OK|committed=true"
+    for proc in c.procs.values():
+        proc.stop()
+    c.start()
+    c.ready()
+    for x in c.procs:
+        assert wait(lambda x=x: c.ask(x, "V1|4|OFFSET|keep gt 2") == "V1|4|OK|offset=1",
+                    "offsets after the restart")
+        assert c.ask(x, "V1|5|OFFSET|other gt 1") == "V1|5|OK|offset=1"
+    assert assigned(c.ask(1, "V1|6|SYNC|keep gt k1 1")) == (1, [0, 1, 2])
