@@ -162,6 +162,9 @@ class BrokerMetrics:
     def __init__(self, clock: IReactorTime, health: Health | None = None) -> None:
         self.now: Callable[[], float] = clock.seconds
         self.health = health or Health()
+        self.broker_id = 0
+        """This broker's id (a cluster's ``broker_id``): the value of
+        ``skerry_group_coordinator`` for the groups it coordinates."""
         self.messages_in: dict[str, int] = {}
         self.bytes_in: dict[str, int] = {}
         self.messages_out: dict[str, int] = {}
@@ -310,7 +313,7 @@ class _Collector:
         if core is not None:
             yield from self._partitions(core, m._replication, topics)
         if m._groups is not None:
-            yield from self._groups(m._groups)
+            yield from self._groups(m._groups, m.broker_id)
         if m.control is not None:
             yield from self._control(m.control)
 
@@ -416,7 +419,7 @@ class _Collector:
         count.add_metric([], float(total_under))
         yield from (hw, leo, start, size, segments, isr, replicas, under, count)
 
-    def _groups(self, groups: GroupsView) -> Iterator[Metric]:
+    def _groups(self, groups: GroupsView, broker_id: int) -> Iterator[Metric]:
         labels = ["group", "topic"]
         rebalances = CounterMetricFamily(
             "skerry_group_rebalances", "Rebalances of a group on a topic (its generation: "
@@ -430,6 +433,9 @@ class _Collector:
         committed = GaugeMetricFamily("skerry_group_committed_offset",
                                       "Committed offset (the next one to read).",
                                       labels=[*labels, "partition"])
+        coordinator = GaugeMetricFamily(
+            "skerry_group_coordinator", "The broker coordinating the group (in a cluster "
+            "each broker lists the groups it coordinates).", labels=labels)
         for group, topic in groups.list_groups():
             try:
                 info = groups.describe(group, topic)
@@ -437,12 +443,13 @@ class _Collector:
                 continue
             rebalances.add_metric([group, topic], float(info.generation))
             members.add_metric([group, topic], float(len(info.members)))
+            coordinator.add_metric([group, topic], float(broker_id))
             lag_total.add_metric([group, topic], float(sum(info.lag)))
             for p, offset, behind in zip(info.partitions, info.committed, info.lag,
                                          strict=True):
                 lag.add_metric([group, topic, str(p)], float(behind))
                 committed.add_metric([group, topic, str(p)], float(offset))
-        yield from (rebalances, members, lag_total, lag, committed)
+        yield from (rebalances, members, lag_total, lag, committed, coordinator)
 
 
 # ------------------------------------------------------------------------------ HTTP

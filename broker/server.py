@@ -364,6 +364,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
                                             tokens=handlers.auth_tokens)
     if metrics is not None and control is not None:
         metrics.metrics.control = control
+    if metrics is not None and config.cluster is not None:
+        metrics.metrics.broker_id = config.cluster.broker_id
     tls = None
     if config["tls.cert"] is not None:
         from broker.tls import server_options

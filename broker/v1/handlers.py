@@ -507,7 +507,9 @@ class Handlers:
         return c.ok(cmd.cid, (
             f"state={info.state} generation={info.generation} assignor={info.assignor} "
             f"members=[{members}] partitions={_lst(info.partitions)} "
-            f"committed={_lst(info.committed)} hw={_lst(info.hw)} lag={_lst(info.lag)}"))
+            f"committed={_lst(info.committed)} hw={_lst(info.hw)} lag={_lst(info.lag)}"
+            + ("" if self.coordinators is None
+               else f" coordinator={self.coordinators.broker_id}")))
 
     def list_groups(self, cmd: c.ListGroups, slot: Slot, conn: Connection) -> bytes:
         pairs = self.groups.list_groups()

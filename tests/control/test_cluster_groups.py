@@ -7,6 +7,9 @@ lost (docs/cluster.md, Consumer groups)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,7 +48,8 @@ def test_one_group_across_brokers_and_failover(cluster: GroupCluster) -> None:
     assert sorted(first + second) == [0, 1, 2] and not set(first) & set(second)
     descriptions = {c.ask(x, "V1|5|DESCRIBE_GROUP|gg gt") for x in c.procs}
     assert len(descriptions) == 1, descriptions
-    assert "generation=2" in next(iter(descriptions))
+    described = next(iter(descriptions))
+    assert "generation=2" in described and described.endswith(f" coordinator={coordinator}")
 
     owner = "ca" if 0 in first else "cb"
     assert c.ask(a, f"V1|6|COMMIT|gg gt {owner} 2 0 1") == "V1|6|OK|committed=true"
@@ -53,6 +57,14 @@ def test_one_group_across_brokers_and_failover(cluster: GroupCluster) -> None:
         assert c.ask(x, "V1|7|OFFSET|gg gt 0") == "V1|7|OK|offset=1"
     listed = {c.ask(x, "V1|8|LIST_GROUPS|") for x in c.procs}
     assert listed == {"V1|8|OK|groups=[gg:gt]"}, listed
+    for x in c.procs:  # `skerry groups list` through any broker names the coordinator
+        shown = subprocess.run(
+            [sys.executable, "-m", "broker", "groups", "list", "--json", "--bootstrap",
+             f"127.0.0.1:{c.procs[x].port}"], capture_output=True, text=True, check=True,
+            timeout=60).stdout
+        assert json.loads(shown) == [{"group": "gg", "topic": "gt", "coordinator": coordinator,
+                                      "state": "stable", "generation": 2, "members": 2,
+                                      "lag": 2}], shown
 
     c.procs[coordinator].kill9()
     killed = time.monotonic()
