@@ -412,6 +412,7 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
 
     def ensure_topic() -> None:
         if store.topic(GROUPS_TOPIC) is None:
+            # TODO(compaction branch): settings {"cleanup_policy": "compact"}.
             control.request_topic(GROUPS_TOPIC, state_log.partitions, rf, min_isr, {})
             clock.callLater(1.0, ensure_topic)
 

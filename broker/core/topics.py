@@ -121,6 +121,7 @@ class Topics:
         if not name.startswith(INTERNAL_PREFIX):
             raise ValueError(f"{name} is not an internal topic name")
         try:
+            # TODO(compaction branch): cleanup_policy="compact" once TopicConfig has it.
             topic = self._store.create_topic(name, TopicConfig(
                 partitions=partitions, replication_factor=replication_factor,
                 min_insync_replicas=min_insync_replicas))

@@ -126,6 +126,19 @@ class CoordinatorPartitions:
             self.loading.discard(partition)
             return
         self.loading.discard(partition)
+
+        def owned(group_id: str) -> bool:
+            return self._log.partition_of(group_id) == partition
+
+        # State this broker made for the partition's groups while it did not lead it (an
+        # Iggy client's group here: Iggy commands are not forwarded yet) was never written
+        # and gives way to the partition's records.
+        strays = self._groups.unload_groups(owned)
+        if self._kafka_groups is not None:
+            strays = [*strays, *self._kafka_groups.unload_groups(owned)]
+        if strays:
+            log.warning("%s/%d: dropped group state made here before this broker led the "
+                        "partition: %s", GROUPS_TOPIC, partition, strays)
         self._groups.load_groups(loaded)
         if self._kafka_groups is not None:
             self._kafka_groups.load_groups(loaded.classic_groups)

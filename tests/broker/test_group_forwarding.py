@@ -108,12 +108,15 @@ class _Groups:
     def __init__(self) -> None:
         self.loaded: list[Any] = []
         self.unloaded: list[Any] = []
+        self.calls: list[str] = []
 
     def load_groups(self, loaded: Any) -> None:
         self.loaded.append(loaded)
+        self.calls.append("load")
 
     def unload_groups(self, owned: Any) -> list[str]:
         self.unloaded.append(owned)
+        self.calls.append("unload")
         return []
 
 
@@ -143,6 +146,9 @@ class CoordinatorPartitionsTests(SynchronousTestCase):
         self.clock.advance(0)
         self.assertIs(self.coordinators.route("g").route, Route.LOCAL)
         self.assertEqual(self.groups.loaded[0].offsets, {("g", "t"): {0: 5}})
+        # State made here for the partition before it led it gives way to the records.
+        self.assertEqual(self.groups.calls, ["unload", "load"])
+        self.assertTrue(self.groups.unloaded[0]("g"))
 
     def test_other_leader_is_forwarded_to_and_losing_leadership_unloads(self) -> None:
         """Groups of a partition another broker leads are forwarded there; a partition
@@ -155,7 +161,8 @@ class CoordinatorPartitionsTests(SynchronousTestCase):
         self.clock.advance(0)
         self.replication.change(self.partition, False)
         self.clock.advance(0)
-        owned = self.groups.unloaded[0]
+        owned = self.groups.unloaded[-1]
+        self.assertEqual(self.groups.calls, ["unload", "load", "unload"])
         self.assertTrue(owned("g"))
         self.assertFalse(owned(next(f"h{i}" for i in range(100)
                                     if partition_for_group(f"h{i}", 4) != self.partition)))
