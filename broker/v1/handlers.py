@@ -249,7 +249,10 @@ class Handlers:
         """LIST_GROUPS in a cluster: this broker's groups and every other live broker's,
         asked with a forwarded LIST_GROUPS (which each answers with its own)."""
         assert self.forward is not None
-        others = [b for b in self.replication.cluster.brokers if b != self.coordinators.broker_id]
+        brokers = self.replication.cluster.brokers
+        if self.control is not None:  # the live ones: a dead broker would only time out
+            brokers = self.control.view.brokers
+        others = [b for b in sorted(brokers) if b != self.coordinators.broker_id]
         asks = [self.forward(b, lambda cid: command_line(cmd, cid))
                 for b in others]
 
