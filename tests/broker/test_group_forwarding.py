@@ -172,3 +172,76 @@ class CoordinatorPartitionsTests(SynchronousTestCase):
         """A partition without a leader (offline, or the topic being created) answers
         UNAVAILABLE rather than guessing."""
         self.assertIs(self.coordinators.route("g").route, Route.UNAVAILABLE)
+
+
+class _Routes:
+    """A stand-in ``CoordinatorPartitions``: every group routed as ``routes`` says."""
+
+    broker_id = 0
+
+    def __init__(self, routes: dict[str, Any]) -> None:
+        self.routes = routes
+
+    def route(self, group: str) -> Any:
+        from broker.services.coordinators import Routing
+
+        route, broker = self.routes[group]
+        return Routing(route, 0, broker)
+
+
+class HandlerRoutingTests(SynchronousTestCase):
+    """The V1 handlers of a cluster member, over an in-memory broker with stand-in routes
+    and a stand-in broker link."""
+
+    def setUp(self) -> None:
+        from tests.reliability.inmemory import InMemoryBroker
+
+        self.broker = InMemoryBroker(self.mktemp())
+        self.addCleanup(self.broker.close)
+        self.handlers = self.broker.broker.v1_factory.handlers
+        self.sent: list[tuple[int, bytes, Any]] = []
+
+        def forward(broker: int, build: Any) -> Any:
+            from twisted.internet.defer import Deferred
+
+            d: Deferred[Any] = Deferred()
+            self.sent.append((broker, build("fwd-1"), d))
+            return d
+
+        self.handlers.coordinators = _Routes({
+            "here": (Route.LOCAL, None), "loading": (Route.LOADING, None),
+            "there": (Route.FORWARD, 2), "nowhere": (Route.UNAVAILABLE, None)})
+        self.handlers.forward = forward
+        self.proto, self.transport = self.broker.connect()
+        self.ask("V1|t|ADMIN_CREATE_TOPIC|t 1 1")
+
+    def ask(self, line: str) -> list[str]:
+        return [r.decode() for r in self.broker.request(self.proto, self.transport, line)]
+
+    def test_routes(self) -> None:
+        """A group coordinated here is served here; one elsewhere is sent to its
+        coordinator as the same command and its answer relayed under the client's
+        correlation id; loading and leaderless groups answer UNAVAILABLE; a forwarded
+        request (fwd- id) for a group not coordinated here is never forwarded again; an
+        unreachable coordinator answers UNAVAILABLE."""
+        self.assertEqual(self.ask("V1|1|OFFSET|here t 0"), ["V1|1|OK|offset=0"])
+        self.assertEqual(self.ask("V1|2|OFFSET|there t 0"), [])
+        broker, line, d = self.sent[-1]
+        self.assertEqual((broker, line), (2, b"V1|fwd-1|OFFSET|there t 0\n"))
+        d.callback(parse_reply(b"V1|fwd-1|OK|offset=7"))
+        self.broker.settle()
+        self.assertEqual(self.transport.value().decode(), "V1|2|OK|offset=7\n")
+        self.transport.clear()
+        [loading] = self.ask("V1|3|JOIN|loading t m")
+        self.assertTrue(loading.startswith("V1|3|ERR|UNAVAILABLE|the coordinator of group "
+                                           "loading is loading"), loading)
+        [nowhere] = self.ask("V1|4|COMMIT|nowhere t m 1 0 0")
+        self.assertTrue(nowhere.startswith("V1|4|ERR|UNAVAILABLE|no coordinator"), nowhere)
+        [again] = self.ask("V1|fwd-9|OFFSET|there t 0")
+        self.assertTrue(again.startswith("V1|fwd-9|ERR|UNAVAILABLE|"), again)
+        self.assertEqual(len(self.sent), 1)
+        self.assertEqual(self.ask("V1|5|DESCRIBE_GROUP|there t"), [])
+        self.sent[-1][2].errback(ConnectionError("refused"))
+        self.broker.settle()
+        self.assertTrue(self.transport.value().decode().startswith(
+            "V1|5|ERR|UNAVAILABLE|the group's coordinator, broker 2, did not answer"))
