@@ -49,6 +49,7 @@ Kafka share need nothing from another coordinator.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -111,16 +112,19 @@ def _key(*parts: object) -> bytes:
                       ensure_ascii=False).encode("utf-8")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def group_key(group: str, topic: str) -> bytes:
     """The key of a V1/Iggy group on a topic."""
     return _key(KIND_GROUP, group, topic)
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def offset_key(group: str, topic: str, partition: int) -> bytes:
     """The key of a group's committed offset on one partition."""
     return _key(KIND_OFFSET, group, topic, partition)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def kafka_group_key(group_id: str) -> bytes:
     """The key of a Kafka classic group."""
     return _key(KIND_KAFKA_GROUP, group_id)
@@ -130,6 +134,15 @@ def encode_value(fields: Mapping[str, Any]) -> bytes:
     """A value: ``fields`` with the value version first."""
     return json.dumps({"v": VALUE_VERSION, **fields}, separators=(",", ":"),
                       ensure_ascii=False).encode("utf-8")
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _offset_value(offset: int, metadata: str) -> bytes:
+    # Cached: a write takes the whole state's records, and most offsets did not change.
+    fields: dict[str, Any] = {"offset": offset}
+    if metadata:
+        fields["metadata"] = metadata
+    return encode_value(fields)
 
 
 def decode_key(key: bytes) -> tuple[Any, ...]:
@@ -199,11 +212,10 @@ def state_records(groups: Iterable[Group],
         put(name, group_key(name, topic), encode_value(entry))
     for (name, topic), committed in offsets.items():
         texts = metadata.get((name, topic), {})
+        home = out.setdefault(partition_for_group(name, partitions), {})
         for partition, offset in committed.items():
-            fields: dict[str, Any] = {"offset": offset}
-            if texts.get(partition):
-                fields["metadata"] = texts[partition]
-            put(name, offset_key(name, topic, partition), encode_value(fields))
+            home[offset_key(name, topic, partition)] = _offset_value(
+                offset, texts.get(partition, ""))
     for entry in classic_groups_to_json(classic_groups)["groups"]:
         group_id = entry.pop("group_id")
         put(group_id, kafka_group_key(group_id), encode_value(entry))
