@@ -6,6 +6,8 @@ partition's groups when this broker starts leading it and unloads them when it s
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import tempfile
 from typing import Any
 
 from twisted.internet.task import Clock
@@ -34,6 +36,14 @@ COMMANDS: list[Any] = [
     c.AdminCommit("x", "g", "t", 1, 9),
     c.ListGroups("x"),
 ]
+
+
+def _scratch(case: SynchronousTestCase) -> str:
+    """A fresh directory for one test, removed after it (trial's mktemp would leave it in
+    the working directory)."""
+    path = tempfile.mkdtemp(prefix="skerry-test-")
+    case.addCleanup(shutil.rmtree, path, True)
+    return path + "/data"
 
 
 class CommandLineTests(SynchronousTestCase):
@@ -128,7 +138,7 @@ class CoordinatorPartitionsTests(SynchronousTestCase):
         self.store = _Store({self.partition: _Log(records)})
         self.replication = _Replication()
         self.leader: dict[int, int] = {}
-        self.log = GroupStateLog(self.store, self.mktemp(), self.clock, partitions=4,
+        self.log = GroupStateLog(self.store, _scratch(self), self.clock, partitions=4,
                                  cluster=True)
         self.groups = _Groups()
         self.coordinators = CoordinatorPartitions(
@@ -196,7 +206,7 @@ class HandlerRoutingTests(SynchronousTestCase):
     def setUp(self) -> None:
         from tests.reliability.inmemory import InMemoryBroker
 
-        self.broker = InMemoryBroker(self.mktemp())
+        self.broker = InMemoryBroker(_scratch(self))
         self.addCleanup(self.broker.close)
         self.handlers = self.broker.broker.v1_factory.handlers
         self.sent: list[tuple[int, bytes, Any]] = []

@@ -6,6 +6,8 @@ is written (``broker/services/group_log.py``)."""
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,14 @@ LEGACY_OFFSETS = {"version": 2, "offsets": [
 LEGACY_KAFKA = {"version": 1, "groups": [
     {"group_id": "kg", "state": "Empty", "generation": 4, "protocol_type": None,
      "protocol": None, "leader": None, "members": []}]}
+
+
+def _scratch(case: SynchronousTestCase) -> str:
+    """A fresh directory for one test, removed after it (trial's mktemp would leave it in
+    the working directory)."""
+    path = tempfile.mkdtemp(prefix="skerry-test-")
+    case.addCleanup(shutil.rmtree, path, True)
+    return path + "/data"
 
 
 class _Session:
@@ -66,7 +76,7 @@ def _records(data_dir: Path) -> int:
 
 class RestartTests(SynchronousTestCase):
     def setUp(self) -> None:
-        self.dir = Path(self.mktemp())
+        self.dir = Path(_scratch(self))
 
     def test_restart_rebuilds_groups_and_offsets_from_the_topic(self) -> None:
         """A group's generation and assignment and its committed offsets come back after a
@@ -116,7 +126,7 @@ class RestartTests(SynchronousTestCase):
 
 class MigrationTests(SynchronousTestCase):
     def setUp(self) -> None:
-        self.dir = Path(self.mktemp())
+        self.dir = Path(_scratch(self))
         self.dir.mkdir()
         for name, doc in (("groups.json", LEGACY_GROUPS), ("offsets.json", LEGACY_OFFSETS),
                           ("kafka-groups.json", LEGACY_KAFKA)):
@@ -195,7 +205,7 @@ class WriterTests(SynchronousTestCase):
         self.clock = Clock()
         self.core = _FakeCore()
         self.state: dict[int, dict[bytes, bytes]] = {}
-        self.log = GroupStateLog(_EmptyStore(), self.mktemp(), self.clock, partitions=4)
+        self.log = GroupStateLog(_EmptyStore(), _scratch(self), self.clock, partitions=4)
         self.log.attach(self.core, lambda n: {p: dict(v) for p, v in self.state.items()})
 
     def _durable(self) -> tuple[Deferred[None], list[Any]]:
