@@ -13,8 +13,11 @@ Also reads a broker's own peer token (``read_peer_token``: the file named by
 ``cluster.peer_token_file``, which only its owner may read), which replication sends as
 ``AUTH <peer user> <token>`` to the other brokers.
 
-``python -m broker.auth add <user> <tokens_file>`` makes a random token, appends its hash to
-the file and prints the token once.
+Changing the file: ``add_user`` makes a random token, appends its hash to the file (created
+with mode 0600) and returns the token, to be shown once; ``remove_user`` takes a user's
+line out (the file is replaced atomically, comments kept). ``skerry auth add|remove|list``
+(``broker.cli.main``) and ``python -m broker.auth add <user> <tokens_file>`` call them. A
+running broker reads the file when it starts.
 
 Must not import: Twisted, sockets, the store. (The handler schedules the delay on the
 reactor clock; this module only computes it.)
@@ -42,6 +45,9 @@ __all__ = [
     "is_loopback",
     "bind_refusal",
     "read_peer_token",
+    "add_user",
+    "remove_user",
+    "list_users",
     "main",
 ]
 
@@ -114,7 +120,7 @@ class TokenStore:
             if not colon or not _USER_RE.fullmatch(user) or not _HASH_RE.fullmatch(digest):
                 # The line might hold a pasted token: never echo it.
                 raise AuthFileError(f"{path}:{number}: expected <user>:<64 hex digits> "
-                                    "(python -m broker.auth add <user> <file> writes one)")
+                                    "(skerry auth add <user> <file> writes one)")
             if user in hashes:
                 raise AuthFileError(f"{path}:{number}: user {user} appears twice")
             hashes[user] = digest
@@ -172,26 +178,78 @@ def read_peer_token(path: str, key: str = "cluster.peer_token_file") -> str:
     return line
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m broker.auth add <user> <tokens_file>``: print a new token once."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 3 or args[0] != "add" or not _USER_RE.fullmatch(args[1]):
-        print("usage: python -m broker.auth add <user> <tokens_file>", file=sys.stderr)
-        return 2
-    _, user, path = args
+def list_users(path: str) -> list[str]:
+    """The users of a tokens file, sorted; ``AuthFileError`` when it is missing or
+    malformed."""
+    return TokenStore.from_file(path).users
+
+
+def _check_user(user: str) -> None:
+    if not _USER_RE.fullmatch(user) or user in (".", ".."):
+        raise AuthFileError(f"invalid user name {user!r} (1-249 of A-Z a-z 0-9 . _ -)")
+
+
+def add_user(path: str, user: str) -> str:
+    """Append ``user`` with a new token to the file (created with mode 0600); the token,
+    which is nowhere else: show it once. ``AuthFileError`` for an invalid name, a user the
+    file has already, or a malformed file."""
+    _check_user(user)
     if os.path.exists(path) and os.path.getsize(path) > 0:
-        try:
-            existing = TokenStore.from_file(path).users
-        except AuthFileError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        if user in existing:
-            print(f"{path}: user {user} exists already", file=sys.stderr)
-            return 2
+        if user in TokenStore.from_file(path).users:
+            raise AuthFileError(f"{path}: user {user} exists already (skerry auth remove "
+                                f"{user} {path} first to give it a new token)")
     token = new_token()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
         handle.write(f"{user}:{hash_token(token)}\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return token
+
+
+def remove_user(path: str, user: str) -> None:
+    """Take ``user``'s line out of the file, keeping every other line (comments included):
+    written to ``<path>.tmp`` with the file's mode, fsynced, renamed over it.
+    ``AuthFileError`` when the user is not there, or would be the last one (a broker then
+    refuses to start: nobody could log in)."""
+    users = TokenStore.from_file(path).users
+    if user not in users:
+        raise AuthFileError(f"{path}: no user {user} (skerry auth list {path} shows them)")
+    if users == [user]:
+        raise AuthFileError(f"{path}: {user} is its only user; a broker needs at least one "
+                            "(add another first, or turn auth.tokens_file off)")
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().splitlines(keepends=True)
+    kept = "".join(line for line in lines if line.strip().partition(":")[0] != user
+                   or line.strip().startswith("#"))
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                 os.stat(path).st_mode & 0o777)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(kept)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m broker.auth add <user> <tokens_file>``: print a new token once (what
+    ``skerry auth add`` does)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 3 or args[0] != "add":
+        print("usage: python -m broker.auth add <user> <tokens_file> (or: skerry auth add)",
+              file=sys.stderr)
+        return 2
+    try:
+        token = add_user(args[2], args[1])
+    except AuthFileError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     print(token)
     return 0
 

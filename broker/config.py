@@ -26,6 +26,7 @@ __all__ = [
     "ConfigError",
     "Config",
     "TopicSettings",
+    "TOPIC_EXTRA_KEYS",
     "SCHEMA",
     "load_config",
     "config_from_mapping",
@@ -93,12 +94,26 @@ SCHEMA: tuple[Key, ...] = (
         "Delete whole segments whose newest message is older than this; null keeps forever.", 1),
     Key("defaults.retention_bytes", "int?", None,
         "Delete oldest whole segments while a partition is larger than this; null = no limit.", 1),
+    Key("defaults.cleanup_policy", "choice", "delete",
+        "delete: retention removes old segments; compact: keep the latest message per key "
+        "(docs/storage.md, Compaction); compact,delete: both.",
+        choices=("delete", "compact", "compact,delete")),
+    Key("defaults.min_compaction_lag_ms", "int", 0,
+        "A message is not compacted away before it is this old.", 0),
+    Key("defaults.delete_retention_ms", "int", 86400000,
+        "How long a tombstone (empty value) stays readable on a compacted topic.", 0),
     Key("groups.session_timeout_ms", "int", 10000,
         "A group member not heard from for this long is evicted.", 1),
     Key("groups.state_topic_partitions", "int", 10,
         "Partitions of the internal topic __skerry_groups (group state and committed "
         "offsets), set when it is created; a group's coordinator is its partition's leader.",
         1),
+    Key("groups.consumer_session_timeout_ms", "int", 45000,
+        "KIP-848 consumer groups (GROUP_HEARTBEAT): a member not heard from for this long "
+        "is fenced (Kafka's group.consumer.session.timeout.ms).", 1),
+    Key("groups.consumer_heartbeat_interval_ms", "int", 5000,
+        "KIP-848 consumer groups: how often members are told to heartbeat; must be below "
+        "the consumer session timeout.", 1),
     Key("replication.replica_lag_timeout_ms", "int", 10000,
         "A follower not caught up for this long leaves the ISR.", 1),
     Key("replication.ack_timeout_ms", "int", 2000,
@@ -122,6 +137,9 @@ SCHEMA: tuple[Key, ...] = (
     Key("storage.fsync_interval_ms", "int", 1000, "Period of the fsync under fsync: interval.", 1),
     Key("storage.segment_bytes", "int", 67108864, "A segment file rolls at this size.", 4096),
     Key("storage.segment_ms", "int", 604800000, "A segment rolls once it is this old.", 1),
+    Key("storage.cleaner_interval_ms", "int", 15000,
+        "How often the log cleaner looks for compacted partitions worth cleaning "
+        "(Kafka's log.cleaner.backoff.ms).", 10),
     Key("limits.max_line_bytes", "int", 1048576,
         "Longest request line; longer ones are refused and the connection closed.", 64),
     Key("limits.max_message_bytes", "int", 1048576, "Largest PRODUCE value (bytes).", 1),
@@ -139,9 +157,17 @@ SCHEMA: tuple[Key, ...] = (
     Key("limits.max_groups", "int", 10000, "Most (group, topic) pairs.", 1),
     Key("limits.max_members_per_group", "int", 1000, "Most members of one group.", 1),
     Key("auth.tokens_file", "str?", None,
-        "File of `<user>:<sha256 of token>` lines (`python -m broker.auth add <user> <file>`); "
+        "File of `<user>:<sha256 of token>` lines (`skerry auth add <user> <file>`); "
         "when set, V1 clients must send AUTH before anything but PING, and /metrics wants a "
         "user's token (HTTP Basic or Bearer). Required to listen on a non-loopback host."),
+    Key("auth.super_users", "str?", None,
+        "Comma-separated users (`alice,ops` or Kafka's `User:alice;User:ops`) that may do "
+        "everything whatever the ACLs say (docs/security.md). The cluster's peer users are "
+        "super users too."),
+    Key("auth.allow_everyone_if_no_acl_found", "bool", False,
+        "With auth.tokens_file: let every user touch a resource no ACL names (Kafka's "
+        "allow.everyone.if.no.acl.found). False: only super users may; the upgrade path "
+        "sets it true until the ACLs are written (docs/security.md)."),
     Key("tls.cert", "str?", None,
         "PEM certificate (and chain): when set with tls.key, the V1, Iggy, Kafka, TANK and metrics "
         "listeners speak TLS only."),
@@ -167,7 +193,12 @@ _SUGGESTIONS = {
     **{name: name for name in (*_BY_PATH, *_SECTIONS, *_TOP_LEVEL)},
 }
 _TOPIC_KEYS = ("partitions", "replication_factor", "min_insync_replicas",
-               "retention_ms", "retention_bytes")
+               "retention_ms", "retention_bytes", "cleanup_policy", "min_compaction_lag_ms",
+               "delete_retention_ms")
+TOPIC_EXTRA_KEYS = ("cleanup_policy", "min_compaction_lag_ms", "delete_retention_ms",
+                    "segment_bytes", "segment_ms")
+"""Topic settings besides partitions, replication and retention (``TopicSettings``'
+fields with defaults; the store's ``TopicConfig`` has the same names)."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +210,13 @@ class TopicSettings:
     min_insync_replicas: int
     retention_ms: int | None
     retention_bytes: int | None
+    cleanup_policy: str = "delete"
+    min_compaction_lag_ms: int = 0
+    delete_retention_ms: int = 86_400_000
+    segment_bytes: int | None = None
+    """The topic's own segment size (None: ``storage.segment_bytes``)."""
+    segment_ms: int | None = None
+    """The topic's own segment age (None: ``storage.segment_ms``)."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +232,16 @@ class Config:
         return self.values[path]
 
     @property
+    def super_users(self) -> frozenset[str]:
+        """``auth.super_users`` as principals (``User:<name>``), with the cluster's peer
+        users: they act as brokers, which Kafka lists in ``super.users`` too."""
+        raw = self["auth.super_users"] or ""
+        names = {part.strip().removeprefix("User:") for part in raw.replace(";", ",").split(",")}
+        if self.cluster is not None:
+            names.update(self.cluster.security.peer_users or ())
+        return frozenset(f"User:{name}" for name in names if name)
+
+    @property
     def topic_defaults(self) -> TopicSettings:
         return TopicSettings(
             partitions=self["defaults.partitions"],
@@ -201,6 +249,9 @@ class Config:
             min_insync_replicas=self["defaults.min_insync_replicas"],
             retention_ms=self["defaults.retention_ms"],
             retention_bytes=self["defaults.retention_bytes"],
+            cleanup_policy=self["defaults.cleanup_policy"],
+            min_compaction_lag_ms=self["defaults.min_compaction_lag_ms"],
+            delete_retention_ms=self["defaults.delete_retention_ms"],
         )
 
 

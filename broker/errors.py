@@ -13,7 +13,8 @@ Must not import: Twisted, the store, sockets, any transport.
 
 from __future__ import annotations
 
-from data.errors import StorageError
+from access.errors import InvalidAcl, NotAuthorized
+from data.errors import KeyRequired, StorageError
 from data.refusal import SkerryError
 from groups.errors import (
     CoordinatorLoading,
@@ -57,6 +58,9 @@ __all__ = [
     "InvalidReplicaRequest",
     "ReplicationTimeout",
     "StorageError",
+    "KeyRequired",
+    "NotAuthorized",
+    "InvalidAcl",
 ]
 
 

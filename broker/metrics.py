@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -67,6 +67,7 @@ from twisted.web.server import NOT_DONE_YET, Site
 from broker.auth import FIRST_DELAY_S, TokenStore, bind_refusal, is_loopback
 from broker.core.topics import INTERNAL_PREFIX
 from broker.errors import SkerryError
+from broker.version import skerry_version
 from data import speedups
 from data.format import HEADER_SIZE
 
@@ -176,6 +177,10 @@ class BrokerMetrics:
             "skerry_fsync_seconds", "Time of one fsync of a partition log by the group "
             "committer (one fsync covers every append waiting at that moment).",
             buckets=FSYNC_BUCKETS, registry=self.registry)
+        self.authorization_refusals = Counter(
+            "skerry_authorization_refusals", "Requests an ACL refused (docs/security.md), "
+            "by operation and resource type; each is also logged once per connection.",
+            ["operation", "resource_type"], registry=self.registry)
         self._core: BrokerCore | None = None
         self._groups: GroupsView | None = None
         self._replication: ReplicationStatusView | None = None
@@ -239,6 +244,10 @@ class BrokerMetrics:
     def answered(self, slot: list[Any]) -> None:
         """The reply of a stamped slot was queued for the socket."""
         self._observe(slot[4], self.now() - slot[2], slot[3])
+
+    def refused(self, operation: str, resource_type: str) -> None:
+        """An ACL refused a request (``broker.core.access.AccessGate``)."""
+        self.authorization_refusals.labels(operation, resource_type).inc()
 
     def invalid(self) -> None:
         """A line the codec refused (malformed envelope, unknown command, bad arguments)."""
@@ -558,9 +567,10 @@ class _Root(Resource):
 
 
 def health_answer(health: Health) -> tuple[int, bytes, bytes]:
-    """``/health``: 200 ``ready``, else 503 and the state (``starting``, ``stopping``)."""
+    """``/health``: 200 ``ready``, else 503 and the state (``starting``, ``stopping``), on
+    the first line; the second says which Skerry answers (``skerry 0.1.0``)."""
     return (200 if health.ready else 503), b"text/plain; charset=utf-8", \
-        health.state.encode() + b"\n"
+        b"%s\nskerry %s\n" % (health.state.encode(), skerry_version().encode())
 
 
 class MetricsService:
@@ -686,7 +696,8 @@ class StartupResponder:
                 head += chunk
             path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
             known = path.split(b"?", 1)[0] in (b"/health", b"/metrics", b"/")
-            body = b"starting\n" if known else b"not found\n"
+            body = b"starting\nskerry %s\n" % skerry_version().encode() if known \
+                else b"not found\n"
             status = b"503 Service Unavailable" if known else b"404 Not Found"
             conn.sendall(b"HTTP/1.1 %b\r\ncontent-type: text/plain; charset=utf-8\r\n"
                          b"content-length: %d\r\nconnection: close\r\n\r\n%b"

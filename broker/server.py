@@ -13,9 +13,11 @@ same graph over ``task.Clock`` and a synchronous runner.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import resource
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -84,12 +86,17 @@ class Broker:
     kafka_groups: Any = None
     """``broker.services.kafka_groups.KafkaGroupService``: the Kafka consumer groups
     (``kafka-groups.json``), sharing committed offsets with V1 groups."""
+    consumer_groups: Any = None
+    """``broker.services.consumer_groups.ConsumerGroupService``: KIP-848 consumer groups
+    (V1 GROUP_HEARTBEAT), in memory, sharing committed offsets too."""
     control: Any = None
     """``broker.services.control.ControlPlane`` when ``cluster.etcd`` is set (None: the
     operator-driven mode)."""
     group_peers: Any = None
     """The connections that forward group commands to their coordinators (a cluster on
     etcd; ``replication.follower.Peers``)."""
+    acls: Any = None
+    """``broker.services.acls.AclService``: the ACLs in force and where they are stored."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
@@ -177,9 +184,13 @@ class Broker:
                 self.group_peers.close()
             if self.kafka_groups is not None:
                 self.kafka_groups.close()
+            if self.consumer_groups is not None:
+                self.consumer_groups.close()
             return self.core.stop()
 
         def leave_etcd(_: object) -> Deferred[None] | None:
+            if self.acls is not None:
+                self.acls.stop()
             # Revoking the lease deletes this broker's registration at once: the controller
             # moves its partitions now, not a TTL later.
             return None if self.control is None else self.control.stop()
@@ -262,6 +273,18 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
     kafka_groups = KafkaGroupService(groups, clock, data_dir, fs=fs,
                                      run_in_thread=run_in_thread, state_log=state_log)
+    # KIP-848 consumer groups (GROUP_HEARTBEAT): the same offsets, and each of the three
+    # coordinators refuses a group id another holds live.
+    from broker.services.consumer_groups import ConsumerGroupService
+    from groups.consumer_coordinator import ConsumerConfig
+
+    consumer_groups = ConsumerGroupService(
+        groups, clock, lambda: {name: topic.config.partitions
+                                for name, topic in store.topics.items()},
+        other_protocol=kafka_groups.coordinator.live_protocol,
+        config=ConsumerConfig(
+            session_timeout_ms=config["groups.consumer_session_timeout_ms"],
+            heartbeat_interval_ms=config["groups.consumer_heartbeat_interval_ms"]))
     core = BrokerCore(config, store, clock, replication=replication, groups=groups,
                       run_in_thread=run_in_thread)
 
@@ -277,7 +300,13 @@ def build_broker(config: Config, clock: IReactorTime, *,
     replication.add_hw_listener(core.notify_hw)
     replication.add_change_listener(core.forget_producers)
     core.start()
+    authorizer = _authorizer(config)
+    core.access.authorizer = authorizer  # before the handlers: they bind the checked paths
+    if authorizer.enabled and config["kafka_port"] is not None:
+        log.warning("ACLs are not checked on the Kafka listener yet: its users are "
+                    "authenticated (SASL PLAIN) and may do everything (docs/security.md)")
     handlers = Handlers(core, groups, replication)
+    handlers.consumer_groups = consumer_groups
     if config["auth.tokens_file"] is not None:
         from broker.auth import TokenStore
 
@@ -322,6 +351,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
     if cluster_groups and state_log is not None:
         group_peers = _coordinators(config, clock, store, core, replication, control, handlers,
                                     state_log, groups, kafka_groups, peer_connect)
+    handlers.acls = _acl_service(config, authorizer, control, clock)
     iggy = None
     if config["iggy_port"] is not None:
         from broker.services.host_facts import HostFacts
@@ -366,6 +396,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
         metrics.metrics.control = control
     if metrics is not None and config.cluster is not None:
         metrics.metrics.broker_id = config.cluster.broker_id
+    if metrics is not None:
+        core.access.on_refused = metrics.metrics.refused
     tls = None
     if config["tls.cert"] is not None:
         from broker.tls import server_options
@@ -385,9 +417,11 @@ def build_broker(config: Config, clock: IReactorTime, *,
             core, factory, clock, config=config, groups=groups, replication=replication,
             tokens=handlers.auth_tokens,
             counters=metrics.metrics if metrics is not None else None, cluster=cluster_view)
+        console.data.access = handlers.acls
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
                   metrics=metrics, tls=tls, console=console, kafka=kafka,
                   kafka_groups=kafka_groups, tank=tank, control=control,
+                  consumer_groups=consumer_groups, acls=handlers.acls,
                   group_peers=group_peers)
 
 
@@ -434,6 +468,44 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
     handlers.coordinators = coordinators
     handlers.forward = peers.request
     return peers
+
+
+def _authorizer(config: Config) -> Any:
+    """The ACL authorizer (docs/security.md): on with ``auth.tokens_file``, super users
+    from ``auth.super_users`` and the cluster's peer users; its rules come from
+    ``_acl_service``."""
+    from access import Authorizer
+
+    return Authorizer(enabled=config["auth.tokens_file"] is not None,
+                      super_users=config.super_users,
+                      allow_everyone_if_no_acl_found=config[
+                          "auth.allow_everyone_if_no_acl_found"])
+
+
+def _acl_service(config: Config, authorizer: Any, control: Any, clock: IReactorTime) -> Any:
+    """Where the ACLs live: ``acls.json`` in the data directory on one broker, the key
+    ``/skerry/<cluster id>/acls`` in etcd in a cluster (``broker/services/acls.py``). With
+    etcd the load is retried every second until it succeeds; until then only super users
+    pass (no ACL found)."""
+    from broker.services.acls import AclService, EtcdAcls, FileAcls
+
+    if control is None:
+        service = AclService(authorizer, FileAcls(config["data_dir"]))
+        service.start()
+        return service
+    service = AclService(authorizer, EtcdAcls(control.client, control.layout.prefix + "acls"))
+
+    def start() -> None:
+        d = service.start()
+        if d is not None:
+            d.addErrback(retry)
+
+    def retry(failure: Any) -> None:
+        log.warning("reading the ACLs from etcd failed (%s); retrying in 1 s", failure.value)
+        clock.callLater(1.0, start)
+
+    start()
+    return service
 
 
 def _admin_plane(config: Config, core: BrokerCore, handlers: Handlers,
@@ -551,6 +623,58 @@ def _check_peer_security(config: Config) -> None:
                         "refuse this one's replication", security.peer_user)
 
 
+LISTENER_SETTINGS = ("port", "iggy_port", "kafka_port", "tank_port", "console_port",
+                     "metrics_port")
+"""Every setting that opens a listener, in the order ``Broker.listen`` opens them."""
+
+
+def listener_addresses(config: Config) -> list[tuple[str, str, int]]:
+    """``(setting, host, port)`` of every listener the configuration asks for (port 0,
+    "any free port", included: it cannot clash)."""
+    found = []
+    for setting in LISTENER_SETTINGS:
+        port = config[setting]
+        if port is None:
+            continue
+        host = config["console.host"] if setting == "console_port" else config["host"]
+        found.append((setting, host, int(port)))
+    return found
+
+
+def check_listener_ports(config: Config) -> str | None:
+    """Bind and listen on every configured port, then let go: None when each could be
+    had, else the one line to log, naming the address and the setting. Run before the
+    data directory is created or locked, so a port clash leaves nothing on disk. Sockets
+    take ``SO_REUSEADDR``, as Twisted's listeners do, so a port of a broker that has just
+    stopped (TIME_WAIT) is not mistaken for a taken one; they stay open until all are
+    bound, so two settings naming the same port are caught too."""
+    held: list[socket.socket] = []
+    try:
+        for setting, host, port in listener_addresses(config):
+            if port == 0:
+                continue
+            # the address family Twisted's listenTCP picks: IPv6 for an IPv6 literal only
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            try:
+                sock = socket.socket(family, socket.SOCK_STREAM)
+                held.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((host, port))
+                sock.listen(1)
+            except OSError as exc:
+                where = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+                if exc.errno == errno.EADDRINUSE:
+                    return (f"cannot listen on {where} ({setting}): address already in use "
+                            f"(another broker or program has it); stop it, or set {setting} "
+                            "to a free port")
+                reason = exc.strerror or str(exc)
+                return f"cannot listen on {where} ({setting}): {reason}"
+        return None
+    finally:
+        for sock in held:
+            sock.close()
+
+
 def _log_always(logger: logging.Logger, message: str, *args: Any) -> None:
     """Log an INFO line whatever ``--log-level`` says, formatted like every other line.
 
@@ -601,6 +725,10 @@ def run(config: Config) -> int:
     except (AuthFileError, TLSConfigError) as exc:
         log.error("%s", exc)
         return 2
+    clash = check_listener_ports(config)  # before anything is created on disk
+    if clash is not None:
+        log.error("%s", clash)
+        return 1
     from twisted.internet import reactor, threads
 
     # Timers (session timeouts, ack timeouts, idle connections) must not jump with the

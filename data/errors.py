@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from data.refusal import SkerryError
 
-__all__ = ["DataDirError", "DataDirIsAFile", "DataDirLocked", "TopicQuarantined", "StorageError"]
+__all__ = ["DataDirError", "DataDirIsAFile", "DataDirLocked", "TopicQuarantined", "StorageError",
+           "KeyRequired"]
 
 
 class StorageError(SkerryError):
@@ -23,6 +24,14 @@ class StorageError(SkerryError):
     partition or file and the operating system's reason."""
 
     description = "storage failure; nothing was acknowledged"
+
+
+class KeyRequired(SkerryError):
+    """A record without a key was produced to a compacted topic (``cleanup_policy``
+    ``compact``): compaction keeps the latest record per key, so every record needs one
+    (Kafka refuses them the same way). Nothing of the request was appended."""
+
+    description = "a compacted topic takes only records with a key"
 
 
 class DataDirError(Exception):

@@ -77,6 +77,9 @@ __all__ = [
     "decode_user_headers",
     "key_header",
     "extract_key",
+    "record_key",
+    "keyless_framed",
+    "dense_prefix",
     "Record",
     "RecordHeader",
     "encode_record",
@@ -287,6 +290,57 @@ def extract_key(user_headers: bytes) -> bytes | None:
     return None
 
 
+_RAW_KEY_PREFIX = bytes([KIND_STRING]) + U32.pack(len(KEY_HEADER_NAME)) + KEY_HEADER_NAME + bytes([KIND_RAW])
+
+
+def record_key(user_headers: bytes) -> bytes | None:
+    """The key a compacted topic keys a record by: the value of its ``key`` header, whether
+    a string (a V1 key, a UTF-8 Kafka key) or raw bytes (a Kafka key that is not UTF-8),
+    ``None`` when it has none (or malformed headers). The same key bytes always get the
+    same kind (``key_header``; the Kafka mapping), so the value alone identifies the key.
+    """
+    if not user_headers:
+        return None
+    if user_headers.startswith(_KEY_PREFIX) or user_headers.startswith(_RAW_KEY_PREFIX):
+        (length,) = U32.unpack_from(user_headers, len(_KEY_PREFIX))
+        if _KEY_VALUE_AT + length == len(user_headers) and _MIN_LEN <= length <= _MAX_LEN:
+            return bytes(user_headers[_KEY_VALUE_AT:])
+    try:
+        headers = decode_user_headers(user_headers)
+    except ValueError:
+        return None
+    for key_kind, key, value_kind, value in headers:
+        if key_kind == KIND_STRING and key == KEY_HEADER_NAME and value_kind in (KIND_STRING, KIND_RAW):
+            return value
+    return None
+
+
+def keyless_framed(messages: bytes | bytearray | memoryview, ends: Sequence[int] | None) -> bool:
+    """True when one of the records framed back to back in ``messages`` (``ends`` their
+    end positions, or walked from the headers when None) has no key (``record_key``). For
+    compacted topics only: a loop over the records. Framing errors are left to the store
+    (a malformed frame answers False here)."""
+    pos = 0
+    size = len(messages)
+    seen: set[bytes] = set()
+    for end in ends if ends is not None else iter(int, 1):
+        if pos + HEADER_SIZE > size:
+            return False
+        *_fields, uhl, pl, _rsv = HEADER.unpack_from(messages, pos)
+        stop = pos + HEADER_SIZE + pl + uhl
+        if ends is None:
+            end = stop
+        headers = bytes(messages[pos + HEADER_SIZE + pl:stop])
+        if headers not in seen:
+            if record_key(headers) is None:
+                return True
+            seen.add(headers)
+        pos = end
+        if ends is None and pos >= size:
+            break
+    return False
+
+
 def _check_kind(what: str, kind: int) -> None:
     if not _MIN_KIND <= kind <= _MAX_KIND:
         raise ValueError(f"user header {what} kind {kind} outside {_MIN_KIND}..{_MAX_KIND}")
@@ -473,6 +527,19 @@ def payload_spans(raw: bytes | bytearray | memoryview, ends: Sequence[int]) -> t
     if len(bad):
         raise ValueError(f"record {int(bad[0])} runs past the data")
     return bodies.tolist(), stops.tolist()
+
+
+def dense_prefix(raw: bytes, ends: Sequence[int]) -> tuple[int, bytes, list[int]]:
+    """``(first offset, raw, ends)`` of the leading gap-free run of the records back to back
+    in ``raw`` (``ends``: each one's end; at least one record): what a transport whose
+    replies number messages one after the other sends from a compacted topic's read."""
+    starts = np.zeros(len(ends), dtype=np.int64)
+    starts[1:] = ends[:-1]
+    offsets = field_view(raw, "<u8")[starts + OFFSET_OFFSET].astype(np.int64)
+    first = int(offsets[0])
+    breaks = np.flatnonzero(offsets != first + np.arange(len(ends)))
+    k = int(breaks[0]) if len(breaks) else len(ends)
+    return first, raw[:ends[k - 1]] if k < len(ends) else raw, list(ends[:k])
 
 
 def _consume_items_py(raw: bytes, ends: Sequence[int], first_offset: int) -> bytes:

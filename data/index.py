@@ -15,6 +15,10 @@ them into arrays and back, plus the time-index lookup rule.
   first entry whose ``max_timestamp >= t`` (``find_time_entry``); the reader scans from
   there. Entries that overstate a maximum (after recovery dropped a tail) only lengthen
   that scan; they never make it miss.
+* ``.sindex`` (offset index of a compacted segment, which has gaps): ``span u64`` (the
+  segment covers offsets ``base .. base + span - 1``), then one ``relative_offset u32,
+  position u32`` pair per record, both strictly increasing. Lookups bisect the relative
+  offsets (``sparse_find``). Written whole by the cleaner, never appended to.
 
 Must not import: Twisted, anything of the broker. No I/O here.
 """
@@ -25,6 +29,8 @@ import struct
 import sys
 from array import array
 from bisect import bisect_left
+
+import numpy as np
 
 __all__ = [
     "POSITION_SIZE",
@@ -38,6 +44,10 @@ __all__ = [
     "find_time_entry",
     "new_positions",
     "new_time_arrays",
+    "SINDEX_HEADER_SIZE",
+    "SINDEX_ENTRY_SIZE",
+    "sindex_bytes",
+    "sindex_from_bytes",
 ]
 
 POSITION_SIZE = 4
@@ -109,3 +119,39 @@ def find_time_entry(ts: array[int], rel: array[int], timestamp: int) -> int | No
     if i == len(ts):
         return None
     return rel[i]
+
+
+SINDEX_HEADER_SIZE = 8
+SINDEX_ENTRY_SIZE = 8
+_SPAN = struct.Struct("<Q")
+
+
+def sindex_bytes(span: int, rel_offsets: array[int], positions: array[int]) -> bytes:
+    """Encode a compacted segment's ``.sindex``."""
+    pairs = array(_U32, bytes(8 * len(rel_offsets)))
+    pairs[0::2] = rel_offsets
+    pairs[1::2] = positions
+    if _SWAP:
+        pairs.byteswap()
+    return _SPAN.pack(span) + pairs.tobytes()
+
+
+def _not_increasing(values: array[int]) -> bool:
+    """True when ``values`` is not strictly increasing (one numpy pass, no Python loop)."""
+    column = np.frombuffer(values, dtype=np.uint32).astype(np.int64)
+    return bool((np.diff(column) <= 0).any())
+
+
+def sindex_from_bytes(data: bytes) -> tuple[int, array[int], array[int]]:
+    """Decode ``.sindex`` bytes into ``(span, relative offsets, positions)``. ``ValueError``
+    when they are malformed (a partial entry, offsets or positions not increasing, an
+    offset outside the span)."""
+    if len(data) < SINDEX_HEADER_SIZE or (len(data) - SINDEX_HEADER_SIZE) % SINDEX_ENTRY_SIZE:
+        raise ValueError(f"sindex of {len(data)} bytes is not a header plus whole entries")
+    (span,) = _SPAN.unpack_from(data, 0)
+    pairs = positions_from_bytes(data[SINDEX_HEADER_SIZE:])
+    rels = pairs[0::2]
+    positions = pairs[1::2]
+    if len(rels) and (rels[-1] >= span or _not_increasing(rels) or _not_increasing(positions)):
+        raise ValueError("sindex entries are not increasing inside the span")
+    return span, rels, positions

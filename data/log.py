@@ -1,4 +1,4 @@
-"""One partition's log: append, read, sync, truncate, retention, state file.
+"""One partition's log: append, read, sync, truncate, retention, compaction, state file.
 
 Owns: ``PartitionLog`` (a list of segments, the last one active), the ``ReadResult`` it
 returns, and the concurrency contract with the broker's group committer:
@@ -14,6 +14,11 @@ returns, and the concurrency contract with the broker's group committer:
   the sync that fsynced them (or, when no sync is in flight, at the next roll, after which
   a sync fsyncs that segment by path); fds of segments deleted while a sync is in flight go
   to a graveyard the sync empties when it ends.
+* Compaction (``data.cleaner``): ``plan_clean`` and ``install_clean`` run on the reactor
+  thread under ``_lock``; the pass between them (``build_clean``) may run in a worker
+  thread: it reads only the planned sealed segments and writes only new ``.cleaned`` files.
+  ``install_clean`` swaps the output in only if the planned segments are still the log's
+  first ones (``_swap_in`` has the crash-safe steps).
 * An I/O error on a write or an fsync sets ``failed``; from then on writes and syncs raise
   ``StorageError`` until a restart (whose recovery checks the tail again). Other partitions
   are not affected. A failed fsync is never retried and never reported durable.
@@ -33,13 +38,25 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from data import paths
 from data.atomic import read_json, write_json_atomic
+from data.cleaner import (
+    CleanAborted,
+    CleanPlan,
+    CleanPolicy,
+    CleanStats,
+    build_clean,
+    discard_clean,
+    load_sindex,
+    segment_records,
+    write_compacted,
+)
 from data.errors import StorageError
-from data.format import HEADER, HEADER_SIZE, MAX_U32, Record, check_record
+from data.format import HEADER, HEADER_SIZE, MAX_U32, Record, check_record, decode_record
 from data.fs import FileLayer
 from data.index import (
     POSITION_SIZE,
@@ -57,7 +74,12 @@ from data.reader import RunResult, decode_run, first_timestamp_at_or_after, scan
 from data.segment import WRITE_FLAGS, Segment
 from data.writer import build_batch, scan_stamped, stamp_framed, write_all
 
-__all__ = ["Record", "ReadResult", "RawReadResult", "RemovedSegment", "PartitionLog"]
+__all__ = ["Record", "ReadResult", "RawReadResult", "RemovedSegment", "PartitionLog",
+           "MIN_CLEANABLE_DIRTY_RATIO"]
+
+MIN_CLEANABLE_DIRTY_RATIO = 0.5
+"""A cleaning pass starts once segments never cleaned make this share of the cleanable
+bytes (Kafka's ``min.cleanable.dirty.ratio`` default)."""
 
 _READ_FLAGS = os.O_RDONLY
 _MAX_READ_FDS = 16
@@ -71,26 +93,32 @@ class ReadResult:
     """What ``PartitionLog.read`` returns.
 
     ``raw`` is the exact on-disk bytes of exactly ``records``, concatenated (replication and
-    Iggy polls send it as is); ``next_offset`` is the offset after the last returned record,
-    or the (clamped) start offset when nothing was returned.
+    Iggy polls send it as is); ``next_offset`` is the offset to read next: after the last
+    returned record (or after a gap that ends the read), or the (clamped) start offset when
+    nothing was returned. Records are in offset order; ``gapped`` is True when their
+    offsets are not exactly ``next_offset - len(records) .. next_offset - 1`` (a compacted
+    topic: look at each record's offset).
     """
 
     records: list[Record]
     raw: bytes
     next_offset: int
+    gapped: bool = False
 
 
 @dataclass
 class RawReadResult:
     """What ``PartitionLog.read_raw`` returns: the same read as ``read`` without the
     ``Record`` tuples. ``raw`` is the exact on-disk bytes of ``count`` records with dense
-    offsets from ``next_offset - count``; ``next_offset`` as for ``ReadResult``; ``ends``
-    the end position of each record in ``raw`` (``count`` entries, the last is ``len(raw)``)."""
+    offsets from ``next_offset - count`` unless ``gapped`` (compacted topics: each record
+    carries its own offset); ``next_offset`` as for ``ReadResult``; ``ends`` the end
+    position of each record in ``raw`` (``count`` entries, the last is ``len(raw)``)."""
 
     raw: bytes
     count: int
     next_offset: int
     ends: list[int] = field(default_factory=list)
+    gapped: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,7 +134,8 @@ class RemovedSegment:
 
 
 class PartitionLog:
-    """The log of one partition: dense offsets from ``first_offset`` to ``next_offset - 1``.
+    """The log of one partition: offsets from ``first_offset`` to ``next_offset - 1``, dense
+    except where compaction removed records (compacted segments, ``Segment.span``).
 
     Built by ``data.store.Store`` from segments that ``data.recovery`` opened and checked;
     the last segment is the active one (write fds open, indexes in memory).
@@ -152,7 +181,17 @@ class PartitionLog:
         self._syncs = 0
         self._dir_dirty = False
         self._epoch = 0
+        self._cleaning = False
+        self.accept_gaps = any(seg.span is not None for seg in segments)
+        """Whether ``append_records`` takes records with gaps (the store sets it for a
+        compacted topic; a log holding compacted segments takes them anyway)."""
         self._read_lru: OrderedDict[int, Segment] = OrderedDict()
+
+    def set_segment_limits(self, segment_bytes: int, segment_ms: int) -> None:
+        """New roll limits (a topic's ``segment_bytes``/``segment_ms`` altered)."""
+        with self._lock:
+            self._segment_bytes = segment_bytes
+            self._segment_us = segment_ms * 1000
 
     # --- small public facts ---------------------------------------------------------------
 
@@ -164,6 +203,11 @@ class PartitionLog:
     @property
     def segment_count(self) -> int:
         return len(self._segments)
+
+    @property
+    def segment_bases(self) -> tuple[int, ...]:
+        """Each segment's first offset, oldest first (the last one is the active segment)."""
+        return tuple(s.base_offset for s in self._segments)
 
     def size_bytes(self) -> int:
         """Bytes of record data in the partition's logs (indexes not counted)."""
@@ -244,11 +288,25 @@ class PartitionLog:
         The bytes are written unchanged after checking framing, ``reserved``, checksums,
         and that offsets are dense from ``next_offset``. Returns the first offset.
         ``ValueError`` on bad input (nothing written); ``StorageError`` on an I/O error.
+
+        Where ``accept_gaps`` (a compacted topic), records copied from a compacted log may
+        skip offsets (strictly increasing from ``next_offset`` on): they are written as one
+        compacted segment of their own, which covers ``next_offset`` to their last offset
+        (``_append_gapped``). Elsewhere a gap is refused as bad input.
         """
         with self._lock:
             self._check_writable()
             first = self.next_offset
-            batch = scan_stamped(raw, first)
+            try:
+                batch = scan_stamped(raw, first)
+            except ValueError:
+                if not self.accept_gaps:
+                    raise
+                gapped = _scan_gapped(raw, first)
+                if gapped is None:
+                    raise
+                self._append_gapped(bytes(raw), *gapped)
+                return first
             active = self._active
             if active.count and self._should_roll(active, len(raw), self._now_us()):
                 active = self._roll()
@@ -329,6 +387,153 @@ class PartitionLog:
             )
             self._log.error("%s", self.failed.message)
 
+    def _append_gapped(self, raw: bytes, offsets: list[int], starts: list[int], stamps: list[int]) -> None:
+        """Append records with gaps as a compacted segment from ``next_offset`` to their last
+        offset, then start a new active segment after it (lock held). Crash-safe as a
+        cleaner's swap: written under ``.cleaned`` names, committed by renaming to ``.swap``."""
+        base = self.next_offset
+        span = offsets[-1] + 1 - base
+        fs = self._fs
+        try:
+            out = write_compacted(fs, self.path, base, span, [raw], new_positions([o - base for o in offsets]),
+                                  new_positions(starts), stamps, paths.CLEANED_SUFFIX)
+            fs.fsync_dir(self.path)
+            active = self._active
+            at = len(self._segments) - 1
+            replaced: list[Segment] = []
+            if active.count == 0:
+                replaced = [active]
+            else:
+                self._seal(active)
+                at += 1
+            self._swap_in(at, replaced, [out])
+            self._start_active(base + span)
+        except OSError as exc:
+            self._fail(f"appending records {offsets[0]}..{offsets[-1]} with gaps", exc)
+            raise self._failure() from exc
+        self.next_offset = base + span
+
+    def _seal(self, seg: Segment) -> None:
+        """The active segment becomes sealed (its write fds wait for a sync) (lock held)."""
+        seg.positions = None
+        seg.time_ts = seg.time_rel = None
+        self._pending.append(seg)
+        self._dir_dirty = True
+
+    def _start_active(self, base: int) -> None:
+        """A new, empty active segment at ``base`` after the last one (lock held)."""
+        new = Segment(self.path, base)
+        self._open_write_fds(new, truncate=True)
+        new.positions = new_positions()
+        new.time_ts, new.time_rel = new_time_arrays()
+        self._segments.append(new)
+        self._bases.append(base)
+        self._active = new
+        self._fs.fsync_dir(self.path)
+
+    def _swap_in(self, at: int, old: list[Segment], new: list[Segment]) -> None:
+        """Replace ``self._segments[at:at + len(old)]`` by the compacted segments ``new``,
+        whose files are written and fsynced under ``.cleaned`` names (lock held).
+
+        On disk: every new file is renamed ``.cleaned`` -> ``.swap`` (indexes first, the
+        log last: a segment's ``.log.swap`` is its commit point), the folder fsynced, the
+        old segments' files removed, each ``.swap`` renamed to its final name (the log
+        last), the folder fsynced after each rename. Recovery (``data.recovery``) removes ``.cleaned`` files
+        and finishes any swap whose ``.log.swap`` exists, so a crash at any step leaves
+        either the old segments or the new ones."""
+        fs = self._fs
+        for seg in new:
+            for name in seg.files()[::-1]:
+                fs.replace(name + paths.CLEANED_SUFFIX, name + paths.SWAP_SUFFIX)
+        fs.fsync_dir(self.path)
+        for seg in old:
+            self._delete_segment_files(seg)
+        for seg in new:
+            for name in seg.files()[::-1]:
+                fs.replace(name + paths.SWAP_SUFFIX, name)
+                fs.fsync_dir(self.path)  # each rename durable before the next one
+        self._segments[at:at + len(old)] = new
+        self._bases = [s.base_offset for s in self._segments]
+        self._epoch += 1
+
+    # --- compaction -----------------------------------------------------------------------
+
+    def plan_clean(self, now_us: int, upto: int, policy: CleanPolicy, *, min_compaction_lag_ms: int = 0,
+                   min_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO) -> CleanPlan | None:
+        """What a cleaning pass may clean now, or None: the sealed segments from the log
+        start that end at or below ``upto`` (the high watermark + 1) and whose newest record
+        is at least ``min_compaction_lag_ms`` old, when the ones never cleaned make at least
+        ``min_dirty_ratio`` of their bytes (Kafka's ``min.cleanable.dirty.ratio``; 0 cleans
+        whatever is cleanable). One pass at a time: ``install_clean`` ends it."""
+        with self._lock:
+            if self._closed or self.failed is not None or self._cleaning:
+                return None
+            chosen: list[Segment] = []
+            for seg in self._segments[:-1]:
+                if seg.end_offset > upto:
+                    break
+                max_ts = self._max_timestamp(seg) if seg.count else None
+                if max_ts is not None and now_us - max_ts < min_compaction_lag_ms * 1000:
+                    break
+                chosen.append(seg)
+            if not chosen:
+                return None
+            dirty = sum(seg.size for seg in chosen if seg.span is None)
+            total = sum(seg.size for seg in chosen)
+            if min_dirty_ratio > 0 and (dirty == 0 or dirty < min_dirty_ratio * total):
+                return None
+            self._cleaning = True
+            return CleanPlan(self.path, chosen, now_us, policy)
+
+    def install_clean(self, plan: CleanPlan, stats: CleanStats | None) -> bool:
+        """Swap a finished pass's output in (``stats``; None when the pass failed: only
+        ends it). False, and the output thrown away, when the log changed under the pass
+        (retention or a truncation removed one of its segments, or the log was closed)."""
+        with self._lock:
+            self._cleaning = False
+            if stats is None:
+                return False
+            n = len(plan.segments)
+            current = self._segments[:n]
+            if (self._closed or self.failed is not None or len(current) != n
+                    or any(a is not b for a, b in zip(current, plan.segments, strict=True))
+                    or any(seg is self._active for seg in current)):
+                discard_clean(self._fs, stats)
+                return False
+            try:
+                self._swap_in(0, list(plan.segments), [out.segment for out in stats.outputs])
+            except OSError as exc:
+                self._fail("installing a cleaned segment", exc)
+                raise self._failure() from exc
+        self._log.info(
+            "%s/%d: cleaned offsets %d..%d: %d of %d records kept, %d -> %d bytes",
+            self.topic, self.partition, plan.segments[0].base_offset, plan.segments[-1].end_offset - 1,
+            stats.records_kept, stats.records_read, stats.bytes_read, stats.bytes_written)
+        return True
+
+    def build_clean(self, plan: CleanPlan) -> CleanStats:
+        """Build a planned pass (``data.cleaner.build_clean``): reads the plan's sealed
+        segments and writes new files only, so it may run in a worker thread while this
+        log appends; hand the result to ``install_clean`` on the log's thread."""
+        return build_clean(self._fs, plan)
+
+    def clean(self, now_us: int, upto: int, policy: CleanPolicy, *, min_compaction_lag_ms: int = 0,
+              min_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO) -> CleanStats | None:
+        """Plan, build and install one pass in the calling thread (tests, tools; the broker
+        builds in a worker thread). None when there was nothing to clean or the pass was
+        thrown away."""
+        plan = self.plan_clean(now_us, upto, policy, min_compaction_lag_ms=min_compaction_lag_ms,
+                               min_dirty_ratio=min_dirty_ratio)
+        if plan is None:
+            return None
+        try:
+            stats = build_clean(self._fs, plan)
+        except (CleanAborted, OSError) as exc:
+            self.install_clean(plan, None)
+            self._log.warning("%s/%d: cleaning pass abandoned: %s", self.topic, self.partition, exc)
+            return None
+        return stats if self.install_clean(plan, stats) else None
+
     # --- segments -----------------------------------------------------------------------
 
     def _open_write_fds(self, seg: Segment, truncate: bool) -> None:
@@ -388,7 +593,8 @@ class PartitionLog:
                 self._close_quietly(fd)
             log_fd = self._fs.open(seg.log_path, _READ_FLAGS)
             try:
-                seg.index_read_fd = self._fs.open(seg.index_path, _READ_FLAGS)
+                seg.index_read_fd = self._fs.open(
+                    seg.index_path if seg.span is None else seg.sindex_path, _READ_FLAGS)
             except OSError:
                 self._close_quietly(log_fd)
                 raise
@@ -439,8 +645,8 @@ class PartitionLog:
             raise StorageError(f"partition {self.topic}/{self.partition} is closed")
         try:
             records: list[Record] = []
-            raw, _count, at = self._read(offset, max_messages, max_bytes, upto, records)
-            return ReadResult(records, raw, at)
+            raw, _count, at, gapped = self._read(offset, max_messages, max_bytes, upto, records)
+            return ReadResult(records, raw, at, gapped)
         except OSError as exc:
             self._log.error("%s/%d: read at offset %d failed: %s", self.topic, self.partition, offset, exc)
             raise StorageError(f"partition {self.topic}/{self.partition}: read at offset {offset} failed: {exc}") from exc
@@ -457,19 +663,20 @@ class PartitionLog:
             raise StorageError(f"partition {self.topic}/{self.partition} is closed")
         try:
             ends: list[int] = []
-            raw, count, at = self._read(offset, max_messages, max_bytes, upto, None, ends)
+            raw, count, at, gapped = self._read(offset, max_messages, max_bytes, upto, None, ends)
         except OSError as exc:
             self._log.error("%s/%d: read at offset %d failed: %s", self.topic, self.partition, offset, exc)
             raise StorageError(f"partition {self.topic}/{self.partition}: read at offset {offset} failed: {exc}") from exc
-        return RawReadResult(raw, count, at, ends)
+        return RawReadResult(raw, count, at, ends, gapped)
 
     def _read(
         self, offset: int, max_messages: int, max_bytes: int, upto: int | None,
         records: list[Record] | None, ends_out: list[int] | None = None,
-    ) -> tuple[bytes, int, int]:
+    ) -> tuple[bytes, int, int, bool]:
         """The read loop of ``read`` (``records`` gets the decoded records) and ``read_raw``
         (``records`` is None: checked, not decoded; ``ends_out`` gets each record's end in
-        ``raw``). Returns ``(raw, count, next offset)``."""
+        ``raw``). Returns ``(raw, count, next offset, gapped)``; a compacted segment's
+        gaps are skipped (a read from a removed offset starts at the next record)."""
         start = offset if offset > self.first_offset else self.first_offset
         stop = self.next_offset if upto is None or upto > self.next_offset else upto
         raws: list[bytes] = []
@@ -478,8 +685,26 @@ class PartitionLog:
         budget = max_bytes
         repaired = False
         fs = self._fs
+        got = 0
+        first_found = -1
         while at < stop and left > 0:
             seg = self._segment_for(at)
+            if seg.span is not None:
+                part = self._read_compacted(seg, at, stop, left, budget, records, got == 0)
+                if part.count:
+                    if first_found < 0:
+                        first_found = part.first
+                    if ends_out is not None:
+                        shift = ends_out[-1] if ends_out else 0
+                        ends_out.extend([e + shift for e in part.ends])
+                    raws.append(part.data)
+                    got += part.count
+                    left -= part.count
+                    budget -= part.payload
+                at = part.next_at
+                if part.stopped:
+                    break
+                continue
             rel = at - seg.base_offset
             n = min(stop - at, seg.count - rel, left)
             if n <= 0:  # an empty segment (only the active one can be)
@@ -503,9 +728,9 @@ class PartitionLog:
                         (np.frombuffer(ends, dtype=np.uint32, count=sure + 1).astype(np.int64)
                          - p0).tolist())
             if records is None:
-                run = verify_run(data, rel_ends, at, budget, at == start)
+                run = verify_run(data, rel_ends, at, budget, got == 0)
             else:
-                run = decode_run(data, rel_ends, at, records, budget, at == start)
+                run = decode_run(data, rel_ends, at, records, budget, got == 0)
             if sure < k and run.count == sure and not run.failed and not run.over_budget:
                 tail = fs.pread(log_fd, ends[k] - ends[sure], ends[sure])
                 if records is None:
@@ -520,12 +745,15 @@ class PartitionLog:
                 run = RunResult(run.count + last.count, run.consumed + last.consumed,
                                 run.payload + last.payload, last.over_budget, last.failed)
             if run.count:
+                if first_found < 0:
+                    first_found = at
                 if ends_out is not None:
                     shift = (ends_out[-1] if ends_out else 0) - rel_ends[0]
                     ends_out.extend(rel_ends[1 : run.count + 1] if shift == 0
                                     else [e + shift for e in rel_ends[1 : run.count + 1]])
                 raws.append(data if run.consumed == len(data) else data[: run.consumed])
             at += run.count
+            got += run.count
             left -= run.count
             budget -= run.payload
             if run.failed:
@@ -537,7 +765,7 @@ class PartitionLog:
                     "%s/%d: corrupt record at offset %d in %s (%s); reads stop before it",
                     self.topic, self.partition, at, seg.name, reason,
                 )
-                if at == start:
+                if got == 0:
                     raise StorageError(
                         f"partition {self.topic}/{self.partition}: record at offset {at} is corrupt ({reason})"
                     )
@@ -545,7 +773,74 @@ class PartitionLog:
             if run.over_budget:
                 break
         raw = raws[0] if len(raws) == 1 else b"".join(raws)
-        return raw, at - start, at
+        return raw, got, at, got > 0 and first_found + got != at
+
+    def _sparse_index(self, seg: Segment) -> tuple[array[int], array[int]]:
+        """A compacted segment's relative offsets and positions (loaded on first use)."""
+        if seg.rel_offsets is None or seg.spositions is None:
+            try:
+                load_sindex(self._fs, seg)
+            except ValueError as exc:
+                raise StorageError(f"partition {self.topic}/{self.partition}: {seg.sindex_path}: {exc}") from exc
+        assert seg.rel_offsets is not None and seg.spositions is not None
+        return seg.rel_offsets, seg.spositions
+
+    def _read_compacted(self, seg: Segment, at: int, stop: int, left: int, budget: int,
+                        records: list[Record] | None, take_first: bool) -> _Part:
+        """The records of compacted segment ``seg`` from offset ``at`` (the next one after
+        a gap) below ``stop``: at most ``left`` of them, within the payload ``budget``
+        (one at least when ``take_first``). Checked one by one (compacted segments are
+        small: the cleaner keeps one record per key)."""
+        rels, poss = self._sparse_index(seg)
+        base = seg.base_offset
+        j = bisect_left(rels, at - base)
+        jstop = bisect_left(rels, stop - base)
+        seg_end = min(seg.end_offset, stop)
+        m = min(jstop - j, left)
+        if m <= 0:
+            return _Part(b"", [], 0, -1, 0, seg_end, False)
+        total = len(poss)
+        p0 = poss[j]
+        p1 = poss[j + m] if j + m < total else seg.size
+        data = self._fs.pread(self._read_fds(seg)[0], p1 - p0, p0)
+        ends: list[int] = []
+        payload = 0
+        count = 0
+        stopped = False
+        pos = 0
+        for i in range(m):
+            off = base + rels[j + i]
+            end = (poss[j + i + 1] if j + i + 1 < total else seg.size) - p0
+            reason = check_record(data, pos, off)
+            if reason is None:
+                *_rest, uhl, pl, _rsv = HEADER.unpack_from(data, pos)
+                if pos + HEADER_SIZE + pl + uhl != end:
+                    reason = "the offset index disagrees with the log"
+            if reason is not None:
+                self._log.error("%s/%d: corrupt record at offset %d in %s (%s); reads stop before it",
+                                self.topic, self.partition, off, seg.name, reason)
+                if count == 0 and take_first:
+                    raise StorageError(
+                        f"partition {self.topic}/{self.partition}: record at offset {off} is corrupt ({reason})")
+                stopped = True
+                break
+            if payload + pl > budget and not (count == 0 and take_first):
+                stopped = True
+                break
+            payload += pl
+            if records is not None:
+                records.append(decode_record(data, pos)[0])
+            ends.append(end)
+            count += 1
+            pos = end
+        if count == m and m == jstop - j:
+            next_at = seg_end
+        elif count:
+            next_at = base + rels[j + count - 1] + 1
+        else:
+            next_at = at
+        return _Part(data if pos == len(data) else data[:pos], ends, count,
+                     base + rels[j] if count else -1, payload, next_at, stopped)
 
     def _why_bad(self, seg: Segment, rel: int) -> str:
         """Describe what is wrong with record ``rel`` of ``seg`` (for the log and the error)."""
@@ -607,7 +902,7 @@ class PartitionLog:
             else:
                 ts_arr, rel_arr = self._load_time_entries(seg)
                 rel = find_time_entry(ts_arr, rel_arr, timestamp_us)
-            if rel is None or rel >= seg.count:
+            if rel is None or rel >= seg.end_offset - seg.base_offset:
                 continue
             found = self._scan_for_timestamp(seg, rel, timestamp_us)
             if found is not None:
@@ -615,6 +910,8 @@ class PartitionLog:
         return None
 
     def _scan_for_timestamp(self, seg: Segment, rel: int, timestamp_us: int) -> int | None:
+        if seg.span is not None:
+            return self._scan_compacted_for_timestamp(seg, rel, timestamp_us)
         try:
             pos = self._ends(seg, rel, 1)[0]
         except _IndexDamaged:
@@ -638,6 +935,18 @@ class PartitionLog:
             rel += walked
             pos += consumed
         return None
+
+    def _scan_compacted_for_timestamp(self, seg: Segment, rel: int, timestamp_us: int) -> int | None:
+        """``_scan_for_timestamp`` in a compacted segment: records from relative offset
+        ``rel`` on, one at a time (each record's offset comes from the sparse index)."""
+        rels, poss = self._sparse_index(seg)
+        j = bisect_left(rels, rel)
+        if j >= len(rels):
+            return None
+        log_fd = self._read_fds(seg)[0]
+        data = self._fs.pread(log_fd, seg.size - poss[j], poss[j])
+        i, _walked, _consumed = first_timestamp_at_or_after(data, timestamp_us)
+        return None if i is None else seg.base_offset + rels[j + i]
 
     def _max_timestamp(self, seg: Segment) -> int | None:
         if seg.max_timestamp is None and seg.count and seg.positions is None:
@@ -689,7 +998,7 @@ class PartitionLog:
                     if seg.log_fd is not None:
                         fds.extend(seg.write_fds())
                     else:
-                        by_path.extend((seg.log_path, seg.index_path, seg.timeindex_path))
+                        by_path.extend(seg.files())
                 # The data is durable once the log is: indexes are rebuilt from the log by
                 # recovery (entries past the log's end are skipped), so the active
                 # segment's indexes are fsynced only every _INDEX_SYNC_EVERY syncs (and when
@@ -776,9 +1085,12 @@ class PartitionLog:
                     while self._segments[-1].base_offset >= offset:
                         self._delete_segment_files(self._segments.pop())
                     seg = self._segments[-1]
-                    if seg is not self._active:
-                        self._reactivate(seg)
-                    self._cut(seg, offset - seg.base_offset)
+                    if seg.span is not None:
+                        self._cut_compacted(seg, offset)
+                    else:
+                        if seg is not self._active:
+                            self._reactivate(seg)
+                        self._cut(seg, offset - seg.base_offset)
                 self._bases = [s.base_offset for s in self._segments]
                 self.next_offset = offset
                 self.durable_offset = min(self.durable_offset, offset)
@@ -788,6 +1100,26 @@ class PartitionLog:
                 self._fail(f"truncation to offset {offset}", exc)
                 raise self._failure() from exc
             self._log.info("%s/%d: truncated to offset %d", self.topic, self.partition, offset)
+
+    def _cut_compacted(self, seg: Segment, offset: int) -> None:
+        """Truncation inside (or at the end of) compacted segment ``seg``, the last one
+        left: it is rewritten to cover offsets below ``offset`` only, and a new active
+        segment starts at ``offset`` (lock held)."""
+        self._bases = [s.base_offset for s in self._segments]
+        if offset < seg.end_offset:
+            try:
+                recs = segment_records(self._fs, seg)
+            except CleanAborted as exc:
+                raise OSError(f"cannot read {seg.name} to cut it: {exc}") from exc
+            keep = bisect_left(recs.offsets, offset)
+            out = write_compacted(
+                self._fs, self.path, seg.base_offset, offset - seg.base_offset,
+                [recs.data[: recs.starts[keep]] if keep < len(recs.starts) else recs.data],
+                new_positions([o - seg.base_offset for o in recs.offsets[:keep]]),
+                new_positions(recs.starts[:keep]), recs.stamps[:keep], paths.CLEANED_SUFFIX)
+            self._fs.fsync_dir(self.path)
+            self._swap_in(len(self._segments) - 1, [seg], [out])
+        self._start_active(offset)
 
     def _reactivate(self, seg: Segment) -> None:
         """Make the (new) last segment the active one again (lock held)."""
@@ -837,7 +1169,7 @@ class PartitionLog:
         if seg in self._pending:
             self._pending.remove(seg)
         self._discard_write_fds(seg)
-        for path in (seg.log_path, seg.index_path, seg.timeindex_path):
+        for path in seg.files():
             try:
                 self._fs.remove(path)
             except FileNotFoundError:
@@ -931,7 +1263,7 @@ class PartitionLog:
                             for fd in seg.write_fds():
                                 fs.fsync(fd)
                         else:
-                            for path in (seg.log_path, seg.index_path, seg.timeindex_path):
+                            for path in seg.files():
                                 _fsync_path(fs, path)
                     for fd in self._active.write_fds():
                         fs.fsync(fd)
@@ -950,6 +1282,18 @@ class PartitionLog:
                 self._pending.clear()
                 self._read_lru.clear()
                 self._empty_graveyard()
+
+
+class _Part(NamedTuple):
+    """What ``_read_compacted`` took from one compacted segment."""
+
+    data: bytes
+    ends: list[int]
+    count: int
+    first: int
+    payload: int
+    next_at: int
+    stopped: bool
 
 
 class _IndexDamaged(Exception):
@@ -979,3 +1323,28 @@ def _fsync_path(fs: FileLayer, path: str) -> None:
         fs.fsync(fd)
     finally:
         fs.close(fd)
+
+
+def _scan_gapped(raw: bytes | bytearray | memoryview, first: int) -> tuple[list[int], list[int], list[int]] | None:
+    """``(offsets, starts, timestamps)`` of intact records whose offsets increase strictly
+    from ``first`` on with at least one gap; None when ``raw`` is anything else."""
+    data = bytes(raw)
+    pos = 0
+    offsets: list[int] = []
+    starts: list[int] = []
+    stamps: list[int] = []
+    expect = first
+    while pos < len(data):
+        if check_record(data, pos) is not None:
+            return None
+        _ck, _lo, _hi, off, ts, _ots, uhl, pl, _rsv = HEADER.unpack_from(data, pos)
+        if off < expect:
+            return None
+        offsets.append(off)
+        starts.append(pos)
+        stamps.append(ts)
+        expect = off + 1
+        pos += HEADER_SIZE + pl + uhl
+    if not offsets or offsets[-1] - first + 1 == len(offsets) or pos > MAX_U32:
+        return None
+    return offsets, starts, stamps

@@ -12,6 +12,11 @@ Owns: how names are built and recognised (``LevelDB filename.h``; Iggy's
     <root>/topics/<topic>/<partition>/<base:020d>.log        segment data
     <root>/topics/<topic>/<partition>/<base:020d>.index      dense offset index
     <root>/topics/<topic>/<partition>/<base:020d>.timeindex  sparse time index
+    <root>/topics/<topic>/<partition>/<base:020d>.sindex     offset index of a compacted
+                                                    segment (instead of ``.index``)
+    <segment file>.cleaned   written by the cleaner, not yet committed (removed on open)
+    <segment file>.swap      a committed cleaner output not yet renamed into place
+                             (recovery finishes the swap)
     <root>/topics/~new-<topic>/      a topic being created (renamed into place when ready)
     <root>/topics/~del-<topic>/      a topic being deleted (removed on the next open)
     <root>/topics/~bad-<topic>/      a topic whose topic.json was unreadable, kept for the operator
@@ -39,6 +44,9 @@ __all__ = [
     "LOG_SUFFIX",
     "INDEX_SUFFIX",
     "TIMEINDEX_SUFFIX",
+    "SINDEX_SUFFIX",
+    "CLEANED_SUFFIX",
+    "SWAP_SUFFIX",
     "BAD_SUFFIX",
     "NEW_PREFIX",
     "DELETED_PREFIX",
@@ -58,9 +66,11 @@ __all__ = [
     "log_path",
     "index_path",
     "timeindex_path",
+    "sindex_path",
     "quarantine_path",
     "parse_segment_name",
     "parse_partition_name",
+    "parse_swap_name",
 ]
 
 LOCK_FILE = ".lock"
@@ -71,13 +81,16 @@ STATE_FILE = "state.json"
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+SINDEX_SUFFIX = ".sindex"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 BAD_SUFFIX = ".bad"
 NEW_PREFIX = "~new-"
 DELETED_PREFIX = "~del-"
 QUARANTINED_PREFIX = "~bad-"
 _DIGITS = 20
 
-_SEGMENT_RE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex)")
+_SEGMENT_RE = re.compile(r"([0-9]{20})(\.log|\.index|\.timeindex|\.sindex)")
 _PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,8}")
 
 
@@ -144,13 +157,18 @@ def timeindex_path(partition_path: str, base_offset: int) -> str:
     return os.path.join(partition_path, segment_name(base_offset, TIMEINDEX_SUFFIX))
 
 
+def sindex_path(partition_path: str, base_offset: int) -> str:
+    return os.path.join(partition_path, segment_name(base_offset, SINDEX_SUFFIX))
+
+
 def quarantine_path(path: str) -> str:
     """Where an unreadable file is moved: ``<path>.bad``."""
     return path + BAD_SUFFIX
 
 
 def parse_segment_name(name: str) -> tuple[int, str] | None:
-    """``("00000000000000000042.index")`` -> ``(42, ".index")``; ``None`` for other names."""
+    """``("00000000000000000042.index")`` -> ``(42, ".index")``; ``None`` for other names
+    (``.cleaned``/``.swap`` files included: ``parse_swap_name`` reads those)."""
     match = _SEGMENT_RE.fullmatch(name)
     if match is None:
         return None
@@ -162,3 +180,15 @@ def parse_partition_name(name: str) -> int | None:
     if _PARTITION_RE.fullmatch(name) is None:
         return None
     return int(name)
+
+
+def parse_swap_name(name: str) -> tuple[int, str, str] | None:
+    """``"00000000000000000042.log.swap"`` -> ``(42, ".log", ".swap")``; likewise for
+    ``.cleaned``; ``None`` for other names."""
+    for marker in (SWAP_SUFFIX, CLEANED_SUFFIX):
+        if name.endswith(marker):
+            parsed = parse_segment_name(name[: -len(marker)])
+            if parsed is None:
+                return None
+            return parsed[0], parsed[1], marker
+    return None

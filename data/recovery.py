@@ -21,6 +21,12 @@ Rules (docs/storage.md has the reasons):
   not start where the previous one ends, and every segment after it, is quarantined (its
   log renamed ``.bad``), as is a segment whose files cannot be read.
 * Index files without a log (an interrupted retention) are removed.
+* Compaction (``data.cleaner``): ``.cleaned`` files are removed (a pass that never
+  committed); a ``.log.swap`` means a swap committed: the old segments in its range are
+  removed and the ``.swap`` files renamed into place. A compacted segment (``.sindex``)
+  gets the same cheap check of its last record; if it fails it is quarantined (it was
+  fsynced before it was swapped in, so a failure is damage, not a crash). A compacted last
+  segment gets a new empty active segment after it.
 
 Must not import: Twisted, anything of the broker.
 """
@@ -29,10 +35,12 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from array import array
 from dataclasses import dataclass
 
 from data import paths
+from data.cleaner import load_sindex
 from data.format import HEADER, HEADER_SIZE, U32, check_record
 from data.fs import FileLayer
 from data.index import (
@@ -52,6 +60,7 @@ from data.writer import write_all
 
 __all__ = ["RecoveryEvent", "open_segments", "create_segments"]
 
+U64 = struct.Struct("<Q")
 _WALK_BACK = 1024
 """How many index entries the tail check tries, newest first, before scanning the whole
 segment: entries past the log's end (an index flushed before its log) are skipped."""
@@ -123,7 +132,7 @@ def open_segments(
     ctx = _Context(fs, path, topic, partition, logger, events)
     fs.makedirs(path)
     found: dict[int, set[str]] = {}
-    dir_changed = False
+    dir_changed = _finish_swaps(ctx)
     for name in fs.listdir(path):
         parsed = paths.parse_segment_name(name)
         if parsed is not None:
@@ -134,8 +143,13 @@ def open_segments(
     candidates: list[Segment] = []
     for base in sorted(found):
         seg = Segment(path, base)
+        if paths.SINDEX_SUFFIX in found[base] and paths.LOG_SUFFIX in found[base]:
+            seg.span = 0  # compacted: _check_segment reads the real span
+            if paths.INDEX_SUFFIX in found[base]:
+                fs.remove(seg.index_path)  # left by an interrupted swap
+                dir_changed = True
         if paths.LOG_SUFFIX not in found[base]:
-            for orphan in (seg.index_path, seg.timeindex_path):
+            for orphan in (seg.index_path, seg.timeindex_path, seg.sindex_path):
                 if fs.exists(orphan):
                     fs.remove(orphan)
             logger.info("recovery %s/%d: removed index files of missing log %s", topic, partition, seg.name)
@@ -153,7 +167,15 @@ def open_segments(
             break
         tail_check = not clean and i == len(candidates) - 1
         try:
-            _check_segment(ctx, seg, tail_check)
+            if seg.span is not None:
+                _check_compacted(ctx, seg)
+            else:
+                _check_segment(ctx, seg, tail_check)
+        except _BadCompacted as exc:
+            for later in candidates[i:]:
+                _quarantine(ctx, later, str(exc) if later is seg else "after a damaged compacted segment")
+            dir_changed = True
+            break
         except OSError as exc:
             for later in candidates[i:]:
                 _quarantine(ctx, later, f"unreadable: {exc}" if later is seg else "after an unreadable segment")
@@ -165,11 +187,16 @@ def open_segments(
         base = candidates[0].base_offset if candidates else 0
         segments = [_new_active(fs, path, base)]
         dir_changed = True
+    elif segments[-1].span is not None:
+        # A compacted segment is never active: a crash after a follower's gapped append
+        # (or a truncation into a compacted segment) left no active segment after it.
+        segments.append(_new_active(fs, path, segments[-1].end_offset))
+        dir_changed = True
     else:
         _activate(fs, segments[-1])
     if not clean:
         for seg in segments[:-1]:
-            for p in (seg.log_path, seg.index_path, seg.timeindex_path):
+            for p in seg.files():
                 _fsync_path(fs, p)
         for fd in segments[-1].write_fds():
             fs.fsync(fd)
@@ -177,6 +204,104 @@ def open_segments(
     if dir_changed:
         fs.fsync_dir(path)
     return segments
+
+
+# --- compaction swaps and compacted segments ---------------------------------------------------
+
+
+class _BadCompacted(Exception):
+    """A compacted segment whose ``.sindex`` disagrees with its log."""
+
+
+def _finish_swaps(ctx: _Context) -> bool:
+    """Remove ``.cleaned`` files (a pass that never committed) and finish every swap whose
+    ``.log.swap`` exists (``PartitionLog._swap_in``). True when the folder changed."""
+    fs, path = ctx.fs, ctx.path
+    swaps: dict[int, set[str]] = {}
+    changed = False
+    for name in fs.listdir(path):
+        parsed = paths.parse_swap_name(name)
+        if parsed is None:
+            continue
+        base, suffix, marker = parsed
+        if marker == paths.CLEANED_SUFFIX:
+            fs.remove(os.path.join(path, name))
+            changed = True
+        else:
+            swaps.setdefault(base, set()).add(suffix)
+    for base in sorted(swaps):
+        seg = Segment(path, base)
+        seg.span = 0
+        pending = swaps[base]
+        if paths.LOG_SUFFIX not in pending:  # indexes renamed, the log not: never committed
+            for suffix in pending:
+                fs.remove(os.path.join(path, paths.segment_name(base, suffix) + paths.SWAP_SUFFIX))
+            changed = True
+            continue
+        sindex = seg.sindex_path + (paths.SWAP_SUFFIX if paths.SINDEX_SUFFIX in pending else "")
+        fd = fs.open(sindex, os.O_RDONLY)
+        try:
+            span = U64.unpack(fs.pread(fd, 8, 0))[0]
+        finally:
+            fs.close(fd)
+        if len(pending) == 3:
+            # The old segments' files may still be there: remove every one in the range.
+            for name in fs.listdir(path):
+                parsed = paths.parse_segment_name(name)
+                if parsed is not None and base <= parsed[0] < base + span:
+                    fs.remove(os.path.join(path, name))
+        fs.fsync_dir(path)
+        for name in seg.files()[::-1]:
+            if fs.exists(name + paths.SWAP_SUFFIX):
+                fs.replace(name + paths.SWAP_SUFFIX, name)
+                fs.fsync_dir(path)
+        ctx.log.info("recovery %s/%d: finished swapping in compacted segment %s",
+                     ctx.topic, ctx.partition, seg.name)
+        changed = True
+    if changed:
+        fs.fsync_dir(path)
+    return changed
+
+
+def _check_compacted(ctx: _Context, seg: Segment) -> None:
+    """A compacted segment is written whole and fsynced before it is swapped in: check
+    that its ``.sindex`` is well formed and that its last entry names an intact record
+    with the right offset ending exactly at the end of the log; ``_BadCompacted`` if not."""
+    fs = ctx.fs
+    try:
+        load_sindex(fs, seg)
+    except ValueError as exc:
+        raise _BadCompacted(f"{seg.sindex_path}: {exc}") from exc
+    assert seg.rel_offsets is not None and seg.spositions is not None
+    size = fs.getsize(seg.log_path)
+    count = len(seg.rel_offsets)
+    if count == 0:
+        if size:
+            raise _BadCompacted(f"{seg.name}: {size} bytes but no index entries")
+    else:
+        last = seg.spositions[-1]
+        log_fd = fs.open(seg.log_path, os.O_RDONLY)
+        try:
+            record = fs.pread(log_fd, size - last, last)
+        finally:
+            fs.close(log_fd)
+        reason = check_record(record, 0, seg.base_offset + seg.rel_offsets[-1])
+        if reason is None and len(record) >= HEADER_SIZE:
+            *_fields, uhl, pl, _rsv = HEADER.unpack_from(record, 0)
+            if HEADER_SIZE + pl + uhl != len(record):
+                reason = "the last record does not end at the end of the log"
+        if reason is not None:
+            raise _BadCompacted(f"{seg.name}: {reason}")
+    seg.count = count
+    seg.size = size
+    tsize = _file_size(fs, seg.timeindex_path)
+    seg.time_entries = max(tsize, 0) // TIME_ENTRY_SIZE
+    if seg.time_entries:
+        fd = fs.open(seg.timeindex_path, os.O_RDONLY)
+        try:
+            seg.max_timestamp = TIME_ENTRY.unpack(fs.pread(fd, TIME_ENTRY_SIZE, (seg.time_entries - 1) * TIME_ENTRY_SIZE))[0]
+        finally:
+            fs.close(fd)
 
 
 # --- per segment ------------------------------------------------------------------------------
@@ -363,7 +488,7 @@ def _quarantine(ctx: _Context, seg: Segment, reason: str) -> None:
         fs.replace(seg.log_path, paths.quarantine_path(seg.log_path))
     except OSError as exc:
         ctx.log.error("recovery %s/%d: cannot quarantine %s: %s", ctx.topic, ctx.partition, seg.name, exc)
-    for p in (seg.index_path, seg.timeindex_path):
+    for p in (seg.index_path, seg.sindex_path, seg.timeindex_path):
         if fs.exists(p):
             fs.remove(p)
     ctx.dropped(seg, max(size, 0), range(seg.base_offset, seg.base_offset + count), f"quarantined as .bad: {reason}")

@@ -32,7 +32,12 @@ class Segment:
     """A ``<base>.log`` with its ``.index`` and ``.timeindex``.
 
     ``count`` records with offsets ``base_offset .. base_offset + count - 1`` fill the
-    first ``size`` bytes of the log. ``max_timestamp`` is the largest record timestamp in
+    first ``size`` bytes of the log. A *compacted* segment (one the cleaner wrote, or a
+    follower copied from a compacted leader) is sealed for good and may have gaps: it
+    covers offsets ``base_offset .. base_offset + span - 1`` (``span`` is not None), holds
+    ``count <= span`` records in offset order, and has a ``.sindex`` instead of an
+    ``.index`` (``rel_offsets[i]``/``spositions[i]``: relative offset and file position of
+    record ``i``, loaded on first use). ``max_timestamp`` is the largest record timestamp in
     the segment (``None`` while unknown or empty); ``first_timestamp`` is the timestamp of
     its first record (the segment's age for ``segment_ms``).
     """
@@ -55,6 +60,10 @@ class Segment:
         "positions",
         "time_ts",
         "time_rel",
+        "span",
+        "sindex_path",
+        "rel_offsets",
+        "spositions",
     )
 
     def __init__(self, partition_path: str, base_offset: int) -> None:
@@ -77,11 +86,28 @@ class Segment:
         self.positions: array[int] | None = None
         self.time_ts: array[int] | None = None
         self.time_rel: array[int] | None = None
+        # Compacted segments only (see the class doc).
+        self.span: int | None = None
+        self.sindex_path = paths.sindex_path(partition_path, base_offset)
+        self.rel_offsets: array[int] | None = None
+        self.spositions: array[int] | None = None
 
     @property
     def end_offset(self) -> int:
-        """The offset after the last record of this segment."""
-        return self.base_offset + self.count
+        """The offset after the last offset this segment covers (after its last record,
+        unless compaction removed the records at its end)."""
+        return self.base_offset + (self.count if self.span is None else self.span)
+
+    @property
+    def compacted(self) -> bool:
+        """True for a compacted segment (gaps allowed, ``.sindex``, never active)."""
+        return self.span is not None
+
+    def files(self) -> tuple[str, ...]:
+        """Every file of this segment, log first."""
+        if self.span is None:
+            return (self.log_path, self.index_path, self.timeindex_path)
+        return (self.log_path, self.sindex_path, self.timeindex_path)
 
     @property
     def name(self) -> str:
@@ -105,4 +131,5 @@ class Segment:
         return fds
 
     def __repr__(self) -> str:
-        return f"Segment({self.name}, count={self.count}, size={self.size})"
+        span = "" if self.span is None else f", span={self.span}"
+        return f"Segment({self.name}, count={self.count}{span}, size={self.size})"

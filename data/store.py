@@ -38,16 +38,18 @@ from typing import Any
 
 from data import paths
 from data.atomic import read_json, write_atomic, write_json_atomic
+from data.cleaner import CleanPolicy, CleanStats
 from data.errors import StorageError, TopicQuarantined
 from data.format import HEADER_SIZE, MAX_U32
 from data.fs import OS_FS, FileLayer
 from data.lock import DataDirLock
-from data.log import PartitionLog, ReadResult, Record, RemovedSegment
+from data.log import MIN_CLEANABLE_DIRTY_RATIO, PartitionLog, ReadResult, Record, RemovedSegment
 from data.recovery import RecoveryEvent, create_segments, open_segments
 
 __all__ = [
     "StorageConfig",
     "TopicConfig",
+    "CLEANUP_POLICIES",
     "Topic",
     "Store",
     "RecoveryEvent",
@@ -80,15 +82,60 @@ class StorageConfig:
             raise ValueError("segment_ms must be positive")
 
 
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+"""``cleanup_policy`` values (Kafka's ``cleanup.policy``): ``delete`` removes old segments
+by retention (the default, as before); ``compact`` keeps the latest record of every key
+(``data.cleaner``) and never applies retention; ``compact,delete`` does both."""
+
+_COMPACTION_DEFAULTS = {"cleanup_policy": "delete", "min_compaction_lag_ms": 0,
+                        "delete_retention_ms": 86_400_000, "segment_bytes": None, "segment_ms": None}
+
+
 @dataclass(frozen=True)
 class TopicConfig:
-    """A topic's settings, stored in its ``topic.json``."""
+    """A topic's settings, stored in its ``topic.json``.
+
+    ``cleanup_policy`` (``CLEANUP_POLICIES``), ``min_compaction_lag_ms`` (a record is not
+    compacted away before it is that old; Kafka's ``min.compaction.lag.ms``) and
+    ``delete_retention_ms`` (how long a tombstone stays after it became the latest record
+    of its key; Kafka's ``delete.retention.ms``) drive compaction. ``segment_bytes`` and
+    ``segment_ms`` override the store's for this topic (None: the store's).
+    """
 
     partitions: int
     replication_factor: int = 1
     min_insync_replicas: int = 1
     retention_ms: int | None = None
     retention_bytes: int | None = None
+    topic_id: str | None = None
+    """A random UUID (32 hex digits) naming this incarnation of the topic, as Kafka's topic
+    ids do (a topic deleted and created again gets a new one); None for topics created
+    before topic ids existed. Chosen by whoever creates the topic; the store keeps it."""
+    cleanup_policy: str = "delete"
+    min_compaction_lag_ms: int = 0
+    delete_retention_ms: int = 86_400_000
+    segment_bytes: int | None = None
+    segment_ms: int | None = None
+
+    @property
+    def compacted(self) -> bool:
+        """True when the topic keeps the latest record per key (``compact`` in the policy)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def deletes(self) -> bool:
+        """True when retention applies (``delete`` in the policy)."""
+        return "delete" in self.cleanup_policy
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``topic.json`` document: every setting, but the compaction and segment
+        settings only where they differ from their defaults (a data directory of a topic
+        that never set them reads the same as before they existed)."""
+        doc = asdict(self)
+        for name, default in _COMPACTION_DEFAULTS.items():
+            if doc[name] == default:
+                del doc[name]
+        return doc
 
     def validate(self) -> None:
         """``ValueError`` when the settings are inconsistent."""
@@ -105,13 +152,31 @@ class TopicConfig:
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 0):
                 raise ValueError(f"{name} must be a non-negative integer or None; got {value!r}")
+        if self.cleanup_policy not in CLEANUP_POLICIES:
+            raise ValueError(f"cleanup_policy must be one of {', '.join(CLEANUP_POLICIES)}; "
+                             f"got {self.cleanup_policy!r}")
+        for name in ("min_compaction_lag_ms", "delete_retention_ms"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer; got {value!r}")
+        if self.segment_bytes is not None and (type(self.segment_bytes) is not int
+                                               or not HEADER_SIZE < self.segment_bytes <= MAX_U32):
+            raise ValueError(f"segment_bytes must be between {HEADER_SIZE + 1} and {MAX_U32}; "
+                             f"got {self.segment_bytes!r}")
+        if self.segment_ms is not None and (type(self.segment_ms) is not int or self.segment_ms <= 0):
+            raise ValueError(f"segment_ms must be a positive integer; got {self.segment_ms!r}")
+        tid = self.topic_id
+        if tid is not None and (type(tid) is not str or len(tid) != 32
+                                or any(ch not in "0123456789abcdef" for ch in tid)):
+            raise ValueError(f"topic_id must be 32 lowercase hex digits or None; got {tid!r}")
 
     @classmethod
     def from_json(cls, obj: Any) -> TopicConfig:
         """Parse a ``topic.json`` document (``ValueError`` when malformed)."""
         if not isinstance(obj, dict):
             raise ValueError("topic.json must hold a JSON object")
-        known = {"partitions", "replication_factor", "min_insync_replicas", "retention_ms", "retention_bytes"}
+        known = {"partitions", "replication_factor", "min_insync_replicas", "retention_ms",
+                 "retention_bytes", "topic_id", *_COMPACTION_DEFAULTS}
         unknown = set(obj) - known
         if unknown:
             raise ValueError(f"topic.json has unknown keys {sorted(unknown)}")
@@ -236,23 +301,37 @@ class Store:
             segments = open_segments(
                 fs, ppath, name, p, clean=clean, logger=self._log, events=self.recovery_report
             )
-            topic.partitions.append(self._make_log(name, p, ppath, segments))
+            topic.partitions.append(self._make_log(name, p, ppath, segments, config))
         self._topics[name] = topic
         return False
 
-    def _make_log(self, topic: str, partition: int, path: str, segments: list) -> PartitionLog:
-        return PartitionLog(
+    def _make_log(self, topic: str, partition: int, path: str, segments: list,
+                  config: TopicConfig | None = None) -> PartitionLog:
+        seg_bytes, seg_ms = self._segment_limits(config)
+        plog = PartitionLog(
             topic,
             partition,
             path,
             segments,
             fs=self._fs,
             now_us=self._now_us,
-            segment_bytes=self.config.segment_bytes,
-            segment_ms=self.config.segment_ms,
+            segment_bytes=seg_bytes,
+            segment_ms=seg_ms,
             fsync_policy=self.config.fsync,
             logger=self._log,
         )
+        if config is not None and config.compacted:
+            plog.accept_gaps = True
+        return plog
+
+    def _segment_limits(self, config: TopicConfig | None) -> tuple[int, int]:
+        """``(segment_bytes, segment_ms)`` of a topic: its own, else the store's."""
+        seg_bytes = self.config.segment_bytes
+        seg_ms = self.config.segment_ms
+        if config is not None:
+            seg_bytes = config.segment_bytes or seg_bytes
+            seg_ms = config.segment_ms or seg_ms
+        return seg_bytes, seg_ms
 
     # --- topics ---------------------------------------------------------------------------
 
@@ -302,13 +381,13 @@ class Store:
             fs.makedirs(staging)
             for p in range(config.partitions):
                 create_segments(fs, paths.partition_dir(staging, p))
-            write_json_atomic(paths.topic_config_path(staging), asdict(config), fs)
+            write_json_atomic(paths.topic_config_path(staging), config.to_json(), fs)
             fs.replace(staging, tpath)
             fs.fsync_dir(paths.topics_dir(self.root))
             for p in range(config.partitions):
                 ppath = paths.partition_dir(tpath, p)
                 segments = open_segments(fs, ppath, name, p, clean=True, logger=self._log, events=self.recovery_report)
-                topic.partitions.append(self._make_log(name, p, ppath, segments))
+                topic.partitions.append(self._make_log(name, p, ppath, segments, config))
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic: rename it to ``~del-<name>``, then remove it. ``KeyError`` if missing."""
@@ -359,14 +438,15 @@ class Store:
                 segments = open_segments(
                     fs, ppath, name, p, clean=False, logger=self._log, events=self.recovery_report
                 )
-                new_logs.append(self._make_log(name, p, ppath, segments))
+                new_logs.append(self._make_log(name, p, ppath, segments, config))
             fs.fsync_dir(tpath)
-            write_json_atomic(paths.topic_config_path(tpath), asdict(config), fs)
+            write_json_atomic(paths.topic_config_path(tpath), config.to_json(), fs)
 
-    ALTERABLE = frozenset({"retention_ms", "retention_bytes"})
+    ALTERABLE = frozenset({"retention_ms", "retention_bytes", "cleanup_policy", "min_compaction_lag_ms",
+                           "delete_retention_ms", "segment_bytes", "segment_ms"})
     """The settings ``alter_topic`` changes; the others are fixed when a topic is made."""
 
-    def alter_topic(self, name: str, changes: Mapping[str, int | None]) -> Topic:
+    def alter_topic(self, name: str, changes: Mapping[str, int | str | None]) -> Topic:
         """Change settings of an existing topic (``ALTERABLE``; None: no limit). The new
         settings are in its ``topic.json`` (atomic replace) before they take effect, so a
         restart keeps them. ``KeyError`` for an unknown topic, ``ValueError`` for another
@@ -380,8 +460,12 @@ class Store:
         config.validate()
         with _storage_errors(f"altering topic {name}"):
             write_json_atomic(paths.topic_config_path(paths.topic_dir(self.root, name)),
-                              asdict(config), self._fs)
+                              config.to_json(), self._fs)
         topic.config = config
+        seg_bytes, seg_ms = self._segment_limits(config)
+        for plog in topic.partitions:
+            plog.set_segment_limits(seg_bytes, seg_ms)
+            plog.accept_gaps = plog.accept_gaps or config.compacted
         return topic
 
     # --- maintenance ----------------------------------------------------------------------
@@ -394,9 +478,41 @@ class Store:
         removed: list[RemovedSegment] = []
         for topic in list(self._topics.values()):
             cfg = topic.config
+            retention_ms, retention_bytes = (cfg.retention_ms, cfg.retention_bytes) if cfg.deletes else (None, None)
             for plog in topic.partitions:
-                removed.extend(plog.enforce_retention(now, cfg.retention_ms, cfg.retention_bytes))
+                removed.extend(plog.enforce_retention(now, retention_ms, retention_bytes))
         return removed
+
+    def now_us(self) -> int:
+        """The store's clock: wall-clock microseconds, as record timestamps are."""
+        return self._now_us()
+
+    def clean_policy(self, name: str) -> CleanPolicy | None:
+        """How a topic's partitions are cleaned; None when it is not compacted."""
+        topic = self._topics.get(name)
+        if topic is None or not topic.config.compacted:
+            return None
+        return CleanPolicy(topic.config.delete_retention_ms, self._segment_limits(topic.config)[0])
+
+    def clean(self, upto: Callable[[str, int], int] | None = None, now_us: int | None = None,
+              *, min_dirty_ratio: float = MIN_CLEANABLE_DIRTY_RATIO) -> list[CleanStats]:
+        """One cleaning pass over every partition of every compacted topic, in the calling
+        thread (a tool or a test; the broker builds passes in a worker thread, see
+        ``broker.core.periodic``). ``upto(topic, partition)`` bounds what may be cleaned
+        (the high watermark + 1; default: the log end). Returns the passes installed."""
+        now = self._now_us() if now_us is None else now_us
+        done: list[CleanStats] = []
+        for topic in list(self._topics.values()):
+            policy = self.clean_policy(topic.name)
+            if policy is None:
+                continue
+            for p, plog in enumerate(topic.partitions):
+                limit = plog.next_offset if upto is None else upto(topic.name, p)
+                stats = plog.clean(now, limit, policy, min_compaction_lag_ms=topic.config.min_compaction_lag_ms,
+                                   min_dirty_ratio=min_dirty_ratio)
+                if stats is not None:
+                    done.append(stats)
+        return done
 
     def sync_all(self) -> None:
         """fsync every partition with unsynced data (the ``interval`` policy's tick).

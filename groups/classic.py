@@ -50,6 +50,7 @@ from groups.classic_group import ClassicGroup, ClassicMember, Protocol
 from groups.classic_state import ClassicGroupState
 from groups.effects import Result
 from groups.kafka_errors import (
+    FencedInstanceId,
     GroupInUseByOtherProtocol,
     GroupNotEmpty,
     InconsistentGroupProtocol,
@@ -246,7 +247,7 @@ class ClassicGroupCoordinator:
         members = tuple(
             MemberView(m.member_id, m.client_id, m.client_host,
                        m.metadata(protocol) if stable else b"",
-                       m.assignment if stable else b"")
+                       m.assignment if stable else b"", m.group_instance_id)
             for m in group.members.values())
         return GroupView(group_id, group.state.value, group.protocol_type or "", protocol,
                          members)
@@ -255,14 +256,24 @@ class ClassicGroupCoordinator:
 
     def join(self, group_id: str, member_id: str, now_ms: int, *, client_id: str,
              client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int | None,
-             protocol_type: str, protocols: Sequence[Protocol]) -> Result[JoinReply | Held]:
-        """JoinGroup v0/v1 (v0 has no rebalance timeout: pass None, the session timeout is
+             protocol_type: str, protocols: Sequence[Protocol],
+             group_instance_id: str | None = None) -> Result[JoinReply | Held]:
+        """JoinGroup (v0 has no rebalance timeout: pass None, the session timeout is
         used). ``member_id`` is ``""`` for a new member, which gets a generated id.
+
+        Static membership (KIP-345, ``group_instance_id``): a member joining with an
+        instance id another member holds and no member id is that member's new
+        incarnation: it takes over the member's place, protocols and assignment under a
+        new member id (the old id is fenced: its held requests are answered
+        ``FencedInstanceId``) and, in a Stable group with its protocols unchanged and not
+        the leader, gets the current generation without a rebalance. A member id that
+        does not hold the instance id it names: ``FencedInstanceId``.
 
         Replies a ``JoinReply`` at once when the barrier completes with this join or when
         a current member rejoins unchanged outside a rebalance; otherwise ``Held``.
         Refusals: ``InvalidGroupId``, ``InvalidSessionTimeout``,
-        ``GroupInUseByOtherProtocol``, ``InconsistentGroupProtocol``, ``UnknownMemberId``.
+        ``GroupInUseByOtherProtocol``, ``InconsistentGroupProtocol``, ``UnknownMemberId``,
+        ``FencedInstanceId``.
         """
         self._check_group_id(group_id)
         low, high = self.config.min_session_timeout_ms, self.config.max_session_timeout_ms
@@ -285,14 +296,31 @@ class ClassicGroupCoordinator:
             raise InconsistentGroupProtocol(
                 f"group {group_id} uses protocol type {group.protocol_type!r} and needs a "
                 f"protocol every member supports; got {protocol_type!r} with {names}")
+        effects: list[ClassicEffect] = []
+        holder = group.static_member(group_instance_id) if group_instance_id else None
+        if holder is not None and not member_id:
+            # A static member's new incarnation: the old member id is fenced.
+            old = holder.member_id
+            member_id = self._new_member_id(group, group_instance_id or client_id)
+            group.replace_member_id(old, member_id)
+            effects.append(CancelTimer(session_key(group_id, old)))
+            for ticket in (holder.join_ticket, holder.sync_ticket):
+                if ticket is not None:
+                    effects.append(Deliver(ticket, FencedInstanceId(
+                        f"group instance {group_instance_id!r} rejoined as {member_id!r}")))
+            holder.join_ticket = holder.sync_ticket = None
+            effects.append(PersistClassicGroups())
+        elif holder is not None and holder.member_id != member_id:
+            raise FencedInstanceId(f"group instance {group_instance_id!r} of group "
+                                   f"{group_id} is member {holder.member_id!r} now")
         if member_id and member_id not in group.members:
             raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id}")
         self._groups.setdefault(group_id, group)
-        effects: list[ClassicEffect] = []
         if not member_id:
-            member_id = self._new_member_id(group, client_id)
+            member_id = self._new_member_id(group, group_instance_id or client_id)
             member = ClassicMember(member_id, client_id, client_host, session_timeout_ms,
-                                   rebalance_ms, tuple(protocols))
+                                   rebalance_ms, tuple(protocols),
+                                   group_instance_id=group_instance_id)
             group.add(member, protocol_type)
         else:
             member = group.members[member_id]
@@ -319,12 +347,14 @@ class ClassicGroupCoordinator:
         return self._answer(ticket, member_id, effects)
 
     def sync(self, group_id: str, generation: int, member_id: str, now_ms: int,
-             assignments: Mapping[str, bytes] | None = None) -> Result[SyncReply | Held]:
+             assignments: Mapping[str, bytes] | None = None,
+             group_instance_id: str | None = None) -> Result[SyncReply | Held]:
         """SyncGroup v0. The leader passes ``assignments`` (member id -> opaque bytes; a
         member it leaves out gets ``b""``, ids that are not members are ignored); a
         follower passes none. A follower's sync is held until the leader's arrives.
         Refusals: ``UnknownMemberId``, ``IllegalGeneration``, ``RebalanceInProgress``."""
         group = self._require(group_id, member_id)
+        group.validate_instance(member_id, group_instance_id)
         member = group.validate_member(member_id, generation)
         if group.state is PREPARING:
             raise RebalanceInProgress(f"group {group_id} is rebalancing; rejoin")
@@ -353,12 +383,14 @@ class ClassicGroupCoordinator:
         return self._answer(ticket, member_id, effects)
 
     def heartbeat(self, group_id: str, generation: int, member_id: str,
-                  now_ms: int) -> Result[RebalanceInProgress | None]:
+                  now_ms: int, group_instance_id: str | None = None
+                  ) -> Result[RebalanceInProgress | None]:
         """Heartbeat v0. The reply is None (carry on) or a ``RebalanceInProgress`` to
         report (rejoin): while the barrier waits the heartbeat still refreshes the session,
         so that refusal travels as the reply beside its effect. Refusals raised:
         ``UnknownMemberId``, ``IllegalGeneration``."""
         group = self._require(group_id, member_id)
+        group.validate_instance(member_id, group_instance_id)
         member = group.validate_member(member_id, generation)
         if group.state is AWAITING_SYNC:
             return Result(RebalanceInProgress(f"group {group_id} awaits its leader's "
@@ -369,17 +401,26 @@ class ClassicGroupCoordinator:
                           refresh)
         return Result(None, refresh)
 
-    def leave(self, group_id: str, member_id: str, now_ms: int) -> Result[None]:
-        """LeaveGroup v0: the member goes and a rebalance starts (completing at once when
-        nobody is left). Refusal: ``UnknownMemberId``."""
+    def leave(self, group_id: str, member_id: str, now_ms: int,
+              group_instance_id: str | None = None) -> Result[None]:
+        """LeaveGroup: the member goes and a rebalance starts (completing at once when
+        nobody is left). A static member may be named by its ``group_instance_id`` alone
+        (``member_id`` ""), as Kafka's admin tools do. Refusals: ``UnknownMemberId``,
+        ``FencedInstanceId`` (the member id does not hold that instance id)."""
         group = self._require(group_id, member_id)
+        if group_instance_id is not None:
+            holder = group.static_member(group_instance_id)
+            if holder is not None and not member_id:
+                member_id = holder.member_id
+            group.validate_instance(member_id, group_instance_id)
         if member_id not in group.members:
             raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id}")
         return Result(None, _dedupe(self._remove_member(group, member_id, now_ms)))
 
     def commit_offsets(self, group_id: str, generation: int, member_id: str,
                        offsets: Mapping[TopicPartition, CommittedOffset],
-                       now_ms: int) -> Result[dict[TopicPartition, OffsetMetadataTooLarge | None]]:
+                       now_ms: int, group_instance_id: str | None = None
+                       ) -> Result[dict[TopicPartition, OffsetMetadataTooLarge | None]]:
         """OffsetCommit v0-v2: ``offsets`` maps (topic, partition) to the next offset to read
         and its metadata. A simple consumer commits with generation -1 and member ``""``,
         accepted while the group is Empty or unknown. Kafka 0.10's order: simple commit
@@ -399,6 +440,7 @@ class ClassicGroupCoordinator:
             if group is None:
                 raise UnknownMemberId(f"{member_id!r} is not a member of group {group_id}: "
                                       f"there is no such group")
+            group.validate_instance(member_id, group_instance_id)
             if group.state is AWAITING_SYNC:
                 raise RebalanceInProgress(f"group {group_id} awaits its leader's assignment")
             member = group.validate_member(member_id, generation)
@@ -528,10 +570,14 @@ class ClassicGroupCoordinator:
     def _join_reply(self, group: ClassicGroup, member_id: str) -> JoinReply:
         assert group.protocol is not None and group.leader is not None
         members: tuple[tuple[str, bytes], ...] = ()
+        instances: tuple[str | None, ...] = ()
         if member_id == group.leader:
             members = tuple((m.member_id, m.metadata(group.protocol))
                             for m in group.members.values())
-        return JoinReply(group.generation, group.protocol, group.leader, member_id, members)
+            if any(m.group_instance_id for m in group.members.values()):
+                instances = tuple(m.group_instance_id for m in group.members.values())
+        return JoinReply(group.generation, group.protocol, group.leader, member_id, members,
+                         instances)
 
     # ------------------------------------------------------------------ helpers
 

@@ -52,6 +52,9 @@ class JoinReply:
     leader: str
     member_id: str
     members: tuple[tuple[str, bytes], ...] = ()
+    instance_ids: tuple[str | None, ...] = ()
+    """The leader's answer: each member's group instance id, in ``members``' order (None
+    for a dynamic member); empty for followers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,7 @@ class MemberView:
     client_host: str
     metadata: bytes
     assignment: bytes
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

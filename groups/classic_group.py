@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from groups.classic_state import ClassicGroupState, check_classic_transition
-from groups.kafka_errors import IllegalGeneration, UnknownMemberId
+from groups.kafka_errors import FencedInstanceId, IllegalGeneration, UnknownMemberId
 
 __all__ = ["Protocol", "ClassicMember", "ClassicGroup"]
 
@@ -48,6 +48,9 @@ class ClassicMember:
     sync_ticket: int | None = None
     deadline_ms: int = 0
     token: int = 0
+    group_instance_id: str | None = None
+    """A static member's id (KIP-345: ``group.instance.id``), kept across its restarts;
+    None for a dynamic member."""
 
     def protocol_names(self) -> list[str]:
         """The member's protocol names in its order of preference."""
@@ -147,6 +150,39 @@ class ClassicGroup:
     def rebalance_timeout_ms(self) -> int:
         """How long the join barrier waits: the largest rebalance timeout of any member."""
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def static_member(self, group_instance_id: str) -> ClassicMember | None:
+        """The member holding ``group_instance_id`` now (None: no such static member)."""
+        for member in self.members.values():
+            if member.group_instance_id == group_instance_id:
+                return member
+        return None
+
+    def validate_instance(self, member_id: str, group_instance_id: str | None) -> None:
+        """A static member's fencing (KIP-345): ``FencedInstanceId`` when another member
+        id holds ``group_instance_id`` now (the request comes from an older incarnation),
+        ``UnknownMemberId`` when nobody holds it. Nothing for a dynamic member (None)."""
+        if group_instance_id is None:
+            return
+        holder = self.static_member(group_instance_id)
+        if holder is None:
+            raise UnknownMemberId(f"no member of group {self.group_id} has group instance "
+                                  f"id {group_instance_id!r}")
+        if holder.member_id != member_id:
+            raise FencedInstanceId(f"group instance {group_instance_id!r} of group "
+                                   f"{self.group_id} is member {holder.member_id!r} now, "
+                                   f"not {member_id!r}")
+
+    def replace_member_id(self, old: str, new: str) -> ClassicMember:
+        """A static member's new incarnation: the member keeps its place in join order,
+        its protocols and assignment (and the leadership), under the member id ``new``."""
+        members = list(self.members.items())
+        member = self.members[old]
+        member.member_id = new
+        self.members = {new if k == old else k: v for k, v in members}
+        if self.leader == old:
+            self.leader = new
+        return member
 
     def validate_member(self, member_id: str, generation: int) -> ClassicMember:
         """The fencing check of SyncGroup, Heartbeat and OffsetCommit.

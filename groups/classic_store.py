@@ -79,6 +79,8 @@ def classic_groups_to_json(groups: Iterable[ClassicGroup]) -> dict[str, Any]:
                         "protocols": [{"name": name, "metadata": _b64(metadata)}
                                       for name, metadata in m.protocols],
                         "assignment": _b64(m.assignment),
+                        **({"group_instance_id": m.group_instance_id}
+                           if m.group_instance_id is not None else {}),
                     }
                     for m in group.members.values()
                 ],
@@ -159,7 +161,11 @@ def _group(entry: Any, where: str) -> ClassicGroup:
 
 
 def _member(raw: Any, where: str) -> ClassicMember:
-    _keys(raw, _MEMBER_KEYS, where)
+    optional = raw.keys() & {"group_instance_id"} if isinstance(raw, dict) else set()
+    _keys(raw, _MEMBER_KEYS | optional, where)
+    instance = raw.get("group_instance_id")
+    if instance is not None and (not isinstance(instance, str) or not instance):
+        raise ValueError(f"{where}.group_instance_id: expected a non-empty string")
     member_id = raw["member_id"]
     if not isinstance(member_id, str) or not member_id:
         raise ValueError(f"{where}.member_id: expected a non-empty string")
@@ -181,7 +187,8 @@ def _member(raw: Any, where: str) -> ClassicMember:
             raise ValueError(f"{p_where}.name: expected a non-empty string")
         protocols.append((name, _unb64(item["metadata"], f"{p_where}.metadata")))
     return ClassicMember(member_id, client_id, client_host, session, rebalance,
-                         tuple(protocols), _unb64(raw["assignment"], f"{where}.assignment"))
+                         tuple(protocols), _unb64(raw["assignment"], f"{where}.assignment"),
+                         group_instance_id=instance)
 
 
 def _b64(data: bytes) -> str:

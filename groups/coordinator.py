@@ -473,6 +473,22 @@ class GroupCoordinator:
             effects.append(PersistOffsets())
         return Result(None, tuple(effects))
 
+    def delete_offsets(self, group: str, topic: str,
+                       partitions: Iterable[int]) -> Result[list[int]]:
+        """Forget the committed offsets of some partitions of ``(group, topic)`` (Kafka's
+        OffsetDelete). Refused (BAD_REQUEST) while the group has live members on the
+        topic. Replies with the partitions that had one."""
+        key = (group, topic)
+        self._require_no_members(key, "OffsetDelete")
+        committed = self._offsets.get(key, {})
+        gone = [p for p in partitions if committed.pop(p, None) is not None]
+        for p in gone:
+            self._metadata.get(key, {}).pop(p, None)
+        if key in self._offsets and not self._offsets[key]:
+            del self._offsets[key]
+            self._metadata.pop(key, None)
+        return Result(gone, (PersistOffsets(),) if gone else ())
+
     def topic_deleted(self, topic: str) -> Result[list[GroupKey]]:
         """The topic was deleted: every group on it is forgotten with its members and
         committed offsets (as Kafka drops a deleted topic's offsets), so a topic created

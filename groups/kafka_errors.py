@@ -29,6 +29,8 @@ __all__ = [
     "GroupNotEmpty",
     "NotCoordinator",
     "CoordinatorLoading",
+    "FencedInstanceId",
+    "GroupIdNotFound",
 ]
 
 
@@ -43,6 +45,11 @@ class UnknownMemberId(KafkaGroupError):
     left, its session expired, it missed the join barrier, or the group does not exist.
     Also a simple (generation -1) commit into a group with live members. The client
     forgets its member id and joins as a new member. Kafka: 25 UNKNOWN_MEMBER_ID."""
+
+
+class FencedInstanceId(KafkaGroupError):
+    """A static member's request from an incarnation another member id has replaced
+    (KIP-345); the client must not rejoin with it."""
 
 
 class IllegalGeneration(KafkaGroupError):
@@ -84,6 +91,10 @@ class OffsetMetadataTooLarge(KafkaGroupError):
     """A committed offset's metadata string is longer than the configured limit (4096
     bytes by default, Kafka's ``offset.metadata.max.bytes``). Reported per partition.
     Kafka: 12 OFFSET_METADATA_TOO_LARGE."""
+
+
+class GroupIdNotFound(KafkaGroupError):
+    """An admin request for a group that has neither members nor committed offsets."""
 
 
 class GroupNotEmpty(KafkaGroupError):

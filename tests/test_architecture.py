@@ -24,13 +24,14 @@ import pytest
 
 from tests.support import ROOT
 
-DOMAIN_PACKAGES = ("groups", "replication", "data")
+DOMAIN_PACKAGES = ("groups", "replication", "data", "access")
 ALLOWED = {
     Path("replication/follower.py"),  # the Twisted fetch shell
 }
 CLIENT_FOLDERS = (Path("data/spark"), Path("data/pipelines"))  # clients of the broker
 
-ERROR_MODULES = ("broker.errors", "groups.errors", "replication.errors", "data.errors")
+ERROR_MODULES = ("broker.errors", "groups.errors", "replication.errors", "data.errors",
+                 "access.errors")
 
 
 def domain_modules() -> list[Path]:

@@ -1,13 +1,17 @@
-"""docs/getting-started.md, followed command by command as a newcomer would, on an empty
-data directory: every ``$`` command of its ``console`` blocks runs and its output must be
-what the page shows. The README's ``console`` blocks (its first ``nc`` session and the same
-through a pipe) are replayed the same way on a broker of their own.
+"""docs/getting-started.md, followed command by command as a newcomer would: every ``$``
+command of its ``console`` blocks runs and its output must be what the page shows. The
+README's ``console`` blocks (its first ``nc`` session and the same through a pipe) are
+replayed the same way on a broker of their own. Each page's broker keeps its data where
+the page's ``skerry serve`` command says (``--data-dir``, else ``./skerry-data``), inside
+a folder standing for the reader's clone; ``tests/test_docs_in_order.py`` runs the pages
+one after the other in one such folder.
 
 How the page's commands are run:
 
-- the install-and-serve command (the README's first command) starts a ``BrokerProcess`` on
-  a free port instead (the venv is the one running this test); the log lines the page
-  shows must appear in the broker's log;
+- the install-and-serve command (the README's first command, with ``--data-dir``) starts
+  a ``BrokerProcess`` on a free port instead (the venv is the one running this test), with
+  the command's data directory; the log lines the page shows must appear in the broker's
+  log;
 - the install-and-test command (the README's second command) is only checked to be the
   README's, since it is this very test suite;
 - ``nc 127.0.0.1 9092`` is replayed over a socket: the block's lines alternate request and
@@ -35,6 +39,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +52,8 @@ _BLOCK_RE = re.compile(r"^```console\n(.*?)^```", re.S | re.M)
 _PIPED_NC_RE = re.compile(r"^(printf '[^']*') \| nc -N 127\.0\.0\.1 9092$")
 _VARIABLE = [
     (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"), "<time>"),
-    (re.compile(r"[^\s;]*skerry-data"), "<data>"),
+    # ./skerry-data, /home/you/skerry/getting-started-data, ...: where the clone is
+    (re.compile(r"(?:[^\s;]*/)?[\w.-]+-data\b"), "<data>"),
     (re.compile(r"open-file limit \d+"), "open-file limit <n>"),
     (re.compile(r"\b\d+\.\d+ ?s\b"), "<seconds>"),
     (re.compile(r"\([0-9,.]+k? msgs/s\)"), "(<rate>)"),
@@ -83,6 +89,52 @@ def normalize(line: str) -> str:
     for pattern, replacement in _VARIABLE:
         line = pattern.sub(replacement, line)
     return line.rstrip()
+
+
+def serve_data_dir(command: str) -> str:
+    """The data directory a page's ``skerry serve`` command uses, as the page writes it
+    (relative to the folder it is run in): its ``--data-dir``, else the default."""
+    assert "skerry serve" in command, command
+    args = shlex.split(command.split("skerry serve", 1)[1])
+    if "--data-dir" in args:
+        return args[args.index("--data-dir") + 1]
+    return "./skerry-data"
+
+
+def start_page_broker(command: str, shown_log: list[str], folder: Path,
+                      name: str) -> BrokerProcess:
+    """The broker a page's ``skerry serve`` command starts, run in ``folder`` (the reader's
+    clone) on a free port: its data directory is the command's, under ``folder``; every log
+    line the page shows under the command must be in its log."""
+    data_dir = folder / serve_data_dir(command)
+    broker = BrokerProcess(folder / f".broker-{name}", {"data_dir": str(data_dir)}).start()
+    try:
+        log = {normalize(line) for line in broker.log_text().splitlines()}
+        for shown in shown_log:
+            assert normalize(shown) in log, (name, shown, sorted(log))
+    except BaseException:
+        broker.stop()
+        raise
+    return broker
+
+
+def in_folder(config: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A page's YAML configuration as a reader runs it in ``folder`` (the clone): its
+    ``data_dir`` (relative, or the default) under ``folder``."""
+    data_dir = Path(config.get("data_dir", "./skerry-data"))
+    assert not data_dir.is_absolute(), data_dir
+    return {**config, "data_dir": str(folder / data_dir)}
+
+
+def readme_serve_command() -> str:
+    """The README's install-and-serve command (its quick start)."""
+    (serve,) = [c for c in readme_commands() if "skerry serve" in c]
+    return serve
+
+
+def nc_session(markdown: str) -> list[str]:
+    """The lines of a page's first ``nc 127.0.0.1 9092`` session."""
+    return next(s.output for s in steps(markdown) if s.command == "nc 127.0.0.1 9092")
 
 
 def readme_commands() -> list[str]:
@@ -140,34 +192,48 @@ def run_shell(command: str, broker: BrokerProcess) -> list[str]:
     return result.stdout.decode(errors="replace").splitlines()
 
 
+def run_readme(folder: Path) -> None:
+    """The README's sessions, on the broker its quick start starts in ``folder``."""
+    readme = steps(README.read_text())
+    assert [s.command for s in readme][:1] == ["nc 127.0.0.1 9092"]
+    assert any(_PIPED_NC_RE.fullmatch(s.command) for s in readme)
+    broker = start_page_broker(readme_serve_command(), [], folder, "readme")
+    try:
+        for step in readme:
+            run_step(step, broker)
+    finally:
+        broker.stop()
+
+
+def run_getting_started(folder: Path) -> None:
+    """Every command of docs/getting-started.md, in order, in ``folder``."""
+    page = steps(DOC.read_text())
+    assert page, "no console blocks found"
+    serve = page[0]
+    assert "skerry serve" in serve.command, "the page starts by starting the broker"
+    broker = start_page_broker(serve.command, serve.output, folder, "getting-started")
+    try:
+        for step in page[1:]:
+            run_step(step, broker)
+    finally:
+        broker.stop()
+
+
 class GettingStartedTests:
     def test_page_commands_give_the_output_shown(self, tmp_path: Path) -> None:
-        """Following the page from an empty data directory, each command prints what the
-        page says it prints."""
-        page = steps(DOC.read_text())
-        assert page, "no console blocks found"
-        serve = page[0]
-        assert "skerry serve" in serve.command, "the page starts by starting the broker"
-        with BrokerProcess(tmp_path) as broker:
-            log = {normalize(line) for line in broker.log_text().splitlines()}
-            for shown in serve.output:
-                assert normalize(shown) in log, (shown, sorted(log))
-            ran = 1
-            for step in page[1:]:
-                run_step(step, broker)
-                ran += 1
-            assert ran == len(page)
+        """Following the page, each command prints what the page says it prints."""
+        run_getting_started(tmp_path)
 
     def test_readme_sessions_give_the_output_shown(self, tmp_path: Path) -> None:
         """The README's nc session, then the same through a pipe (`printf ... | nc -N`,
-        which half-closes: every reply, then EOF), give what the README shows on a new
-        broker."""
-        readme = steps(README.read_text())
-        assert [s.command for s in readme][:1] == ["nc 127.0.0.1 9092"]
-        assert any(_PIPED_NC_RE.fullmatch(s.command) for s in readme)
-        with BrokerProcess(tmp_path) as broker:
-            for step in readme:
-                run_step(step, broker)
+        which half-closes: every reply, then EOF), give what the README shows on the
+        broker its quick start starts."""
+        run_readme(tmp_path)
+
+    def test_the_two_first_sessions_are_one(self) -> None:
+        """The README's first nc session and the page's are the same lines, so a reader who
+        typed one sees the other agree."""
+        assert nc_session(README.read_text()) == nc_session(DOC.read_text())
 
     def test_readme_pipe_works_with_the_installed_nc(self, tmp_path: Path) -> None:
         """The README's `printf ... | nc -N` command, run as is by a real OpenBSD nc (port
@@ -191,13 +257,16 @@ class GettingStartedTests:
                     [offsets.sub("offset=<n> hw=<n>", line) for line in step.output]
 
     def test_install_and_test_commands_are_the_readmes(self) -> None:
-        """The page's install-and-serve and install-and-test commands are exactly the two
-        README commands, so the two never drift apart."""
+        """The page's install-and-serve and install-and-test commands are the two README
+        commands (the first with only a data directory of the page's own added), so the two
+        never drift apart."""
         page = [s.command for s in steps(DOC.read_text())]
         readme = readme_commands()
         serve = [c for c in page if "skerry serve" in c]
         tests = [c for c in page if "pytest" in c]
-        assert len(serve) == 1 and serve[0] in readme
+        assert len(serve) == 1
+        assert serve[0] == f"{readme_serve_command()} --data-dir {serve_data_dir(serve[0])}"
+        assert serve_data_dir(serve[0]) != serve_data_dir(readme_serve_command())
         assert len(tests) == 1 and tests[0] in readme
 
     def test_links_point_at_existing_pages(self) -> None:
@@ -211,8 +280,8 @@ class GettingStartedTests:
         """The comparison ignores times, paths, durations, rates, timestamps and the port,
         and nothing else."""
         shown = ("2026-05-01 12:00:00,002 INFO skerry.server: skerry listening on "
-                 "v1=127.0.0.1:9092; data in /home/you/skerry-data; open-file limit 1024; "
-                 "started in 0.00s")
+                 "v1=127.0.0.1:9092; data in /home/you/getting-started-data; open-file "
+                 "limit 1024; started in 0.00s")
         real = ("2031-12-24 23:59:59,999 INFO skerry.server: skerry listening on "
                 "v1=127.0.0.1:40123; data in /tmp/x/skerry-data; open-file limit 524288; "
                 "started in 1.25s")

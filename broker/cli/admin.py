@@ -15,10 +15,11 @@ Must not import: Twisted or the broker's server side; V1 through ``broker.client
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from broker.cli.explain import unknown_topic
 from broker.cli.table import human_bytes, render_table
 from broker.client.aio import BrokerError, Connection, Reply, ToolError
 
@@ -91,7 +92,7 @@ async def _metadata(conn: Connection, names: Sequence[str]) -> list[Reply]:
             replies.append(await conn.wait(future, "METADATA"))
         except BrokerError as exc:
             if exc.broker_message == "unknown topic":
-                raise ToolError(f"unknown topic {name}") from None
+                raise ToolError(unknown_topic(name)) from None
             raise
     return replies
 
@@ -164,6 +165,8 @@ class CreateTopic:
     min_isr: int | None = None
     retention_ms: int | None = None
     retention_bytes: int | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Cleanup policy, compaction and segment settings (ADMIN_CREATE_TOPIC's options)."""
 
 
 async def create_topic(conn: Connection, spec: CreateTopic,
@@ -175,6 +178,8 @@ async def create_topic(conn: Connection, spec: CreateTopic,
                           ("retention_bytes", spec.retention_bytes)):
         if value is not None:
             args += f" {option}={value}"
+    for option, value in sorted(spec.settings.items()):
+        args += f" {option}={value}"
     try:
         reply = await conn.request("ADMIN_CREATE_TOPIC", args)
     except BrokerError as exc:
@@ -213,6 +218,8 @@ class AlterTopic:
     """Milliseconds, or None for no limit."""
     retention_bytes: Any = _KEEP
     """Bytes per partition, or None for no limit."""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Cleanup policy, compaction and segment settings to change (None: the broker's)."""
 
     def retention_changes(self) -> dict[str, int | None]:
         return {name: value for name, value in (("retention_ms", self.retention_ms),
@@ -231,7 +238,7 @@ async def alter_topic(conn: Connection, spec: AlterTopic) -> dict[str, Any]:
                             "be more (partitions are never removed)")
         reply = await conn.request("ADMIN_ADD_PARTITIONS", f"{spec.name} {spec.partitions}")
         doc["partitions"] = reply.number("partitions")
-    changes = spec.retention_changes()
+    changes: dict[str, Any] = {**spec.retention_changes(), **spec.settings}
     if changes:
         args = " ".join(f"{key}={'none' if value is None else value}"
                         for key, value in changes.items())
@@ -239,6 +246,10 @@ async def alter_topic(conn: Connection, spec: AlterTopic) -> dict[str, Any]:
         for key in ("retention_ms", "retention_bytes"):
             value = reply.field(key)
             doc[key] = None if value == "none" else _number(value, key)
+        for key in spec.settings:
+            value = reply.field(key)
+            doc[key] = None if value == "none" else (value if key == "cleanup_policy"
+                                                     else _number(value, key))
     return doc
 
 
@@ -252,7 +263,8 @@ def render_alter(doc: dict[str, Any]) -> str:
     parts = []
     if doc["partitions"] != doc["partitions_before"]:
         parts.append(f"partitions {doc['partitions_before']} -> {doc['partitions']}")
-    for key in ("retention_ms", "retention_bytes"):
+    for key in ("retention_ms", "retention_bytes", "cleanup_policy", "min_compaction_lag_ms",
+                "delete_retention_ms", "segment_bytes", "segment_ms"):
         if key in doc:
             parts.append(f"{key} {'none' if doc[key] is None else doc[key]}")
     return f"altered topic {doc['topic']}: {', '.join(parts)}\n"
@@ -263,7 +275,7 @@ async def delete_topic(conn: Connection, name: str) -> dict[str, Any]:
         await conn.request("ADMIN_DELETE_TOPIC", name)
     except BrokerError as exc:
         if exc.broker_message == "unknown topic":
-            raise ToolError(f"unknown topic {name}") from None
+            raise ToolError(unknown_topic(name)) from None
         raise
     return {"topic": name, "deleted": True}
 

@@ -152,8 +152,10 @@ def render(report: ClusterReport) -> str:
     else:
         control = "a single broker (no cluster section)"
     under = sum(r.under_replicated for r in report.partitions)
-    head = (f"brokers: {len(report.brokers)} ({len(up)} up"
-            f"{', down: ' + ' '.join(map(str, down)) if down else ''}); {control}; "
+    # "down: broker 2" (not "down: 2", which reads as a count); "down: brokers 1, 2"
+    named = (f", down: broker{'s' if len(down) > 1 else ''} {', '.join(map(str, down))}"
+             if down else "")
+    head = (f"brokers: {len(report.brokers)} ({len(up)} up{named}); {control}; "
             f"under-replicated partitions: {under}\n")
     brokers = render_table(["broker", "address", "state"],
                            [[b, a, "up" if report.up.get(b) else "down"]
@@ -161,7 +163,8 @@ def render(report: ClusterReport) -> str:
     partitions = render_table(
         ["topic", "partition", "leader", "epoch", "replicas", "isr", "under-replicated"],
         [[r.topic, r.partition, r.leader if r.leader >= 0 else "none", r.epoch,
-          r.replicas, r.isr, r.under_replicated] for r in report.partitions])
+          r.replicas, r.isr, r.under_replicated] for r in report.partitions],
+        right=("partition", "leader", "epoch"))  # numbers, "none" included
     return head + "\n" + brokers + "\n" + partitions
 
 

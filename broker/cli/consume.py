@@ -6,12 +6,16 @@ Owns: where reading starts (``--offset``, ``--from-beginning``, ``--from-timesta
 when following, so one idle partition's long poll never delays another), the group member
 (JOIN and SYNC, HEARTBEAT on its own connection every third of the session timeout, re-JOIN
 after GENERATION_MISMATCH, COMMIT after each printed batch, LEAVE on the way out, Ctrl-C
-included), and the two output formats: plain values, or one JSON object per line. In a
-cluster each partition is read from its leader (``_leaders``).
+included), and the output formats: plain values, one JSON object per line, or a
+kcat-style ``-f`` format string (``compile_format``). In a cluster each partition is read
+from its leader (``_leaders``).
 
-Every read asks for ``detail=true enc=b64``, so any stored bytes arrive intact; the JSON
-form carries a value (and a key) as UTF-8 text when it decodes, else as base64 with
-``"value_encoding": "base64"`` (``"key_encoding"``).
+Every read asks for ``detail=true enc=b64``, so any stored bytes arrive intact, and
+``headers=true`` when the output shows a timestamp or headers: a message's timestamp is
+the producer's own (``producer_timestamp_ms``), never the broker's append time passed off
+as it (that one is ``%A`` and ``"append_time"``). The JSON form carries a value (and a key,
+a header value) as UTF-8 text when it decodes, else as base64 with ``"value_encoding":
+"base64"`` (``"key_encoding"``).
 
 Must not import: Twisted or the broker's server side; it speaks V1 through
 ``broker.client.aio`` only.
@@ -29,6 +33,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, BinaryIO, TextIO
 
+from broker.cli.explain import unknown_topic
 from broker.client.aio import (
     Address,
     BrokerError,
@@ -44,6 +49,7 @@ __all__ = [
     "ConsumeOptions",
     "ConsumeSummary",
     "consume",
+    "compile_format",
     "format_message",
     "parse_timestamp",
 ]
@@ -68,10 +74,19 @@ class ConsumeOptions:
     consumer_id: str | None = None
     session_timeout_ms: int = 10_000
     output_format: str = "plain"
+    """``plain``, ``json``, or a kcat-style format string (``compile_format``)."""
     print_key: bool = False
     """Plain format: the key and a tab before each value."""
     print_timestamp: bool = False
-    """Plain format: the timestamp (ms) and a tab first."""
+    """Plain format: the producer's timestamp (ms) and a tab first."""
+    print_headers: bool = False
+    """Plain format: the headers (``name:value,...`` or ``NO_HEADERS``) and a tab, after
+    the timestamp and before the key."""
+
+    @property
+    def wants_headers(self) -> bool:
+        """Whether reads ask for ``headers=true`` (producer timestamps and headers)."""
+        return self.output_format != "plain" or self.print_timestamp or self.print_headers
     wait_ms: int = 1000
     """Long-poll time of each CONSUME while following."""
     timeout: float = 10.0
@@ -121,19 +136,119 @@ def _text_or_b64(data: bytes) -> tuple[str, bool]:
         return base64.b64encode(data).decode("ascii"), True
 
 
-def format_message(message: Message, output_format: str, *, print_key: bool = False,
-                   print_timestamp: bool = False) -> bytes:
-    """One output line. Plain: the value's bytes as they are, after the timestamp (ms) and
-    a tab with ``print_timestamp`` and the key's bytes and a tab with ``print_key`` (as
-    kafka-console-consumer's ``print.timestamp`` and ``print.key``). JSON: an object with
-    ``partition``, ``offset``, ``timestamp`` (ms), ``key`` and ``value``.
+def _timestamp(message: Message) -> int:
+    """The message's own timestamp: the producer's; the append time from a broker that
+    does not send it."""
+    if message.producer_timestamp_ms is not None:
+        return message.producer_timestamp_ms
+    return message.timestamp_ms if message.timestamp_ms is not None else -1
 
-    >>> format_message(Message(2, 0, 1700000000123, b"user1", b"created"), "plain",
-    ...                print_key=True, print_timestamp=True)
+
+def _plain_headers(message: Message) -> bytes:
+    """kafka-console-consumer's ``print.headers`` form: ``name:value,...``, or
+    ``NO_HEADERS``."""
+    if not message.headers:
+        return b"NO_HEADERS"
+    return b",".join(name + b":" + value for name, value in message.headers)
+
+
+_FIELDS: dict[str, Callable[[Message, str], bytes]] = {
+    "t": lambda m, topic: topic.encode(),
+    "p": lambda m, topic: b"%d" % m.partition,
+    "o": lambda m, topic: b"%d" % m.offset,
+    "k": lambda m, topic: m.key,
+    "K": lambda m, topic: b"%d" % len(m.key),
+    "s": lambda m, topic: m.value,
+    "S": lambda m, topic: b"%d" % len(m.value),
+    "T": lambda m, topic: b"%d" % _timestamp(m),
+    "A": lambda m, topic: b"%d" % (m.timestamp_ms if m.timestamp_ms is not None else -1),
+    "h": lambda m, topic: b",".join(n + b"=" + v for n, v in m.headers),
+}
+FORMAT_TOKENS = ("%t topic, %p partition, %o offset, %k key, %K key length, %s value, "
+                 "%S value length, %T the producer's timestamp (ms), %A the broker's append "
+                 "time (ms), %h headers (name=value,...), %% a %; \\n \\t \\r \\\\ "
+                 "escapes")
+"""What a ``--format`` string may hold (kcat's ``-f``, plus ``%A``)."""
+_ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\"}
+
+Formatter = Callable[[Message, str], bytes]
+
+
+def compile_format(text: str) -> Formatter:
+    """A kcat-style format string as a function of (message, topic) -> bytes: ``%`` tokens
+    (``FORMAT_TOKENS``) and backslash escapes; nothing is added (end it with ``\\n``).
+    ``ToolError`` (exit 2) for an unknown token.
+
+    >>> compile_format("%p:%o %k=%s @%T\\\\n")(Message(2, 7, 5, b"u1", b"paid", 4), "t")
+    b'2:7 u1=paid @4\\n'
+    """
+    parts: list[bytes | Callable[[Message, str], bytes]] = []
+    literal = bytearray()
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char in "%\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if char == "%" and nxt == "%":
+                literal += b"%"
+            elif char == "%" and nxt in _FIELDS:
+                if literal:
+                    parts.append(bytes(literal))
+                    literal.clear()
+                parts.append(_FIELDS[nxt])
+            elif char == "\\" and nxt in _ESCAPES:
+                literal += _ESCAPES[nxt]
+            elif char == "%":
+                raise ToolError(f"--format: unknown token %{nxt}; use {FORMAT_TOKENS}", 2)
+            else:
+                literal += char.encode()
+                i += 1
+                continue
+            i += 2
+            continue
+        if char == "%":
+            raise ToolError("--format: a lone % at the end; write %% for a % sign", 2)
+        literal += char.encode()
+        i += 1
+    if literal:
+        parts.append(bytes(literal))
+
+    def render(message: Message, topic: str) -> bytes:
+        return b"".join(part if isinstance(part, bytes) else part(message, topic)
+                        for part in parts)
+
+    return render
+
+
+def _json_headers(message: Message) -> list[dict[str, str]]:
+    out = []
+    for name, value in message.headers:
+        text, b64 = _text_or_b64(value)
+        header = {"key": name.decode("utf-8", "replace"), "value": text}
+        if b64:
+            header["value_encoding"] = "base64"
+        out.append(header)
+    return out
+
+
+def format_message(message: Message, output_format: str, *, print_key: bool = False,
+                   print_timestamp: bool = False, print_headers: bool = False,
+                   topic: str = "") -> bytes:
+    """One output line. Plain: the value's bytes as they are, after the producer's
+    timestamp (ms) and a tab with ``print_timestamp``, the headers and a tab with
+    ``print_headers`` and the key's bytes and a tab with ``print_key`` (as
+    kafka-console-consumer's ``print.timestamp``, ``print.headers`` and ``print.key``).
+    JSON: an object with ``partition``, ``offset``, ``timestamp`` (the producer's, ms),
+    ``append_time`` (the broker's, ms; when known), ``key``, ``value`` and, when there are
+    any, ``headers``. Anything else is a ``compile_format`` string.
+
+    >>> format_message(Message(2, 0, 1700000000999, b"user1", b"created", 1700000000123),
+    ...                "plain", print_key=True, print_timestamp=True)
     b'1700000000123\\tuser1\\tcreated\\n'
 
-    >>> format_message(Message(2, 0, 1700000000123, b"user1", b"created"), "json")
-    b'{"partition": 2, "offset": 0, "timestamp": 1700000000123, "key": "user1", "value": "created"}\\n'
+    >>> format_message(Message(2, 0, 1700000000999, b"user1", b"created", 1700000000123),
+    ...                "json")
+    b'{"partition": 2, "offset": 0, "timestamp": 1700000000123, "append_time": 1700000000999, "key": "user1", "value": "created"}\\n'
     >>> format_message(Message(0, 5, 1, b"", b"\\xff\\x00"), "json")
     b'{"partition": 0, "offset": 5, "timestamp": 1, "key": "", "value": "/wA=", "value_encoding": "base64"}\\n'
     """
@@ -141,17 +256,26 @@ def format_message(message: Message, output_format: str, *, print_key: bool = Fa
         line = message.value + b"\n"
         if print_key:
             line = message.key + b"\t" + line
+        if print_headers:
+            line = _plain_headers(message) + b"\t" + line
         if print_timestamp:
-            line = b"%d\t" % message.timestamp_ms + line
+            line = b"%d\t" % _timestamp(message) + line
         return line
+    if output_format != "json":
+        return compile_format(output_format)(message, topic)
     key, key_b64 = _text_or_b64(message.key)
     value, value_b64 = _text_or_b64(message.value)
     document: dict[str, Any] = {"partition": message.partition, "offset": message.offset,
-                                "timestamp": message.timestamp_ms, "key": key, "value": value}
+                                "timestamp": _timestamp(message)}
+    if message.producer_timestamp_ms is not None:
+        document["append_time"] = message.timestamp_ms
+    document.update(key=key, value=value)
     if key_b64:
         document["key_encoding"] = "base64"
     if value_b64:
         document["value_encoding"] = "base64"
+    if message.headers:
+        document["headers"] = _json_headers(message)
     return (json.dumps(document, ensure_ascii=False) + "\n").encode("utf-8")
 
 
@@ -168,6 +292,8 @@ class _Printer:
     def __init__(self, out: BinaryIO, options: ConsumeOptions) -> None:
         self._out = out
         self._options = options
+        self._render = None if options.output_format in ("plain", "json") \
+            else compile_format(options.output_format)
         limit = self._limit = options.max_messages
         self.count = 0
         self.closed = False
@@ -186,8 +312,12 @@ class _Printer:
         if self._limit is not None:
             messages = messages[: self._limit - self.count]
         o = self._options
-        data = b"".join(format_message(m, o.output_format, print_key=o.print_key,
-                                       print_timestamp=o.print_timestamp) for m in messages)
+        if self._render is not None:
+            data = b"".join(self._render(m, o.topic) for m in messages)
+        else:
+            data = b"".join(format_message(m, o.output_format, print_key=o.print_key,
+                                           print_timestamp=o.print_timestamp,
+                                           print_headers=o.print_headers) for m in messages)
         try:
             self._out.write(data)
             self._out.flush()
@@ -212,12 +342,15 @@ async def _read_partition(conn: Connection, options: ConsumeOptions, partition: 
     """Print ``partition`` from ``offset``: until a read comes back empty (or, following,
     forever), the printer is done, or ``stop`` is set. Returns the next offset."""
     extra = f" wait_ms={options.wait_ms}" if follow else ""
+    headers = options.wants_headers
+    if headers:
+        extra += " headers=true"
     timeout = options.timeout + (options.wait_ms / 1000.0 if follow else 0.0)
     while not printer.done and not (stop is not None and stop.is_set()):
         reply = await conn.request(
             "CONSUME", f"{options.topic} {partition} {offset} max={_BATCH} enc=b64 "
                        f"detail=true{extra}", timeout=timeout)
-        messages = parse_detail_messages(reply, partition)
+        messages = parse_detail_messages(reply, partition, headers)
         if not messages:
             if follow:
                 continue
@@ -244,7 +377,7 @@ async def _partitions(conn: Connection, topic: str, wait: bool = False,
         if reply.payload != "unknown topic":
             raise BrokerError(reply.code or "?", reply.payload, "METADATA")
         if not wait:
-            raise ToolError(f"unknown topic {topic}")
+            raise ToolError(unknown_topic(topic, "; `--follow` waits for it"))
         if not waited and err is not None:
             print(f"skerry consume: topic {topic} does not exist yet; waiting for it to be "
                   "created (Ctrl-C to stop)", file=err, flush=True)

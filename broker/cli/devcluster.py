@@ -4,7 +4,8 @@ Owns: choosing free loopback ports, writing one YAML configuration per broker un
 folder, starting a local etcd when the ``etcd`` binary is installed (else the brokers run in
 the operator-driven mode, said in one line), starting the brokers as child processes
 (``python -m broker serve``), printing how to reach them, and stopping every child on
-Ctrl-C or SIGTERM (SIGTERM, then SIGKILL after a grace period).
+Ctrl-C or SIGTERM (SIGTERM, then SIGKILL after a grace period): the brokers first, etcd
+once they have all exited (a broker revokes its etcd lease on the way out).
 
 Must not import: Twisted or the broker's server side: the brokers are separate processes.
 """
@@ -93,7 +94,16 @@ def _wait_listening(log: Path, proc: subprocess.Popen[bytes], timeout: float) ->
     raise RuntimeError(f"a broker did not start within {timeout:g} s (log: {log})")
 
 
-def _stop_all(procs: list[subprocess.Popen[bytes]], grace: float = 15.0) -> None:
+def _stop_all(procs: list[subprocess.Popen[bytes]], grace: float = 15.0,
+              etcd: subprocess.Popen[bytes] | None = None) -> None:
+    """Stop the brokers (SIGTERM, SIGKILL after ``grace``), then, once every one of them has
+    exited, etcd: a broker leaving revokes its etcd lease, which needs etcd still up."""
+    _terminate([p for p in procs if p is not etcd], grace)
+    if etcd is not None:
+        _terminate([etcd], grace)
+
+
+def _terminate(procs: list[subprocess.Popen[bytes]], grace: float) -> None:
     for proc in procs:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -119,19 +129,23 @@ def run_dev_cluster(options: DevClusterOptions, out: TextIO,
     book = {i: f"127.0.0.1:{port}" for i, port in enumerate(broker_ports)}
     procs: list[subprocess.Popen[bytes]] = []
     etcd_binary = shutil.which("etcd") if options.etcd else None
+    etcd: subprocess.Popen[bytes] | None = None
     endpoint = None
     try:
         if etcd_binary is not None:
             endpoint = f"http://127.0.0.1:{ports[-2]}"
             peer = f"http://127.0.0.1:{ports[-1]}"
             log = open(root / "etcd.log", "ab")
-            procs.append(subprocess.Popen(
+            # Its own session, like the brokers': the terminal's Ctrl-C (SIGINT to the whole
+            # foreground process group) must not reach it; it is stopped last, by us.
+            etcd = subprocess.Popen(
                 [etcd_binary, "--name", "dev", "--data-dir", str(root / "etcd"),
                  "--listen-client-urls", endpoint, "--advertise-client-urls", endpoint,
                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                  "--initial-cluster", f"dev={peer}", "--logger", "zap",
                  "--log-level", "error"], stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True))
+                start_new_session=True)
+            procs.append(etcd)
             log.close()
             _wait_etcd(endpoint, procs[-1], options.startup_timeout)
             print(f"etcd: {endpoint} (data in {root / 'etcd'})", file=out, flush=True)
@@ -175,7 +189,7 @@ def run_dev_cluster(options: DevClusterOptions, out: TextIO,
             _wait_listening(log_path, proc, options.startup_timeout)
     except (RuntimeError, OSError) as exc:
         print(f"skerry dev-cluster: {exc}", file=sys.stderr, flush=True)
-        _stop_all(procs)
+        _stop_all(procs, etcd=etcd)
         return 1
     bootstrap = ",".join(book.values())
     for broker_id, address in book.items():
@@ -201,6 +215,6 @@ def run_dev_cluster(options: DevClusterOptions, out: TextIO,
                           flush=True)
             time.sleep(0.1)
     finally:
-        _stop_all(procs)
+        _stop_all(procs, etcd=etcd)
     print("dev-cluster stopped", file=out, flush=True)
     return 0

@@ -47,9 +47,21 @@ def _pipeline(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.action == "seed":
-        print(f"produced {order_stats.seed(args.bootstrap, args.topic, args.count)} orders "
-              f"to {args.topic}")
+        import time
+
+        seeded = order_stats.seed(args.bootstrap, args.topic, args.count)
+        span = " to ".join(time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ms / 1000))
+                           for ms in (seeded.first_ms, seeded.last_ms))
+        where = ", after the newest order already there" if seeded.continued else ""
+        print(f"produced {seeded.count} orders to {args.topic}; event times {span}{where}")
         return 0
+    from broker.client.codec import ClientError
+
+    try:  # the broker is asked first, so an unreachable one is one line, not a Spark trace
+        ends = order_stats.sink_ends(args.bootstrap, args.sink_topic)
+    except ClientError as exc:
+        print(f"skerry pipeline: {exc}", file=sys.stderr)
+        return 1
     # Returns when both queries are done (continuous: when one stops; a failure raises).
     try:
         order_stats.run(args.bootstrap, args.topic, args.sink_topic, args.output,
@@ -58,6 +70,8 @@ def _pipeline(args: argparse.Namespace) -> int:
         print(f"skerry pipeline: {exc}; stopped (the pipeline reads orders as `skerry "
               f"pipeline seed` writes them)", file=sys.stderr)
         return 1
+    written = order_stats.windows_written(args.bootstrap, args.sink_topic, ends)
+    print(f"order-stats: {order_stats.describe_windows(written)}")
     print(f"order-stats: results in topic {args.sink_topic} and {args.output}")
     return 0
 
@@ -97,6 +111,29 @@ def _harness(args: argparse.Namespace) -> int:
     return run(options)
 
 
+def _auth(args: argparse.Namespace) -> int:
+    from broker.auth import AuthFileError, add_user, list_users, remove_user
+
+    try:
+        if args.auth_command == "add":
+            token = add_user(args.tokens_file, args.user)
+            print(token)
+            print(f"added {args.user} to {args.tokens_file}; the token above is shown only "
+                  "once (the file keeps its SHA-256); a running broker reads the file when "
+                  "it starts", file=sys.stderr)
+        elif args.auth_command == "remove":
+            remove_user(args.tokens_file, args.user)
+            print(f"removed {args.user} from {args.tokens_file}; a running broker reads the "
+                  "file when it starts")
+        else:
+            for user in list_users(args.tokens_file):
+                print(user)
+    except AuthFileError as exc:
+        print(f"skerry auth {args.auth_command}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _dev_cluster(args: argparse.Namespace) -> int:
     import signal
     from pathlib import Path
@@ -117,8 +154,12 @@ def _dev_cluster(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from broker.version import skerry_version
+
     parser = argparse.ArgumentParser(
         prog="skerry", description="Skerry message broker and its tools.")
+    parser.add_argument("--version", action="version", version=f"skerry {skerry_version()}",
+                        help="print the version (skerry X.Y.Z) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -210,6 +251,24 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--no-etcd", action="store_true",
                      help="the operator-driven mode even when etcd is installed")
     dev.set_defaults(func=_dev_cluster)
+
+    auth = sub.add_parser(
+        "auth", help="add, remove and list the users of a tokens file (auth.tokens_file)",
+        description="Manage the file that auth.tokens_file names: one <user>:<sha256 of "
+                    "the token> line per user. The token itself is printed once by add and "
+                    "kept nowhere. A running broker reads the file when it starts.")
+    asub = auth.add_subparsers(dest="auth_command", metavar="ACTION")
+    asub.required = True
+    add = asub.add_parser("add", help="add a user with a new random token; prints the token "
+                                      "once (on stdout)")
+    add.add_argument("user", help="the user name (1-249 of A-Z a-z 0-9 . _ -)")
+    add.add_argument("tokens_file", help="the file (created with mode 0600 if missing)")
+    remove = asub.add_parser("remove", help="remove a user (its token stops working)")
+    remove.add_argument("user")
+    remove.add_argument("tokens_file")
+    alist = asub.add_parser("list", help="the users of the file, one per line")
+    alist.add_argument("tokens_file")
+    auth.set_defaults(func=_auth)
 
     from broker.cli.parsers import add_tool_parsers  # produce, consume, topics, groups
 

@@ -68,6 +68,39 @@ def _limit(text: str) -> int | None:
     return _count(1)(text)
 
 
+def _output_format(text: str) -> str:
+    """``plain``, ``json`` or a format string (checked when the command runs)."""
+    if text in ("plain", "json") or "%" in text:
+        return text
+    raise argparse.ArgumentTypeError(f"expected plain, json or a format string with %% "
+                                     f"tokens (such as '%%k %%s\\n'), not {text!r}")
+
+
+def _compaction_options(parser: argparse.ArgumentParser, *, alter: bool) -> None:
+    """``topics create``/``topics alter``: cleanup policy, compaction and segment settings
+    (docs/storage.md, Compaction); an option left out is not sent."""
+    keep = {"default": argparse.SUPPRESS}
+    parser.add_argument("--cleanup-policy", choices=("delete", "compact", "compact,delete"),
+                        help="delete: retention removes old segments (the default); compact: "
+                             "keep the latest message of every key; compact,delete: both",
+                        **keep)
+    parser.add_argument("--min-compaction-lag-ms", type=_count(0), metavar="MS",
+                        help="a message is not compacted away before it is this old", **keep)
+    parser.add_argument("--delete-retention-ms", type=_count(0), metavar="MS",
+                        help="how long a tombstone (empty value) stays readable", **keep)
+    parser.add_argument("--segment-bytes", type=_limit if alter else _count(65),
+                        metavar="BYTES|none" if alter else "BYTES",
+                        help="this topic's segment size (none: the broker's)", **keep)
+    parser.add_argument("--segment-ms", type=_limit if alter else _count(1),
+                        metavar="MS|none" if alter else "MS",
+                        help="this topic's segment age (none: the broker's)", **keep)
+
+
+COMPACTION_OPTIONS = ("cleanup_policy", "min_compaction_lag_ms", "delete_retention_ms",
+                      "segment_bytes", "segment_ms")
+"""The ``_compaction_options`` as ``args`` attributes and V1 option names."""
+
+
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
     """The command ``name`` of ``broker.cli.run``, imported only when it runs."""
 
@@ -113,10 +146,12 @@ def _add_consume(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "consume", parents=[common],
         help="print a topic's messages (once, or following new ones; alone or in a group)",
-        description="Print messages of a topic, one per line: the value (plain), or a JSON "
-                    "object with partition, offset, timestamp, key and value (--format json; "
-                    "values that are not UTF-8 come base64-encoded with "
-                    "\"value_encoding\": \"base64\"). Without --follow it stops at the end "
+        description="Print messages of a topic, one per line: the value (plain), a JSON "
+                    "object with partition, offset, timestamp (the producer's), append_time "
+                    "(the broker's), key, value and headers (--format json; values that "
+                    "are not UTF-8 come base64-encoded with \"value_encoding\": "
+                    "\"base64\"), or what a kcat-style format string says (--format "
+                    "'%p:%o %k=%s\\n'). Without --follow it stops at the end "
                     "of each partition; with --follow it waits for new messages until "
                     "Ctrl-C. Starts at the earliest offset, or at the end with --follow, "
                     "unless --offset, --from-beginning or --from-timestamp says otherwise. "
@@ -148,13 +183,22 @@ def _add_consume(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--session-timeout-ms", type=_count(100), default=10_000,
                    help="the member's session timeout (default 10000); heartbeats go every "
                         "third of it")
-    p.add_argument("--format", choices=("plain", "json"), default="plain",
-                   help="plain values (default) or one JSON object per line")
+    p.add_argument("--format", type=_output_format, default="plain", metavar="FORMAT",
+                   help="plain: the values (default); json: one JSON object per message; "
+                        "or a format string like kcat's -f (nothing is added: end it with "
+                        "\\n): %%t topic, %%p partition, %%o offset, %%k key, %%K key "
+                        "length, %%s value, %%S value length, %%T the producer's timestamp "
+                        "(ms), %%A the broker's append time (ms), %%h headers "
+                        "(name=value,...), %%%% a %%; \\n \\t \\r \\\\ escapes")
     p.add_argument("--print-key", action="store_true",
                    help="plain format: print each message's key and a tab before its value")
     p.add_argument("--print-timestamp", action="store_true",
                    help="plain format: print each message's timestamp (milliseconds since "
-                        "the epoch, when the broker appended it) and a tab first")
+                        "the epoch, the producer's own; the broker's append time only for "
+                        "a message sent without one) and a tab first")
+    p.add_argument("--print-headers", action="store_true",
+                   help="plain format: print each message's headers (name:value,... or "
+                        "NO_HEADERS, as kafka-console-consumer) and a tab before the key")
     p.add_argument("--wait-ms", type=_count(1), default=1000,
                    help="long-poll time of each read while following (default 1000)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
@@ -193,16 +237,19 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
                                                                "this")
     create.add_argument("--retention-bytes", type=_count(1),
                         help="keep each partition below this size")
+    _compaction_options(create, alter=False)
     create.add_argument("--if-not-exists", action="store_true",
                         help="a topic that exists already is left as it is (exit 0)")
     alter = tsub.add_parser(
         "alter", parents=parents,
-        help="add partitions to a topic or change its retention",
+        help="add partitions to a topic or change its retention, cleanup policy or segments",
         description="Change an existing topic: --partitions grows it to a new total (keys "
                     "may then map to other partitions; partitions are never removed), "
                     "--retention-ms and --retention-bytes replace its retention (none: no "
                     "limit), applied by the broker's next retention pass (within a "
-                    "minute).")
+                    "minute); --cleanup-policy and the compaction and segment options "
+                    "replace those settings. With etcd the change is the cluster's: every "
+                    "broker applies it.")
     alter.add_argument("topic", type=_name)
     alter.add_argument("--partitions", type=_count(1), metavar="N",
                        help="the new total number of partitions (more than now)")
@@ -212,6 +259,7 @@ def _add_admin(sub: Any, common: argparse.ArgumentParser) -> None:
     alter.add_argument("--retention-bytes", type=_limit, default=argparse.SUPPRESS,
                        metavar="BYTES|none", help="keep each partition below this size; "
                                                   "none: whatever its size")
+    _compaction_options(alter, alter=True)
     delete = tsub.add_parser("delete", parents=parents,
                              help="delete a topic and all its messages")
     delete.add_argument("topic", type=_name)
@@ -298,6 +346,39 @@ def _add_cluster(sub: Any, common: argparse.ArgumentParser) -> None:
     cluster.set_defaults(func=_lazy("cluster_command"))
 
 
+def _add_acls(sub: Any, common: argparse.ArgumentParser) -> None:
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    acls = sub.add_parser("acls", help="add, remove and list ACLs: who may do what "
+                                       "(docs/security.md)")
+    asub = acls.add_subparsers(dest="acls_command", metavar="ACTION")
+    asub.required = True
+    for action, text in (("add", "allow (or with --deny, deny) operations on a resource"),
+                         ("remove", "remove every ACL matching the options given"),
+                         ("list", "the ACLs matching the options given (all without any)")):
+        p = asub.add_parser(action, parents=[common, output], help=text)
+        needed = action == "add"
+        p.add_argument("--principal", required=needed, metavar="User:NAME",
+                       help="the user (User:alice, or alice; User:* for everyone)")
+        where = p.add_mutually_exclusive_group(required=needed)
+        where.add_argument("--topic", metavar="NAME", help="a topic (* for every topic)")
+        where.add_argument("--group", metavar="NAME", help="a consumer group (* for every "
+                                                            "group)")
+        where.add_argument("--cluster", action="store_true", help="the cluster")
+        p.add_argument("--prefixed", action="store_true",
+                       help="NAME is a prefix: every topic or group whose name starts with it")
+        p.add_argument("--operation", action="append", default=[], metavar="OP",
+                       help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
+                            "DescribeConfigs, AlterConfigs, IdempotentWrite or All "
+                            "(repeat for several)" + ("; at least one" if needed else ""))
+        p.add_argument("--deny", action="store_true",
+                       help="a DENY rule (wins over any allow)" if needed
+                       else "only DENY rules")
+        if not needed:
+            p.add_argument("--allow", action="store_true", help="only ALLOW rules")
+    acls.set_defaults(func=_lazy("acls_command"))
+
+
 def add_tool_parsers(sub: Any) -> None:
     """Add ``produce``, ``consume``, ``topics``, ``groups`` and ``cluster`` to the
     ``skerry`` parser."""
@@ -321,3 +402,4 @@ def add_tool_parsers(sub: Any) -> None:
     _add_consume(sub, common)
     _add_admin(sub, common)
     _add_cluster(sub, common)
+    _add_acls(sub, common)

@@ -5,7 +5,11 @@ whole lines as values with ``--key``; a value that is not a plain V1 value goes 
 ``enc=b64`` automatically), reading stdin on a thread so a slow pipe or a person typing is
 sent line by line while a fast file is sent in big batches, keeping at most ``window``
 requests in flight on one connection, the progress bar (tqdm on stderr: only when stdin is
-a file or a pipe and stderr is a terminal), and the summary line and exit code. In a
+a file or a pipe and stderr is a terminal), and the summary line and exit code. A refusal
+that every later line would get too (``broker.cli.explain.ends_produce``: authentication,
+an unknown topic the broker will not create, an over-long line...) stops the run at the
+first line it meets, told once in the summary with what to do and the line to resume
+from; refusals about one line are printed per line (in words, ``explain_reply``). In a
 cluster (the broker's METADATA lists brokers) each line goes to its partition's leader and a
 NOT_LEADER answer sends it again where the leader is (``_produce_routed``; routing state in
 the client codec's ``ClusterMap``).
@@ -27,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO, TextIO
 
+from broker.cli.explain import elect_hint, ends_produce, explain_reply
 from broker.client.aio import Address, Connection, ConnectionLost, Reply, ToolError, parse_address
 from broker.client.codec import (
     ClusterMap,
@@ -40,6 +45,11 @@ __all__ = ["ProduceOptions", "ProduceSummary", "produce", "request_args", "count
 
 _CHUNK = 1 << 16
 _MAX_ERRORS_SHOWN = 20
+
+
+class _Halt(Exception):
+    """A refusal every later line would get too (``broker.cli.explain.ends_produce``): the
+    run stops there; ``summary.stopped`` says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +76,8 @@ class ProduceSummary:
     """Lines refused: by this tool (not ``key:value``, ...) or by the broker (``ERR``)."""
     seconds: float = 0.0
     stopped: str | None = None
-    """Why the run ended early (the connection was lost, Ctrl-C), or None."""
+    """Why the run ended early (the connection was lost, Ctrl-C, a refusal every later
+    line would share: ``line N: <what to do>``), or None."""
     interrupted: bool = False
     last_acknowledged: int = 0
     """Input line number of the last message the broker acknowledged; 0: none."""
@@ -275,13 +286,22 @@ async def produce(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
     lineno = 0
     sent_through = 0  # every input line up to this one was sent (or skipped and reported)
 
+    halt_line = 0  # the first line refused for a reason every later line shares
+
     def account(numbers: list[int], replies: list[Reply]) -> None:
+        nonlocal halt_line
         for number, reply in zip(numbers, replies, strict=True):
             if reply.ok:
                 summary.produced += 1
                 summary.last_acknowledged = number
+            elif halt_line:
+                continue  # after the stop: the same refusal again, not news
+            elif ends_produce(reply.code or "", reply.payload):
+                halt_line = number
+                summary.errors += 1
+                summary.stopped = f"line {number}: {explain_reply(reply, options.topic)}"
             else:
-                report(number, f"{reply.code}: {reply.payload}")
+                report(number, explain_reply(reply, options.topic))
         progress.update(len(numbers))
 
     async def settle(limit: int) -> None:
@@ -293,7 +313,10 @@ async def produce(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
             replies = await conn.result(future, "PRODUCE")
             inflight.popleft()  # only once answered: a wait cut short leaves it in place
             in_flight -= len(numbers)
+            halted = bool(halt_line)
             account(numbers, replies)
+            if halt_line and not halted:
+                raise _Halt
 
     def unanswered() -> None:
         """Account what is still in flight when the run ends early: the answers of a batch
@@ -375,6 +398,13 @@ async def produce(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
                 await settle(0)
             except asyncio.CancelledError:  # a second Ctrl-C: stop waiting for answers
                 conn.abort()
+        except _Halt:
+            # Send nothing more; take the answers to what was sent (some may be OK).
+            stop.set()
+            try:
+                await settle(0)
+            except ToolError:
+                pass  # the rest is counted as sent without an answer below
     except ToolError as exc:
         if not conn.closed:
             raise
@@ -385,6 +415,8 @@ async def produce(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
         unanswered()
         summary.resume_line = summary.unanswered[0] if summary.unanswered \
             else sent_through + 1
+        if halt_line:
+            summary.resume_line = halt_line
         summary.seconds = clock() - start
         progress.close()
         await conn.close()
@@ -467,6 +499,14 @@ async def _produce_routed(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
             routes.brokers.update(fresh.brokers)
             routes.leaders = fresh.leaders
 
+    def halt(number: int, why: str, retry: list[tuple[int, bytes, bytes]]) -> None:
+        """Stop the run at line ``number``: nothing more is sent; the resume line is the
+        first line not acknowledged or refused for good."""
+        summary.errors += 1
+        summary.stopped = f"line {number}: {why}"
+        summary.resume_line = min([number, *(n for n, _l, _k in retry)])
+        raise _Halt
+
     async def send_window(entries: list[tuple[int, bytes, bytes]]) -> None:
         """Send ``(line number, line, key)`` entries until each is answered for good."""
         pending = entries
@@ -483,6 +523,7 @@ async def _produce_routed(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
                     address = known[attempt % len(known)]
                 groups.setdefault(address, []).append((number, line, key, partition))
             retry: list[tuple[int, bytes, bytes]] = []
+            halts: list[tuple[int, str]] = []
             learnt = True
             sent: list[tuple[list[tuple[int, bytes, bytes, int]], Any, str]] = []
             for address, items in groups.items():
@@ -519,16 +560,22 @@ async def _produce_routed(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
                         if not routes.note_hint(partition, parse_leader_hint(reply.payload)):
                             learnt = False
                         retry.append((number, line, key))
+                    elif ends_produce(reply.code or "", reply.payload):
+                        halts.append((number, explain_reply(reply, options.topic)))
                     else:
-                        report(number, f"{reply.code}: {reply.payload}")
+                        report(number, explain_reply(reply, options.topic))
                         progress.update(1)
+            if halts:
+                halt(*min(halts), retry)
             if not retry:
                 return
             if attempt >= _ROUTE_ATTEMPTS:
-                for number, _line, _key in retry:
-                    report(number, f"no leader took it after {attempt} attempts "
-                                   "(NOT_LEADER or no connection)")
-                return
+                number, _line, key = min(retry)
+                partition = options.partition if options.partition is not None \
+                    else routes.partition_for(key)
+                halt(number, f"no broker took partition {partition} of {options.topic} as "
+                             f"its leader after {attempt} attempts (NOT_LEADER or no "
+                             f"connection); {elect_hint(options.topic, partition)}", retry)
             if not learnt:
                 await asyncio.sleep(_ROUTE_BACKOFF)
                 await refresh()
@@ -579,6 +626,8 @@ async def _produce_routed(options: ProduceOptions, stdin: BinaryIO, err: TextIO,
                             "(does the topic exist? in a cluster, create it first)")
         reader.start()
         await send_all()
+    except _Halt:
+        pass  # summary.stopped and resume_line say where and why
     except asyncio.CancelledError:
         summary.stopped = "interrupted"
         summary.interrupted = True

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from broker.cli.parsers import TOKEN_ENV, USER_ENV
+from broker.cli.parsers import TOKEN_ENV
 from broker.cli.table import to_json
 from broker.client.aio import Address, BrokerError, Connection, ToolError, parse_address
 
@@ -74,11 +74,14 @@ def _address(args: argparse.Namespace) -> Address:
     return replace(address, user=args.user, token=token if args.user else None, tls=context)
 
 
-def _fail(command: str, exc: ToolError) -> int:
+def _fail(command: str, exc: ToolError, args: argparse.Namespace | None = None) -> int:
+    """Print ``exc`` as the command's one error line (a broker's refusal in words, see
+    ``broker.cli.explain``); its exit code."""
     message = exc.message
-    if isinstance(exc, BrokerError) and exc.code == "UNAUTHENTICATED":
-        message += (f" (the broker asks for authentication: set ${USER_ENV} and "
-                    f"${TOKEN_ENV}, see --help)")
+    if isinstance(exc, BrokerError):
+        from broker.cli.explain import explain
+
+        message = explain(exc, getattr(args, "topic", None))
     print(f"skerry {command}: {message}", file=sys.stderr, flush=True)
     return exc.exit_code
 
@@ -112,7 +115,7 @@ def produce_command(args: argparse.Namespace) -> int:
             timeout=args.timeout)
         summary = _run(lambda: produce(options, sys.stdin.buffer, sys.stderr))
     except ToolError as exc:
-        return _fail("produce", exc)
+        return _fail("produce", exc, args)
     except KeyboardInterrupt:
         return 130
     if not args.quiet or summary.errors or summary.stopped:
@@ -137,9 +140,19 @@ def consume_command(args: argparse.Namespace) -> int:
         problems.append("a numeric --offset needs --partition")
     if args.consumer_id is not None and args.group is None:
         problems.append("--consumer-id needs --group")
-    if args.format == "json" and (args.print_key or args.print_timestamp):
-        problems.append("--print-key and --print-timestamp are for the plain format; "
-                        "--format json always has the key and the timestamp")
+    if args.format != "plain" and (args.print_key or args.print_timestamp
+                                   or args.print_headers):
+        problems.append("--print-key, --print-timestamp and --print-headers are for the "
+                        "plain format; --format json always has the key, the timestamps "
+                        "and the headers, and a format string says what to print (%k, %T, "
+                        "%h)")
+    if args.format not in ("plain", "json"):
+        from broker.cli.consume import compile_format
+
+        try:
+            compile_format(args.format)
+        except ToolError as exc:
+            problems.append(exc.message)
     if problems:
         for problem in problems:
             print(f"skerry consume: {problem}", file=sys.stderr)
@@ -153,10 +166,11 @@ def consume_command(args: argparse.Namespace) -> int:
             follow=args.follow, max_messages=args.max_messages, group=args.group,
             consumer_id=args.consumer_id, session_timeout_ms=args.session_timeout_ms,
             output_format=args.format, print_key=args.print_key,
-            print_timestamp=args.print_timestamp, wait_ms=args.wait_ms, timeout=args.timeout)
+            print_timestamp=args.print_timestamp, print_headers=args.print_headers,
+            wait_ms=args.wait_ms, timeout=args.timeout)
         summary = _run(lambda: consume(options, sys.stdout.buffer, sys.stderr))
     except ToolError as exc:
-        return _fail("consume", exc)
+        return _fail("consume", exc, args)
     except KeyboardInterrupt:
         return 130
     if summary.output_closed:
@@ -179,7 +193,7 @@ def _admin(command: str, args: argparse.Namespace,
     try:
         result = _run(run)
     except ToolError as exc:
-        return _fail(command, exc)
+        return _fail(command, exc, args)
     except KeyboardInterrupt:
         return 130
     try:
@@ -188,6 +202,13 @@ def _admin(command: str, args: argparse.Namespace,
     except BrokenPipeError:
         _quiet_stdout()
     return 0
+
+
+def _compaction_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The compaction and segment options given (``parsers.COMPACTION_OPTIONS``)."""
+    from broker.cli.parsers import COMPACTION_OPTIONS
+
+    return {key: getattr(args, key) for key in COMPACTION_OPTIONS if hasattr(args, key)}
 
 
 def topics_command(args: argparse.Namespace) -> int:
@@ -203,18 +224,20 @@ def topics_command(args: argparse.Namespace) -> int:
                       admin.render_topic)
     if args.topics_command == "create":
         spec = admin.CreateTopic(args.topic, args.partitions, args.replication_factor,
-                                 args.min_isr, args.retention_ms, args.retention_bytes)
+                                 args.min_isr, args.retention_ms, args.retention_bytes,
+                                 _compaction_args(args))
         return _admin(command, args,
                       lambda c: admin.create_topic(c, spec, args.if_not_exists),
                       admin.render_create)
     if args.topics_command == "alter":
         retention = {key: getattr(args, key) for key in ("retention_ms", "retention_bytes")
                      if hasattr(args, key)}
-        if args.partitions is None and not retention:
+        settings = _compaction_args(args)
+        if args.partitions is None and not retention and not settings:
             print("skerry topics alter: nothing to change; give --partitions, --retention-ms "
                   "or --retention-bytes", file=sys.stderr)
             return 2
-        alter = admin.AlterTopic(args.topic, args.partitions, **retention)
+        alter = admin.AlterTopic(args.topic, args.partitions, **retention, settings=settings)
         return _admin(command, args, lambda c: admin.alter_topic(c, alter), admin.render_alter)
     return _admin(command, args, lambda c: admin.delete_topic(c, args.topic),
                   lambda d: f"deleted topic {d['topic']}\n")
@@ -254,6 +277,32 @@ def groups_command(args: argparse.Namespace) -> int:
     return _admin(command, args, lambda c: admin.reset_offsets(c, spec), admin.render_reset)
 
 
+def acls_command(args: argparse.Namespace) -> int:
+    """``skerry acls add|remove|list``."""
+    from broker.cli import acls
+
+    command = f"acls {args.acls_command}"
+    if args.acls_command == "add" and not args.operation:
+        return _fail(command, ToolError("name at least one --operation"))
+    resource_type, name = (("Topic", args.topic) if args.topic is not None else
+                           ("Group", args.group) if args.group is not None else
+                           ("Cluster", "kafka-cluster") if args.cluster else (None, None))
+    pattern = "prefixed" if args.prefixed else ("literal" if args.acls_command == "add"
+                                                 or name is not None else None)
+    permission = "deny" if args.deny else (
+        "allow" if args.acls_command == "add" or getattr(args, "allow", False) else None)
+    spec = acls.AclSpec(args.principal, resource_type, name, pattern, tuple(args.operation),
+                        permission)
+    if args.acls_command == "add":
+        return _admin(command, args, lambda c: acls.add_acls(c, spec), acls.render_change)
+    if args.acls_command == "remove":
+        if spec == acls.AclSpec():
+            return _fail(command, ToolError("name what to remove (--principal, --topic, "
+                                            "--group, --cluster, --operation...)"))
+        return _admin(command, args, lambda c: acls.remove_acls(c, spec), acls.render_change)
+    return _admin(command, args, lambda c: acls.list_acls(c, spec), acls.render_acls)
+
+
 def cluster_command(args: argparse.Namespace) -> int:
     """``skerry cluster status|elect``."""
     from broker.cli.cluster import elect, gather, render
@@ -272,6 +321,6 @@ def cluster_command(args: argparse.Namespace) -> int:
         print(line)
         return 0
     except ToolError as exc:
-        return _fail(f"cluster {args.cluster_command}", exc)
+        return _fail(f"cluster {args.cluster_command}", exc, args)
     except KeyboardInterrupt:
         return 130

@@ -5,7 +5,8 @@ Owns: ``Connection`` (requests written at once and matched to replies in request
 timeout on every answer, every waiter failed when the broker goes away, the send and answer
 times of every request), the broker's ``Address`` (with the ``AUTH`` credentials and TLS
 context of its connections) and the messages that tell a wrong address apart (nothing
-there, a name that does not resolve, an HTTP port, a TLS port). Lines are encoded and
+there, a name that does not resolve, an HTTP port, a TLS port, and the broker's Kafka,
+Iggy and TANK ports, told by what they answer). Lines are encoded and
 parsed by ``broker.client.codec``; its ``Reply``, ``Message`` and exceptions are re-exported
 here (``ToolError`` is the codec's ``ClientError``: the one exception the tools print as a
 single line).
@@ -35,6 +36,9 @@ from broker.client.codec import (
     Message,
     ProtocolViolation,
     Reply,
+    check_acks,
+    check_key,
+    check_name,
     encode_request,
     parse_leader_hint,
     parse_messages,
@@ -87,19 +91,64 @@ def parse_address(text: str) -> Address:
     return Address(host, int(port))
 
 
-def parse_detail_messages(reply: Reply, partition: int) -> list[Message]:
+def parse_detail_messages(reply: Reply, partition: int, headers: bool = False) -> list[Message]:
     """The ``messages=`` of a ``detail=true enc=b64`` CONSUME answer: items split on ``,``,
-    each ``<offset>:<timestamp_ms>:<key b64>:<value b64>``."""
-    return parse_messages(reply, partition, b64=True, detail=True)
+    each ``<offset>:<timestamp_ms>:<key b64>:<value b64>``; asked with ``headers=true``,
+    ``<offset>:<timestamp_ms>:<producer_timestamp_ms>:<headers>:<key b64>:<value b64>``."""
+    return parse_messages(reply, partition, b64=True, detail=True, headers=headers)
 
 
 _TLS_RECORDS = (b"\x15\x03", b"\x16\x03")
 """The first two bytes of a TLS alert and of a TLS handshake record (RFC 8446 5.1)."""
 
 
+_V1_PORT_HINT = "see --bootstrap (the V1 port is the broker's `port`, 9092 by default)"
+
+
 def _http_port(address: Address) -> str:
     return (f"{address} answered in HTTP: this is an HTTP port (metrics?), not a Skerry V1 "
-            "port; see --bootstrap (the V1 port is the broker's `port`, 9092 by default)")
+            f"port; {_V1_PORT_HINT}")
+
+
+def _other_port(address: Address, protocol: str, setting: str) -> str:
+    return (f"{address} answered in {protocol}'s protocol: this is a {protocol} port (the "
+            f"broker's `{setting}`?), not a Skerry V1 port; {_V1_PORT_HINT}")
+
+
+_TANK_PING = b"\x03\x00\x00\x00\x00"
+"""What a TANK broker writes first on every connection: a ping frame (``msg_id:u8`` 3,
+``payload_size:u32`` 0; spec/tank-notes.md 1), before it reads anything, and then it
+closes on our line (an unknown message id)."""
+
+
+def _iggy_refusal(data: bytes) -> bool:
+    """An Iggy response header refusing the request: ``status:u32`` not 0, ``length:u32``
+    0, and nothing else (an Iggy server reads ``V1|1`` as a frame length and refuses it)."""
+    return len(data) == 8 and data[:4] != b"\0\0\0\0" and data[4:] == b"\0\0\0\0"
+
+
+_KAFKA_PROBE_CID = b"skry"
+_KAFKA_PROBE = (b"\x00\x00\x00\x10"  # size: the 16 bytes after it
+                b"\x00\x12\x00\x00" + _KAFKA_PROBE_CID  # ApiVersions v0, correlation id
+                + b"\x00\x06skerry")  # client id
+"""A Kafka ApiVersions v0 request: any Kafka broker answers it, echoing the correlation id."""
+
+
+async def _answers_kafka(address: Address, timeout: float) -> bool:
+    """True when ``address`` answers a Kafka ApiVersions request as a Kafka broker does
+    (asked on a new connection, only after it closed ours without a word: a Kafka broker
+    reads ``V1|1`` as a request size and drops the connection)."""
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(address.host, address.port)
+            try:
+                writer.write(_KAFKA_PROBE)
+                head = await reader.readexactly(8)
+            finally:
+                writer.close()
+    except (OSError, TimeoutError, asyncio.IncompleteReadError):
+        return False
+    return head[4:] == _KAFKA_PROBE_CID
 
 
 def _fail(future: asyncio.Future[Any], exc: ToolError) -> None:
@@ -179,8 +228,7 @@ class Connection:
                                        check=False)
             if not reply.ok:
                 await conn.close()
-                raise ToolError(f"authentication as {address.user} failed: {reply.code}: "
-                                f"{reply.payload}")
+                raise reply.error(f"AUTH as {address.user}")
         return conn
 
     def send(self, command: str, args: str | bytes = "") -> asyncio.Future[Reply]:
@@ -315,7 +363,11 @@ class Connection:
                 data = await self._reader.read(1 << 16)
                 if not data:
                     if not self._answered:
-                        why = self._closed_unanswered(b"".join(partial))
+                        seen = b"".join(partial)
+                        why = self._closed_unanswered(seen)
+                        if not seen and self.address.tls is None and \
+                                await _answers_kafka(self.address, min(self.timeout, 3.0)):
+                            why = _other_port(self.address, "Kafka", "kafka_port")
                     break
                 if not self._answered and data[:2] in _TLS_RECORDS:
                     raise ToolError(self._closed_unanswered(data))
@@ -355,6 +407,10 @@ class Connection:
                     "--cafile for a certificate your system does not trust")
         if data.startswith(b"HTTP/"):
             return _http_port(self.address)
+        if data == _TANK_PING:
+            return _other_port(self.address, "TANK", "tank_port")
+        if _iggy_refusal(data):
+            return _other_port(self.address, "Iggy", "iggy_port")
         return (f"the broker at {self.address} closed the connection before answering "
                 "(a TLS port? then add --tls)")
 
@@ -448,7 +504,12 @@ class RoutedProducer:
     async def produce(self, topic: str, value: bytes, key: bytes = b"", *, acks: str = "1",
                       partition: int | None = None) -> Reply:
         """Send one message to its partition's leader; the OK ``Reply`` (``partition=``,
-        ``offset=``, ``hw=``). ``BrokerError`` for a refusal other than NOT_LEADER."""
+        ``offset=``, ``hw=``). ``BrokerError`` for a refusal other than NOT_LEADER;
+        ``InvalidArgumentError`` before anything is sent for a topic, key or ``acks`` the
+        broker would refuse."""
+        check_name("topic", topic)
+        check_key(key)
+        acks = check_acks(acks)
         routes = self._maps.get(topic) or await self.refresh(topic)
         target = partition if partition is not None else routes.partition_for(key)
         args = b"%b %b:%b enc=b64 acks=%b partition=%d" % (

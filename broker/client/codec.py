@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import operator
 import re
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -47,10 +48,17 @@ __all__ = [
     "ConnectionLost",
     "Fetched",
     "GenerationMismatchError",
+    "GroupHeartbeat",
+    "InvalidArgumentError",
+    "group_heartbeat_args",
     "Message",
     "NotLeaderError",
     "ProtocolViolation",
     "Reply",
+    "check_acks",
+    "check_key",
+    "check_name",
+    "check_number",
     "encode_batch",
     "encode_request",
     "fnv1a_32",
@@ -99,6 +107,16 @@ class ConnectionLost(ClientError):
 class ProtocolViolation(ClientError, ValueError):
     """A line that is not what the V1 protocol promises (a bug, or a stranger on the port):
     the connection it came from cannot be trusted any more."""
+
+
+class InvalidArgumentError(ClientError, ValueError):
+    """An argument the broker would refuse, caught before anything is sent; ``argument``
+    names it (``topic``, ``group``, ``member_id``, ``key``, ...). Also a ``ValueError``, as
+    any bad argument is in Python. ``exit_code`` 2: a usage mistake."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(message, 2)
+        self.argument = argument
 
 
 class BrokerError(ClientError):
@@ -162,6 +180,12 @@ class UnauthenticatedError(BrokerError):
     code_name = "UNAUTHENTICATED"
 
 
+class NotAuthorizedError(BrokerError):
+    """``NOT_AUTHORIZED``: logged in, but the ACLs do not allow this (docs/security.md)."""
+
+    code_name = "NOT_AUTHORIZED"
+
+
 class BrokerStorageError(BrokerError):
     code_name = "STORAGE_ERROR"
 
@@ -176,6 +200,59 @@ def for_code(code: str) -> type[BrokerError]:
 
 
 # -------------------------------------------------------------------------------- rules
+
+_NAME_RULE = "1-249 characters of A-Z a-z 0-9 . _ - (not . or ..)"
+_KEY_RULE = ("at most 255 bytes of UTF-8 without whitespace, '|', ',' or ':' (keys travel "
+             "as plain text; values of any bytes are sent base64-encoded)")
+
+
+def check_name(argument: str, value: object) -> str:
+    """``value`` when it is a valid topic, group or consumer id (``data.names``, the rule the
+    broker applies); else ``InvalidArgumentError`` naming ``argument``.
+
+    ``check_name("topic", "bad name")`` raises with the message ``topic 'bad name' is not
+    a valid name: 1-249 characters of A-Z a-z 0-9 . _ - (not . or ..)``.
+    """
+    if not is_valid_name(value):
+        raise InvalidArgumentError(argument, f"{argument} {value!r} is not a valid name: "
+                                             f"{_NAME_RULE}")
+    return value  # type: ignore[return-value]  # is_valid_name checked it is a str
+
+
+def check_key(key: bytes, argument: str = "key") -> bytes:
+    """``key`` when it may travel as a plain V1 key (``data.plaintext``, the broker's rule);
+    else ``InvalidArgumentError``."""
+    if not is_plain_key(key):
+        raise InvalidArgumentError(argument, f"{argument} {key[:60]!r} cannot be sent: a key "
+                                             f"is {_KEY_RULE}")
+    return key
+
+
+def check_number(argument: str, value: object) -> int:
+    """``value`` as an ``int`` when it is a whole number >= 0 (partitions, offsets,
+    generations): an int or anything that stands for one (``numpy.int64``), or a string
+    of digits; ``InvalidArgumentError`` otherwise (a float, a negative number, text)."""
+    number: int | None = None
+    if isinstance(value, str):
+        number = int(value) if value.isascii() and value.isdigit() else None
+    elif not isinstance(value, bool):
+        try:
+            number = operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            number = None
+    if number is None or number < 0:
+        raise InvalidArgumentError(argument, f"{argument} must be a whole number >= 0, not "
+                                             f"{value!r}")
+    return number
+
+
+def check_acks(acks: object) -> str:
+    """``acks`` when it is ``"0"``, ``"1"`` or ``"all"`` (an int 0 or 1 is taken too)."""
+    text = str(acks) if isinstance(acks, int) and not isinstance(acks, bool) else acks
+    if text not in ("0", "1", "all"):
+        raise InvalidArgumentError("acks", f"acks must be \"0\", \"1\" or \"all\", not {acks!r}")
+    return text  # type: ignore[return-value]
+
 
 def partition_for_key(key: bytes, partitions: int) -> int:
     """The partition a PRODUCE without ``partition=`` goes to."""
@@ -342,40 +419,67 @@ def bool_field(fields: dict[str, str], key: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One message of a CONSUME answer. ``timestamp_ms`` and ``key`` come only with
-    ``detail=true`` (else ``None`` and ``b""``)."""
+    """One message of a CONSUME answer. ``timestamp_ms`` (when the broker appended it) and
+    ``key`` come only with ``detail=true`` (else ``None`` and ``b""``);
+    ``producer_timestamp_ms`` (the producer's own time, the append time when it gave none)
+    and ``headers`` (``(name, value)`` pairs, the key's own header left out) only with
+    ``headers=true`` too (else ``None`` and ``()``)."""
 
     partition: int
     offset: int
     timestamp_ms: int | None
     key: bytes
     value: bytes
+    producer_timestamp_ms: int | None = None
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+def _headers(field: str) -> tuple[tuple[bytes, bytes], ...]:
+    """``<name b64>.<value b64>`` pairs joined by ``;`` (the ``headers=true`` field)."""
+    if not field:
+        return ()
+    pairs = []
+    for part in field.split(";"):
+        name, dot, value = part.partition(".")
+        if not dot:
+            raise ValueError(f"header {part!r} has no '.'")
+        pairs.append((base64.b64decode(name, validate=True),
+                      base64.b64decode(value, validate=True)))
+    return tuple(pairs)
 
 
 def parse_messages(reply: Reply, partition: int, *, b64: bool = False,
-                   detail: bool = False) -> list[Message]:
-    """The ``messages=`` of a CONSUME answer asked with ``enc=b64`` and ``detail=true`` as
-    given: items split on ``,``; each ``<offset>:<value>`` (split at the first ``:``), or
-    with detail ``<offset>:<timestamp_ms>:<key>:<value>``; keys and values decoded from
-    base64 with ``b64``."""
+                   detail: bool = False, headers: bool = False) -> list[Message]:
+    """The ``messages=`` of a CONSUME answer asked with ``enc=b64``, ``detail=true`` and
+    ``headers=true`` as given: items split on ``,``; each ``<offset>:<value>`` (split at
+    the first ``:``), with detail ``<offset>:<timestamp_ms>:<key>:<value>``, with headers
+    too ``<offset>:<timestamp_ms>:<producer_timestamp_ms>:<headers>:<key>:<value>``; keys
+    and values decoded from base64 with ``b64``."""
     raw = reply.field("messages")
     if not raw:
         return []
     out = []
     for item in raw.split(","):
         try:
-            if detail:
-                offset, ts, key, value = item.split(":", 3)
+            producer: int | None = None
+            pairs: tuple[tuple[bytes, bytes], ...] = ()
+            if detail and headers:
+                offset, ts, pts, hdrs, key, value = item.split(":", 5)
                 timestamp: int | None = int(ts)
+                producer = int(pts)
+                pairs = _headers(hdrs)
+            elif detail:
+                offset, ts, key, value = item.split(":", 3)
+                timestamp = int(ts)
             else:
                 offset, value = item.split(":", 1)
                 timestamp, key = None, ""
             if b64:
                 out.append(Message(partition, int(offset), timestamp, base64.b64decode(key),
-                                   base64.b64decode(value)))
+                                   base64.b64decode(value), producer, pairs))
             else:
                 out.append(Message(partition, int(offset), timestamp, key.encode(),
-                                   value.encode()))
+                                   value.encode(), producer, pairs))
         except (ValueError, binascii.Error):
             raise ProtocolViolation(f"unexpected message in the broker's answer: "
                                     f"{item[:200]!r}") from None
@@ -524,3 +628,60 @@ class ClusterMap:
         if known is None:
             return None
         return self.brokers.get(known[0])
+
+
+@dataclass(frozen=True)
+class GroupHeartbeat:
+    """A GROUP_HEARTBEAT answer (KIP-848 groups): the member's id and epoch (-1 after
+    ``leave``, -2 after ``leave_static``), how often to heartbeat, the partitions it may
+    consume now and its target, as ``(topic, partition)`` pairs."""
+
+    member_id: str
+    epoch: int
+    interval_ms: int
+    assigned: tuple[tuple[str, int], ...]
+    target: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def from_reply(cls, reply: Reply) -> GroupHeartbeat:
+        def pairs(key: str) -> tuple[tuple[str, int], ...]:
+            out = []
+            for item in reply.items(key):
+                topic, _, partition = item.rpartition(":")
+                out.append((topic, _to_int(partition, key)))
+            return tuple(out)
+
+        return cls(reply.field("member"), reply.number("epoch"), reply.number("interval_ms"),
+                   pairs("assigned"), pairs("target"))
+
+
+def group_heartbeat_args(group: str, member_id: str, epoch: int, *,
+                         topics: Sequence[str] | None = None, regex: str | None = None,
+                         assignor: str | None = None, rebalance_timeout_ms: int | None = None,
+                         instance: str | None = None,
+                         owned: Iterable[tuple[str, int]] | None = None) -> str:
+    """The arguments of one GROUP_HEARTBEAT: ``epoch`` -1 is ``leave``, -2 ``leave_static``;
+    a regex always travels base64-encoded (``regex=<b64> enc=b64``) (it may hold ``|`` or spaces); None: not
+    sent (unchanged). ``InvalidArgumentError`` for a name or number the broker would
+    refuse."""
+    words = {-1: "leave", -2: "leave_static"}
+    check_name("group", group)
+    check_name("member_id", member_id)
+    word = words.get(epoch) if isinstance(epoch, int) else None
+    args = f"{group} {member_id} {word or check_number('epoch', epoch)}"
+    if topics is not None:
+        args += " topics=" + ",".join(check_name("topic", t) for t in topics)
+    if regex is not None:
+        args += " regex=" + base64.b64encode(regex.encode("utf-8")).decode("ascii") + " enc=b64"
+    if assignor is not None:
+        args += f" assignor={assignor}"
+    if assignor is not None and assignor:
+        check_name("assignor", assignor)
+    if rebalance_timeout_ms is not None:
+        args += f" rebalance_timeout_ms={check_number('rebalance_timeout_ms', rebalance_timeout_ms)}"
+    if instance is not None:
+        args += f" instance={check_name('instance', instance)}"
+    if owned is not None:
+        pairs = sorted({(check_name("topic", t), check_number("partition", p)) for t, p in owned})
+        args += " owned=" + ",".join(f"{t}:{p}" for t, p in pairs)
+    return args

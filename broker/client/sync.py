@@ -32,14 +32,20 @@ from broker.client.codec import (
     ClusterMap,
     ConnectionLost,
     Fetched,
+    GroupHeartbeat,
+    InvalidArgumentError,
     Message,
     NotLeaderError,
     Reply,
+    check_acks,
+    check_key,
+    check_name,
+    check_number,
     encode_batch,
     encode_request,
     fnv1a_32,
+    group_heartbeat_args,
     int_field,
-    is_plain_key,
     is_plain_value,
     parse_fetch,
     parse_leader_hint,
@@ -50,12 +56,14 @@ from broker.client.codec import (
 __all__ = [
     "MAX_BATCH_BYTES",
     "Assignment",
+    "GroupHeartbeat",
     "BatchAck",
     "BrokerError",
     "Client",
     "ClientError",
     "Consumed",
     "Fetched",
+    "InvalidArgumentError",
     "Message",
     "Produced",
     "RoutedProducer",
@@ -66,12 +74,14 @@ __all__ = [
 
 
 def parse_bootstrap(text: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port`` (the first of a comma list) as ``(host, port)``."""
-    first = text.split(",")[0].strip()
+    """``host:port`` or ``[v6]:port`` (the first of a comma list) as ``(host, port)``;
+    ``InvalidArgumentError`` (a ``ClientError``) for anything else."""
+    first = text.split(",")[0].strip() if isinstance(text, str) else ""
     host, _, port = first.rpartition(":")
     host = host.strip("[]")
-    if not host or not port.isdigit():
-        raise ValueError(f"bootstrap must be host:port, got {text!r}")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidArgumentError("bootstrap", f"bootstrap must be host:port (such as "
+                                                f"127.0.0.1:9092), not {text!r}")
     return host, int(port)
 
 
@@ -104,23 +114,40 @@ class Assignment:
 
 def _value_arg(key: bytes, value: bytes) -> tuple[bytes, bool]:
     """``key:value`` as sent, and whether it needed ``enc=b64``."""
-    if not is_plain_key(key):
-        raise ClientError(f"key {key[:60]!r} cannot be sent: a key is at most 255 bytes of "
-                          "UTF-8 without whitespace, '|', ',' or ':'")
+    check_key(key)
     if is_plain_value(value):
         return key + b":" + value, False
     return key + b":" + binascii.b2a_base64(value, newline=False), True
 
 
-def _bytes(data: bytes | str) -> bytes:
-    return data.encode() if isinstance(data, str) else data
+def _bytes(data: bytes | str, argument: str = "value") -> bytes:
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise InvalidArgumentError(argument, f"{argument} must be bytes or str, not "
+                                         f"{type(data).__name__}")
+
+
+def _member(group: str, topic: str, member_id: str, generation: int | None = None) -> str:
+    """``<group> <topic> <member_id>[ <generation>]`` of a group request, each checked."""
+    check_name("group", group)
+    check_name("topic", topic)
+    check_name("member_id", member_id)
+    if generation is None:
+        return f"{group} {topic} {member_id}"
+    return f"{group} {topic} {member_id} {check_number('generation', generation)}"
 
 
 class Client:
     """One blocking V1 connection. Not thread-safe: use one per thread or task.
 
     ``bootstrap`` is ``host:port``; ``user`` and ``token`` send ``AUTH`` first; ``tls`` wraps
-    the socket. Every call waits at most ``timeout`` seconds for the broker."""
+    the socket. Every call waits at most ``timeout`` seconds for the broker.
+
+    Every method checks its arguments with the broker's own rules (``data.names`` for
+    topics, groups and member ids; ``data.plaintext`` for keys) before sending anything:
+    ``InvalidArgumentError`` names the argument that breaks them."""
 
     def __init__(self, bootstrap: str, timeout: float = 60.0, *, user: str | None = None,
                  token: str | None = None, tls: ssl.SSLContext | None = None) -> None:
@@ -235,12 +262,14 @@ class Client:
                 acks: str = "1", partition: int | None = None) -> Produced:
         """Append one message (``acks`` ``0``, ``1`` or ``all``). Without ``partition`` the
         broker picks it by the key's hash. Values that are not plain travel in base64."""
-        body, b64 = _value_arg(_bytes(key), _bytes(value))
+        check_name("topic", topic)
+        acks = check_acks(acks)
+        body, b64 = _value_arg(_bytes(key, "key"), _bytes(value))
         args = b"%b %b acks=%b" % (topic.encode(), body, acks.encode())
         if b64:
             args += b" enc=b64"
         if partition is not None:
-            args += b" partition=%d" % partition
+            args += b" partition=%d" % check_number("partition", partition)
         reply = self.call("PRODUCE", args)
         return Produced(reply.number("partition"), reply.number("offset"), reply.number("hw"))
 
@@ -254,6 +283,8 @@ class Client:
         from ``first_seq`` (default 0): the broker drops what it already holds and answers
         with the original offsets. Returns ``(partition, offset)`` per message, in order.
         """
+        check_name("topic", topic)
+        acks = check_acks(acks)
         seqs = dict(first_seq or {})
         results: list[tuple[int, int]] = []
         pending: list[bytes] = []
@@ -261,6 +292,7 @@ class Client:
         suffix = f" acks={acks}".encode()
         name = topic.encode()
         for key, value, partition in messages:
+            check_key(key)
             extra = b""
             if pid is not None:
                 seq = seqs.get(partition, 0)
@@ -310,6 +342,8 @@ class Client:
         appended twice. An ``ERR`` answer raises ``BrokerError`` once the requests in flight
         are answered.
         """
+        check_name("topic", topic)
+        acks = check_acks(acks)
         seqs = dict(first_seq or {})
         acks_out: list[BatchAck] = []
         in_flight: deque[str] = deque()
@@ -345,16 +379,18 @@ class Client:
 
     def consume(self, topic: str, partition: int, offset: int, *, max_messages: int | None = None,
                 wait_ms: int | None = None) -> Consumed:
-        """Committed messages from ``offset`` on, with keys and timestamps (``enc=b64
-        detail=true``, so every value can be read). ``wait_ms``: long poll, the broker
-        answers as soon as a message is committed or after ``wait_ms`` with none."""
-        args = f"{topic} {partition} {offset} enc=b64 detail=true"
+        """Committed messages from ``offset`` on, with keys, timestamps (the broker's append
+        time and the producer's own) and headers (``enc=b64 detail=true headers=true``, so
+        every value can be read). ``wait_ms``: long poll, the broker answers as soon as a
+        message is committed or after ``wait_ms`` with none."""
+        args = (f"{check_name('topic', topic)} {check_number('partition', partition)} "
+                f"{check_number('offset', offset)} enc=b64 detail=true headers=true")
         if max_messages is not None:
             args += f" max={max_messages}"
         if wait_ms is not None:
             args += f" wait_ms={wait_ms}"
         reply = self.call("CONSUME", args)
-        messages = parse_messages(reply, partition, b64=True, detail=True)
+        messages = parse_messages(reply, partition, b64=True, detail=True, headers=True)
         return Consumed(messages, reply.number("hw"),
                         messages[-1].offset + 1 if messages else offset)
 
@@ -369,6 +405,9 @@ class Client:
                    max_bytes: int = 16 << 20, raw: bool = True) -> None:
         """Send a FETCH without waiting: ``receive_fetch`` reads the answers in order, so a
         reader can keep the next FETCH in flight while it decodes the last one."""
+        check_name("topic", topic)
+        check_number("partition", partition)
+        check_number("offset", offset)
         args = (f"{topic} {partition} {offset} max={max_messages} max_bytes={max_bytes}"
                 f"{' enc=raw' if raw else ''}")
         self.send("FETCH", args)
@@ -386,14 +425,15 @@ class Client:
     def offsets(self, topic: str, partition: int,
                 ts_ms: int | None = None) -> tuple[int, int, int | None]:
         """``(earliest, latest, offset for ts)``; latest is ``hw + 1``."""
-        args = f"{topic} {partition}" + (f" ts={ts_ms}" if ts_ms is not None else "")
+        args = f"{check_name('topic', topic)} {check_number('partition', partition)}" + (
+            f" ts={check_number('ts_ms', ts_ms)}" if ts_ms is not None else "")
         fields = self.call("OFFSETS", args).fields()
         found = int_field(fields, "offset") if "offset" in fields else None
         return int_field(fields, "earliest"), int_field(fields, "latest"), found
 
     def metadata(self, topic: str) -> dict[str, list[int] | int]:
         """``partitions``, ``hw``, ``earliest`` and ``next`` of a topic."""
-        reply = self.call("METADATA", topic)
+        reply = self.call("METADATA", check_name("topic", topic))
         return {"partitions": reply.number("partitions"), "hw": reply.ints("hw"),
                 "earliest": reply.ints("earliest"), "next": reply.ints("next")}
 
@@ -401,6 +441,7 @@ class Client:
         """The topic's partition count, creating the topic first when the broker does not
         know it (a CONSUME auto-creates, where the broker allows; ``enc=b64`` so that no
         stored value can make it refuse)."""
+        check_name("topic", topic)
         try:
             return self.call("METADATA", topic).number("partitions")
         except BrokerError:
@@ -415,7 +456,7 @@ class Client:
     def join(self, group: str, topic: str, member_id: str, *, assignor: str | None = None,
              session_timeout_ms: int | None = None) -> Assignment:
         """JOIN the group; the answer is the new generation and this member's partitions."""
-        args = f"{group} {topic} {member_id}"
+        args = _member(group, topic, member_id)
         if assignor is not None:
             args += f" assignor={assignor}"
         if session_timeout_ms is not None:
@@ -424,31 +465,50 @@ class Client:
         return Assignment(reply.number("generation"), tuple(reply.ints("assigned")))
 
     def sync(self, group: str, topic: str, member_id: str, generation: int) -> Assignment:
-        reply = self.call("SYNC", f"{group} {topic} {member_id} {generation}")
+        reply = self.call("SYNC", _member(group, topic, member_id, generation))
         return Assignment(reply.number("generation"), tuple(reply.ints("assigned")))
 
     def heartbeat(self, group: str, topic: str, member_id: str, generation: int) -> None:
         """Keep the member's session; ``GenerationMismatchError`` means rejoin."""
-        self.call("HEARTBEAT", f"{group} {topic} {member_id} {generation}")
+        self.call("HEARTBEAT", _member(group, topic, member_id, generation))
 
     def commit(self, group: str, topic: str, member_id: str, generation: int, partition: int,
                offset: int) -> None:
         """Commit ``offset``, the next offset to read, for an assigned partition."""
-        self.call("COMMIT", f"{group} {topic} {member_id} {generation} {partition} {offset}")
+        self.call("COMMIT", f"{_member(group, topic, member_id, generation)} "
+                            f"{check_number('partition', partition)} "
+                            f"{check_number('offset', offset)}")
 
     def leave(self, group: str, topic: str, member_id: str, generation: int) -> None:
-        self.call("LEAVE", f"{group} {topic} {member_id} {generation}")
+        self.call("LEAVE", _member(group, topic, member_id, generation))
+
+    def group_heartbeat(self, group: str, member_id: str, epoch: int, *,
+                        topics: Sequence[str] | None = None, regex: str | None = None,
+                        assignor: str | None = None, rebalance_timeout_ms: int | None = None,
+                        instance: str | None = None,
+                        owned: Iterable[tuple[str, int]] | None = None) -> GroupHeartbeat:
+        """One GROUP_HEARTBEAT of a KIP-848 consumer group (epoch 0 joins, -1 leaves, -2
+        leaves for now): consume exactly ``assigned`` of the answer, send ``owned`` when
+        what you consume changed, heartbeat every ``interval_ms``.
+        ``GenerationMismatchError``: stop consuming everything and join again."""
+        args = group_heartbeat_args(group, member_id, epoch, topics=topics, regex=regex,
+                                    assignor=assignor,
+                                    rebalance_timeout_ms=rebalance_timeout_ms,
+                                    instance=instance, owned=owned)
+        return GroupHeartbeat.from_reply(self.call("GROUP_HEARTBEAT", args))
 
     def committed(self, group: str, topic: str, partition: int) -> int:
         """The group's committed offset of a partition (0 when none: OFFSET)."""
-        return self.call("OFFSET", f"{group} {topic} {partition}").number("offset")
+        return self.call("OFFSET", f"{check_name('group', group)} {check_name('topic', topic)} "
+                                   f"{check_number('partition', partition)}").number("offset")
 
     # ------------------------------------------------------------ admin
 
     def create_topic(self, topic: str, partitions: int, replication_factor: int = 1, *,
                      min_isr: int | None = None, retention_ms: int | None = None,
                      retention_bytes: int | None = None) -> None:
-        args = f"{topic} {partitions} {replication_factor}"
+        args = (f"{check_name('topic', topic)} {check_number('partitions', partitions)} "
+                f"{check_number('replication_factor', replication_factor)}")
         for name, value in (("min_isr", min_isr), ("retention_ms", retention_ms),
                             ("retention_bytes", retention_bytes)):
             if value is not None:
@@ -456,15 +516,16 @@ class Client:
         self.call("ADMIN_CREATE_TOPIC", args)
 
     def delete_topic(self, topic: str) -> None:
-        self.call("ADMIN_DELETE_TOPIC", topic)
+        self.call("ADMIN_DELETE_TOPIC", check_name("topic", topic))
 
     def add_partitions(self, topic: str, total: int) -> None:
-        self.call("ADMIN_ADD_PARTITIONS", f"{topic} {total}")
+        self.call("ADMIN_ADD_PARTITIONS",
+                  f"{check_name('topic', topic)} {check_number('total', total)}")
 
     def alter_topic(self, topic: str, *, retention_ms: int | str | None = None,
                     retention_bytes: int | str | None = None) -> Reply:
         """Change retention (``"none"`` removes a limit); the answer holds the new values."""
-        args = topic
+        args = check_name("topic", topic)
         if retention_ms is not None:
             args += f" retention_ms={retention_ms}"
         if retention_bytes is not None:
@@ -472,18 +533,22 @@ class Client:
         return self.call("ADMIN_ALTER_TOPIC", args)
 
     def describe_group(self, group: str, topic: str) -> Reply:
-        return self.call("DESCRIBE_GROUP", f"{group} {topic}")
+        return self.call("DESCRIBE_GROUP",
+                         f"{check_name('group', group)} {check_name('topic', topic)}")
 
     def list_groups(self) -> list[str]:
         """``<group>:<topic>`` of every group."""
         return self.call("LIST_GROUPS").items("groups")
 
     def delete_group(self, group: str, topic: str) -> None:
-        self.call("ADMIN_DELETE_GROUP", f"{group} {topic}")
+        self.call("ADMIN_DELETE_GROUP",
+                  f"{check_name('group', group)} {check_name('topic', topic)}")
 
     def reset_offsets(self, group: str, topic: str, to: str | int,
                       partition: int | None = None) -> dict[int, int]:
         """Set committed offsets to ``earliest``, ``latest`` or an offset; the new ones."""
+        check_name("group", group)
+        check_name("topic", topic)
         args = f"{group} {topic} {to}" + (f" partition={partition}" if partition is not None
                                           else "")
         out = {}
@@ -493,7 +558,9 @@ class Client:
         return out
 
     def admin_commit(self, group: str, topic: str, partition: int, offset: int) -> None:
-        self.call("ADMIN_COMMIT", f"{group} {topic} {partition} {offset}")
+        self.call("ADMIN_COMMIT", f"{check_name('group', group)} {check_name('topic', topic)} "
+                                  f"{check_number('partition', partition)} "
+                                  f"{check_number('offset', offset)}")
 
 
 
@@ -516,7 +583,8 @@ class RoutedProducer:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self._seeds = [part.strip() for part in bootstrap.split(",") if part.strip()]
         if not self._seeds:
-            raise ValueError("bootstrap must name at least one host:port")
+            raise InvalidArgumentError("bootstrap", "bootstrap must name at least one "
+                                                    "host:port")
         self._timeout = timeout
         self._auth = (user, token, tls)
         self._retries = retries
@@ -583,6 +651,8 @@ class RoutedProducer:
     def produce(self, topic: str, value: bytes | str, key: bytes | str = b"", *,
                 acks: str = "1", partition: int | None = None) -> Produced:
         """Send one message to its partition's leader, following leadership changes."""
+        check_name("topic", topic)
+        check_key(_bytes(key, "key"))
         routes = self._maps.get(topic) or self.refresh(topic)
         target = partition if partition is not None else routes.partition_for(_bytes(key))
         error: ClientError | None = None

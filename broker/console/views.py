@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from broker.console.cluster import ClusterView, Placement
 from broker.console.history import History
 from broker.errors import SkerryError
+from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from data.format import (
     KEY_HEADER_NAME,
     KIND_STRING,
@@ -37,12 +38,25 @@ from data.log import RawReadResult
 from data.store import TopicConfig
 
 __all__ = ["ApiError", "BrokerFacts", "ConsoleData", "CoreView", "GroupsView",
-           "encoded_bytes", "MAX_BROWSE", "BROWSE_MAX_BYTES"]
+           "encoded_bytes", "is_internal_group", "is_internal_topic", "MAX_BROWSE",
+           "BROWSE_MAX_BYTES"]
 
 MAX_BROWSE = 500
 """Most messages one message-browser request returns."""
 BROWSE_MAX_BYTES = 4 * 1024 * 1024
 """Most record bytes one message-browser request reads (at least one message is read)."""
+
+
+def is_internal_topic(name: str) -> bool:
+    """A store topic of the Iggy transport (``__iggy.<n>``): listed only on request, as
+    ``skerry topics list`` lists it only with ``--internal``."""
+    return name.startswith(STORE_PREFIX)
+
+
+def is_internal_group(name: str) -> bool:
+    """A group the Iggy transport keeps for a consumer (``iggy.consumer.*``): listed only
+    on request, as ``skerry groups list`` lists it only with ``--internal``."""
+    return name.startswith(CONSUMER_GROUP_PREFIX)
 
 
 class ApiError(Exception):
@@ -187,9 +201,15 @@ class ConsoleData:
             raise ApiError(404, f"no topic {name}")
         return config
 
-    def topics(self) -> dict[str, Any]:
+    def topics(self, internal: bool = False) -> dict[str, Any]:
+        """Every topic; the Iggy transport's internal ones only when ``internal``
+        (``internal_hidden`` counts those left out)."""
         rows = []
+        hidden = 0
         for name in sorted(self.core.topic_names()):
+            if not internal and is_internal_topic(name):
+                hidden += 1
+                continue
             config = self.core.topic_config(name)
             if config is None:
                 continue  # deleted meanwhile
@@ -203,9 +223,9 @@ class ConsoleData:
                          "messages": messages, "bytes": size,
                          "retention_ms": config.retention_ms,
                          "retention_bytes": config.retention_bytes})
-        return {"topics": rows}
+        return {"topics": rows, "internal_hidden": hidden}
 
-    def topic(self, name: str) -> dict[str, Any]:
+    def topic(self, name: str, internal: bool = False) -> dict[str, Any]:
         config = self._config(name)
         rows = []
         for p in range(config.partitions):
@@ -224,7 +244,8 @@ class ConsoleData:
             })
         groups = []
         if self.groups is not None:
-            groups = [g for g, t in self.groups.list_groups() if t == name]
+            groups = [g for g, t in self.groups.list_groups()
+                      if t == name and (internal or not is_internal_group(g))]
         return {"name": name, "partitions": config.partitions,
                 "replication_factor": config.replication_factor,
                 "min_insync_replicas": config.min_insync_replicas,
@@ -293,12 +314,18 @@ class ConsoleData:
 
     # ------------------------------------------------------------------ groups
 
-    def group_rows(self) -> dict[str, Any]:
+    def group_rows(self, internal: bool = False) -> dict[str, Any]:
+        """Every group; the Iggy transport's only when ``internal`` (``internal_hidden``
+        counts those left out)."""
         rows: list[dict[str, Any]] = []
         groups = self.groups
         if groups is None:
-            return {"groups": rows}
+            return {"groups": rows, "internal_hidden": 0}
+        hidden = 0
         for group, topic in groups.list_groups():
+            if not internal and is_internal_group(group):
+                hidden += 1
+                continue
             try:
                 info = groups.describe(group, topic)
             except SkerryError:
@@ -306,7 +333,7 @@ class ConsoleData:
             rows.append({"group": group, "topic": topic, "state": info.state,
                          "generation": info.generation, "assignor": info.assignor,
                          "members": len(info.members), "lag": sum(info.lag)})
-        return {"groups": rows}
+        return {"groups": rows, "internal_hidden": hidden}
 
     def group(self, group: str, topic: str) -> dict[str, Any]:
         if self.groups is None:
@@ -335,24 +362,54 @@ class ConsoleData:
             },
         }
 
+    # ------------------------------------------------------------------ access
+
+    access: Any = None
+    """``broker.services.acls.AclService``: the ACLs in force (set by the shell)."""
+
+    def acls_doc(self) -> dict[str, Any]:
+        """Who may do what (docs/security.md): whether ACLs are checked, the super users,
+        the switch for resources without ACLs, and every ACL."""
+        service = self.access
+        if service is None:
+            return {"enabled": False, "super_users": [], "allow_everyone_if_no_acl_found":
+                    False, "acls": []}
+        authorizer = service.authorizer
+        return {
+            "enabled": authorizer.enabled,
+            "super_users": sorted(authorizer.super_users),
+            "allow_everyone_if_no_acl_found": authorizer.allow_everyone_if_no_acl_found,
+            "acls": [{"principal": a.principal, "resource_type": a.resource_type.value,
+                      "pattern": a.pattern_type.value, "name": a.name,
+                      "operation": a.operation.value, "permission": a.permission.value}
+                     for a in service.list()],
+        }
+
     # ------------------------------------------------------------------ cluster
 
-    def cluster_doc(self) -> dict[str, Any]:
+    def cluster_doc(self, internal: bool = False) -> dict[str, Any]:
+        """Brokers and partition placements; the Iggy transport's internal topics'
+        partitions are listed only when ``internal``, but counted in ``leader_of`` and
+        ``under_replicated`` either way (they are the brokers' work all the same)."""
         brokers = self.cluster.brokers()
         partitions = []
         leaders: dict[int, int] = {}
         under = 0
+        hidden = 0
         for name in sorted(self.core.topic_names()):
             config = self.core.topic_config(name)
             if config is None:
                 continue
+            shown = internal or not is_internal_topic(name)
+            hidden += 0 if shown else 1
             for p in range(config.partitions):
                 placement = self.cluster.placement(name, p)
                 under += placement.under_replicated
                 if placement.leader is not None:
                     leaders[placement.leader] = leaders.get(placement.leader, 0) + 1
-                partitions.append({"topic": name, "partition": p,
-                                   **_placement_json(placement)})
+                if shown:
+                    partitions.append({"topic": name, "partition": p,
+                                       **_placement_json(placement)})
         return {
             "mode": self.cluster.mode,
             "controller": self.cluster.controller(),
@@ -360,4 +417,5 @@ class ConsoleData:
                          "leader_of": leaders.get(b.broker_id, 0)} for b in brokers],
             "under_replicated": under,
             "partitions": partitions,
+            "internal_hidden": hidden,
         }

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from broker.console.cluster import ClusterView, LocalClusterView, ReplicaStatusS
 from broker.console.history import History, Sampler, TrafficCounters
 from broker.console.views import ApiError, BrokerFacts, ConsoleData, CoreView, GroupsView
 from broker.metrics import HttpAuth
+from broker.version import skerry_version
 
 __all__ = ["ConsoleService", "SECURITY_HEADERS", "STATIC_FILES", "broker_version"]
 
@@ -67,10 +67,11 @@ SECURITY_HEADERS = {
 
 def broker_version() -> str:
     """The installed ``skerry`` distribution's version (``unknown`` when not installed)."""
-    try:
-        return metadata.version("skerry")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return skerry_version()
+
+
+VERSION_MARK = b"@SKERRY_VERSION@"
+"""Where ``index.html`` shows the version (its footer); replaced when the page is loaded."""
 
 
 def _secure(request: Any) -> None:
@@ -125,6 +126,20 @@ def _int_arg(request: Any, name: str, default: int | None) -> int | None:
         raise ApiError(400, f"{name} must be a whole number") from None
 
 
+def _bool_arg(request: Any, name: str) -> bool:
+    """A yes/no query parameter: ``1``/``true``/``yes`` or ``0``/``false``/``no`` (absent or
+    empty: no)."""
+    values = request.args.get(name.encode())
+    if not values or values[-1] == b"":
+        return False
+    raw = values[-1].lower()
+    if raw in (b"1", b"true", b"yes"):
+        return True
+    if raw in (b"0", b"false", b"no"):
+        return False
+    raise ApiError(400, f"{name} must be 1 or 0 (true or false)")
+
+
 class _Api(Resource):
     """``/api/<...>``: one JSON document per GET (see ``docs/console.md``)."""
 
@@ -163,9 +178,9 @@ class _Api(Resource):
             case ["overview"]:
                 return data.overview()
             case ["topics"]:
-                return data.topics()
+                return data.topics(_bool_arg(request, "internal"))
             case ["topics", name]:
-                return data.topic(name)
+                return data.topic(name, _bool_arg(request, "internal"))
             case ["topics", name, "messages"]:
                 partition = _int_arg(request, "partition", 0)
                 limit = _int_arg(request, "limit", 20)
@@ -173,11 +188,13 @@ class _Api(Resource):
                 return data.messages(name, partition, _int_arg(request, "offset", None),
                                      _int_arg(request, "timestamp_ms", None), limit)
             case ["groups"]:
-                return data.group_rows()
+                return data.group_rows(_bool_arg(request, "internal"))
             case ["groups", group, topic]:
                 return data.group(group, topic)
             case ["cluster"]:
-                return data.cluster_doc()
+                return data.cluster_doc(_bool_arg(request, "internal"))
+            case ["acls"]:
+                return data.acls_doc()
         raise ApiError(404, "no such endpoint; see docs/console.md for the API")
 
     def _refuse(self, request: Any) -> Any:
@@ -227,7 +244,10 @@ class ConsoleService:
         self.sampler = Sampler(history, clock)
         static: dict[bytes, Resource] = {}
         for path, (name, content_type) in STATIC_FILES.items():
-            static[path] = _Static((STATIC_DIR / name).read_bytes(), content_type)
+            body = (STATIC_DIR / name).read_bytes()
+            if name == "index.html":
+                body = body.replace(VERSION_MARK, skerry_version().encode())
+            static[path] = _Static(body, content_type)
         self.site = Site(_Root(_Api(data, auth, clock), static), timeout=30)
         self.site.noisy = False
         self.site.displayTracebacks = False

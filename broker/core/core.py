@@ -17,13 +17,15 @@ Must not import: transports, sockets. Time comes from the injected ``clock``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IReactorTime
 
+from access import Authorizer, Operation, ResourceType
 from broker.config import Config
+from broker.core.access import AccessGate
 from broker.core.durability import GroupCommitter
 from broker.core.periodic import Periodic
 from broker.core.ports import (
@@ -73,7 +75,7 @@ class BrokerCore:
         self._produce = ProducePipeline(
             self._topics, clock, replication, self.committer, self._producers,
             fsync=config["storage.fsync"], hw=marks.hw, notify_hw=self._reads.notify_hw)
-        self._periodic = Periodic(config, store, clock, run_in_thread)
+        self._periodic = Periodic(config, store, clock, run_in_thread, hw=marks.hw)
         self.produce_to = self._produce.produce_to
         """Queue one message for this turn's append; the result goes to a ``ProduceSink``
         (``ProducePipeline.produce_to``: refusals, idempotence, acks). The pipeline's
@@ -81,6 +83,21 @@ class BrokerCore:
         self.produce_run = self._produce.produce_run
         """Queue a run of messages of one topic with one acks level, one call for the run
         (``ProducePipeline.produce_run``: everything checked before anything is queued)."""
+
+        self.access = AccessGate(Authorizer(enabled=False))
+        """Who may do what (``broker/core/access.py``): the shell puts the configured
+        authorizer in; without authentication everything is allowed."""
+
+    def check_access(self, requester: Any, operation: Operation,
+                     resource_type: ResourceType, name: str) -> None:
+        """Raise ``access.NotAuthorized`` unless the requester's principal may do
+        ``operation`` on the resource (logged once per connection, counted)."""
+        self.access.check(requester, operation, resource_type, name)
+
+    def allowed(self, requester: Any, operation: Operation, resource_type: ResourceType,
+                name: str) -> bool:
+        """``check_access`` without raising, logging or counting: for filtering lists."""
+        return self.access.allowed(requester, operation, resource_type, name)
 
     @property
     def metrics(self) -> CoreMetrics | None:
@@ -103,7 +120,7 @@ class BrokerCore:
         """Flush pending produces, wait for their fsyncs, stop timers, close the store."""
         self.closing = True
         self.flush()
-        self._periodic.stop()
+        cleaner_stopped = self._periodic.stop()
         self._reads.wake_all()
 
         def drained() -> Deferred[Any]:
@@ -122,7 +139,13 @@ class BrokerCore:
             self.replication.close()
             self.store.close()
 
-        return DeferredList([drained()]).addCallback(close_groups).addCallback(close_store)
+        return DeferredList([drained(), cleaner_stopped]).addCallback(close_groups).addCallback(close_store)
+
+    def clean_now(self, min_dirty_ratio: float | None = 0.0) -> Deferred[int]:
+        """Run the log cleaner over every compacted topic now (tests, tools): fires with
+        the number of partitions cleaned. ``min_dirty_ratio`` 0 (the default here) cleans
+        every sealed segment below the high watermark; None: the cleaner's own ratio."""
+        return self._periodic.clean_now(min_dirty_ratio)
 
     def idle(self) -> bool:
         """True when no produce waits for an fsync (the shell's drain check)."""
@@ -178,10 +201,15 @@ class BrokerCore:
 
     def create_topic(self, name: str, partitions: int, replication_factor: int,
                      min_insync_replicas: int | None, retention_ms: int | None,
-                     retention_bytes: int | None) -> Topic:
-        """Create a topic; the settings not given come from ``topic_defaults``."""
+                     retention_bytes: int | None,
+                     extra: Mapping[str, Any] | None = None,
+                     topic_id: str | None = None) -> Topic:
+        """Create a topic; the settings not given come from ``topic_defaults`` (``extra``:
+        ``TOPIC_EXTRA_KEYS``, the cleanup policy and segment limits); its id is ``topic_id``
+        (a cluster's choice, the same on every broker) or a new random one."""
         return self._topics.create_topic(name, partitions, replication_factor,
-                                         min_insync_replicas, retention_ms, retention_bytes)
+                                         min_insync_replicas, retention_ms, retention_bytes,
+                                         extra, topic_id)
 
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                               min_insync_replicas: int) -> Topic:
@@ -204,8 +232,9 @@ class BrokerCore:
         """Grow a topic to ``count`` partitions."""
         return self._topics.add_partitions(name, count)
 
-    def alter_topic(self, name: str, changes: dict[str, int | None]) -> Topic:
-        """Change a topic's retention, kept in its ``topic.json``."""
+    def alter_topic(self, name: str, changes: Mapping[str, Any]) -> Topic:
+        """Change a topic's settings (``data.store.Store.ALTERABLE``), kept in its
+        ``topic.json``."""
         return self._topics.alter_topic(name, changes)
 
     def set_topic_retention(self, name: str, retention_ms: int | None,

@@ -43,7 +43,8 @@ from broker.core.producers import (
 )
 from broker.core.topics import Topics
 from broker.errors import BadRequest, SkerryError, StorageError
-from data.format import key_header
+from data.errors import KeyRequired
+from data.format import key_header, keyless_framed, record_key
 from data.keys import fnv1a_32
 from data.log import PartitionLog
 
@@ -185,11 +186,15 @@ class ProducePipeline:
         (a gap) is BAD_REQUEST; an unknown producer may start at any sequence.
         """
         if pid is not None and seq is not None:
+            if not key:
+                self._refuse_keyless(topic_name)
             self._idempotent(topic_name, partition, key, value, acks, sink, token, pid, seq)
             return
         topic = self._by_name.get(topic_name)
         if topic is None or partition is not None:
             topic = self._topics.resolve(topic_name, partition, True)
+        if not key and topic.config.cleanup_policy != "delete":  # compacted: needs keys
+            self._refuse_keyless(topic_name)
         hashed, header = self._key_info(key)
         if partition is None:
             partition = hashed % topic.config.partitions
@@ -218,6 +223,8 @@ class ProducePipeline:
         topic = self._by_name.get(topic_name)
         if topic is None:
             topic = self._topics.resolve(topic_name, None, True)
+        if topic.config.compacted and not all(keys):
+            self._refuse_keyless(topic_name)
         infos = list(map(self._key_cache.get, keys))  # keys repeat: C-level lookups
         if None in infos:
             key_info = self._key_info
@@ -251,6 +258,13 @@ class ProducePipeline:
             batch.acks.extend(repeat(acks, n))
             batch.sinks.extend(repeat(sink, n))
             batch.tokens.extend(run_tokens)
+
+    def _refuse_keyless(self, topic_name: str) -> None:
+        """``KeyRequired`` when ``topic_name`` is compacted (a keyless message is coming)."""
+        topic = self._by_name.get(topic_name)
+        if topic is not None and topic.config.compacted:
+            raise KeyRequired(f"topic {topic_name} is compacted (cleanup_policy "
+                              f"{topic.config.cleanup_policy}): every message needs a key")
 
     def _new_batch(self, topic_name: str, partition: int, plog: PartitionLog,
                    acks: str) -> _Batch:
@@ -426,6 +440,9 @@ class ProducePipeline:
         ``BadRequest`` for input the store refuses.
         """
         plog = self._batch_target(topic_name, partition)
+        if self._by_name[topic_name].config.compacted and (
+                user_headers is None or any(record_key(h) is None for h in set(user_headers))):
+            self._refuse_keyless(topic_name)
         first = self._append_batch(topic_name, partition, plog, payloads, user_headers, ids,
                                    origin_timestamps, callback)
         if first is not None:
@@ -465,6 +482,8 @@ class ProducePipeline:
         carries the client's own).
         """
         plog = self._batch_target(topic_name, partition)
+        if self._by_name[topic_name].config.compacted and keyless_framed(messages, ends):
+            self._refuse_keyless(topic_name)
         try:
             first = plog.append_framed(messages, ends)
         except ValueError as exc:
@@ -498,6 +517,8 @@ class ProducePipeline:
         count = len(payloads)
         if len(keys) != count:
             raise BadRequest(f"{len(keys)} keys for {count} messages")
+        if not all(keys):
+            self._refuse_keyless(topic_name)
         # Keys repeat: one key header per distinct key, then C-level lookups per message.
         by_key = {key: self._key_info(key)[1] if key else b"" for key in dict.fromkeys(keys)}
         skip = 0

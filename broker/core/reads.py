@@ -34,6 +34,8 @@ class PartitionSummary:
     next_offset: int
     segment_count: int
     size_bytes: int
+    segment_bases: tuple[int, ...] = ()
+    """Each segment's first offset, oldest first (what deleting whole segments can reach)."""
 
 
 class Watermarks:
@@ -113,7 +115,7 @@ class Reads:
         """A partition's offsets and size (``KeyError``/``IndexError`` when it does not exist)."""
         plog = self._store.partition(name, partition)
         return PartitionSummary(plog.first_offset, plog.next_offset, plog.segment_count,
-                                plog.size_bytes())
+                                plog.size_bytes(), plog.segment_bases)
 
     def offset_for_timestamp(self, name: str, partition: int, timestamp_us: int) -> int | None:
         """The first offset whose record timestamp is ``>= timestamp_us`` (None if none)."""

@@ -18,10 +18,12 @@ Must not import: transports, Twisted, the other core modules but ``ports``.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
-from broker.config import Config, TopicSettings
+from broker.config import TOPIC_EXTRA_KEYS, Config, TopicSettings
 from broker.core.ports import GroupEvents, ReplicationView, StoreView
 from broker.errors import BadRequest, NotLeader, StorageError
 from data.errors import TopicQuarantined
@@ -160,8 +162,12 @@ class Topics:
 
     def create_topic(self, name: str, partitions: int, replication_factor: int,
                      min_insync_replicas: int | None, retention_ms: int | None,
-                     retention_bytes: int | None) -> Topic:
-        """Create a topic; the settings not given come from ``topic_defaults``."""
+                     retention_bytes: int | None,
+                     extra: Mapping[str, Any] | None = None,
+                     topic_id: str | None = None) -> Topic:
+        """Create a topic; the settings not given come from ``topic_defaults``. ``extra``:
+        the other settings given (``TOPIC_EXTRA_KEYS``: cleanup policy, segment limits);
+        ``topic_id`` (32 hex digits) when the cluster chose it, else a new random one."""
         if self._store.topic(name) is not None:
             raise BadRequest("topic already exists")
         if partitions < 1 or replication_factor < 1:
@@ -176,14 +182,18 @@ class Topics:
                 f"topic in the config's topics: section to have REPLICA_FETCH reports stand "
                 f"in for its followers (docs/protocol.md, Replication)")
         defaults = self._config.topic_defaults
-        return self._create(name, TopicSettings(
+        extra = dict(extra or {})
+        unknown = set(extra) - set(TOPIC_EXTRA_KEYS)
+        if unknown:
+            raise BadRequest(f"unknown topic settings {sorted(unknown)}")
+        return self._create(name, replace(defaults, **extra,
             partitions=partitions,
             replication_factor=replication_factor,
             min_insync_replicas=min(replication_factor, defaults.min_insync_replicas)
             if min_insync_replicas is None else min_insync_replicas,
             retention_ms=defaults.retention_ms if retention_ms is None else retention_ms,
             retention_bytes=defaults.retention_bytes if retention_bytes is None else retention_bytes,
-        ))
+        ), topic_id)
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and tell the replication and group services (flush the produce
@@ -207,11 +217,16 @@ class Topics:
         log.info("topic %s now has %d partitions", name, count)
         return topic
 
-    def alter_topic(self, name: str, changes: dict[str, int | None]) -> Topic:
+    def alter_topic(self, name: str, changes: Mapping[str, Any]) -> Topic:
         """Change a topic's retention (``retention_ms``, ``retention_bytes``; None: no
-        limit), kept in its ``topic.json``; the next retention pass applies it."""
+        limit), cleanup policy, compaction and segment settings, kept in its
+        ``topic.json``; the next retention or cleaning pass applies them. ``BadRequest``
+        for an invalid value."""
         self.require(name)
-        topic = self._store.alter_topic(name, changes)
+        try:
+            topic = self._store.alter_topic(name, changes)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
         log.info("topic %s altered: %s", name,
                  " ".join(f"{key}={value}" for key, value in sorted(changes.items())))
         return topic
@@ -248,7 +263,7 @@ class Topics:
         if count > limit:
             raise BadRequest(f"at most {limit} partitions per topic")
 
-    def _create(self, name: str, settings: TopicSettings) -> Topic:
+    def _create(self, name: str, settings: TopicSettings, topic_id: str | None = None) -> Topic:
         max_topics = self._config["limits.max_topics"]
         if len(self._store.topics) >= max_topics:
             raise BadRequest(f"topic limit reached (limits.max_topics={max_topics})")
@@ -256,14 +271,21 @@ class Topics:
         if settings.min_insync_replicas > settings.replication_factor:
             raise BadRequest("min_isr is greater than the replication factor")
         self._check_placement(name, settings)
+        config = TopicConfig(
+            partitions=settings.partitions,
+            replication_factor=settings.replication_factor,
+            min_insync_replicas=settings.min_insync_replicas,
+            retention_ms=settings.retention_ms,
+            retention_bytes=settings.retention_bytes,
+            **{key: getattr(settings, key) for key in TOPIC_EXTRA_KEYS},
+            topic_id=topic_id or uuid.uuid4().hex,
+        )
         try:
-            topic = self._store.create_topic(name, TopicConfig(
-                partitions=settings.partitions,
-                replication_factor=settings.replication_factor,
-                min_insync_replicas=settings.min_insync_replicas,
-                retention_ms=settings.retention_ms,
-                retention_bytes=settings.retention_bytes,
-            ))
+            config.validate()
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        try:
+            topic = self._store.create_topic(name, config)
         except OSError as exc:
             raise StorageError(f"cannot create topic {name}: {exc.strerror}") from exc
         except TopicQuarantined as exc:

@@ -26,6 +26,8 @@ from broker.errors import (
     InternalError,
     InvalidGroupRequest,
     InvalidReplicaRequest,
+    KeyRequired,
+    NotAuthorized,
     NotLeader,
     PartitionNotOwned,
     ReplicationTimeout,
@@ -74,6 +76,7 @@ __all__ = ["Status", "IggyError", "STATUS_BY_ERROR", "REFUSALS", "status_for"]
 STATUS_BY_ERROR: Mapping[type[BaseException], Status] = {
     # broker.errors: the broker's own refusals
     Unauthenticated: Status.UNAUTHENTICATED,
+    NotAuthorized: Status.UNAUTHORIZED,  # access: an ACL refused the operation
     BadRequest: Status.INVALID_COMMAND,
     UnknownCommand: Status.INVALID_COMMAND,
     Unavailable: Status.ERROR,
@@ -92,6 +95,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], Status] = {
     InvalidReplicaRequest: Status.INVALID_COMMAND,
     # data.errors: storage
     StorageError: Status.IO_ERROR,
+    KeyRequired: Status.INVALID_COMMAND,  # a keyless message to a compacted topic
     # broker.services.iggy_catalog: streams, topics, consumer groups
     UnknownStreamId: Status.STREAM_ID_NOT_FOUND,
     UnknownStreamName: Status.STREAM_NAME_NOT_FOUND,

@@ -27,6 +27,7 @@ from broker.errors import (
     InternalError,
     InvalidGroupRequest,
     InvalidReplicaRequest,
+    KeyRequired,
     NotLeader,
     ReplicationTimeout,
     SkerryError,
@@ -39,7 +40,10 @@ from broker.errors import (
 from broker.kafka.codec import CorruptMessageSet, ErrorCode
 from groups.kafka_errors import (
     CoordinatorLoading,
+    FencedInstanceId,
+    GroupIdNotFound,
     GroupInUseByOtherProtocol,
+    GroupNotEmpty,
     IllegalGeneration,
     InconsistentGroupProtocol,
     InvalidGroupId,
@@ -82,12 +86,18 @@ CODE_BY_ERROR: Mapping[type[BaseException], ErrorCode] = {
     ReplicationTimeout: ErrorCode.REQUEST_TIMED_OUT,
     # data.errors: storage
     StorageError: ErrorCode.UNKNOWN_SERVER_ERROR,
+    # a keyless record to a compacted topic: what Kafka answers Produce v0-v2 (v8+ got
+    # INVALID_RECORD, 87, which these versions do not know)
+    KeyRequired: ErrorCode.CORRUPT_MESSAGE,
     # the codec: a produced MessageSet that cannot be accepted
     CorruptMessageSet: ErrorCode.CORRUPT_MESSAGE,
     # groups.kafka_errors: the classic Kafka group coordinator (GroupNotEmpty answers an
     # admin deletion, DeleteGroups, which these API versions do not have: the base row)
     KafkaGroupError: ErrorCode.UNKNOWN_SERVER_ERROR,
     UnknownMemberId: ErrorCode.UNKNOWN_MEMBER_ID,
+    FencedInstanceId: ErrorCode.FENCED_INSTANCE_ID,
+    GroupNotEmpty: ErrorCode.NON_EMPTY_GROUP,
+    GroupIdNotFound: ErrorCode.GROUP_ID_NOT_FOUND,
     IllegalGeneration: ErrorCode.ILLEGAL_GENERATION,
     RebalanceInProgress: ErrorCode.REBALANCE_IN_PROGRESS,
     InconsistentGroupProtocol: ErrorCode.INCONSISTENT_GROUP_PROTOCOL,

@@ -22,7 +22,8 @@ The mapping:
   Kafka and Iggy consumers get it back, V1 consumers see no key;
 * key over 255 bytes -> refused: MESSAGE_TOO_LARGE (10) for the partition;
 * value null (a tombstone) -> an empty payload, read back as an empty value (a documented
-  loss: no compaction here, so nothing interprets tombstones);
+  loss); on a compacted topic an empty payload is the tombstone (docs/storage.md) and
+  fetch serves it as null (``message_set_loop(empty_is_null=True)``);
 * timestamp: a magic-1 CreateTime (ms) -> ``origin_timestamp`` (µs); magic 0 has none and
   the store's append time is used. Fetch serves ``origin_timestamp // 1000`` as CreateTime
   (the append time for a record whose origin timestamp is 0, as Iggy clients may send).
@@ -132,9 +133,10 @@ def framed_records(records: Sequence[Record], now_us: int) -> tuple[bytes, list[
 
 
 def message_set_loop(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int,
-                     whole_first: bool = True) -> tuple[bytes, int]:
+                     whole_first: bool = True, empty_is_null: bool = False) -> tuple[bytes, int]:
     """``message_set`` one record at a time: the readable reference the tests hold the
-    batch-first ``message_set`` to."""
+    batch-first ``message_set`` to. ``empty_is_null``: an empty value goes out as a null
+    value (a compacted topic's tombstone, docs/storage.md), what ``fetch`` uses there."""
     unpack = _STORED.unpack_from
     crc32 = zlib.crc32
     i32 = _I32.pack
@@ -157,11 +159,12 @@ def message_set_loop(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int
                 key_part = keys[user_headers] = _NULL if key is None else i32(len(key)) + key
         else:
             key_part = _NULL
+        value_len = _NULL if empty_is_null and not payload_len else i32(payload_len)
         if magic == 0:
-            body = b"".join((_V0, key_part, i32(payload_len), value))
+            body = b"".join((_V0, key_part, value_len, value))
         else:
             body = b"".join((v1(1, 0, (origin or appended) // 1000), key_part,
-                             i32(payload_len), value))
+                             value_len, value))
         message = head(offset, len(body) + 4, crc32(body)) + body
         size += len(message)
         if size > max_bytes and (count or not whole_first):

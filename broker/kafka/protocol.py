@@ -174,6 +174,8 @@ class KafkaProtocol(Connection):
         log.warning("kafka: %s sent %s; closing", self.peer, outcome.why)
         self._closing = True
         self._frames.clear()
+        if outcome.reply:
+            self._out.append(outcome.reply)  # SaslAuthenticate's error, before the close
         self._flush_out()
         if outcome.delay_s:
             self.factory.clock.callLater(outcome.delay_s, self._close_now)

@@ -3,17 +3,22 @@
 with ``AUTH``.
 
 Owns: ``SaslGate``, one connection's way through authentication, and ``parse_plain``
-(RFC 4616's ``authzid NUL authcid NUL passwd``). The exchange is Kafka's SaslHandshake v0
-one, which kafka-python and librdkafka use against a broker advertising SaslHandshake v0
-only (kafka-wire-notes §1.2):
+(RFC 4616's ``authzid NUL authcid NUL passwd``). Both of Kafka's exchanges: SaslHandshake
+v0 then the raw token (kafka-wire-notes §1.2), and SaslHandshake v1 then the token inside
+a SaslAuthenticate request (KIP-152; what current clients use, since the broker
+advertises both):
 
 1. before authentication a connection may send ApiVersions and SaslHandshake, nothing
    else (anything else closes it: Kafka's ILLEGAL_SASL_STATE, which is fatal there too);
 2. SaslHandshake with mechanism ``PLAIN`` answers 0 and ``["PLAIN"]``; another mechanism
    answers 33 UNSUPPORTED_SASL_MECHANISM with ``["PLAIN"]`` (the client gives up);
-3. the next frame is the raw PLAIN token, not a Kafka request; a good one is answered by an
-   empty frame (four zero bytes) and the connection is authenticated; a bad one is logged
-   and the connection closed after ``broker.auth.failure_delay`` (0.25 s), as Kafka closes.
+3. after a v0 handshake the next frame is the raw PLAIN token, not a Kafka request; a good
+   one is answered by an empty frame (four zero bytes) and the connection is
+   authenticated; a bad one is logged and the connection closed after
+   ``broker.auth.failure_delay`` (0.25 s), as Kafka closes;
+4. after a v1 handshake the next frame is a SaslAuthenticate (v0-v2) carrying the token: a
+   good one is answered error 0 (session lifetime 0: no expiry); a bad one is answered
+   58 SASL_AUTHENTICATION_FAILED with a message, then closed after the same delay.
 
 The token is never logged or kept. On a listener without ``auth.tokens_file`` there is no
 gate, and a SaslHandshake answers 34 ILLEGAL_SASL_STATE (the handler in ``handlers``).
@@ -34,6 +39,7 @@ __all__ = ["SaslGate", "Step", "parse_plain", "MECHANISM"]
 MECHANISM = "PLAIN"
 
 _OPEN_KEYS = frozenset((int(c.ApiKey.API_VERSIONS), int(c.ApiKey.SASL_HANDSHAKE)))
+_FAILED = "Authentication failed: invalid credentials"
 
 
 class Step(enum.Enum):
@@ -42,7 +48,8 @@ class Step(enum.Enum):
     REPLY = "reply"
     """Write ``reply`` (the handshake's answer, or the empty frame of a good token)."""
     CLOSE = "close"
-    """Close the connection (``delay_s`` later: a failed login)."""
+    """Close the connection (``delay_s`` later: a failed login), after writing ``reply``
+    when there is one (SaslAuthenticate's error 58)."""
 
 
 @dataclass(frozen=True)
@@ -75,10 +82,13 @@ class SaslGate:
         self.tokens = tokens
         self.failure_delay_s = failure_delay_s
         self.expect_token = False
+        self.expect_authenticate = False
 
     def step(self, frame: bytes) -> Outcome:
         if self.expect_token:
             return self._token(frame)
+        if self.expect_authenticate:
+            return self._authenticate(frame)
         key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
         if key not in _OPEN_KEYS:
             return Outcome(Step.CLOSE, why=f"api key {key} before SASL authentication")
@@ -91,9 +101,25 @@ class SaslGate:
             reply = c.encode_response(request.header, c.SaslHandshakeResponse(
                 int(c.ErrorCode.UNSUPPORTED_SASL_MECHANISM), (MECHANISM,)))
             return Outcome(Step.REPLY, reply)
-        self.expect_token = True
+        if request.header.api_version >= 1:
+            self.expect_authenticate = True
+        else:
+            self.expect_token = True
         return Outcome(Step.REPLY, c.encode_response(
             request.header, c.SaslHandshakeResponse(0, (MECHANISM,))))
+
+    def _authenticate(self, frame: bytes) -> Outcome:
+        request = c.parse_request(frame)
+        if not isinstance(request, c.SaslAuthenticateRequest):
+            return Outcome(Step.CLOSE, delay_s=self.failure_delay_s,
+                           why=f"a SaslAuthenticate it could not read ({request})")
+        outcome = self._token(request.auth_bytes)
+        if outcome.step is Step.REPLY:
+            return Outcome(Step.REPLY, c.encode_response(
+                request.header, c.SaslAuthenticateResponse(0)), user=outcome.user)
+        return Outcome(Step.CLOSE, c.encode_response(request.header, c.SaslAuthenticateResponse(
+            int(c.ErrorCode.SASL_AUTHENTICATION_FAILED), _FAILED)),
+            delay_s=outcome.delay_s, why=outcome.why, user=outcome.user)
 
     def _token(self, frame: bytes) -> Outcome:
         parsed = parse_plain(frame)

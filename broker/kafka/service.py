@@ -71,15 +71,15 @@ class ClusterPlacement:
             state = view.partitions.get((topic, partition))
             if state is not None:
                 return PartitionPlacement(state.leader, tuple(view.replicas(topic, partition)),
-                                          tuple(state.isr))
+                                          tuple(state.isr), state.leader_epoch)
             return PartitionPlacement(-1, (), ())
         config = self.core.topic_config(topic)
         replicas = self.cluster.replicas(topic, partition,
                                          config.replication_factor if config else 1)
-        leader, _epoch = self.replication.leader_view(topic, partition)
+        leader, epoch = self.replication.leader_view(topic, partition)
         positions = self.replication.describe(topic, partition).isr
         isr = tuple(replicas[i] for i in positions if 0 <= i < len(replicas))
-        return PartitionPlacement(leader, tuple(replicas), isr)
+        return PartitionPlacement(leader, tuple(replicas), isr, epoch)
 
     def leads(self, topic: str, partition: int) -> bool:
         return bool(self.replication.is_leader(topic, partition))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -79,7 +79,8 @@ class AdminPlane(Protocol):
 
     def create_topic(self, topic: str, partitions: int, replication_factor: int,
                      min_insync_replicas: int | None, retention_ms: int | None,
-                     retention_bytes: int | None) -> Deferred[Applied]: ...
+                     retention_bytes: int | None,
+                     extra: Mapping[str, Any] | None = None) -> Deferred[Applied]: ...
 
     def register_broker(self, broker_id: int, host: str, port: int,
                         epoch: int | None) -> Deferred[Applied]: ...
@@ -154,10 +155,11 @@ class LocalControl:
 
     def create_topic(self, topic: str, partitions: int, replication_factor: int,
                      min_insync_replicas: int | None, retention_ms: int | None,
-                     retention_bytes: int | None) -> Deferred[Applied]:
+                     retention_bytes: int | None,
+                     extra: Mapping[str, Any] | None = None) -> Deferred[Applied]:
         def change() -> Applied:
             self._create_locally(topic, partitions, replication_factor, min_insync_replicas,
-                                 retention_ms, retention_bytes)
+                                 retention_ms, retention_bytes, extra)
             return self._commit(self._state.topic_created())
         return self._run(change)
 
@@ -259,9 +261,11 @@ class EtcdAdmin:
 
     def create_topic(self, topic: str, partitions: int, replication_factor: int,
                      min_insync_replicas: int | None, retention_ms: int | None,
-                     retention_bytes: int | None) -> Deferred[Applied]:
+                     retention_bytes: int | None,
+                     extra: Mapping[str, Any] | None = None) -> Deferred[Applied]:
         settings = {k: v for k, v in (("retention_ms", retention_ms),
                                       ("retention_bytes", retention_bytes)) if v is not None}
+        settings.update(extra or {})
         return self._applied(Deferred.fromCoroutine(self._control.create_topic(
             topic, partitions, replication_factor, min_isr=min_insync_replicas,
             settings=settings)))

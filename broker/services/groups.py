@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
@@ -303,6 +303,19 @@ class GroupService:
         now = self._open_now()
         self._perform(self.coordinator.delete_group(group, topic).effects, now)
         return all_done([self._groups_file.durable(), self._offsets_file.durable()])
+
+    def delete_offsets(self, group: str, topic: str,
+                       partitions: Iterable[int]) -> Deferred[list[int]]:
+        """Kafka's OffsetDelete: the partitions whose committed offset was forgotten, once
+        ``offsets.json`` no longer holds them."""
+        now = self._open_now()
+        result = self.coordinator.delete_offsets(group, topic, partitions)
+        self._perform(result.effects, now)
+        return _then(self._offsets_file.durable(), result.reply)
+
+    def committed(self) -> dict[tuple[str, str], dict[int, int]]:
+        """Every committed offset: ``{(group, topic): {partition: offset}}``."""
+        return self.coordinator.committed()
 
     def describe(self, group: str, topic: str) -> GroupDescription:
         """DESCRIBE_GROUP: state, generation, assignor, members, per-partition offsets."""

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from twisted.internet import threads
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
 from broker.errors import Unavailable
@@ -66,7 +66,13 @@ from groups.classic_store import (
     classic_groups_to_json,
 )
 from groups.effects import Result
-from groups.kafka_errors import OffsetMetadataTooLarge, RebalanceInProgress
+from groups.errors import InvalidGroupRequest
+from groups.kafka_errors import (
+    GroupIdNotFound,
+    GroupNotEmpty,
+    OffsetMetadataTooLarge,
+    RebalanceInProgress,
+)
 
 __all__ = ["KafkaGroupService", "SharedOffsetBook"]
 
@@ -137,51 +143,93 @@ class KafkaGroupService:
 
     def join(self, group_id: str, member_id: str, *, client_id: str, client_host: str,
              session_timeout_ms: int, rebalance_timeout_ms: int | None, protocol_type: str,
-             protocols: Sequence[Protocol]) -> Deferred[JoinReply]:
+             protocols: Sequence[Protocol], group_instance_id: str | None = None
+             ) -> Deferred[JoinReply]:
         """JoinGroup v0/v1 (v0: ``rebalance_timeout_ms=None``): the ``JoinReply`` once the
         join barrier completes and ``kafka-groups.json`` holds the generation."""
         now = self._open_now()
         result = self.coordinator.join(
             group_id, member_id, now, client_id=client_id, client_host=client_host,
             session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
-            protocol_type=protocol_type, protocols=protocols)
+            protocol_type=protocol_type, protocols=protocols,
+            group_instance_id=group_instance_id)
         return self._perform(result, now)
 
     def sync(self, group_id: str, generation: int, member_id: str,
-             assignments: Mapping[str, bytes] | None = None) -> Deferred[SyncReply]:
+             assignments: Mapping[str, bytes] | None = None,
+             group_instance_id: str | None = None) -> Deferred[SyncReply]:
         """SyncGroup v0: this member's assignment once the leader's has arrived and
         ``kafka-groups.json`` holds it."""
         now = self._open_now()
         return self._perform(self.coordinator.sync(group_id, generation, member_id, now,
-                                                   assignments), now)
+                                                   assignments, group_instance_id), now)
 
-    def heartbeat(self, group_id: str, generation: int,
-                  member_id: str) -> RebalanceInProgress | None:
+    def heartbeat(self, group_id: str, generation: int, member_id: str,
+                  group_instance_id: str | None = None) -> RebalanceInProgress | None:
         """Heartbeat v0: None, or the ``RebalanceInProgress`` to report (rejoin)."""
         now = self._open_now()
-        result = self.coordinator.heartbeat(group_id, generation, member_id, now)
+        result = self.coordinator.heartbeat(group_id, generation, member_id, now,
+                                            group_instance_id)
         self._perform(result, now)
         return result.reply
 
-    def leave(self, group_id: str, member_id: str) -> Deferred[None]:
+    def leave(self, group_id: str, member_id: str,
+              group_instance_id: str | None = None) -> Deferred[None]:
         """LeaveGroup v0: fires once ``kafka-groups.json`` no longer holds the member."""
         now = self._open_now()
-        return self._perform(self.coordinator.leave(group_id, member_id, now), now)
+        return self._perform(self.coordinator.leave(group_id, member_id, now,
+                                                    group_instance_id), now)
 
     def commit_offsets(self, group_id: str, generation: int, member_id: str,
-                       offsets: Mapping[TopicPartition, CommittedOffset]
+                       offsets: Mapping[TopicPartition, CommittedOffset],
+                       group_instance_id: str | None = None
                        ) -> Deferred[dict[TopicPartition, OffsetMetadataTooLarge | None]]:
         """OffsetCommit v0-v2 (generation -1 and member ``""`` for a simple commit): each
         partition's outcome once ``offsets.json`` holds the stored ones."""
         now = self._open_now()
         return self._perform(self.coordinator.commit_offsets(group_id, generation, member_id,
-                                                             offsets, now), now)
+                                                             offsets, now,
+                                                             group_instance_id), now)
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                       ) -> dict[TopicPartition, CommittedOffset | None]:
         """OffsetFetch v0/v1: None where nothing is committed (the wire's -1)."""
         self._open_now()
         return self.coordinator.fetch_offsets(group_id, partitions)
+
+    def delete_group(self, group_id: str) -> Deferred[None]:
+        """Kafka's DeleteGroups: an Empty group goes with every offset it committed (on
+        every topic). ``GroupNotEmpty`` while it has members (Kafka or V1 ones),
+        ``GroupIdNotFound`` when there is neither a group nor an offset."""
+        now = self._open_now()
+        topics = sorted(t for g, t in self.groups.committed() if g == group_id)
+        group = self.coordinator.group(group_id)
+        if group is None and not topics:
+            raise GroupIdNotFound(f"no group {group_id}")
+        if group is not None and group.members:
+            raise GroupNotEmpty(f"group {group_id} has {len(group.members)} members")
+        waits: list[Deferred[Any]] = []
+        if group is not None:
+            waits.append(self._perform(self.coordinator.delete_group(group_id), now))
+        for topic in topics:
+            try:
+                waits.append(self.groups.delete_group(group_id, topic))
+            except InvalidGroupRequest as refusal:  # V1 members live on that topic
+                raise GroupNotEmpty(str(refusal)) from None
+        return gatherResults(waits).addCallback(lambda _: None)
+
+    def delete_offsets(self, group_id: str, topic: str,
+                       partitions: Iterable[int]) -> Deferred[list[int]]:
+        """Kafka's OffsetDelete for one topic: the partitions that had an offset.
+        ``GroupNotEmpty`` while the Kafka group has members (they may be reading it)."""
+        self._open_now()
+        group = self.coordinator.group(group_id)
+        if group is not None and group.members:
+            raise GroupNotEmpty(f"group {group_id} has {len(group.members)} members")
+        try:
+            return self.groups.delete_offsets(group_id, topic, partitions)
+        except InvalidGroupRequest as refusal:
+            raise GroupNotEmpty(str(refusal)) from None
 
     def describe(self, group_id: str) -> GroupView:
         """DescribeGroups for one group."""

@@ -25,6 +25,7 @@ from typing import NamedTuple
 from broker.errors import (
     BadRequest,
     InternalError,
+    KeyRequired,
     NotLeader,
     ReplicationTimeout,
     SkerryError,
@@ -67,6 +68,8 @@ CODES_BY_ERROR: Mapping[type[BaseException], Codes] = {
                               CreateTopicError.SYSTEM_FAULT),
     # storage: an I/O fault, a partition that failed
     StorageError: _IO,
+    # a bundle with a keyless message to a compacted topic (TANK has no code of its own)
+    KeyRequired: Codes(ProduceError.IO_FAULT, ConsumeFlag.SYSTEM_ERROR, CreateTopicError.INVALID_REQUEST),
     # a request the core refuses (a bundle the store will not take, a bad topic setting)
     BadRequest: Codes(ProduceError.IO_FAULT, ConsumeFlag.SYSTEM_ERROR,
                       CreateTopicError.INVALID_REQUEST),

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, TypeAlias
 
+from access import AclBinding, InvalidAcl, Operation, PatternType, Permission, ResourceType
+from access.authorizer import AclFilter
+from access.model import parse_enum
 from broker.errors import BadRequest, SkerryError, UnknownCommand
 from broker.v1 import fields
 from broker.v1.commands import (
@@ -41,6 +44,9 @@ from broker.v1.commands import (
     MAX_NAME_CHARS,
     SECURITY_COMMANDS,
     VERSION,
+    AdminAclAdd,
+    AdminAclList,
+    AdminAclRemove,
     AdminAddPartitions,
     AdminAlterTopic,
     AdminBrokerHeartbeat,
@@ -58,6 +64,7 @@ from broker.v1.commands import (
     Consume,
     DescribeGroup,
     Fetch,
+    GroupHeartbeat,
     Heartbeat,
     Join,
     Leave,
@@ -108,6 +115,10 @@ from data import speedups
 from data.names import NAME_PATTERN
 
 __all__ = [
+    "AdminAclAdd",
+    "AdminAclList",
+    "AdminAclRemove",
+    "acl_entry",
     "AdminAddPartitions",
     "AdminBrokerHeartbeat",
     "AdminGetMetadata",
@@ -145,6 +156,7 @@ __all__ = [
     "Commit",
     "Consume",
     "DescribeGroup",
+    "GroupHeartbeat",
     "Heartbeat",
     "Join",
     "LINE_TOO_LONG_REPLY",
@@ -264,6 +276,59 @@ def _parse_join(cid: str, args: str) -> Join:
     timeout = options.get("session_timeout_ms")
     session_timeout_ms = None if timeout is None else fields.uint(timeout, "session_timeout_ms")
     return Join(cid, group, topic, member_id, assignor, session_timeout_ms)
+
+
+def _parse_group_heartbeat(cid: str, args: str) -> GroupHeartbeat:
+    tokens, options = fields.split_args("GROUP_HEARTBEAT", args)
+    group = fields.name(tokens[0], "group")
+    member_id = fields.name(tokens[1], "member id")
+    epoch = _CONSUMER_LEAVE_WORDS.get(tokens[2])
+    if epoch is None:
+        epoch = fields.uint(tokens[2], "member epoch")
+        if epoch > _MAX_EPOCH:
+            raise BadRequest(f"member epoch must be at most {_MAX_EPOCH}, got {epoch}")
+    topics = options.get("topics")
+    names = None if topics is None else \
+        tuple(fields.name(t, "topic") for t in topics.split(",")) if topics else ()
+    regex = options.get("regex")
+    if "enc" in options:
+        fields.encoding(options["enc"])
+        if regex is None:
+            raise BadRequest("enc=b64 applies to regex=; there is no regex=")
+        try:
+            regex = fields.b64decode(regex, "regex").decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest("regex is not base64 of UTF-8 text") from None
+    assignor = options.get("assignor")
+    if assignor:
+        assignor = fields.name(assignor, "assignor")
+    timeout = options.get("rebalance_timeout_ms")
+    rebalance_timeout_ms = None if timeout is None else \
+        fields.uint(timeout, "rebalance_timeout_ms")
+    if rebalance_timeout_ms is not None and rebalance_timeout_ms > _MAX_EPOCH:
+        raise BadRequest(f"rebalance_timeout_ms must be at most {_MAX_EPOCH}")
+    instance = options.get("instance")
+    if instance is not None:
+        instance = fields.name(instance, "instance")
+    owned_text = options.get("owned")
+    owned = None
+    if owned_text is not None:
+        pairs = []
+        for item in owned_text.split(",") if owned_text else ():
+            topic, colon, partition = item.rpartition(":")
+            if not colon:
+                raise BadRequest(f"owned entries are <topic>:<partition>, got "
+                                 f"{fields.show(item)}")
+            pairs.append((fields.name(topic, "topic"), fields.uint(partition, "partition")))
+        owned = tuple(sorted(set(pairs)))
+    return GroupHeartbeat(cid, group, member_id, epoch, names, regex, assignor,
+                          rebalance_timeout_ms, instance, owned)
+
+
+_CONSUMER_LEAVE_WORDS = {"leave": -1, "leave_static": -2}
+"""GROUP_HEARTBEAT's epoch words: V1 numbers have no sign, Kafka's -1 and -2 do."""
+_MAX_EPOCH = 2_147_483_647
+"""Member epochs and timeouts are Kafka int32s."""
 
 
 def _member_fields(command: str, args: str) -> tuple[list[str], str, str, str, int]:
@@ -418,6 +483,9 @@ def _parse_admin_create_topic(cid: str, args: str) -> AdminCreateTopic:
         _optional_uint(options, "min_isr", 1),
         _optional_uint(options, "retention_ms", 1),
         _optional_uint(options, "retention_bytes", 1),
+        tuple((option, fields.topic_setting(option, text, alter=False))
+              for option, text in sorted(options.items())
+              if option not in ("min_isr", "retention_ms", "retention_bytes")),
     )
 
 
@@ -437,6 +505,8 @@ def _parse_admin_alter_topic(cid: str, args: str) -> AdminAlterTopic:
     if not options:
         raise BadRequest("nothing to alter; usage: " + fields.USAGE["ADMIN_ALTER_TOPIC"])
     changes = tuple((option, None if text == "none" else fields.uint_min(text, option, 1))
+                    if option in ("retention_ms", "retention_bytes")
+                    else (option, fields.topic_setting(option, text, alter=True))
                     for option, text in sorted(options.items()))
     return AdminAlterTopic(cid, topic, changes)
 
@@ -571,6 +641,58 @@ def _parse_admin_get_metadata(cid: str, args: str) -> AdminGetMetadata:
     return AdminGetMetadata(cid)
 
 
+def _parse_admin_acl_add(cid: str, args: str) -> AdminAclAdd:
+    tokens, options = fields.split_args("ADMIN_ACL_ADD", args)
+    if len(tokens) > 4 and not options:
+        raise fields.wrong_count("ADMIN_ACL_ADD", len(tokens))
+    try:
+        binding = AclBinding(
+            tokens[0], parse_enum(ResourceType, tokens[1], "resource type"), tokens[2],
+            parse_enum(PatternType, options.get("pattern", "literal"), "pattern"),
+            parse_enum(Operation, tokens[3], "operation"),
+            parse_enum(Permission, options.get("permission", "allow"), "permission"))
+    except InvalidAcl as exc:
+        raise BadRequest(f"{exc}; usage: {fields.USAGE['ADMIN_ACL_ADD']}") from None
+    return AdminAclAdd(cid, binding)
+
+
+def _acl_filter(command: str, args: str) -> AclFilter:
+    tokens, options = fields.split_args(command, args)
+    try:
+        return AclFilter(
+            principal=options.get("principal"),
+            resource_type=parse_enum(ResourceType, options["type"], "resource type")
+            if "type" in options else None,
+            name=options.get("name"),
+            pattern_type=parse_enum(PatternType, options["pattern"], "pattern")
+            if "pattern" in options else None,
+            operation=parse_enum(Operation, options["operation"], "operation")
+            if "operation" in options else None,
+            permission=parse_enum(Permission, options["permission"], "permission")
+            if "permission" in options else None)
+    except InvalidAcl as exc:
+        raise BadRequest(f"{exc}; usage: {fields.USAGE[command]}") from None
+
+
+def _parse_admin_acl_remove(cid: str, args: str) -> AdminAclRemove:
+    if not fields.split_tokens(args):
+        raise BadRequest("name at least one field of the ACLs to remove; usage: "
+                         + fields.USAGE["ADMIN_ACL_REMOVE"])
+    return AdminAclRemove(cid, _acl_filter("ADMIN_ACL_REMOVE", args))
+
+
+def _parse_admin_acl_list(cid: str, args: str) -> AdminAclList:
+    return AdminAclList(cid, _acl_filter("ADMIN_ACL_LIST", args))
+
+
+def acl_entry(binding: AclBinding) -> str:
+    """One binding in ``ADMIN_ACL_LIST``'s list:
+    ``<principal>,<type>,<pattern>,<name>,<operation>,<permission>``."""
+    return ",".join((binding.principal, binding.resource_type.value,
+                     binding.pattern_type.value, binding.name, binding.operation.value,
+                     binding.permission.value))
+
+
 _Parser: TypeAlias = Callable[[str, str], Any]
 
 
@@ -644,6 +766,7 @@ class Codec:
             "PRODUCE": self._parse_produce,
             "CONSUME": _parse_consume,
             "JOIN": _parse_join,
+            "GROUP_HEARTBEAT": _parse_group_heartbeat,
             "SYNC": _parse_sync,
             "HEARTBEAT": _parse_heartbeat,
             "LEAVE": _parse_leave,
@@ -672,6 +795,9 @@ class Codec:
             "ADMIN_BROKER_HEARTBEAT": _parse_admin_broker_heartbeat,
             "ADMIN_SET_PARTITION_LEADER": _parse_admin_set_partition_leader,
             "ADMIN_GET_METADATA": _parse_admin_get_metadata,
+            "ADMIN_ACL_ADD": _parse_admin_acl_add,
+            "ADMIN_ACL_REMOVE": _parse_admin_acl_remove,
+            "ADMIN_ACL_LIST": _parse_admin_acl_list,
         }
         assert self._parsers.keys() == ALL_COMMANDS.keys() | SECURITY_COMMANDS.keys()
 
@@ -849,7 +975,8 @@ def _parse_consume(cid: str, args: str) -> Consume:
     options = fields.options("CONSUME", tokens, 3)
     encoding = options.get("enc")
     detail = options.get("detail")
-    return Consume(
+    headers = options.get("headers")
+    consume = Consume(
         cid,
         topic,
         partition,
@@ -858,7 +985,11 @@ def _parse_consume(cid: str, args: str) -> Consume:
         _optional_uint(options, "wait_ms"),
         False if encoding is None else fields.encoding(encoding),
         False if detail is None else fields.boolean(detail, "detail"),
+        False if headers is None else fields.boolean(headers, "headers"),
     )
+    if consume.headers and not consume.detail:
+        raise BadRequest("headers=true needs detail=true")
+    return consume
 
 
 def _field_count_error(count: int) -> BadRequest:

@@ -17,6 +17,9 @@ from data.names import MAX_NAME_CHARS
 from data.plaintext import BAD_KEY_RE, BAD_VALUE_RE, MAX_KEY_BYTES, is_plain_key, is_plain_value
 
 __all__ = [
+    "AdminAclAdd",
+    "AdminAclList",
+    "AdminAclRemove",
     "AdminAddPartitions",
     "AdminAlterTopic",
     "AdminBrokerHeartbeat",
@@ -41,6 +44,7 @@ __all__ = [
     "DATA_COMMANDS",
     "DescribeGroup",
     "Fetch",
+    "GroupHeartbeat",
     "Heartbeat",
     "is_plain_key",
     "is_plain_value",
@@ -141,7 +145,8 @@ class ProduceBatch:
 
 @dataclass(frozen=True, slots=True)
 class Consume:
-    """``CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=..]``."""
+    """``CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=..]
+    [headers=..]``."""
 
     name: ClassVar[str] = "CONSUME"
     cid: str
@@ -152,6 +157,8 @@ class Consume:
     wait_ms: int | None = None
     b64: bool = False
     detail: bool = False
+    headers: bool = False
+    """With ``detail``: each message also carries its producer timestamp and headers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +172,27 @@ class Join:
     member_id: str
     assignor: str | None = None
     session_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupHeartbeat:
+    """Additive (KIP-848 consumer groups): ``GROUP_HEARTBEAT <group> <member_id>
+    <member_epoch|leave|leave_static> [topics=<t>,..] [regex=<re>] [enc=b64]
+    [assignor=uniform|range] [rebalance_timeout_ms=<ms>] [instance=<id>]
+    [owned=<t>:<p>,..]``. ``member_epoch`` is -1 for ``leave`` and -2 for
+    ``leave_static``; None fields were not sent."""
+
+    name: ClassVar[str] = "GROUP_HEARTBEAT"
+    cid: str
+    group: str
+    member_id: str
+    member_epoch: int
+    topics: tuple[str, ...] | None = None
+    regex: str | None = None
+    assignor: str | None = None
+    rebalance_timeout_ms: int | None = None
+    instance: str | None = None
+    owned: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +291,9 @@ class AdminCreateTopic:
     min_insync_replicas: int | None = None
     retention_ms: int | None = None
     retention_bytes: int | None = None
+    settings: tuple[tuple[str, int | str], ...] = ()
+    """The other settings given (``cleanup_policy``, ``min_compaction_lag_ms``,
+    ``delete_retention_ms``, ``segment_bytes``, ``segment_ms``), sorted by name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,13 +318,13 @@ class AdminAddPartitions:
 @dataclass(frozen=True, slots=True)
 class AdminAlterTopic:
     """Additive: ``ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms|none>]
-    [retention_bytes=<n|none>]``. ``changes`` holds the settings given, sorted by name, each
+    [retention_bytes=<n|none>]`` and the compaction and segment settings (docs/protocol.md). ``changes`` holds the settings given, sorted by name, each
     with its new value (None for ``none``: no limit); a setting left out keeps its value."""
 
     name: ClassVar[str] = "ADMIN_ALTER_TOPIC"
     cid: str
     topic: str
-    changes: tuple[tuple[str, int | None], ...]
+    changes: tuple[tuple[str, int | str | None], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,6 +505,7 @@ Command: TypeAlias = (
     | Produce
     | Consume
     | Join
+    | GroupHeartbeat
     | Sync
     | Heartbeat
     | Leave
@@ -529,6 +561,7 @@ COMMANDS: dict[str, type[Any]] = {
         AdminDeleteGroup,
         AdminResetOffsets,
         AdminCommit,
+        GroupHeartbeat,
     )
 }
 """Wire command name -> command class for the commands of a single broker: the spec's
@@ -556,5 +589,38 @@ ALL_COMMANDS: dict[str, type[Any]] = {**COMMANDS, **CLUSTER_COMMANDS, **DATA_COM
                                       **CONTROL_COMMANDS}
 """Every command of the data plane (``SECURITY_COMMANDS`` are parsed too)."""
 
-SECURITY_COMMANDS: dict[str, type[Any]] = {"AUTH": Auth}
-"""The additive ``AUTH`` command (``broker/auth.py``), kept apart from the sets above."""
+@dataclass(frozen=True, slots=True)
+class AdminAclAdd:
+    """Additive: ``ADMIN_ACL_ADD <principal> <resource_type> <name> <operation>
+    [pattern=literal|prefixed] [permission=allow|deny]`` (docs/security.md)."""
+
+    name: ClassVar[str] = "ADMIN_ACL_ADD"
+    cid: str
+    binding: Any  # access.AclBinding, validated by the codec
+
+
+@dataclass(frozen=True, slots=True)
+class AdminAclRemove:
+    """Additive: ``ADMIN_ACL_REMOVE [principal=] [type=] [name=] [pattern=] [operation=]
+    [permission=]`` (at least one): every binding that matches all the given fields."""
+
+    name: ClassVar[str] = "ADMIN_ACL_REMOVE"
+    cid: str
+    filter: Any  # access.authorizer.AclFilter
+
+
+@dataclass(frozen=True, slots=True)
+class AdminAclList:
+    """Additive: ``ADMIN_ACL_LIST [principal=] [type=] [name=] [pattern=] [operation=]
+    [permission=]``."""
+
+    name: ClassVar[str] = "ADMIN_ACL_LIST"
+    cid: str
+    filter: Any  # access.authorizer.AclFilter
+
+
+SECURITY_COMMANDS: dict[str, type[Any]] = {
+    cls.name: cls for cls in (Auth, AdminAclAdd, AdminAclRemove, AdminAclList)
+}
+"""The additive ``AUTH`` command (``broker/auth.py``) and the ACL commands
+(docs/security.md), kept apart from the sets above."""

@@ -21,8 +21,11 @@ from broker.errors import (
     CoordinatorLoading,
     GenerationMismatch,
     InternalError,
+    InvalidAcl,
     InvalidGroupRequest,
     InvalidReplicaRequest,
+    KeyRequired,
+    NotAuthorized,
     NotLeader,
     ReplicationTimeout,
     SkerryError,
@@ -32,8 +35,22 @@ from broker.errors import (
     Unavailable,
     UnknownCommand,
 )
+from groups.consumer_errors import (
+    FencedInstanceId,
+    FencedMemberEpoch,
+    GroupIdInUseByOtherProtocol,
+    GroupIdNotFound,
+    GroupMaxSizeReached,
+    InvalidConsumerGroupRequest,
+    InvalidRegularExpression,
+    StaleMemberEpoch,
+    UnreleasedInstanceId,
+    UnsupportedAssignor,
+)
+from groups.kafka_errors import InvalidGroupId, KafkaGroupError, UnknownMemberId
 
-__all__ = ["CODE_BY_ERROR", "code_for", "for_code", "message_for"]
+__all__ = ["CODE_BY_ERROR", "CONSUMER_GROUP_ERRORS", "code_for", "for_code",
+           "from_group_refusal", "message_for"]
 
 CODE_BY_ERROR: Mapping[type[BaseException], str] = {
     # broker.errors: the broker's own refusals
@@ -55,6 +72,10 @@ CODE_BY_ERROR: Mapping[type[BaseException], str] = {
     ReplicationTimeout: "REPLICATION_TIMEOUT",
     # data.errors
     StorageError: "STORAGE_ERROR",
+    KeyRequired: "BAD_REQUEST",  # a keyless message to a compacted topic
+    # access.errors
+    NotAuthorized: "NOT_AUTHORIZED",
+    InvalidAcl: "BAD_REQUEST",
 }
 """Exception class -> V1 code; a class without a row takes its nearest base's."""
 
@@ -68,7 +89,39 @@ _CLASS_BY_CODE: Mapping[str, type[SkerryError]] = {
     "UNAUTHENTICATED": Unauthenticated,
     "STORAGE_ERROR": StorageError,
     "INTERNAL": InternalError,
+    "NOT_AUTHORIZED": NotAuthorized,
 }
+
+CONSUMER_GROUP_ERRORS: Mapping[type[BaseException], type[SkerryError]] = {
+    # groups.consumer_errors / groups.kafka_errors (KIP-848 groups, GROUP_HEARTBEAT and
+    # COMMIT into a consumer group): "rejoin" refusals are GENERATION_MISMATCH, the rest
+    # are requests to fix, BAD_REQUEST.
+    FencedMemberEpoch: GenerationMismatch,
+    StaleMemberEpoch: GenerationMismatch,
+    UnknownMemberId: GenerationMismatch,
+    FencedInstanceId: GenerationMismatch,
+    GroupIdNotFound: GenerationMismatch,
+    GroupIdInUseByOtherProtocol: BadRequest,
+    UnreleasedInstanceId: BadRequest,
+    UnsupportedAssignor: BadRequest,
+    InvalidRegularExpression: BadRequest,
+    InvalidConsumerGroupRequest: BadRequest,
+    GroupMaxSizeReached: BadRequest,
+    InvalidGroupId: BadRequest,
+    KafkaGroupError: InternalError,
+}
+"""A consumer-group refusal -> the V1 error that carries it (its message kept); a class
+without a row takes its nearest base's."""
+
+
+def from_group_refusal(error: KafkaGroupError) -> SkerryError:
+    """The V1 error answering a consumer-group refusal, with the refusal's message."""
+    for cls in type(error).__mro__:
+        target = CONSUMER_GROUP_ERRORS.get(cls)
+        if target is not None:
+            return target(str(error) or target.description)
+    return InternalError(str(error))
+
 
 def code_for(error: BaseException) -> str:
     """The V1 code that answers ``error``: its class's row or its nearest base's,

@@ -44,10 +44,15 @@ USAGE: dict[str, str] = {
     "PING": "PING",
     "PRODUCE": "PRODUCE <topic> <key>:<value> [acks=0, acks=1 or acks=all] [partition=<n>] [enc=b64] "
     "[pid=<producer id> seq=<n>]",
-    "CONSUME": "CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=true]",
+    "CONSUME": "CONSUME <topic> <partition> <offset> [max=<n>] [wait_ms=<ms>] [enc=b64] [detail=true] "
+               "[headers=true]",
     "JOIN": "JOIN <group> <topic> <consumer_id> [assignor=round_robin, range or sticky] "
     "[session_timeout_ms=<ms>]",
     "SYNC": "SYNC <group> <topic> <consumer_id> <generation>",
+    "GROUP_HEARTBEAT": "GROUP_HEARTBEAT <group> <member_id> <member_epoch, leave or "
+    "leave_static> [topics=<t>,...] [regex=<re>] [enc=b64] "
+    "[assignor=uniform or range] [rebalance_timeout_ms=<ms>] [instance=<id>] "
+    "[owned=<topic>:<partition>,...]",
     "HEARTBEAT": "HEARTBEAT <group> <topic> <consumer_id> <generation>",
     "LEAVE": "LEAVE <group> <topic> <consumer_id> <generation>",
     "COMMIT": "COMMIT <group> <topic> <consumer_id> <generation> <partition> <offset>",
@@ -55,11 +60,15 @@ USAGE: dict[str, str] = {
     "REPLICA_FETCH": "REPLICA_FETCH <topic> <partition> <replica_id> <offset>",
     "SET_PARTITION_ROLE": "SET_PARTITION_ROLE <topic> <partition> <leader or follower>",
     "ADMIN_CREATE_TOPIC": "ADMIN_CREATE_TOPIC <topic> <partitions> <replication_factor> "
-    "[min_isr=<n>] [retention_ms=<ms>] [retention_bytes=<n>]",
+    "[min_isr=<n>] [retention_ms=<ms>] [retention_bytes=<n>] "
+    "[cleanup_policy=<delete, compact or compact,delete>] [min_compaction_lag_ms=<ms>] "
+    "[delete_retention_ms=<ms>] [segment_bytes=<n>] [segment_ms=<ms>]",
     "ADMIN_DELETE_TOPIC": "ADMIN_DELETE_TOPIC <topic>",
     "ADMIN_ADD_PARTITIONS": "ADMIN_ADD_PARTITIONS <topic> <partitions>",
     "ADMIN_ALTER_TOPIC": "ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms or none>] "
-    "[retention_bytes=<n or none>]",
+    "[retention_bytes=<n or none>] [cleanup_policy=<delete, compact or compact,delete>] "
+    "[min_compaction_lag_ms=<ms>] [delete_retention_ms=<ms>] [segment_bytes=<n or none>] "
+    "[segment_ms=<ms or none>]",
     "METADATA": "METADATA [<topic>]",
     "OFFSETS": "OFFSETS <topic> <partition> [ts=<ms>]",
     "DESCRIBE_GROUP": "DESCRIBE_GROUP <group> <topic>",
@@ -81,6 +90,13 @@ USAGE: dict[str, str] = {
     "ADMIN_SET_PARTITION_LEADER": "ADMIN_SET_PARTITION_LEADER <topic> <partition> <leader_id> "
     "<isr as comma-separated broker ids>",
     "ADMIN_GET_METADATA": "ADMIN_GET_METADATA",
+    "ADMIN_ACL_ADD": "ADMIN_ACL_ADD <principal> <resource_type> <name> <operation> "
+    "[pattern=literal or prefixed] [permission=allow or deny]",
+    "ADMIN_ACL_REMOVE": "ADMIN_ACL_REMOVE [principal=<User:name>] [type=<resource_type>] "
+    "[name=<name>] [pattern=literal or prefixed] [operation=<op>] [permission=allow or deny] "
+    "(at least one)",
+    "ADMIN_ACL_LIST": "ADMIN_ACL_LIST [principal=<User:name>] [type=<resource_type>] "
+    "[name=<name>] [pattern=literal or prefixed] [operation=<op>] [permission=allow or deny]",
 }
 POSITIONAL_COUNT: dict[str, int] = {
     "PING": 0,
@@ -88,6 +104,7 @@ POSITIONAL_COUNT: dict[str, int] = {
     "CONSUME": 3,
     "JOIN": 3,
     "SYNC": 4,
+    "GROUP_HEARTBEAT": 3,
     "HEARTBEAT": 4,
     "LEAVE": 4,
     "COMMIT": 6,
@@ -113,19 +130,31 @@ POSITIONAL_COUNT: dict[str, int] = {
     "ADMIN_BROKER_HEARTBEAT": 1,
     "ADMIN_SET_PARTITION_LEADER": 4,
     "ADMIN_GET_METADATA": 0,
+    "ADMIN_ACL_ADD": 4,
+    "ADMIN_ACL_REMOVE": 0,
+    "ADMIN_ACL_LIST": 0,
 }
 OPTIONS: dict[str, tuple[str, ...]] = {
     "PRODUCE": ("acks", "partition", "enc", "pid", "seq"),
-    "CONSUME": ("max", "wait_ms", "enc", "detail"),
+    "CONSUME": ("max", "wait_ms", "enc", "detail", "headers"),
     "JOIN": ("assignor", "session_timeout_ms"),
-    "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes"),
-    "ADMIN_ALTER_TOPIC": ("retention_ms", "retention_bytes"),
+    "GROUP_HEARTBEAT": ("topics", "regex", "enc", "assignor", "rebalance_timeout_ms",
+                        "instance", "owned"),
+    "ADMIN_CREATE_TOPIC": ("min_isr", "retention_ms", "retention_bytes", "cleanup_policy",
+                           "min_compaction_lag_ms", "delete_retention_ms", "segment_bytes",
+                           "segment_ms"),
+    "ADMIN_ALTER_TOPIC": ("retention_ms", "retention_bytes", "cleanup_policy",
+                          "min_compaction_lag_ms", "delete_retention_ms", "segment_bytes",
+                          "segment_ms"),
     "OFFSETS": ("ts",),
     "ADMIN_RESET_OFFSETS": ("partition",),
     "REPLICA_PULL": ("wait_ms", "max_bytes"),
     "REPLICA_EPOCH": ("last_epoch",),
     "FETCH": ("max", "max_bytes", "enc"),
     "PRODUCE_BATCH": ("acks", "pid", "seq", "data"),
+    "ADMIN_ACL_ADD": ("pattern", "permission"),
+    "ADMIN_ACL_REMOVE": ("principal", "type", "name", "pattern", "operation", "permission"),
+    "ADMIN_ACL_LIST": ("principal", "type", "name", "pattern", "operation", "permission"),
 }
 """Each command's usage line (quoted in errors), positional count and known options."""
 
@@ -174,6 +203,27 @@ def uint(text: str, what: str) -> int:
     if len(significant) > 19 or int(significant or "0") > MAX_INT:
         raise BadRequest(f"{what} is too large; the maximum is {MAX_INT}")
     return int(significant or "0")
+
+
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+SEGMENT_BYTES_MIN = 65
+"""A segment holds at least one 64-byte header and a byte."""
+
+
+def topic_setting(option: str, text: str, *, alter: bool) -> int | str | None:
+    """The value of one of the topic settings ADMIN_CREATE_TOPIC and ADMIN_ALTER_TOPIC
+    take besides ``min_isr``: ``cleanup_policy`` one of ``CLEANUP_POLICIES``; the others
+    whole numbers (``none``, only where ``alter``, for no limit / the store's default)."""
+    if option == "cleanup_policy":
+        if text not in CLEANUP_POLICIES:
+            raise BadRequest(f"cleanup_policy must be delete, compact or compact,delete; "
+                             f"got {show(text)}")
+        return text
+    if option in ("min_compaction_lag_ms", "delete_retention_ms"):
+        return uint_min(text, option, 0)
+    if alter and text == "none":
+        return None
+    return uint_min(text, option, SEGMENT_BYTES_MIN if option == "segment_bytes" else 1)
 
 
 def uint_min(text: str, what: str, minimum: int) -> int:

@@ -36,7 +36,7 @@ and the position after them (``Codec.scan_produce``)."""
 
 @dataclass(frozen=True)
 class LineTooLong:
-    """Marker from the framer: a line exceeded the limit; answer ``LINE_TOO_LONG_REPLY``
+    """Marker from the framer: a line exceeded the limit; answer ``line_too_long_reply``
     and close the connection."""
 
 

@@ -15,12 +15,14 @@ Must not import: Twisted's reactor, sockets, files. Only ``Deferred`` for waitin
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.python.failure import Failure
 
+from access import Operation, ResourceType
+from access.model import CLUSTER_NAME
 from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
 from broker.errors import (
@@ -32,12 +34,17 @@ from broker.errors import (
     Unavailable,
 )
 from broker.services.cluster_admin import AdminPlane, Applied
+from broker.services.consumer_groups import ConsumerGroupService
 from broker.services.coordinators import Route
 from broker.services.groups import GroupService
 from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.services.replication import ReplicationService
+from broker.v1 import access as v1_access
 from broker.v1 import codec as c
+from broker.v1.errors import from_group_refusal
 from broker.v1.forward import FORWARD_CID_PREFIX, GROUP_COMMANDS, command_line, relay
+from groups.consumer_effects import HeartbeatRequest
+from groups.kafka_errors import KafkaGroupError
 from groups.records import GROUPS_TOPIC
 
 __all__ = ["Handlers", "Slot", "BROKER_ONLY_COMMANDS"]
@@ -58,6 +65,10 @@ _lst = c.format_list
 _bool = c.format_bool
 
 
+_WRITE, _TOPIC = Operation.WRITE, ResourceType.TOPIC
+"""Looked up once: the PRODUCE path checks them per message with ACLs on."""
+
+
 def _limit(value: int | None) -> str:
     """A retention setting on the wire: the number, or ``none`` for no limit."""
     return "none" if value is None else str(value)
@@ -65,6 +76,8 @@ def _limit(value: int | None) -> str:
 _PULL_DEFAULT_BYTES = 1048576
 _PULL_MAX_BYTES = 16 * 1048576
 """REPLICA_PULL ``max_bytes``: the default, and the most one answer may carry."""
+_DEFAULT_REBALANCE_TIMEOUT_MS = 60_000
+"""GROUP_HEARTBEAT: the rebalance timeout of a join that names none."""
 _FETCH_MAX_MESSAGES = 100_000
 """FETCH: the most records one answer carries (``max=`` may ask for fewer)."""
 
@@ -75,7 +88,7 @@ _TOPIC_WRITES = frozenset((c.Produce, c.ProduceBatch, c.AdminCreateTopic, c.Admi
                            c.AdminAddPartitions, *_GROUP_COMMANDS))
 """Commands V1 may not send for the Iggy transport's internal topics (``__iggy.*``):
 writes, creating, deleting or growing them, and consumer groups on them."""
-_GROUP_WRITES = frozenset(_GROUP_COMMANDS)
+_GROUP_WRITES = frozenset((*_GROUP_COMMANDS, c.GroupHeartbeat))
 """Commands V1 may not send for the Iggy transport's consumer pseudo-groups
 (``iggy.consumer.*``). Reading stays allowed for both (CONSUME of an existing topic, FETCH,
 OFFSETS, METADATA, OFFSET, DESCRIBE_GROUP, LIST_GROUPS), and so do the replication commands,
@@ -141,11 +154,15 @@ class Handlers:
         # The one PRODUCE handler is the core's pipeline entry itself, bound here so the
         # fast path pays no extra call per message (see ``produce_message`` below).
         self.produce_message = core.produce_to  # type: ignore[method-assign]
+        if core.access.enabled:  # ACLs: the fast path checks Write too (broker/v1/access.py)
+            self.produce_message = self._checked_produce  # type: ignore[method-assign]
+            self.produce_run = self._checked_produce_run  # type: ignore[method-assign]
         self.table: dict[type, Callable[[Any, Slot, Connection], bytes | None]] = {
             c.Ping: self.ping,
             c.Produce: self.produce,
             c.Consume: self.consume,
             c.Join: self.join,
+            c.GroupHeartbeat: self.group_heartbeat,
             c.Sync: self.sync,
             c.Heartbeat: self.heartbeat,
             c.Leave: self.leave,
@@ -174,6 +191,9 @@ class Handlers:
             c.AdminBrokerHeartbeat: self.admin_broker_heartbeat,
             c.AdminSetPartitionLeader: self.admin_set_partition_leader,
             c.AdminGetMetadata: self.admin_get_metadata,
+            c.AdminAclAdd: self.admin_acl_add,
+            c.AdminAclRemove: self.admin_acl_remove,
+            c.AdminAclList: self.admin_acl_list,
         }
 
     # ------------------------------------------------------------- dispatch
@@ -201,6 +221,8 @@ class Handlers:
             # Effects happen in request order: queued produces of this turn land first.
             self.core.flush()
         try:
+            if self.core.access.enabled:
+                v1_access.check(cmd, self.core.access.check_any, conn)
             _check_reserved(cmd)
             if self.coordinators is not None and isinstance(cmd, GROUP_COMMANDS + (c.ListGroups,)):
                 routed = self._route_group_command(cmd, slot, conn)
@@ -386,6 +408,29 @@ class Handlers:
         before any of them is queued (``BrokerCore.produce_run``)."""
         self.core.produce_run(topic, keys, values, acks, sink, slots)
 
+    def _checked_produce(self, topic: str, partition: int | None, key: bytes, value: bytes,
+                         acks: str, sink: ProduceSink, slot: Slot, pid: str | None = None,
+                         seq: int | None = None) -> None:
+        """``produce_message`` with ACLs on: Write on the topic first (a cached decision),
+        and Create (on the cluster or the topic) when the produce would create it."""
+        self.core.check_access(sink, _WRITE, _TOPIC, topic)
+        if self.core.topic_config(topic) is None:
+            self._check_create(sink, topic)
+        self.core.produce_to(topic, partition, key, value, acks, sink, slot, pid, seq)
+
+    def _checked_produce_run(self, topic: str, keys: Sequence[bytes],
+                             values: Sequence[bytes], acks: str, sink: ProduceSink,
+                             slots: Sequence[Slot]) -> None:
+        self.core.check_access(sink, _WRITE, _TOPIC, topic)
+        if self.core.topic_config(topic) is None:
+            self._check_create(sink, topic)
+        self.core.produce_run(topic, keys, values, acks, sink, slots)
+
+    def _check_create(self, sink: Any, topic: str) -> None:
+        self.core.access.check_any(sink, ((Operation.CREATE, ResourceType.CLUSTER,
+                                           CLUSTER_NAME),
+                                          (Operation.CREATE, ResourceType.TOPIC, topic)))
+
     def fetch(self, cmd: c.Fetch, slot: Slot, conn: Connection) -> bytes:
         """Additive FETCH: committed records as their on-disk bytes (binary-safe bulk read)."""
         max_bytes = min(cmd.max_bytes or _PULL_DEFAULT_BYTES, _PULL_MAX_BYTES)
@@ -419,21 +464,23 @@ class Handlers:
             raise _reserved_topic(cmd.topic)  # read it if it exists; never auto-create it
         if not cmd.detail:  # the common form: straight from the stored bytes, no records
             raw, hw = self.core.read_raw(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
-            if raw.count or not cmd.wait_ms:
+            if (raw.count or not cmd.wait_ms) and not raw.gapped:  # gapped: each its offset
                 line = c.consume_reply_raw(cmd.cid, raw.raw, raw.ends,
                                            raw.next_offset - raw.count, hw, b64=cmd.b64)
                 if line is not None:
                     return line
         result, hw = self.core.read(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
         if result.records or not cmd.wait_ms:
-            return c.consume_reply(cmd.cid, result.records, hw, b64=cmd.b64, detail=cmd.detail)[0]
+            return c.consume_reply(cmd.cid, result.records, hw, b64=cmd.b64, detail=cmd.detail,
+                                   headers=cmd.headers)[0]
         # Long poll: answer once a committed message at the offset exists, or at the deadline.
         start = max(cmd.offset, self.core.earliest_offset(cmd.topic, cmd.partition))
         d = self.core.wait_for_data(cmd.topic, cmd.partition, start, cmd.wait_ms)
 
         def render(_: object) -> bytes:
             again, hw2 = self.core.read(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
-            return c.consume_reply(cmd.cid, again.records, hw2, b64=cmd.b64, detail=cmd.detail)[0]
+            return c.consume_reply(cmd.cid, again.records, hw2, b64=cmd.b64, detail=cmd.detail,
+                                   headers=cmd.headers)[0]
 
         self._later(cmd, d, render, slot, conn)
         return None
@@ -489,10 +536,61 @@ class Handlers:
     def commit(self, cmd: c.Commit, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic, cmd.partition)
         self._check_commit_offset(cmd.topic, cmd.partition, cmd.offset)
+        consumer = self.consumer_groups
+        if consumer is not None and consumer.is_consumer_group(cmd.group):
+            # A KIP-848 group (GROUP_HEARTBEAT): the generation is the member epoch.
+            try:
+                d = consumer.commit(cmd.group, cmd.member_id, cmd.generation, cmd.topic,
+                                    cmd.partition, cmd.offset)
+            except KafkaGroupError as refusal:
+                raise from_group_refusal(refusal) from None
+            self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, conn)
+            return None
         d = maybeDeferred(self.groups.commit, cmd.group, cmd.topic, cmd.member_id,
                           cmd.generation, cmd.partition, cmd.offset)
         self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, conn)
         return None
+
+    consumer_groups: ConsumerGroupService | None = None
+    """Set by the shell: the KIP-848 consumer groups GROUP_HEARTBEAT serves (None: the
+    command is refused)."""
+
+    def group_heartbeat(self, cmd: c.GroupHeartbeat, slot: Slot, conn: Connection) -> bytes:
+        """``GROUP_HEARTBEAT``: one KIP-848 heartbeat (join, heartbeat, leave); the reply
+        is the member's id, epoch, heartbeat interval, the partitions it may consume now
+        and its target."""
+        service = self.consumer_groups
+        if service is None:
+            raise BadRequest("GROUP_HEARTBEAT is not enabled on this broker")
+        for topic in cmd.topics or ():
+            if topic.startswith(STORE_PREFIX):
+                raise _reserved_topic(topic)
+        ids = {name: meta.topic_id for name, meta in service.topics().items()}
+        owned = None
+        if cmd.owned is not None:
+            by_topic: dict[Any, set[int]] = {}
+            for topic, partition in cmd.owned:
+                if topic in ids:  # a topic deleted since is owned by nobody
+                    by_topic.setdefault(ids[topic], set()).add(partition)
+            owned = tuple((t, tuple(sorted(ps))) for t, ps in sorted(by_topic.items()))
+        timeout = cmd.rebalance_timeout_ms
+        if timeout is None:
+            timeout = _DEFAULT_REBALANCE_TIMEOUT_MS if cmd.member_epoch == 0 else -1
+        request = HeartbeatRequest(
+            cmd.group, cmd.member_id, cmd.member_epoch, instance_id=cmd.instance,
+            rebalance_timeout_ms=timeout, topic_names=cmd.topics, topic_regex=cmd.regex,
+            server_assignor=cmd.assignor, owned=owned, client_id="v1",
+            client_host=str(getattr(conn, "peer", "")))
+        try:
+            reply = service.heartbeat(request)
+        except KafkaGroupError as refusal:
+            raise from_group_refusal(refusal) from None
+        assigned, target = service.assignment_of(cmd.group, reply.member_id)
+        return c.ok(cmd.cid, (
+            f"member={reply.member_id} epoch={reply.member_epoch} "
+            f"interval_ms={reply.heartbeat_interval_ms} "
+            f"assigned={_lst(f'{t}:{p}' for t, p in assigned)} "
+            f"target={_lst(f'{t}:{p}' for t, p in target)}"))
 
     def offset(self, cmd: c.Offset, slot: Slot, conn: Connection) -> bytes:
         config = self.core.topic_config(cmd.topic)
@@ -516,6 +614,9 @@ class Handlers:
 
     def list_groups(self, cmd: c.ListGroups, slot: Slot, conn: Connection) -> bytes:
         pairs = self.groups.list_groups()
+        if self.core.access.enabled:  # groups the user may not Describe are left out
+            pairs = [(g, t) for g, t in pairs
+                     if self.core.allowed(conn, Operation.DESCRIBE, ResourceType.GROUP, g)]
         return c.ok(cmd.cid, "groups=" + _lst(f"{g}:{t}" for g, t in pairs))
 
     def admin_delete_group(self, cmd: c.AdminDeleteGroup, slot: Slot, conn: Connection) -> None:
@@ -619,16 +720,17 @@ class Handlers:
         change (its own reply fields, added at the end: older parsers read on)."""
         d = self._admin().create_topic(cmd.topic, cmd.partitions, cmd.replication_factor,
                                        cmd.min_insync_replicas, cmd.retention_ms,
-                                       cmd.retention_bytes)
+                                       cmd.retention_bytes, dict(cmd.settings))
         return self._answer(cmd, d, lambda a: c.ok(cmd.cid, c.admin_topic_payload(
             cmd.topic, cmd.partitions, cmd.replication_factor, a.term, a.index)), slot, conn)
 
     def create_topic_here(self, topic: str, partitions: int, replication_factor: int,
                           min_insync_replicas: int | None, retention_ms: int | None,
-                          retention_bytes: int | None) -> None:
+                          retention_bytes: int | None,
+                          extra: Mapping[str, Any] | None = None) -> None:
         """Create a topic on this broker (a control plane without etcd calls this)."""
         self.core.create_topic(topic, partitions, replication_factor, min_insync_replicas,
-                               retention_ms, retention_bytes)
+                               retention_ms, retention_bytes, extra)
         if self.replication.cluster is not None:
             self.replication.topic_created(topic)  # followers start fetching now
 
@@ -692,15 +794,46 @@ class Handlers:
         topic = self.core.add_partitions(cmd.topic, cmd.partitions)
         return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions}")
 
-    def admin_alter_topic(self, cmd: c.AdminAlterTopic, slot: Slot, conn: Connection) -> bytes:
-        config = self.core.alter_topic(cmd.topic, dict(cmd.changes)).config
-        return c.ok(cmd.cid, f"topic={cmd.topic} retention_ms={_limit(config.retention_ms)} "
-                             f"retention_bytes={_limit(config.retention_bytes)}")
+    def admin_alter_topic(self, cmd: c.AdminAlterTopic, slot: Slot,
+                          conn: Connection) -> bytes | None:
+        """Change a topic's settings: with etcd in the topic's record, which every broker
+        watches and applies (docs/cluster.md), otherwise on this broker."""
+        changes = dict(cmd.changes)
+        if self.control is not None:
+            d = Deferred.fromCoroutine(self.control.alter_topic(cmd.topic, changes))
+            self._later(cmd, d, lambda _ti: self._altered(cmd), slot, conn)
+            return None
+        self.core.alter_topic(cmd.topic, changes)
+        return self._altered(cmd)
+
+    def _altered(self, cmd: c.AdminAlterTopic) -> bytes:
+        """ADMIN_ALTER_TOPIC's answer: the retention settings, then (additive) the
+        compaction settings when the topic is compacted or the request named one, and the
+        segment settings when set or named."""
+        config = self.core.topic_config(cmd.topic)
+        if config is None:
+            raise BadRequest(f"unknown topic {cmd.topic}")
+        named = {name for name, _value in cmd.changes}
+        payload = (f"topic={cmd.topic} retention_ms={_limit(config.retention_ms)} "
+                   f"retention_bytes={_limit(config.retention_bytes)}")
+        if config.cleanup_policy != "delete" or named & {"cleanup_policy", "min_compaction_lag_ms",
+                                                         "delete_retention_ms"}:
+            payload += (f" cleanup_policy={config.cleanup_policy} "
+                        f"min_compaction_lag_ms={config.min_compaction_lag_ms} "
+                        f"delete_retention_ms={config.delete_retention_ms}")
+        for name in ("segment_bytes", "segment_ms"):
+            if name in named or getattr(config, name) is not None:
+                payload += f" {name}={_limit(getattr(config, name))}"
+        return c.ok(cmd.cid, payload)
 
     def metadata(self, cmd: c.Metadata, slot: Slot, conn: Connection) -> bytes:
         cluster = self.replication.cluster
         if cmd.topic is None:
-            payload = "topics=" + _lst(sorted(self.core.topic_names()))
+            names = self.core.topic_names()
+            if self.core.access.enabled:  # Kafka: topics the user may not Describe are left out
+                names = [n for n in names
+                         if self.core.allowed(conn, Operation.DESCRIBE, ResourceType.TOPIC, n)]
+            payload = "topics=" + _lst(sorted(names))
             if cluster is not None:
                 # Additive, in a cluster: every broker's V1 address (and, with etcd, the
                 # controller), so a client can reach the leaders METADATA <topic> names.
@@ -749,3 +882,29 @@ class Handlers:
             found = self.core.offset_for_timestamp(cmd.topic, cmd.partition, cmd.ts_ms * 1000)
             payload += f" offset={-1 if found is None or found > hw else found}"
         return c.ok(cmd.cid, payload)
+
+    # ------------------------------------------------------------- ACLs (docs/security.md)
+
+    acls: Any = None
+    """``broker.services.acls.AclService``: set by the shell (a file on one broker, etcd in
+    a cluster)."""
+
+    def _acls(self) -> Any:
+        if self.acls is None:
+            raise BadRequest("this broker keeps no ACLs")
+        return self.acls
+
+    def admin_acl_add(self, cmd: c.AdminAclAdd, slot: Slot, conn: Connection) -> bytes | None:
+        d = self._acls().add([cmd.binding])
+        return self._answer(cmd, d, lambda added: c.ok(cmd.cid, f"added={len(added)}"),
+                            slot, conn)
+
+    def admin_acl_remove(self, cmd: c.AdminAclRemove, slot: Slot,
+                         conn: Connection) -> bytes | None:
+        d = self._acls().remove(cmd.filter)
+        return self._answer(cmd, d, lambda gone: c.ok(
+            cmd.cid, f"removed={len(gone)} acls=" + _lst(map(c.acl_entry, gone))), slot, conn)
+
+    def admin_acl_list(self, cmd: c.AdminAclList, slot: Slot, conn: Connection) -> bytes:
+        found = self._acls().list(cmd.filter)
+        return c.ok(cmd.cid, "acls=" + _lst(map(c.acl_entry, found)))

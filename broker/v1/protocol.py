@@ -37,7 +37,7 @@ from broker.errors import BadRequest, SkerryError, Unauthenticated, Unavailable
 from broker.v1 import codec
 from broker.v1.framing import TOO_LONG, LineFramer
 from broker.v1.handlers import Handlers
-from broker.v1.replies import LINE_TOO_LONG_REPLY, PRODUCE_OK, err, fill_produce_ok
+from broker.v1.replies import PRODUCE_OK, err, fill_produce_ok, line_too_long_reply
 
 __all__ = ["V1Protocol", "V1Factory"]
 
@@ -81,6 +81,7 @@ class V1Protocol(Connection):
         self.auth_failures = 0
         self.auth_ready_at = 0.0
         self.auth_queue: deque[Any] = deque()
+        self._line_too_long = False  # an over-long line was read: its answer closes
 
     # ---------------------------------------------------------------- connection hooks
 
@@ -101,17 +102,21 @@ class V1Protocol(Connection):
             self.dataReceived(b"")
 
     def last_words(self) -> None:
-        """Bytes after the last line feed get ``UNTERMINATED``, not a run; then the last
-        replies go to the transport."""
+        """Bytes after the last line feed get ``UNTERMINATED``, not a run; after an
+        over-long line, its answer; then the last replies go to the transport."""
         if self.framer.take_rest():
             self._emit(err("0", BadRequest(UNTERMINATED)))
             if self.factory.metrics is not None:
                 self.factory.metrics.invalid()
         self._flush_out()
+        if self._line_too_long:
+            self.write_now(self.factory.too_long_reply)
 
     # ---------------------------------------------------------------- framing
 
     def dataReceived(self, data: bytes) -> None:
+        if self._line_too_long:
+            return  # nothing after an over-long line is read
         self._arm_idle()
         framer = self.framer
         framer.feed(data)
@@ -195,11 +200,18 @@ class V1Protocol(Connection):
             self._close_when_answered()
 
     def _too_long(self) -> None:
+        """An over-long line: nothing after it is read. It is answered in its turn, after
+        the requests before it (replies keep request order: a PRODUCE still waiting for its
+        fsync is answered first), and then the connection closes (``last_words``)."""
         self.framer.clear()
         self._flush_out()
-        log.info("line too long from %s; closing", self.peer)
-        self.transport.write(LINE_TOO_LONG_REPLY)
-        self.transport.loseConnection()
+        log.info("line too long from %s; closing once the requests before it are answered",
+                 self.peer)
+        self._line_too_long = True
+        self._read_closed = True
+        self._update_reading()
+        self.transport.pauseProducing()
+        self._close_when_answered()
 
     def lineReceived(self, line: bytes) -> None:
         try:
@@ -329,6 +341,7 @@ class V1Factory(ConnectionFactory):
                          max_pending_output_bytes=max_pending_output_bytes)
         self.codec = codec.Codec(codec.CodecLimits(max_message_bytes=max_message_bytes))
         self.max_line_bytes = max_line_bytes
+        self.too_long_reply = line_too_long_reply(max_line_bytes)
 
     def new_connection(self) -> V1Protocol:
         return V1Protocol(self)

@@ -3,7 +3,7 @@
 Owns: ``V1|<cid>|OK|<payload>`` and ``V1|<cid>|ERR|<CODE>|<message>`` lines, the payload
 shapes of the spec's commands (produce, assignment, replica and consume payloads), the
 whole-line builders of the hot replies (``produce_ok``, ``consume_reply``, ``fetch_reply``),
-and the fixed ``LINE_TOO_LONG_REPLY``.
+and the over-long-line answer (``line_too_long_reply``).
 
 Must not import: Twisted, sockets, the store, ``groups`` or ``replication``; it does no I/O
 and reads no clock. ``broker.errors`` gives the error classes whose code and message an
@@ -21,7 +21,13 @@ from broker.errors import BadRequest, SkerryError
 from broker.v1.commands import BAD_VALUE_RE, is_plain_key, is_plain_value
 from broker.v1.errors import code_for, message_for
 from data import speedups
-from data.format import consume_items, payload_spans
+from data.format import (
+    KEY_HEADER_NAME,
+    KIND_STRING,
+    consume_items,
+    decode_user_headers,
+    payload_spans,
+)
 
 __all__ = [
     "admin_topic_payload",
@@ -38,6 +44,7 @@ __all__ = [
     "format_bool",
     "format_list",
     "LINE_TOO_LONG_REPLY",
+    "line_too_long_reply",
     "ok",
     "produce_batch_payload",
     "produce_ok",
@@ -50,7 +57,17 @@ __all__ = [
 ]
 
 LINE_TOO_LONG_REPLY = b"V1|0|ERR|BAD_REQUEST|line too long\n"
-"""What the broker writes, before closing the connection, for a line over the length limit."""
+"""The spec's over-long-line answer; ``line_too_long_reply`` extends its message."""
+
+
+def line_too_long_reply(max_line_bytes: int) -> bytes:
+    """What the broker writes, before closing the connection, for a line over the length
+    limit: the spec's line (cid 0, ``BAD_REQUEST``, message ``line too long``) with the
+    message going on to name the limit and the setting, so that the sender knows what to
+    change. Messages are free text; a client matching the spec's words still finds them
+    at the start (no ``|`` and no ``=`` are added)."""
+    return b"V1|0|ERR|BAD_REQUEST|line too long: more than %d bytes (the broker's " \
+           b"limits.max_line_bytes)\n" % max_line_bytes
 
 
 def format_list(items: Iterable[object]) -> str:
@@ -270,15 +287,41 @@ def replica_status_payload(
 _b2a = binascii.b2a_base64
 
 
+def headers_field(user_headers: bytes, key: bytes | None) -> bytes:
+    """A record's headers as one CONSUME field: ``<name b64>.<value b64>`` per header,
+    joined by ``;`` (empty when none), the header that carries the V1 key left out (it is
+    the key field). Base64, ``.`` and ``;`` never hold ``:``, ``,``, ``|`` or whitespace.
+    Undecodable header bytes (never written by Skerry) read as no headers."""
+    if not user_headers:
+        return b""
+    try:
+        headers = decode_user_headers(user_headers)
+    except ValueError:
+        return b""
+    parts = []
+    for key_kind, name, value_kind, value in headers:
+        if key is not None and key_kind == KIND_STRING and name == KEY_HEADER_NAME \
+                and value_kind == KIND_STRING and value == key:
+            key = None  # the key's own header, once
+            continue
+        parts.append(_b2a(name, newline=False) + b"." + _b2a(value, newline=False))
+    return b";".join(parts)
+
+
 def consume_reply(
-    cid: str, records: Sequence[Any], hw: int, *, b64: bool = False, detail: bool = False
+    cid: str, records: Sequence[Any], hw: int, *, b64: bool = False, detail: bool = False,
+    headers: bool = False,
 ) -> tuple[bytes, int]:
     """The whole CONSUME success line and how many of ``records`` it carries.
 
     ``records`` have ``.offset`` (int), ``.timestamp`` (int, microseconds), ``.payload``
     (bytes) and ``.key`` (bytes or None). Plain form: ``messages=0:created,1:paid hw=1``
     (``messages= hw=<n>`` when empty). ``b64``: every value (and, with ``detail``, every key)
-    in standard base64. ``detail``: ``<offset>:<timestamp_ms>:<key>:<value>`` per message.
+    in standard base64. ``detail``: ``<offset>:<timestamp_ms>:<key>:<value>`` per message;
+    with ``headers`` also (records then need ``.origin_timestamp`` and ``.user_headers``)
+    ``<offset>:<timestamp_ms>:<producer_timestamp_ms>:<headers>:<key>:<value>``: the time
+    the broker appended it, the producer's own time (the append time when it gave none),
+    and ``headers_field``. Key and value stay last, as a plain value may hold ``:``.
 
     A plain reply never carries a value (or, with ``detail``, a key) that breaks the plain
     rule: it stops just before that record, and raises ``BadRequest`` naming the offset and
@@ -297,7 +340,14 @@ def consume_reply(
                 if not items:
                     raise _not_plain(record.offset, "key or value")
                 break
-            append(b"%d:%d:%b:%b" % (record.offset, record.timestamp // 1000, key, payload))
+            if headers:
+                append(b"%d:%d:%d:%b:%b:%b" % (
+                    record.offset, record.timestamp // 1000,
+                    (record.origin_timestamp or record.timestamp) // 1000,
+                    headers_field(record.user_headers, record.key), key, payload))
+            else:
+                append(b"%d:%d:%b:%b" % (record.offset, record.timestamp // 1000, key,
+                                         payload))
     elif b64:
         for record in records:
             append(b"%d:%b" % (record.offset, _b2a(record.payload, newline=False)))

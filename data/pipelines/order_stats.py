@@ -22,9 +22,11 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MalformedOrder", "build_session", "run", "seed"]
+__all__ = ["MalformedOrder", "Seeded", "build_session", "run", "seed", "sink_ends",
+           "windows_written", "describe_windows"]
 
 _MALFORMED = "skerry-malformed-order:"
 """Prefix of the message the query fails with when a record is not an order; ``run`` turns
@@ -58,22 +60,106 @@ def build_session(master: str = "local[2]") -> Any:
     return spark
 
 
-def seed(bootstrap: str, topic: str, count: int) -> int:
+@dataclass(frozen=True)
+class Seeded:
+    """What ``seed`` produced: how many orders, and the event times of the first and last."""
+
+    count: int
+    first_ms: int
+    last_ms: int
+    continued: bool
+    """True when the orders continue after the newest order already in the topic."""
+
+
+def seed(bootstrap: str, topic: str, count: int) -> Seeded:
     """Produce ``count`` sample orders (keys customer0..customer9, amounts 1..100), one a
-    second of event time, ending now."""
+    second of event time: into an empty topic, ending now; into a topic that holds orders
+    already, starting one second after the newest of them. So a second seed always moves
+    event time (and the pipeline's watermark) forward by ``count`` seconds, and the
+    windows it passes close, instead of its orders landing among the old ones (and
+    behind the watermark, where Spark drops them)."""
     import time
 
     from broker.client.sync import Client, fnv1a_32
 
     with Client(bootstrap) as client:
         partitions = client.partitions(topic)  # created on the first seed
+        newest = _newest_event_ms(client, topic)
+        start = int(time.time() * 1000) - count * 1000 if newest is None else newest + 1000
         msgs = []
-        now_ms = int(time.time() * 1000)
         for i in range(count):
             key = b"customer%d" % (i % 10)
-            event_ms = now_ms - (count - i) * 1000
-            msgs.append((key, b"%d,%d" % (event_ms, i % 100 + 1), fnv1a_32(key) % partitions))
-        return len(client.produce_many(topic, msgs))
+            msgs.append((key, b"%d,%d" % (start + i * 1000, i % 100 + 1),
+                         fnv1a_32(key) % partitions))
+        produced = len(client.produce_many(topic, msgs))
+    return Seeded(produced, start, start + (count - 1) * 1000, newest is not None)
+
+
+def _newest_event_ms(client: Any, topic: str) -> int | None:
+    """The newest event time among the orders of ``topic`` (None: it holds none). Each
+    partition's last message is its newest: seeds append in event-time order."""
+    meta = client.metadata(topic)
+    newest: int | None = None
+    for partition, (earliest, hw) in enumerate(zip(meta["earliest"], meta["hw"], strict=True)):
+        if hw < earliest:
+            continue  # empty
+        for message in client.consume(topic, partition, hw, max_messages=1).messages:
+            try:
+                event_ms = int(message.value.split(b",", 1)[0])
+            except ValueError:
+                continue  # not an order: the pipeline will say so
+            newest = event_ms if newest is None else max(newest, event_ms)
+    return newest
+
+
+def sink_ends(bootstrap: str, sink_topic: str) -> list[int]:
+    """The next offset of each partition of ``sink_topic`` ([] while it does not exist),
+    taken before a run so that ``windows_written`` can tell what the run added."""
+    from broker.client.codec import BrokerError
+    from broker.client.sync import Client
+
+    with Client(bootstrap) as client:
+        try:
+            meta = client.metadata(sink_topic)
+        except BrokerError:
+            return []
+    return [hw + 1 for hw in meta["hw"]]  # type: ignore[union-attr]
+
+
+def windows_written(bootstrap: str, sink_topic: str, ends: list[int]) -> list[str]:
+    """The values (``<window start>,<customer>,<count>,<sum>``) written to ``sink_topic``
+    after ``ends`` (``sink_ends`` before the run), partition by partition."""
+    from broker.client.codec import BrokerError
+    from broker.client.sync import Client
+
+    values: list[str] = []
+    with Client(bootstrap) as client:
+        try:
+            hws = client.metadata(sink_topic)["hw"]
+        except BrokerError:
+            return values  # nothing was ever written
+        assert isinstance(hws, list)
+        for partition, hw in enumerate(hws):
+            offset = ends[partition] if partition < len(ends) else 0
+            while offset <= hw:
+                read = client.consume(sink_topic, partition, offset)
+                if not read.messages:
+                    break
+                values.extend(m.value.decode() for m in read.messages)
+                offset = read.next_offset
+    return values
+
+
+def describe_windows(values: list[str]) -> str:
+    """One line saying which windows a run wrote, from the values it wrote: their minutes
+    (all of them up to six, else the first and the last) and the rows."""
+    if not values:
+        return ("no window closed since the last run: a one-minute window is written once "
+                "orders a minute past its end have come in (seed more, then run again)")
+    minutes = sorted({value.split(",", 1)[0] for value in values})
+    shown = ", ".join(minutes) if len(minutes) <= 6 else f"{minutes[0]} to {minutes[-1]}"
+    plural = "s" if len(minutes) > 1 else ""
+    return f"wrote {len(minutes)} window{plural} ({len(values)} rows): {shown}"
 
 
 def run(bootstrap: str, source: str, sink_topic: str, output: str, checkpoint: str,

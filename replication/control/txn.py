@@ -61,6 +61,7 @@ __all__ = [
     "write_isr",
     "delete_topic",
     "grow_topic",
+    "alter_topic",
     "report_log_end",
     "withdraw_log_end",
 ]
@@ -225,6 +226,12 @@ def grow_topic(layout: KeyLayout, topic: str, mod_revision: int, before: TopicRe
     puts += [Put(layout.partition(topic, p), PartitionState.initial(after.replicas[p]).encode())
              for p in range(before.partitions, after.partitions)]
     return Txn((Compare(key, Target.MOD, mod_revision),), tuple(puts), (Get(key),))
+
+
+def alter_topic(layout: KeyLayout, topic: str, mod_revision: int, after: TopicRecord) -> Txn:
+    """Change a topic's settings (its shape stays): only if the topic is still as read."""
+    key = layout.topic(topic)
+    return Txn((Compare(key, Target.MOD, mod_revision),), (Put(key, after.encode()),), (Get(key),))
 
 
 def report_log_end(layout: KeyLayout, broker_id: int, lease: int, topic: str,

@@ -273,3 +273,49 @@ def test_the_commands_in_docs_cluster_md_are_valid() -> None:
     made = subprocess.run(["bash", "-c", suggested.group(1).replace("100", "3")],
                           capture_output=True, text=True, timeout=10)
     assert made.stdout == "k1:v1\nk2:v2\nk3:v3\n"
+
+
+def test_ctrl_c_stops_the_brokers_before_etcd(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to dev-cluster's whole process group, as a terminal sends it) stops
+    the brokers first and etcd only once they are gone: every broker leaves etcd cleanly
+    (no "could not revoke etcd lease", a clean shutdown logged) and etcd is stopped too."""
+    debian_tool("etcd", "etcd-server")
+    folder = tmp_path / "dev"
+    out = folder.with_suffix(".out")
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "broker", "dev-cluster", "--dir", str(folder)],
+            stdout=sink, stderr=subprocess.STDOUT, env=ENV, cwd=str(ROOT),
+            start_new_session=True)  # its own group, which the SIGINT below goes to
+    try:
+        wait_for(lambda: "Ctrl-C stops them all" in out.read_text(errors="replace")
+                 or proc.poll() is not None, "dev-cluster started", 90)
+        assert proc.poll() is None, out.read_text(errors="replace")
+        zero = re.search(r"^broker 0: (\S+) ", out.read_text(), re.M)
+        assert zero is not None
+        wait_for(lambda: status(zero.group(1))["controller"] is not None, "a controller")
+        etcd_pids = [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()
+                     and str(folder / "etcd").encode() in _cmdline(e)]
+        assert len(etcd_pids) == 1
+        # the terminal's SIGINT goes to dev-cluster's group only: etcd is not in it
+        assert os.getpgid(etcd_pids[0]) != os.getpgid(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "dev-cluster stopped" in out.read_text()
+    for broker in range(3):
+        log = (folder / f"broker{broker}" / "broker.log").read_text(errors="replace")
+        assert "clean shutdown complete" in log, log[-2000:]
+        assert "could not revoke etcd lease" not in log, log[-2000:]
+    assert not Path(f"/proc/{etcd_pids[0]}").exists() or \
+        b"zombie" in Path(f"/proc/{etcd_pids[0]}/status").read_bytes().lower()
+
+
+def _cmdline(entry: Path) -> bytes:
+    try:
+        return (entry / "cmdline").read_bytes()
+    except OSError:
+        return b""

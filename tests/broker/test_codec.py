@@ -36,6 +36,7 @@ from broker.v1.codec import (
     Commit,
     Consume,
     DescribeGroup,
+    GroupHeartbeat,
     Heartbeat,
     Join,
     Leave,
@@ -61,6 +62,7 @@ from broker.v1.codec import (
     role_payload,
 )
 from broker.v1.errors import code_for
+from broker.v1.replies import line_too_long_reply
 
 CODEC = Codec()
 MAX = "9223372036854775807"
@@ -90,6 +92,8 @@ class Rec:
     payload: bytes
     key: bytes | None = None
     timestamp: int = 0
+    origin_timestamp: int = 0
+    user_headers: bytes = b""
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,6 +160,8 @@ VALID: list[tuple[bytes, Command]] = [
     (b"V1|1|CONSUME|t 0 5 enc=b64", Consume("1", "t", 0, 5, b64=True)),
     (b"V1|1|CONSUME|t 0 5 detail=true", Consume("1", "t", 0, 5, detail=True)),
     (b"V1|1|CONSUME|t 0 5 detail=false", Consume("1", "t", 0, 5, detail=False)),
+    (b"V1|1|CONSUME|t 0 5 detail=true headers=true",
+     Consume("1", "t", 0, 5, detail=True, headers=True)),
     (
         b"V1|1|CONSUME|t 1 2 detail=true enc=b64 wait_ms=3 max=4",
         Consume("1", "t", 1, 2, 4, 3, True, True),
@@ -167,6 +173,7 @@ VALID: list[tuple[bytes, Command]] = [
     ),
     (b"V1|1|JOIN|g t c assignor=round_robin", Join("1", "g", "t", "c", "round_robin")),
     (b"V1|1|JOIN|g t c assignor=range", Join("1", "g", "t", "c", "range")),
+    (b"V1|1|GROUP_HEARTBEAT|g m 0 topics=t", GroupHeartbeat("1", "g", "m", 0, ("t",))),
     (b"V1|1|JOIN|g t c assignor=sticky", Join("1", "g", "t", "c", "sticky")),
     (b"V1|1|JOIN|g t c session_timeout_ms=6000", Join("1", "g", "t", "c", None, 6000)),
     (b"V1|1|JOIN|g t c session_timeout_ms=0 assignor=range", Join("1", "g", "t", "c", "range", 0)),
@@ -342,7 +349,11 @@ ERRORS: list[tuple[bytes, str, str, str | None]] = [
     (b"V1|2|ADMIN_ALTER_TOPIC|", "BAD_REQUEST", "2", None),
     (b"V1|2|ADMIN_ALTER_TOPIC|t", "BAD_REQUEST", "2",
      "nothing to alter; usage: ADMIN_ALTER_TOPIC <topic> [retention_ms=<ms or none>] "
-     "[retention_bytes=<n or none>]"),
+     "[retention_bytes=<n or none>] [cleanup_policy=<delete, compact or compact,delete>] "
+     "[min_compaction_lag_ms=<ms>] [delete_retention_ms=<ms>] [segment_bytes=<n or none>] "
+     "[segment_ms=<ms or none>]"),
+    (b"V1|2|ADMIN_ALTER_TOPIC|t cleanup_policy=shrink", "BAD_REQUEST", "2",
+     "cleanup_policy must be delete, compact or compact,delete; got 'shrink'"),
     (b"V1|2|ADMIN_ALTER_TOPIC|t u", "BAD_REQUEST", "2", None),
     (b"V1|2|ADMIN_ALTER_TOPIC|t partitions=4", "BAD_REQUEST", "2", None),
     (b"V1|2|METADATA|a b", "BAD_REQUEST", "2", None),
@@ -492,6 +503,8 @@ ERRORS: list[tuple[bytes, str, str, str | None]] = [
     (b"V1|7|CONSUME|t 0 0 enc=hex", "BAD_REQUEST", "7", None),
     (b"V1|7|CONSUME|t 0 0 detail=yes", "BAD_REQUEST", "7", None),
     (b"V1|7|CONSUME|t 0 0 detail=", "BAD_REQUEST", "7", None),
+    (b"V1|7|CONSUME|t 0 0 headers=true", "BAD_REQUEST", "7", "headers=true needs detail=true"),
+    (b"V1|7|CONSUME|t 0 0 detail=true headers=1", "BAD_REQUEST", "7", None),
     (b"V1|7|JOIN|g t c assignor=rr", "BAD_REQUEST", "7", None),
     (b"V1|7|JOIN|g t c assignor=", "BAD_REQUEST", "7", None),
     (b"V1|7|JOIN|g t c assignor=Range", "BAD_REQUEST", "7", None),
@@ -615,9 +628,16 @@ class ReplyTests:
         assert err("1", error).split(b"|")[4].strip()
 
     def test_line_too_long_reply(self) -> None:
-        """The over-long-line answer is exactly the spec's line, with cid 0."""
+        """The over-long-line answer is the spec's line (cid 0, BAD_REQUEST, ``line too
+        long``) whose message goes on to name the limit and the setting to raise, with no
+        ``|`` or ``=`` that a client splitting the line could trip on."""
         assert LINE_TOO_LONG_REPLY == b"V1|0|ERR|BAD_REQUEST|line too long\n"
         assert err("0", BadRequest("line too long")) == LINE_TOO_LONG_REPLY
+        reply = line_too_long_reply(1048576)
+        assert reply == (b"V1|0|ERR|BAD_REQUEST|line too long: more than 1048576 bytes "
+                         b"(the broker's limits.max_line_bytes)\n")
+        assert reply.startswith(LINE_TOO_LONG_REPLY[:-1])
+        assert reply.count(b"|") == 4 and b"=" not in reply
 
     def test_lists_and_booleans(self) -> None:
         """Lists are [a b c] space-separated ([] when empty); booleans are true/false."""
@@ -731,6 +751,28 @@ class ConsumeReplyTests:
         line, count = consume_reply("2", records, 1, detail=True)
         assert count == 2
         assert line == b"V1|2|OK|messages=0:1700000000123:user1:created,1:0::paid hw=1\n"
+
+    def test_headers_form(self) -> None:
+        """detail=true headers=true:
+        <offset>:<timestamp_ms>:<producer_timestamp_ms>:<headers>:<key>:<value>: the
+        producer's timestamp apart from the append time (the append time when it gave
+        none), each header as <name b64>.<value b64> joined by ';' without the key's own
+        header, key and value last (a plain value may hold ':')."""
+        from data.format import KIND_RAW, KIND_STRING, encode_user_headers, key_header
+
+        trace = encode_user_headers([(KIND_STRING, b"trace", KIND_RAW, b"\x00\x01"),
+                                     (KIND_STRING, b"src", KIND_STRING, b"tank")])
+        records = [
+            Rec(0, b"a:b", b"k1", 1_795_782_611_488_000, 1_700_000_000_000_000,
+                key_header(b"k1") + trace),
+            Rec(1, b"v", None, 2_000_999, 0, b""),
+        ]
+        line, count = consume_reply("5", records, 1, detail=True, headers=True)
+        assert count == 2
+        assert line == (b"V1|5|OK|messages=0:1795782611488:1700000000000:dHJhY2U=.AAE=;"
+                        b"c3Jj.dGFuaw==:k1:a:b,1:2000:2000:::v hw=1\n")
+        line, _ = consume_reply("6", records[1:], 1, b64=True, detail=True, headers=True)
+        assert line == b"V1|6|OK|messages=1:2000:2000:::dg== hw=1\n"
 
     def test_detail_b64_encodes_key_and_value(self) -> None:
         """detail=true with enc=b64 base64-encodes both the key and the value."""

@@ -70,7 +70,8 @@ def test_mistakes_name_the_key(raw: dict, named: str) -> None:
     ({"topic": {"orders": {}}}, "topic: unknown key; did you mean topics?"),
     ({"topics": {"t": {"partition": 2}}},
      "topics.t.partition: unknown key; did you mean partitions? (known: partitions, "
-     "replication_factor, min_insync_replicas, retention_ms, retention_bytes)"),
+     "replication_factor, min_insync_replicas, retention_ms, retention_bytes, cleanup_policy, "
+     "min_compaction_lag_ms, delete_retention_ms)"),
     ({"bogus": 1}, "bogus: unknown key"),
 ])
 def test_unknown_key_suggests_the_nearest_known_key(raw: dict, message: str) -> None:

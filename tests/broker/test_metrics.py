@@ -25,6 +25,7 @@ from broker.config import config_from_mapping
 from broker.core.durability import synchronous
 from broker.metrics import MetricsService, StartupResponder
 from broker.server import Broker, build_broker
+from broker.version import skerry_version
 from data import speedups
 from tests.support import BrokerProcess
 
@@ -214,13 +215,13 @@ class HealthTests:
         """/health is 503 starting until the listeners are up, 200 ready, then 503
         stopping once shutdown begins; skerry_ready follows it."""
         h = Harness(tmp_path)
-        assert render(h.service, b"health")[::2] == (503, b"starting\n")
+        assert render(h.service, b"health")[::2] == (503, b"starting\nskerry %s\n" % skerry_version().encode())
         assert value(h.samples(), "skerry_ready") == 0
         h.broker.listen(MemoryReactor())
-        assert render(h.service, b"health")[::2] == (200, b"ready\n")
+        assert render(h.service, b"health")[::2] == (200, b"ready\nskerry %s\n" % skerry_version().encode())
         assert value(h.samples(), "skerry_ready") == 1
         h.service.stopping()
-        assert render(h.service, b"health")[::2] == (503, b"stopping\n")
+        assert render(h.service, b"health")[::2] == (503, b"stopping\nskerry %s\n" % skerry_version().encode())
 
     def test_metrics_say_which_implementation_runs(self, tmp_path: Path) -> None:
         """skerry_implementation{loops=...} is 1 for the loops that run (compiled or the
@@ -251,7 +252,7 @@ class HealthTests:
         try:
             with pytest.raises(urllib.error.HTTPError) as info:
                 urllib.request.urlopen(f"http://{host}:{port}/health", timeout=5)
-            assert (info.value.code, info.value.read()) == (503, b"starting\n")
+            assert (info.value.code, info.value.read()) == (503, b"starting\nskerry %s\n" % skerry_version().encode())
             with pytest.raises(urllib.error.HTTPError) as info:
                 urllib.request.urlopen(f"http://{host}:{port}/nope", timeout=5)
             assert info.value.code == 404
@@ -306,7 +307,7 @@ class EndToEndTests:
             client.close()
             proc.kill9()
             proc.start()
-            assert get(metrics_url(proc) + "/health") == (200, "ready\n")
+            assert get(metrics_url(proc) + "/health") == (200, f"ready\nskerry {skerry_version()}\n")
             s = scrape(get(metrics_url(proc) + "/metrics")[1])
             assert value(s, "skerry_ready") == 1
             assert value(s, "skerry_partition_log_end_offset", topic="orders", partition="0") == 10

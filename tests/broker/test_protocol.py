@@ -162,13 +162,36 @@ def test_failed_fsync_answers_storage_error_and_fences_only_that_partition(
 
 
 def test_over_long_line_disconnects(tmp_path: Path) -> None:
-    """An over-long line gets the spec's error and the transport is closing."""
+    """An over-long line gets the spec's error, naming the limit and the setting, and the
+    transport is closing."""
     h = Harness(tmp_path, limits={"max_line_bytes": 100})
     proto, tr = h.connect()
     proto.dataReceived(b"V1|1|PING|\n" + b"x" * 50)
     proto.dataReceived(b"y" * 60)
-    assert lines(tr) == [b"V1|1|OK", b"V1|0|ERR|BAD_REQUEST|line too long"]
+    assert lines(tr) == [b"V1|1|OK", b"V1|0|ERR|BAD_REQUEST|line too long: more than 100 "
+                                     b"bytes (the broker's limits.max_line_bytes)"]
     assert tr.disconnecting
+
+
+def test_over_long_line_is_answered_after_the_requests_before_it(tmp_path: Path) -> None:
+    """A PRODUCE still waiting for its turn's append when an over-long line arrives gets
+    its OK first: replies keep request order, so a client matching answers in order learns
+    which line was too long (and that the message before it was stored); nothing after
+    the long line is read."""
+    h = Harness(tmp_path, limits={"max_line_bytes": 100})
+    proto, tr = h.connect()
+    proto.dataReceived(b"V1|1|PRODUCE|t k:v\nV1|2|PRODUCE|t k:" + b"x" * 200
+                       + b"\nV1|3|PRODUCE|t k:after\n")
+    assert lines(tr) == []  # the produce waits for the end of the turn; so does the refusal
+    assert not tr.disconnecting
+    h.turn()
+    h.thread.run_all()
+    assert lines(tr) == [b"V1|1|OK|partition=0 offset=0 hw=0",
+                         b"V1|0|ERR|BAD_REQUEST|line too long: more than 100 bytes (the "
+                         b"broker's limits.max_line_bytes)"]
+    assert tr.disconnecting
+    proto.dataReceived(b"V1|4|PRODUCE|t k:later\n")  # ignored: nothing more is read
+    assert len(lines(tr)) == 2
 
 
 def test_topic_creation_deletion_and_growth_are_each_logged_once(

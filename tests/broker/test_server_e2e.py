@@ -81,7 +81,8 @@ def test_over_long_line_is_refused_and_closed(tmp_path: Path) -> None:
         other = proc.client()
         c = proc.client()
         c.send(b"V1|1|PRODUCE|t k:" + b"x" * 2000 + b"\n")
-        assert c.readline() == b"V1|0|ERR|BAD_REQUEST|line too long"
+        assert c.readline() == (b"V1|0|ERR|BAD_REQUEST|line too long: more than 1024 bytes "
+                                b"(the broker's limits.max_line_bytes)")
         assert c.closed_by_peer()
         # Exactly at the limit is fine (a trailing \r does not count).
         line = b"V1|2|PRODUCE|t k:" + b"y" * (1024 - len(b"V1|2|PRODUCE|t k:"))

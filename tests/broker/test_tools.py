@@ -193,6 +193,29 @@ class HelperTests:
         with pytest.raises(ToolError):
             reply.field("size")
 
+    def test_every_refusal_is_one_line_of_words(self) -> None:
+        """Each wire code of docs/protocol.md becomes one line without the protocol's
+        ``COMMAND: CODE:`` text; the common ones say what to do."""
+        from broker.cli.explain import explain
+        from broker.client.codec import for_code
+
+        codes = ["BAD_REQUEST", "UNKNOWN_COMMAND", "REPLICATION_TIMEOUT", "NOT_LEADER",
+                 "GENERATION_MISMATCH", "UNAVAILABLE", "UNAUTHENTICATED", "STORAGE_ERROR",
+                 "INTERNAL", "NOT_AUTHORIZED"]
+        for code in codes:
+            line = explain(for_code(code)(code, "something went wrong", "ADMIN_X"), "t")
+            assert "\n" not in line and f"{code}:" not in line and "ADMIN_X:" not in line, line
+        assert explain(for_code("BAD_REQUEST")("BAD_REQUEST", "topic already exists",
+                                               "ADMIN_CREATE_TOPIC"), "orders") == \
+            "topic orders exists already; add --if-not-exists to leave it as it is (exit " \
+            "status 0)"
+        assert "$SKERRY_USER" in explain(for_code("UNAUTHENTICATED")(
+            "UNAUTHENTICATED", "send AUTH <user> <token> first", "METADATA"))
+        assert "skerry acls add" in explain(for_code("NOT_AUTHORIZED")(
+            "NOT_AUTHORIZED", "User:bob may not Write Topic:t", "PRODUCE"), "t")
+        assert "skerry cluster elect t" in explain(for_code("NOT_LEADER")(
+            "NOT_LEADER", "partition 0 of t is a follower", "PRODUCE"), "t")
+
     def test_count_lines_of_a_file_leaves_its_position(self, tmp_path: Path) -> None:
         """The progress bar's total: lines left in a regular file (a last line without
         newline counts), read without moving the file position; None for a pipe."""
@@ -206,6 +229,19 @@ class HelperTests:
         with os.fdopen(read_end, "rb") as pipe:
             os.close(write_end)
             assert count_lines(pipe) is None
+
+
+class VersionTests:
+    def test_version_flag_prints_the_package_version(self) -> None:
+        """``skerry --version`` prints ``skerry <version of pyproject.toml>`` and exits 0
+        (it was an argparse error)."""
+        import tomllib
+
+        expected = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+        result = subprocess.run([sys.executable, "-m", "broker", "--version"],
+                                capture_output=True, cwd=ROOT, timeout=60)
+        assert (result.returncode, result.stdout, result.stderr) == \
+            (0, f"skerry {expected}\n".encode(), b"")
 
 
 class ProduceTests:
@@ -258,13 +294,13 @@ class ProduceTests:
             proc.kill()
 
     def test_broker_refusals_count_as_errors(self, broker: BrokerProcess) -> None:
-        """An answer ERR from the broker (a partition out of range) is printed per line
-        with its code and counted; the exit status is 1."""
+        """An answer ERR from the broker about one line (a partition out of range) is
+        printed per line in the broker's words and counted; the exit status is 1."""
         result = skerry(broker, "produce", "t-refused", "--partition", "9",
                         stdin=b"k:1\nk:2\n")
         assert result.returncode == 1
         err = result.stderr.decode().splitlines()
-        assert err[0].startswith("skerry produce: line 1: BAD_REQUEST: partition 9 out of range")
+        assert err[0].startswith("skerry produce: line 1: partition 9 out of range")
         assert SUMMARY_RE.fullmatch(err[-1]).groups() == ("0", "t-refused", "2")
 
     def test_key_partition_acks_and_binary_values(self, broker: BrokerProcess) -> None:
@@ -420,16 +456,18 @@ class InterruptedProduceTests:
 class ConsumeTests:
     def test_json_lines_have_partition_offset_timestamp_key_value(
             self, broker: BrokerProcess) -> None:
-        """--format json prints one object per message with exactly these fields."""
+        """--format json prints one object per message with exactly these fields (headers
+        only when a message has some); a V1 message's timestamp is its append time."""
         skerry(broker, "produce", "t-json", "--partition", "0", stdin=b"a:1\nb:2\n")
         out = skerry(broker, "consume", "t-json", "--format", "json", "-q")
         messages = json_lines(out.stdout)
-        assert [list(m) for m in messages] == [["partition", "offset", "timestamp", "key",
-                                                "value"]] * 2
+        assert [list(m) for m in messages] == [["partition", "offset", "timestamp",
+                                                "append_time", "key", "value"]] * 2
         assert [(m["offset"], m["key"], m["value"]) for m in messages] == \
             [(0, "a", "1"), (1, "b", "2")]
         now_ms = time.time() * 1000
         assert all(now_ms - 600_000 < m["timestamp"] <= now_ms + 1000 for m in messages)
+        assert all(m["timestamp"] == m["append_time"] for m in messages)
 
     def test_offset_partition_and_max_messages(self, broker: BrokerProcess) -> None:
         """--partition with --offset starts there; --max-messages stops after N."""
@@ -559,7 +597,9 @@ class ConsumeTests:
         flags exit 2; a broker that is not there exits 1 naming the address."""
         unknown = skerry(broker, "consume", "t-nowhere")
         assert (unknown.returncode, unknown.stderr) == \
-            (1, b"skerry consume: unknown topic t-nowhere\n")
+            (1, b"skerry consume: topic t-nowhere does not exist (`skerry topics list` shows "
+                b"the topics; `skerry topics create t-nowhere` creates it; `--follow` waits "
+                b"for it)\n")
         assert "t-nowhere" not in skerry(broker, "topics", "list").stdout.decode()
         both = skerry(broker, "consume", "t-json", "--group", "g", "--from-beginning")
         assert both.returncode == 2 and b"--group reads from the group's committed" in both.stderr
@@ -587,7 +627,8 @@ class ConsumeTests:
         assert [line.split(b"\t")[1] for line in stamps.stdout.splitlines()] == [b"a", b"b c"]
         refused = skerry(broker, "consume", "t-print", "--print-key", "--format", "json")
         assert refused.returncode == 2
-        assert b"--print-key and --print-timestamp are for the plain format" in refused.stderr
+        assert b"--print-key, --print-timestamp and --print-headers are for the plain format" \
+            in refused.stderr
 
     def test_follow_waits_for_a_topic_to_be_created(self, broker: BrokerProcess) -> None:
         """--follow on a topic that does not exist says it waits, does not create it, and
@@ -616,7 +657,75 @@ class ConsumeTests:
             proc.kill()
         unknown = skerry(broker, "consume", "t-never")
         assert (unknown.returncode, unknown.stderr) == \
-            (1, b"skerry consume: unknown topic t-never\n")
+            (1, b"skerry consume: topic t-never does not exist (`skerry topics list` shows "
+                b"the topics; `skerry topics create t-never` creates it; `--follow` waits "
+                b"for it)\n")
+
+
+class InspectTests:
+    """``skerry consume`` shows what a message carries, kcat-style: the producer's own
+    timestamp (not the broker's append time passed off as it), the append time apart, and
+    the headers."""
+
+    def test_the_help_shows_the_format_string_as_typed(self) -> None:
+        """``skerry consume --help`` shows its kcat-style example with single ``%`` signs,
+        as a user types it (a description is not %-formatted, so ``%%`` showed doubled)."""
+        from broker.cli.main import build_parser
+
+        consume = build_parser()._subparsers._group_actions[0].choices["consume"]
+        text = " ".join(consume.format_help().split())
+        assert "--format '%p:%o %k=%s\\n'" in text
+        assert "'%%p" not in text
+
+    def test_format_print_headers_and_timestamps(self, tmp_path: Path) -> None:
+        """A TANK message sent with ts=1700000000000 and an Iggy message with a header:
+        ``--format`` tokens, ``--print-timestamp``/``--print-headers`` and JSON show the
+        producer's timestamp, the append time only where asked, and the headers."""
+        import struct
+
+        from broker.iggy import codec as iggy
+        from broker.iggy.codec import Identifier, PartitioningKind
+        from broker.tank import client as tc
+        from tests.iggy.harness import RawClient, iggy_port_of
+        from tests.tank.harness import tank_port_of
+
+        ts = 1_700_000_000_000
+        with BrokerProcess(tmp_path, {"tank_port": 0, "iggy_port": 0}) as multi:
+            text = multi.log_text()
+            with tc.TankClient("127.0.0.1", tank_port_of(text)) as tank:
+                assert tank.create_topic(b"t-inspect", 1) is None
+                assert tank.produce([(b"t-inspect", 0, [tc.Msg(b"hello", b"k1", ts)])])[2] == []
+            raw = RawClient(iggy_port_of(text))
+            raw.login()
+            header = (b"\x02" + struct.pack("<I", 5) + b"trace" + b"\x02" + struct.pack("<I", 3)
+                      + b"abc")
+            sent = iggy.encode_messages([b"world"], [header], [1], [(ts + 5000) * 1000])  # µs
+            assert raw.call(iggy.SendMessages(
+                Identifier("default"), Identifier("t-inspect"), PartitioningKind.PARTITION_ID,
+                struct.pack("<I", 0), 1, sent)) == b"\x00" * 8
+            custom = skerry(multi, "consume", "t-inspect", "-q", "--format",
+                            "%t/%p/%o key=%k (%K) value=%s (%S) ts=%T headers=%h|%A\\n")
+            plain = skerry(multi, "consume", "t-inspect", "-q", "--print-timestamp",
+                           "--print-headers", "--print-key")
+            documents = json_lines(skerry(multi, "consume", "t-inspect", "-q", "--format",
+                                          "json").stdout)
+            bad = skerry(multi, "consume", "t-inspect", "--format", "%x")
+        assert custom.returncode == 0, custom.stderr
+        first, second = custom.stdout.decode().splitlines()
+        assert first.startswith("t-inspect/0/0 key=k1 (2) value=hello (5) ts=1700000000000 "
+                                "headers=|"), first
+        assert second.startswith("t-inspect/0/1 key= (0) value=world (5) ts=1700000005000 "
+                                 "headers=trace=abc|"), second
+        appended = int(first.rsplit("|", 1)[1])
+        assert appended > ts + 3_600_000  # the broker's clock, not the producer's
+        assert plain.stdout == (b"1700000000000\tNO_HEADERS\tk1\thello\n"
+                                b"1700000005000\ttrace:abc\t\tworld\n")
+        assert [(d["timestamp"], d["append_time"], d.get("headers")) for d in documents] == [
+            (ts, appended, None), (ts + 5000, documents[1]["append_time"],
+                                   [{"key": "trace", "value": "abc"}])]
+        assert bad.returncode == 2
+        assert bad.stderr.decode().startswith("skerry consume: --format: unknown token %x; use "
+                                              "%t topic, %p partition")
 
 
 class TopicsTests:
@@ -628,8 +737,8 @@ class TopicsTests:
         assert created.stdout == b"created topic t-admin: 2 partitions, replication factor 1\n"
         again = skerry(broker, "topics", "create", "t-admin")
         assert again.returncode == 1
-        assert again.stderr == (b"skerry topics create: ADMIN_CREATE_TOPIC: BAD_REQUEST: "
-                                b"topic already exists\n")
+        assert again.stderr == (b"skerry topics create: topic t-admin exists already; add "
+                                b"--if-not-exists to leave it as it is (exit status 0)\n")
         skerry(broker, "produce", "t-admin", "--partition", "1", stdin=b"k:abc\nk:def\n")
         listed = json.loads(skerry(broker, "topics", "list", "--json").stdout)
         row = next(t for t in listed if t["topic"] == "t-admin")
@@ -654,7 +763,8 @@ class TopicsTests:
         assert json.loads(deleted.stdout) == {"topic": "t-admin", "deleted": True}
         gone = skerry(broker, "topics", "describe", "t-admin")
         assert (gone.returncode, gone.stderr) == \
-            (1, b"skerry topics describe: unknown topic t-admin\n")
+            (1, b"skerry topics describe: topic t-admin does not exist (`skerry topics list` "
+                b"shows the topics; `skerry topics create t-admin` creates it)\n")
 
     def test_create_if_not_exists_and_alter(self, broker: BrokerProcess) -> None:
         """--if-not-exists leaves an existing topic as it is (exit 0); topics alter adds
@@ -694,7 +804,31 @@ class TopicsTests:
         assert nothing.returncode == 2 and b"nothing to change" in nothing.stderr
         unknown = skerry(broker, "topics", "alter", "t-nothere", "--retention-ms", "5")
         assert (unknown.returncode, unknown.stderr) == \
-            (1, b"skerry topics alter: unknown topic t-nothere\n")
+            (1, b"skerry topics alter: topic t-nothere does not exist (`skerry topics list` "
+                b"shows the topics; `skerry topics create t-nothere` creates it)\n")
+
+    def test_create_and_alter_compaction_settings(self, broker: BrokerProcess) -> None:
+        """topics create and topics alter take the cleanup policy, the compaction and the
+        segment settings; they land in topic.json (none: back to the broker's segment
+        size)."""
+        created = skerry(broker, "topics", "create", "t-compact", "--partitions", "1",
+                         "--cleanup-policy", "compact", "--segment-bytes", "4096")
+        assert created.returncode == 0, created.stderr
+        path = broker.data_dir / "topics" / "t-compact" / "topic.json"
+        config = json.loads(path.read_text())
+        assert (config["cleanup_policy"], config["segment_bytes"]) == ("compact", 4096)
+        altered = skerry(broker, "topics", "alter", "t-compact", "--cleanup-policy",
+                         "compact,delete", "--min-compaction-lag-ms", "1000",
+                         "--segment-bytes", "none")
+        assert altered.stdout == (b"altered topic t-compact: retention_ms none, retention_bytes "
+                                  b"none, cleanup_policy compact,delete, min_compaction_lag_ms "
+                                  b"1000, segment_bytes none\n"), altered.stderr
+        config = json.loads(path.read_text())
+        assert (config["cleanup_policy"], config["min_compaction_lag_ms"]) == \
+            ("compact,delete", 1000)
+        assert "segment_bytes" not in config
+        bad = skerry(broker, "topics", "alter", "t-compact", "--cleanup-policy", "shrink")
+        assert bad.returncode == 2 and b"invalid choice" in bad.stderr
 
 
 class GroupsTests:
@@ -877,7 +1011,7 @@ class SecurityTests:
         token = "s3cret-token"
         tokens = tmp_path / "tokens"
         tokens.write_text(f"alice:{hash_token(token)}\n")
-        config = {"auth": {"tokens_file": str(tokens)},
+        config = {"auth": {"tokens_file": str(tokens), "super_users": "alice"},
                   "tls": {"cert": str(cert), "key": str(key)}}
         with BrokerProcess(tmp_path / "b", config) as secured:
             good = {"SKERRY_USER": "alice", "SKERRY_TOKEN": token, "SKERRY_CAFILE": str(cert)}
@@ -887,12 +1021,14 @@ class SecurityTests:
             assert consumed.stdout == b"v1\nv2\n"
             anonymous = skerry(secured, "topics", "list", "--cafile", str(cert))
             assert anonymous.returncode == 1
-            assert b"UNAUTHENTICATED" in anonymous.stderr
-            assert b"set $SKERRY_USER and $SKERRY_TOKEN" in anonymous.stderr
+            assert anonymous.stderr == (b"skerry topics list: the broker asks for "
+                                        b"authentication (send AUTH <user> <token> first): "
+                                        b"set $SKERRY_USER and $SKERRY_TOKEN (see --help)\n")
             wrong = skerry(secured, "topics", "list", env={**good, "SKERRY_TOKEN": "nope"})
             assert wrong.returncode == 1
-            assert wrong.stderr.startswith(b"skerry topics list: authentication as alice "
-                                           b"failed: UNAUTHENTICATED")
+            assert wrong.stderr == (b"skerry topics list: authentication as alice failed: the "
+                                    b"broker says 'invalid user or token'; check $SKERRY_USER "
+                                    b"and $SKERRY_TOKEN\n")
             untrusted = skerry(secured, "topics", "list", "--tls",
                                env={"SKERRY_USER": "alice", "SKERRY_TOKEN": token})
             assert untrusted.returncode == 1
@@ -902,6 +1038,59 @@ class SecurityTests:
             assert (no_token.returncode, no_token.stderr) == \
                 (2, b"skerry topics list: --user alice needs its token in $SKERRY_TOKEN\n")
         assert token not in secured.log_text()
+
+
+class FailFastTests:
+    """A refusal that every later line would get too stops ``skerry produce`` at once, in
+    one line that says what to do and where to resume, instead of one error per line."""
+
+    def test_produce_without_credentials_stops_at_the_first_line(
+            self, tmp_path: Path) -> None:
+        """5000 lines against a broker that wants AUTH, without $SKERRY_USER: one line
+        naming $SKERRY_USER/$SKERRY_TOKEN and the resume line, not 5000 UNAUTHENTICATED."""
+        tokens = tmp_path / "tokens"
+        tokens.write_text(f"alice:{hash_token('s3cret')}\n")
+        with BrokerProcess(tmp_path / "b", {"auth": {"tokens_file": str(tokens)}}) as secured:
+            result = skerry(secured, "produce", "t-auth",
+                            stdin=b"".join(b"k:v%d\n" % i for i in range(5000)))
+        assert result.returncode == 1
+        err = result.stderr.decode().splitlines()
+        assert len(err) == 1, err[:3]
+        assert SUMMARY_RE.match(err[0]).groups() == ("0", "t-auth;", "1") or \
+            err[0].startswith("produced 0 messages to t-auth in ")
+        assert err[0].endswith(
+            "; 1 error; stopped: line 1: the broker asks for authentication (send AUTH "
+            "<user> <token> first): set $SKERRY_USER and $SKERRY_TOKEN (see --help); no "
+            "line acknowledged, resume from line 1"), err[0]
+
+    def test_produce_to_a_topic_the_broker_will_not_create_stops(
+            self, tmp_path: Path) -> None:
+        """With auto_create_topics off, an unknown topic stops the run at its first line
+        and says how to create it."""
+        with BrokerProcess(tmp_path, {"auto_create_topics": False}) as strict:
+            result = skerry(strict, "produce", "t-absent", stdin=b"a:1\nb:2\nc:3\n")
+        assert result.returncode == 1
+        err = result.stderr.decode().splitlines()
+        assert len(err) == 1, err
+        assert err[0].endswith(
+            "; 1 error; stopped: line 1: topic t-absent does not exist (`skerry topics list` "
+            "shows the topics; `skerry topics create t-absent` creates it); no line "
+            "acknowledged, resume from line 1"), err[0]
+
+    def test_an_over_long_line_names_the_limit_and_the_setting(self, tmp_path: Path) -> None:
+        """A line over the broker's limits.max_line_bytes stops the run (the broker closes
+        the connection) with the limit, the setting and the line to resume from."""
+        with BrokerProcess(tmp_path, {"limits": {"max_line_bytes": 1024}}) as small:
+            result = skerry(small, "produce", "t-long", stdin=b"k:a\nk:" + b"x" * 2000 + b"\n")
+        assert result.returncode == 1
+        err = result.stderr.decode().splitlines()
+        assert len(err) == 1, err
+        assert err[0].startswith("produced 1 message to t-long in "), err[0]
+        assert err[0].endswith(
+            "; 1 error; stopped: line 2: the line is too long for the broker: more than 1024 "
+            "bytes (the broker's limits.max_line_bytes); send a smaller value, or raise that "
+            "setting in the broker's configuration; last acknowledged line 1, resume from "
+            "line 2"), err[0]
 
 
 class WrongAddressTests:
@@ -936,6 +1125,28 @@ class WrongAddressTests:
                     f"skerry {name}: 127.0.0.1:{port} answered in HTTP: this is "
                     "an HTTP port (metrics?), not a Skerry V1 port; see --bootstrap (the V1 "
                     "port is the broker's `port`, 9092 by default)\n")
+
+    def test_the_kafka_iggy_and_tank_ports_are_named(self, tmp_path: Path) -> None:
+        """Skerry's own Kafka, Iggy and TANK ports given as --bootstrap are recognised
+        from what they answer (a TANK greeting, an Iggy error header, a Kafka ApiVersions
+        answer) and named, with the setting, at once; not taken for a TLS port."""
+        config = {"kafka_port": 0, "iggy_port": 0, "tank_port": 0}
+        with BrokerProcess(tmp_path, config) as multi:
+            ports = dict(re.findall(r"(kafka|iggy|tank)=127\.0\.0\.1:(\d+)", multi.log_text()))
+            for key, protocol in (("kafka", "Kafka"), ("iggy", "Iggy"), ("tank", "TANK")):
+                for name, command in (("topics list", ["topics", "list"]),
+                                      ("produce", ["produce", "t-any"])):
+                    started = time.monotonic()
+                    result = skerry(multi, *command, "--bootstrap",
+                                    f"127.0.0.1:{ports[key]}", "--timeout", "30",
+                                    stdin=b"k:v\n")
+                    assert time.monotonic() - started < 10, command
+                    assert result.returncode == 1
+                    assert result.stderr.decode() == (
+                        f"skerry {name}: 127.0.0.1:{ports[key]} answered in {protocol}'s "
+                        f"protocol: this is a {protocol} port (the broker's `{key}_port`?), "
+                        "not a Skerry V1 port; see --bootstrap (the V1 port is the broker's "
+                        "`port`, 9092 by default)\n"), (key, result.stderr)
 
     def test_a_plain_client_against_a_tls_broker_is_told_to_add_tls(
             self, tmp_path: Path) -> None:

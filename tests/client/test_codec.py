@@ -91,6 +91,28 @@ class ReplyTests:
         assert codec.parse_messages(Reply(True, None, payload), 4, b64=b64,
                                     detail=detail) == expected
 
+    def test_messages_with_headers(self) -> None:
+        """``headers=true`` items: the producer's timestamp apart from the append time and
+        the ``<name b64>.<value b64>;...`` headers, before key and value, in the plain
+        form (a value with ':') and in base64; what the broker's reply builder writes."""
+        from broker.v1.replies import consume_reply
+        from data.format import KIND_RAW, KIND_STRING, encode_user_headers, key_header
+
+        class Rec:
+            offset, payload, key, timestamp = 3, b"a:b", b"k1", 9_000_000
+            origin_timestamp = 1_700_000_000_000_000
+            user_headers = key_header(b"k1") + encode_user_headers(
+                [(KIND_STRING, b"trace", KIND_RAW, b"\x00\x01")])
+
+        want = Message(4, 3, 9000, b"k1", b"a:b", 1_700_000_000_000, ((b"trace", b"\x00\x01"),))
+        for b64 in (False, True):
+            line, _ = consume_reply("1", [Rec()], 3, b64=b64, detail=True, headers=True)
+            reply = parse_reply(line.rstrip(b"\n"))
+            assert codec.parse_messages(reply, 4, b64=b64, detail=True, headers=True) == [want]
+        with pytest.raises(ProtocolViolation):
+            codec.parse_messages(Reply(True, None, "messages=3:1:2:bm8dot:azE=:dg== hw=3"), 4,
+                                 b64=True, detail=True, headers=True)
+
     def test_fetch_bodies(self) -> None:
         """A base64 FETCH carries its records; a raw one announces the bytes that follow."""
         inline = Reply(True, None, "hw=9 start=0 next=3 count=3 data=" +

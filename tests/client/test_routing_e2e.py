@@ -192,3 +192,24 @@ def test_rotating_producer_loses_nothing_across_kill_9(cluster: Cluster) -> None
     assert rotations >= 1
     have = [v for v in stored(cluster, 2, 1) if v.startswith("sdk")]
     assert list(dict.fromkeys(have)) == acked
+
+
+def test_skerry_produce_stops_when_no_broker_leads_a_partition(cluster: Cluster) -> None:
+    """With partition 1's leader killed and nobody elected, `skerry produce` stops at the
+    first line that found no leader, in one line that names `skerry cluster elect` and the
+    line to resume from, instead of one error per input line."""
+    cluster.kill9(1)
+    done = subprocess.run(
+        [sys.executable, "-m", "broker", "produce", TOPIC, "--partition", "1",
+         "--bootstrap", addr(cluster, 0), "--timeout", "5"],
+        input=b"".join(b"k:v%d\n" % i for i in range(200)), capture_output=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=str(ROOT), timeout=120)
+    assert done.returncode == 1
+    err = done.stderr.decode().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"produced 0 messages to {TOPIC} in "), err
+    assert err[0].endswith(
+        f"; 1 error; stopped: line 1: no broker took partition 1 of {TOPIC} as its leader "
+        "after 12 attempts (NOT_LEADER or no connection); see `skerry cluster status`; "
+        f"force a leader with `skerry cluster elect {TOPIC} 1`; no line acknowledged, "
+        "resume from line 1"), err

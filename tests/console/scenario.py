@@ -113,6 +113,27 @@ def fill(broker: ConsoleBroker) -> None:
             c.commit("billing", "orders", MEMBER, assignment.generation, partition, 1)
 
 
+INTERNAL_TOPIC = "__iggy.0"
+INTERNAL_GROUP = "iggy.consumer.7"
+
+
+def seed_internal(workdir: Path) -> None:
+    """Before the broker starts on ``workdir``: what the Iggy transport leaves in a data
+    directory, a store topic ``__iggy.0`` (a stream other than ``default``) and the group
+    ``iggy.consumer.7`` holding a plain Iggy consumer's offset on it (V1 may create
+    neither, so they are written here as the transport would have)."""
+    from data.store import Store, TopicConfig
+    from groups.store import OFFSETS_FILE
+
+    data = workdir / "skerry-data"
+    store = Store(str(data))
+    store.create_topic(INTERNAL_TOPIC, TopicConfig(partitions=1))
+    store.close()
+    (data / OFFSETS_FILE).write_text(json.dumps(
+        {"version": 1, "offsets": [{"group": INTERNAL_GROUP, "topic": INTERNAL_TOPIC,
+                                    "committed": {"0": 0}}]}))
+
+
 def produce_more(broker: ConsoleBroker, count: int) -> None:
     """``count`` more messages to each partition of ``orders`` (the group falls behind)."""
     with broker.client() as c:

@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 
 from broker.auth import hash_token
+from broker.version import skerry_version
 from tests.console.scenario import (
     BINARY_VALUE,
+    INTERNAL_GROUP,
+    INTERNAL_TOPIC,
     MEMBER,
     SCRIPT_VALUE,
     ConsoleBroker,
@@ -29,6 +32,7 @@ from tests.console.scenario import (
     fill,
     get,
     produce_more,
+    seed_internal,
 )
 from tests.support import ROOT, BrokerProcess
 
@@ -222,6 +226,14 @@ class EndpointTests:
         page = get(broker.base + "/").body.decode()
         assert "http://" not in page and "https://" not in page  # nothing from a CDN
 
+    def test_the_page_footer_names_the_version(self, broker: ConsoleBroker) -> None:
+        """Every page carries the broker's version in its footer (the same as
+        ``skerry --version`` and ``/health``)."""
+        page = get(broker.base + "/").body.decode()
+        assert f'<footer class="foot">Skerry <span id="version">{skerry_version()}</span>' \
+            in page
+        assert skerry_version() != "unknown"
+
 
 class PageSourceTests:
     def test_the_script_never_writes_markup(self) -> None:
@@ -250,7 +262,7 @@ class DocumentedExamplesTests:
             shapes.add(re.sub(r"^/api/groups/[^/]+/[^/]+", "/api/groups/G/T", shape))
         assert shapes == {"/api/overview", "/api/topics", "/api/topics/T",
                           "/api/topics/T/messages", "/api/groups", "/api/groups/G/T",
-                          "/api/cluster"}
+                          "/api/cluster", "/api/acls"}
 
 
 def _tokens_file(tmp_path: Path) -> Path:
@@ -263,7 +275,8 @@ def _tokens_file(tmp_path: Path) -> Path:
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]:
     """A broker with ``auth.tokens_file`` (user ``alice``) and the console on."""
     workdir = tmp_path_factory.mktemp("console-auth")
-    running = ConsoleBroker(workdir, auth={"tokens_file": str(_tokens_file(workdir))})
+    running = ConsoleBroker(workdir, auth={"tokens_file": str(_tokens_file(workdir)),
+                                                "super_users": "alice"})
     running.start()
     running.user, running.token = "alice", TOKEN
     try:
@@ -291,6 +304,17 @@ class AuthTests:
         assert secured.api("topics", f"Bearer {TOKEN}").status == 200
         assert secured.api("groups/billing/orders", basic("alice", TOKEN)).status == 200
         assert secured.api("overview", f"Bearer {TOKEN}").json()["auth"] is True
+
+    def test_acls_show_who_may_do_what(self, secured: ConsoleBroker) -> None:
+        """/api/acls lists the super users and an ACL added over V1, as the V1 list does."""
+        with secured.client() as c:
+            assert c.request("ADMIN_ACL_ADD", "User:bob Topic orders Read") == "added=1"
+        doc = secured.api("acls").json()
+        assert doc["enabled"] is True and doc["super_users"] == ["User:alice"]
+        assert doc["allow_everyone_if_no_acl_found"] is False
+        assert doc["acls"] == [{"principal": "User:bob", "resource_type": "Topic",
+                                "pattern": "Literal", "name": "orders", "operation": "Read",
+                                "permission": "Allow"}]
 
     def test_pages_load_without_a_token_and_ask_for_one(self, secured: ConsoleBroker) -> None:
         """The page (no data in it) loads without a token; it holds the login form."""
@@ -334,3 +358,62 @@ class ListenerRuleTests:
             assert running.process.stop() == 0  # SIGTERM: a clean shutdown, console too
         finally:
             running.stop()
+
+
+@pytest.fixture(scope="module")
+def with_internal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]:
+    workdir = tmp_path_factory.mktemp("console-api-internal")
+    seed_internal(workdir)
+    running = ConsoleBroker(workdir).start()
+    try:
+        fill(running)
+        yield running
+    finally:
+        running.stop()
+
+
+class InternalNamesTests:
+    """The Iggy transport's ``__iggy.*`` topics and ``iggy.consumer.*`` groups: left out of
+    the lists unless ``?internal=1``, the rule of ``skerry topics list --internal``."""
+
+    def test_topics_leave_internal_ones_out_unless_asked(self,
+                                                         with_internal: ConsoleBroker) -> None:
+        """``/api/topics`` lists ``orders`` and ``payments`` and says one was hidden;
+        ``?internal=1`` (or ``true``) lists ``__iggy.0`` too."""
+        doc = with_internal.api("topics").json()
+        assert [t["name"] for t in doc["topics"]] == ["orders", "payments"]
+        assert doc["internal_hidden"] == 1
+        for flag in ("1", "true"):
+            full = with_internal.api(f"topics?internal={flag}").json()
+            assert [t["name"] for t in full["topics"]] == [INTERNAL_TOPIC, "orders", "payments"]
+            assert full["internal_hidden"] == 0
+        assert with_internal.api("topics?internal=0").json() == doc
+
+    def test_groups_leave_internal_ones_out_unless_asked(self,
+                                                         with_internal: ConsoleBroker) -> None:
+        """``/api/groups`` lists ``billing`` only; ``?internal=1`` adds ``iggy.consumer.7``,
+        and the internal topic's page names its group only then."""
+        doc = with_internal.api("groups").json()
+        assert [g["group"] for g in doc["groups"]] == ["billing"]
+        assert doc["internal_hidden"] == 1
+        full = with_internal.api("groups?internal=1").json()
+        assert sorted(g["group"] for g in full["groups"]) == ["billing", INTERNAL_GROUP]
+        assert with_internal.api(f"topics/{INTERNAL_TOPIC}").json()["groups"] == []
+        assert with_internal.api(f"topics/{INTERNAL_TOPIC}?internal=1").json()["groups"] == \
+            [INTERNAL_GROUP]
+
+    def test_cluster_lists_internal_partitions_only_when_asked(
+            self, with_internal: ConsoleBroker) -> None:
+        """``/api/cluster``'s partition list leaves ``__iggy.0`` out unless asked; the
+        broker's ``leader_of`` counts it either way (it is its work all the same)."""
+        doc = with_internal.api("cluster").json()
+        assert {p["topic"] for p in doc["partitions"]} == {"orders", "payments"}
+        assert doc["internal_hidden"] == 1 and doc["brokers"][0]["leader_of"] == 4
+        full = with_internal.api("cluster?internal=1").json()
+        assert {p["topic"] for p in full["partitions"]} == {INTERNAL_TOPIC, "orders",
+                                                           "payments"}
+
+    def test_a_bad_flag_is_400(self, with_internal: ConsoleBroker) -> None:
+        """``internal`` takes 1/0 or true/false; anything else is refused, naming it."""
+        answer = with_internal.api("topics?internal=maybe")
+        assert answer.status == 400 and "internal" in answer.json()["error"]

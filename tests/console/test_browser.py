@@ -22,12 +22,15 @@ import pytest
 from broker.auth import hash_token
 from tests.console.scenario import (
     BINARY_VALUE,
+    INTERNAL_GROUP,
+    INTERNAL_TOPIC,
     MEMBER,
     SCRIPT_VALUE,
     ConsoleBroker,
     catch_up,
     fill,
     produce_more,
+    seed_internal,
 )
 from tests.support import ROOT, debian_tool
 
@@ -244,11 +247,58 @@ class ConsolePagesTests:
 
 
 @pytest.fixture(scope="module")
+def with_internal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]:
+    workdir = tmp_path_factory.mktemp("console-browser-internal")
+    seed_internal(workdir)
+    running = ConsoleBroker(workdir).start()
+    try:
+        fill(running)
+        yield running
+    finally:
+        running.stop()
+
+
+def shown_rows(driver: Any, css: str, attr: str) -> list[str]:
+    return driver.execute_script(  # type: ignore[no-any-return]
+        "return Array.from(document.querySelectorAll(arguments[0]), e => e.getAttribute(arguments[1]))",
+        css, attr)
+
+
+class InternalNamesTests:
+    """The Iggy transport's internal topics and groups stay out of the lists until the
+    reader ticks "show internal", as ``skerry topics list`` shows them only with
+    ``--internal``; the choice holds across pages and refreshes of the tab."""
+
+    def test_internal_topics_and_groups_appear_only_when_asked(
+            self, driver: Any, with_internal: ConsoleBroker) -> None:
+        driver.get(with_internal.base + "/")
+        driver.execute_script("sessionStorage.removeItem('skerry-console-internal')")
+        open_page(driver, with_internal.base + "/#/topics", "#topics-table tr[data-topic]")
+        assert shown_rows(driver, "#topics-table tr[data-topic]", "data-topic") == \
+            ["orders", "payments"]
+        assert "1 hidden" in text_of(driver, ".internal-toggle")
+        driver.find_element(By.ID, "show-internal").click()
+        wait(driver, lambda d: INTERNAL_TOPIC in shown_rows(
+            d, "#topics-table tr[data-topic]", "data-topic"), "__iggy.0 never listed")
+        assert driver.find_element(By.ID, "show-internal").is_selected()
+        save(driver, "topics-internal.png")
+        open_page(driver, with_internal.base + "/#/groups",
+                  f"#groups-table tr[data-group='{INTERNAL_GROUP}']")  # the choice holds
+        driver.find_element(By.ID, "show-internal").click()
+        wait(driver, lambda d: shown_rows(d, "#groups-table tr[data-group]", "data-group")
+             == ["billing"], "the internal group stayed listed")
+        assert "1 hidden" in text_of(driver, ".internal-toggle")
+        open_page(driver, with_internal.base + "/#/cluster", "#leaders-table tbody tr")
+        cells = texts(driver, "#leaders-table tbody td:first-child")
+        assert INTERNAL_TOPIC not in cells and "orders" in cells
+
+
+@pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]:
     workdir = tmp_path_factory.mktemp("console-browser-auth")
     tokens = workdir / "tokens"
     tokens.write_text(f"alice:{hash_token(TOKEN)}\n")
-    running = ConsoleBroker(workdir, auth={"tokens_file": str(tokens)}).start()
+    running = ConsoleBroker(workdir, auth={"tokens_file": str(tokens), "super_users": "alice"}).start()
     try:
         yield running
     finally:
@@ -283,4 +333,37 @@ class LoginTests:
              "Log out did not show the login form")
         assert driver.execute_script(
             "return sessionStorage.getItem('skerry-console-token')") is None
+        driver.execute_script("sessionStorage.clear()")
+
+
+class AccessPageTests:
+    def test_access_page_shows_who_may_do_what(self, driver: Any,
+                                               secured: ConsoleBroker) -> None:
+        """After ACLs are added over V1, the Access page lists them (a deny marked as a
+        warning) with the super user and the rule for resources without ACLs."""
+        secured.user, secured.token = "alice", TOKEN
+        with secured.client() as c:
+            c.request("ADMIN_ACL_ADD", "User:bob Topic orders Read")
+            c.request("ADMIN_ACL_ADD", "User:bob Topic team-a. Write pattern=prefixed")
+            c.request("ADMIN_ACL_ADD", "User:bob Topic team-a.secret Write permission=deny")
+        open_page(driver, secured.base + "/", "#login-form")
+        wait(driver, expected_conditions.visibility_of_element_located((By.ID, "login")),
+             "no login form")
+        field = driver.find_element(By.ID, "login-token")
+        field.send_keys(TOKEN)
+        field.submit()
+        wait(driver, expected_conditions.presence_of_element_located(
+            (By.CSS_SELECTOR, "#produce-rate")), "no overview after logging in")
+        driver.find_element(By.CSS_SELECTOR, "nav a[data-page='access']").click()
+        wait(driver, expected_conditions.presence_of_element_located(
+            (By.CSS_SELECTOR, "#acls-table tbody tr")), "no ACL table")
+        rows = [texts(driver, f"#acls-table tbody tr:nth-child({i}) td") for i in (1, 2, 3)]
+        assert rows == [["User:bob", "Topic", "Literal", "orders", "Read", "Allow"],
+                        ["User:bob", "Topic", "Prefixed", "team-a.", "Write", "Allow"],
+                        ["User:bob", "Topic", "Literal", "team-a.secret", "Write", "Deny"]]
+        assert driver.find_elements(By.CSS_SELECTOR, "#acls-table td.warn")
+        assert "User:alice" in driver.find_element(By.CSS_SELECTOR, "main").text
+        assert "super users only" in driver.find_element(By.CSS_SELECTOR, "main").text
+        save(driver, "access.png")
+        driver.find_element(By.ID, "logout").click()
         driver.execute_script("sessionStorage.clear()")

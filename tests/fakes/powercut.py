@@ -7,7 +7,8 @@ then does what losing power does to a file system that orders data before metada
 
 * a file created since its directory was last fsynced disappears;
 * a rename (``replace``) not yet followed by an fsync of its directory is undone: the target
-  gets back its previous durable content (or disappears when it had none);
+  gets back its previous durable content (or disappears when it had none), and with
+  ``renames_keep_source`` the file is back under its old name, as on a POSIX file system;
 * every other file is cut to its fsynced length, optionally followed by a torn tail of
   random garbage no longer than what was lost (a sector half written).
 
@@ -40,8 +41,11 @@ class PowerLost(OSError):
 class PowerCutFileLayer:
     """A FileLayer over ``inner`` with a simulated power cut (``cut``)."""
 
-    def __init__(self, inner: FileLayer = OS_FS) -> None:
+    def __init__(self, inner: FileLayer = OS_FS, *, renames_keep_source: bool = False) -> None:
         self.inner = inner
+        self.renames_keep_source = renames_keep_source
+        """Undo an un-synced rename as POSIX file systems do: the file is back under its
+        old name (by default it is simply lost, which is harsher than real ones)."""
         self._lock = threading.RLock()
         self._fd_path: dict[int, str] = {}
         self._synced: dict[str, int] = {}
@@ -148,11 +152,12 @@ class PowerCutFileLayer:
                 return
             self._track(src)
             old = self._durable_bytes(dst)
+            moved = self._durable_bytes(src) if self.renames_keep_source else None
             self.inner.replace(src, dst)
             self._synced[dst] = self._synced.pop(src, self.inner.getsize(dst))
             self._new_entries.pop(src, None)
             self._new_entries.pop(dst, None)
-            self._renames.append((os.path.dirname(dst), dst, old))
+            self._renames.append((os.path.dirname(dst), dst, old, src, moved))
 
     def _move_tree(self, src: str, dst: str) -> None:
         prefix = src.rstrip("/") + "/"
@@ -208,7 +213,10 @@ class PowerCutFileLayer:
                 except OSError:
                     pass
             self._fd_path.clear()
-            for _, target, old in reversed(self._renames):
+            for _, target, old, source, moved in reversed(self._renames):
+                if moved is not None:
+                    with open(source, "wb") as handle:
+                        handle.write(moved)
                 if old is None:
                     if os.path.exists(target):
                         dropped += os.path.getsize(target)

@@ -72,22 +72,24 @@ class Driver:
     def join(self, member_id: str = "", *, group: str = "g", client: str = "c",
              session: int = 10_000, rebalance: int | None = 30_000,
              protocols: Sequence[tuple[str, bytes]] = RANGE,
-             protocol_type: str = "consumer") -> Any:
+             protocol_type: str = "consumer", instance: str | None = None) -> Any:
         return self.perform(self.coordinator.join(
             group, member_id, self.now, client_id=client, client_host="/127.0.0.1",
             session_timeout_ms=session, rebalance_timeout_ms=rebalance,
-            protocol_type=protocol_type, protocols=protocols))
+            protocol_type=protocol_type, protocols=protocols, group_instance_id=instance))
 
     def sync(self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
-             *, group: str = "g") -> Any:
+             *, group: str = "g", instance: str | None = None) -> Any:
         return self.perform(self.coordinator.sync(group, generation, member_id, self.now,
-                                                  assignments))
+                                                  assignments, instance))
 
-    def heartbeat(self, member_id: str, generation: int, *, group: str = "g") -> Any:
-        return self.perform(self.coordinator.heartbeat(group, generation, member_id, self.now))
+    def heartbeat(self, member_id: str, generation: int, *, group: str = "g",
+                  instance: str | None = None) -> Any:
+        return self.perform(self.coordinator.heartbeat(group, generation, member_id, self.now,
+                                                       instance))
 
-    def leave(self, member_id: str, *, group: str = "g") -> Any:
-        return self.perform(self.coordinator.leave(group, member_id, self.now))
+    def leave(self, member_id: str, *, group: str = "g", instance: str | None = None) -> Any:
+        return self.perform(self.coordinator.leave(group, member_id, self.now, instance))
 
     # ------------------------------------------------------------------ time
 

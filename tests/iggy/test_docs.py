@@ -4,9 +4,10 @@ is the output block under it. The TLS paragraph's connection string is run the s
 
 Only port numbers are rewritten: the YAML's ``iggy_port: 8090`` becomes 0 (the broker picks
 a free 127.0.0.1 port, read back from its start-up line) and the example's ``8090`` that
-port; the V1 listener gets a free port too (``port: 0``) and the data directory is a fresh
-temporary one (``BrokerProcess``), so the test never touches a real 9092, 8090 or
-./skerry-data. The example runs as a script (``python example.py``) in its own process, as
+port; the V1 listener gets a free port too (``port: 0``) and the data directory is the
+YAML's, under a temporary folder standing for the reader's clone (``BrokerProcess``), so
+the test never touches a real 9092, 8090 or ./iggy-data; tests/test_docs_in_order.py
+runs the page after the others, in one folder. The example runs as a script (``python example.py``) in its own process, as
 a reader runs it.
 """
 
@@ -21,6 +22,7 @@ import yaml
 
 from tests.iggy.harness import iggy_port_of
 from tests.support import ROOT, BrokerProcess
+from tests.test_docs_getting_started import in_folder
 
 DOC = ROOT / "docs" / "iggy.md"
 DOC_PORT = 8090
@@ -61,10 +63,33 @@ def with_port(text: str, port: int) -> str:
     return re.sub(rf"(?<=[:\s]){DOC_PORT}\b", str(port), text)
 
 
-def broker_config(yaml_text: str, **extra: object) -> dict[str, object]:
+def broker_config(yaml_text: str, folder: Path, **extra: object) -> dict[str, object]:
+    """The page's YAML as run in ``folder`` (its data directory there), Iggy's port free."""
     config = yaml.safe_load(yaml_text)
     assert config["iggy_port"] == DOC_PORT
-    return {**config, "iggy_port": 0, **extra}
+    assert config["data_dir"] == "./iggy-data"
+    return {**in_folder(config, folder), "iggy_port": 0, **extra}
+
+
+def run_iggy_page(folder: Path) -> None:
+    """"Enabling it" in ``folder``: the page's broker, its start-up line, its example
+    (run twice: the second run adds two lines, as the page says)."""
+    yaml_text, code, shown = example()
+    assert shown == ["0 b'created'", "1 b'paid'"]
+    broker = BrokerProcess(folder / ".broker-iggy", broker_config(yaml_text, folder)).start()
+    try:
+        port = iggy_port_of(broker.log_text())
+        documented = re.search(r"`(skerry listening on [^`]*?); \.\.\.`", DOC.read_text())
+        assert documented is not None
+        line = documented.group(1).replace(":9092", f":{broker.port}")
+        assert with_port(line, port) + ";" in broker.log_text()
+        workdir = folder / ".iggy-example"
+        workdir.mkdir()
+        assert run_example(with_port(code, port), workdir) == shown
+        assert run_example(with_port(code, port), workdir) == [
+            "0 b'created'", "1 b'paid'", "2 b'created'", "3 b'paid'"]
+    finally:
+        broker.stop()
 
 
 def run_example(code: str, workdir: Path) -> list[str]:
@@ -102,19 +127,7 @@ class IggyDocExampleTests:
         """With the page's YAML, the start-up line reads as the page says, the page's
         Python example prints exactly the lines shown under it, and a second run adds two
         more lines (as the page says) instead of failing."""
-        yaml_text, code, shown = example()
-        assert shown == ["0 b'created'", "1 b'paid'"]
-        with BrokerProcess(tmp_path / "broker", broker_config(yaml_text)) as broker:
-            port = iggy_port_of(broker.log_text())
-            documented = re.search(r"`(skerry listening on [^`]*?); \.\.\.`", DOC.read_text())
-            assert documented is not None
-            line = documented.group(1).replace(":9092", f":{broker.port}")
-            assert with_port(line, port) + ";" in broker.log_text()
-            workdir = tmp_path / "client"
-            workdir.mkdir()
-            assert run_example(with_port(code, port), workdir) == shown
-            assert run_example(with_port(code, port), workdir) == [
-                "0 b'created'", "1 b'paid'", "2 b'created'", "3 b'paid'"]
+        run_iggy_page(tmp_path)
 
     def test_tls_connection_string_works_as_described(self, tmp_path: Path) -> None:
         """With tls.cert/tls.key (a CA-signed certificate), the example with its first three
@@ -129,7 +142,7 @@ class IggyDocExampleTests:
         indent = first_three.group(1)
         tls_code = code.replace(first_three.group(0), f"{indent}{tls_connection_line()}\n"
                                                       f"{indent}await client.connect()\n")
-        config = broker_config(yaml_text, tls={"cert": str(cert), "key": str(key)})
+        config = broker_config(yaml_text, tmp_path, tls={"cert": str(cert), "key": str(key)})
         with BrokerProcess(tmp_path / "broker", config) as broker:
             port = iggy_port_of(broker.log_text())
             assert run_example(with_port(tls_code, port), workdir) == shown

@@ -124,6 +124,23 @@ class Harness(ClockedHarness):
         self.service.node.port = 9092
         self._ports = 40000
 
+    def serve_modern_table(self) -> None:
+        """Advertise and serve what the handlers serve once the data path is modern
+        (record batches v2 and InitProducerId: the other helpers' work), so the other APIs'
+        newer versions are served here without the classic-era cap
+        (``handlers.dispatch.CLASSIC_ERA``). Produce v3+/Fetch v4+/InitProducerId are in
+        the table only to lift the cap; the tests that use this do not send them."""
+        from broker.kafka import codec as c
+        from broker.kafka.handlers import admin, data, dispatch, groups, metadata
+
+        lifted = {c.ApiKey.PRODUCE: (0, 9), c.ApiKey.FETCH: (0, 12),
+                  c.ApiKey.INIT_PRODUCER_ID: (0, 4)}
+        table = dispatch.advertised_versions(dispatch.VERSIONS, metadata.VERSIONS,
+                                             data.VERSIONS, groups.GROUP_VERSIONS,
+                                             admin.ADMIN_VERSIONS, lifted)
+        self.service.handlers.versions = table
+        self.service.ctx.advertised = table
+
     def connect(self) -> Conn:
         self._ports += 1
         return Conn(self, self._ports)

@@ -5,7 +5,8 @@ shows.
 
 Only ports change: the YAML's ``kafka_port: 9093`` becomes 0 (a free 127.0.0.1 port, read
 back from the start-up line) and the examples' ``9093`` that port; V1 gets a free port and
-the data directory is a fresh one (``BrokerProcess``)."""
+the data directory is the YAML's, under a folder standing for the reader's clone
+(``BrokerProcess``); tests/test_docs_in_order.py runs the page after the others."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import yaml
 
 from tests.kafka.harness import kafka_port_of
 from tests.support import ROOT, BrokerProcess, debian_tool
+from tests.test_docs_getting_started import in_folder
 
 DOC = ROOT / "docs" / "kafka.md"
 DOC_PORT = "9093"
@@ -39,33 +41,63 @@ def example(after: str) -> tuple[str, list[str]]:
     return found[0][1], found[1][1].splitlines()
 
 
-@pytest.fixture(scope="module")
-def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+def start_page_broker(folder: Path) -> BrokerProcess:
+    """The broker the page's YAML configures, run in ``folder``, its Kafka port free."""
     yamls = [body for info, body in blocks() if info == "yaml"]
     assert len(yamls) == 2  # the listener's, then "In a cluster"'s
     config = yaml.safe_load(yamls[0])
-    assert config == {"kafka_port": int(DOC_PORT)}
-    proc = BrokerProcess(tmp_path_factory.mktemp("kafka-docs"), {**config, "kafka_port": 0})
-    proc.start()
+    assert config == {"kafka_port": int(DOC_PORT), "data_dir": "./kafka-data"}
+    return BrokerProcess(folder / ".broker-kafka",
+                         {**in_folder(config, folder), "kafka_port": 0}).start()
+
+
+@pytest.fixture(scope="module")
+def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    proc = start_page_broker(tmp_path_factory.mktemp("kafka-docs"))
     try:
         yield kafka_port_of(proc.log_text())
     finally:
         proc.stop()
 
 
-@pytest.mark.parametrize("heading", ["### kafka-python", "### confluent-kafka"])
-def test_python_examples_print_what_the_page_shows(port, tmp_path: Path, heading):
+def run_python_example(port: int, workdir: Path, heading: str) -> None:
     code, expected = example(heading)
     assert DOC_PORT in code
-    script = tmp_path / "example.py"
+    script = workdir / "example.py"
     script.write_text(code.replace(DOC_PORT, str(port)))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path)
+                          timeout=60, cwd=workdir)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == expected
+    assert proc.stdout.splitlines() == expected, heading
+
+
+HEADINGS = ["### kafka-python", "### confluent-kafka"]
+
+
+def run_kafka_page(folder: Path) -> None:
+    """The page in ``folder``: its broker, its Python examples, its kcat commands."""
+    proc = start_page_broker(folder)
+    try:
+        port = kafka_port_of(proc.log_text())
+        workdir = folder / ".kafka-examples"
+        workdir.mkdir()
+        for heading in HEADINGS:
+            run_python_example(port, workdir, heading)
+        run_kcat_commands(port)
+    finally:
+        proc.stop()
+
+
+@pytest.mark.parametrize("heading", HEADINGS)
+def test_python_examples_print_what_the_page_shows(port, tmp_path: Path, heading):
+    run_python_example(port, tmp_path, heading)
 
 
 def test_kcat_commands_print_what_the_page_shows(port):
+    run_kcat_commands(port)
+
+
+def run_kcat_commands(port: int) -> None:
     kcat = debian_tool("kcat", "kcat")
     consoles = [body for info, body in blocks() if info == "console"]
     assert len(consoles) == 1

@@ -1,5 +1,6 @@
 """The wire error codes: ``ErrorCode`` is exactly kafka-wire-notes §2.3's table, names and
-old names (aliases) included."""
+old names (aliases) included, then the later codes the newer APIs answer (Kafka's names,
+checked against kafka-python's table of Kafka's errors where it is installed)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,24 @@ TABLE = {
     35: ("UNSUPPORTED_VERSION", ()),
     36: ("TOPIC_ALREADY_EXISTS", ()),
     37: ("INVALID_PARTITIONS", ()),
+    # Beyond §2.3: the codes the newer APIs answer, named as Kafka's Errors names them.
+    38: ("INVALID_REPLICATION_FACTOR", ()),
+    39: ("INVALID_REPLICA_ASSIGNMENT", ()),
+    40: ("INVALID_CONFIG", ()),
+    41: ("NOT_CONTROLLER", ()),
+    42: ("INVALID_REQUEST", ()),
+    44: ("POLICY_VIOLATION", ()),
+    48: ("INVALID_TXN_STATE", ()),
+    53: ("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", ()),
+    56: ("KAFKA_STORAGE_ERROR", ()),
+    58: ("SASL_AUTHENTICATION_FAILED", ()),
+    68: ("NON_EMPTY_GROUP", ()),
+    69: ("GROUP_ID_NOT_FOUND", ()),
+    79: ("MEMBER_ID_REQUIRED", ()),
+    82: ("FENCED_INSTANCE_ID", ()),
+    86: ("GROUP_SUBSCRIBED_TO_TOPIC", ()),
+    91: ("RESOURCE_NOT_FOUND", ()),
+    100: ("UNKNOWN_TOPIC_ID", ()),
 }
 
 
@@ -63,3 +82,16 @@ class ErrorCodeTests:
         assert ErrorCode(-1) is ErrorCode.UNKNOWN
         assert ErrorCode(35) == 35
         assert all(-(2**15) <= e <= 2**15 - 1 for e in ErrorCode)
+
+    def test_later_codes_match_kafka_python(self) -> None:
+        """The codes beyond §2.3 have the numbers Kafka gives them (kafka-python's
+        ``kafka.errors`` table, an independent transcription)."""
+        import pytest
+
+        errors = pytest.importorskip("kafka.errors")
+        names = {k.errno: k.__name__ for k in errors.kafka_errors.values()}
+        for code in (c for c in TABLE if c >= 38):
+            words = TABLE[code][0].replace("_", "").lower().replace("error", "")
+            assert names[code].lower().replace("error", "").replace("exception", "") in (
+                words, words.replace("replica", "replication"),
+                words.replace("config", "configuration")), (code, names[code])

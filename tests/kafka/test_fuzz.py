@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from broker.kafka import codec as c
 from tests.kafka.test_messages import MSGSET_51, MSGSET_52, WRAPPERS, wrapper
 from tests.kafka.test_requests import BUILT_REQUESTS, GOLDEN_REQUESTS
+from tests.kafka.test_schema import request_frames
 
 BODIES = [frame[4:] for _, frame, _ in GOLDEN_REQUESTS] + [body for _, body, _ in BUILT_REQUESTS]
+EVERY_API = request_frames()  # every API and version of the tables, flexible ones included
 SETS = [MSGSET_51, MSGSET_52] + [data for _, data, _, _ in WRAPPERS]
 RESULT_KINDS = (c.UnsupportedRequest, c.MalformedRequest)
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -60,12 +62,25 @@ class ParserFuzzTests:
         check_request(body)
 
     @SETTINGS
-    @given(st.sampled_from([0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18]),
-           st.integers(0, 4), st.binary(max_size=120))
+    @given(st.sampled_from(sorted(c.SUPPORTED_VERSIONS)), st.integers(0, 13),
+           st.binary(max_size=120))
     def test_random_bodies_of_known_apis(self, key: int, version: int, rest: bytes) -> None:
-        """A valid header for a known api, then random bytes: a result kind."""
+        """A valid header for a known api (v1, or v2 with a tagged-fields byte, which the
+        random bytes may continue), then random bytes: a result kind."""
         check_request(key.to_bytes(2, "big") + version.to_bytes(2, "big") + b"\x00\x00\x00\x01"
                       + b"\xff\xff" + rest)
+
+    @SETTINGS
+    @given(mutated(EVERY_API))
+    def test_mutated_requests_of_every_api(self, body: bytes) -> None:
+        """Every API and version of the tables (flexible headers and bodies, tagged
+        fields), mutated: a result kind."""
+        check_request(body)
+
+    def test_every_api_frame_parses(self) -> None:
+        """The corpus itself is valid: each frame parses into a request."""
+        for body in EVERY_API:
+            assert isinstance(c.parse_request(body), c.Request), body[:4].hex()
 
     @SETTINGS
     @given(mutated(BODIES))

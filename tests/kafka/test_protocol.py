@@ -8,12 +8,13 @@ import pytest
 from twisted.internet.defer import Deferred
 
 from broker.kafka.codec import ApiKey, MetadataResponse
-from tests.kafka.harness import Harness, i16, i32, request, string
+from tests.kafka.harness import Harness, i16, i32, i64, request, string
 
-# §1.1 "What to advertise in ApiVersions v0", SaslHandshake (17) dropped: (key, min, max).
-ADVERTISED = [(0, 0, 2), (1, 0, 3), (2, 0, 1), (3, 0, 2), (8, 0, 2), (9, 0, 1), (10, 0, 0),
-              (11, 0, 1), (12, 0, 0), (13, 0, 0), (14, 0, 0), (15, 0, 0), (16, 0, 0),
-              (17, 0, 0), (18, 0, 0)]
+# What the handlers serve, by api key: (key, min, max). ApiVersions is read up to v3.
+ADVERTISED = [(0, 0, 2), (1, 0, 3), (2, 0, 1), (3, 0, 3), (8, 0, 9), (9, 0, 9), (10, 0, 4),
+              (11, 0, 8), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 5),
+              (17, 0, 1), (18, 0, 3), (19, 0, 7), (20, 0, 6), (21, 0, 2), (32, 0, 4),
+              (35, 0, 4), (36, 0, 2), (37, 0, 3), (42, 0, 2), (44, 0, 1), (47, 0, 0), (60, 0, 1)]
 
 
 def api_versions_body(error: int) -> bytes:
@@ -33,12 +34,27 @@ class ApiVersionsTests:
         conn = h.connect()
         assert conn.call(18, 0) == api_versions_body(0)
 
-    @pytest.mark.parametrize("version", [1, 2, 3, 4])
-    def test_a_higher_version_gets_error_35_in_the_v0_layout(self, h, version):
-        """confluent-kafka sends v3 and kafka-python v4 (flexible header and body, which
-        is not read); both retry with v0 after error 35."""
+    @pytest.mark.parametrize("version", [1, 2])
+    def test_v1_and_v2_add_the_throttle(self, h, version):
+        conn = h.connect()
+        assert conn.call(18, version) == api_versions_body(0) + i32(0)
+
+    def test_v3_is_answered_directly(self, h):
+        """librdkafka's v3 (header v2, compact strings) gets the v3 layout: response header
+        v0, compact array of (key, min, max, no tags), throttle, no tags."""
         conn = h.connect()
         # v3 request as librdkafka sends it: header v2 (+ tagged fields), compact strings.
+        body = b"\x00" + b"\x0dconfluent-ka" + b"\x052.16" + b"\x00"
+        expected = i16(0) + bytes([len(ADVERTISED) + 1]) + b"".join(
+            i16(k) + i16(lo) + i16(hi) + b"\x00" for k, lo, hi in ADVERTISED) + i32(0) + b"\x00"
+        assert conn.call(18, 3, body) == expected
+        assert not conn.closed
+
+    @pytest.mark.parametrize("version", [4, 5])
+    def test_a_higher_version_gets_error_35_in_the_v0_layout(self, h, version):
+        """Kafka 4's Java client sends v4 (not read: its body may be anything); it retries
+        with the highest version the list offers after error 35."""
+        conn = h.connect()
         body = b"\x00" + b"\x0dconfluent-ka" + b"\x062.16" + b"\x00"
         assert conn.call(18, version, body) == api_versions_body(35)
         assert not conn.closed
@@ -57,15 +73,34 @@ class FramingTests:
 
     def test_an_unknown_api_key_closes_after_the_earlier_responses(self, h):
         conn = h.connect()
-        conn.send_raw(request(18, 0, 1) + request(17, 0, 2) + request(18, 0, 3))
+        conn.send_raw(request(18, 0, 1) + request(4, 0, 2) + request(18, 0, 3))
         assert [cid for cid, _ in conn.responses()] == [1]
         assert conn.closed
 
-    def test_an_unsupported_version_closes(self, h):
+    def test_a_version_above_the_codec_closes(self, h):
         conn = h.connect()
-        conn.send_raw(request(0, 3, 1, b"\x00" * 20))  # Produce v3: record batches
+        conn.send_raw(request(0, 10, 1, b"\x00" * 20))  # Produce v10: no table to answer in
         assert conn.responses() == []
         assert conn.closed
+
+    def test_a_readable_version_not_served_is_answered_35(self, h):
+        """Produce v3 (record batches) parses but is not served yet: error 35 on each
+        partition, in v3's layout, and the connection stays."""
+        conn = h.connect()
+        body = string(None) + i16(1) + i32(1000) + i32(1) + string("t1") + i32(1) + i32(0) \
+            + i32(-1)
+        assert conn.call(0, 3, body) == (i32(1) + string("t1") + i32(1) + i32(0) + i16(35)
+                                         + i64(-1) + i64(-1) + i32(0))
+        assert not conn.closed
+        assert conn.call(18, 0) == api_versions_body(0)
+
+    def test_a_transaction_api_is_answered_35(self, h):
+        """No transactions here: EndTxn (not offered by ApiVersions) sent anyway gets
+        UNSUPPORTED_VERSION in its own layout (throttle, error), and the connection stays."""
+        conn = h.connect()
+        body = string("tx-1") + i64(7) + i16(0) + b"\x01"
+        assert conn.call(26, 1, body) == i32(0) + i16(35)
+        assert not conn.closed
 
     def test_a_malformed_body_closes(self, h):
         conn = h.connect()
@@ -152,5 +187,7 @@ def _metadata_request():
     return parse_request(request(3, 0, 1, i32(0))[4:])
 
 
-def test_api_keys_match_the_notes():
-    assert {int(k) for k in ApiKey} == {k for k, _, _ in ADVERTISED}
+def test_advertised_keys_are_known_to_the_codec():
+    """Every advertised api key has a table; the keys with a table and no handler yet
+    (InitProducerId) are not advertised."""
+    assert {k for k, _, _ in ADVERTISED} <= {int(k) for k in ApiKey}

@@ -128,6 +128,10 @@ API_LIST = ("0000000f 0000 0000 0002 0001 0000 0003 0002 0000 0001 0003 0000 000
             "0008 0000 0002 0009 0000 0001 000a 0000 0000 000b 0000 0001 000c 0000 0000"
             "000d 0000 0000 000e 0000 0000 000f 0000 0000 0010 0000 0000 0011 0000 0000"
             "0012 0000 0000")
+LEGACY_TABLE = {0: (0, 2), 1: (0, 3), 2: (0, 1), 3: (0, 2), 8: (0, 2), 9: (0, 1), 10: (0, 0),
+                11: (0, 1), 12: (0, 0), 13: (0, 0), 14: (0, 0), 15: (0, 0), 16: (0, 0),
+                17: (0, 0), 18: (0, 0)}
+"""The advertised table of §1.1, whose v0 answer is ``API_LIST``."""
 
 
 class GoldenResponseTests:
@@ -150,41 +154,54 @@ class GoldenResponseTests:
 
 class ApiVersionsTests:
     def test_v0(self) -> None:
-        """ApiVersions v0 is answered with error 0 and exactly the §1.1 list (17 included:
-        SaslHandshake v0), in the v0 layout."""
+        """ApiVersions v0 is answered with error 0 and exactly the advertised list (§1.1's
+        here, 17 included: SaslHandshake v0), in the v0 layout."""
         request = c.parse_request(h("0012 0000 00000001 0011 6b702d302e31302e312d70726f64756365"))
-        response = c.api_versions_response(request)  # type: ignore[arg-type]
+        response = c.api_versions_response(request, LEGACY_TABLE)  # type: ignore[arg-type]
         assert response.error_code == c.ErrorCode.NONE
         assert c.encode_response(request.header, response) == h(  # type: ignore[union-attr]
             f"00000064 00000001 0000 {API_LIST}")
 
-    @pytest.mark.parametrize("version", [1, 2, 3, 4, 7])
+    @pytest.mark.parametrize("version", [4, 5, 7, 300])
     def test_higher_versions(self, version: int) -> None:
-        """Any ApiVersions version above 0 gets error 35 UNSUPPORTED_VERSION and the same
-        list, in the v0 layout (response header v0 too), so the client retries with v0."""
-        body = h(f"0012 {version:04x} 00000009 0002 6b70 00 01 01 00")
+        """An ApiVersions version above the codec's (v3) gets error 35 UNSUPPORTED_VERSION
+        and the list, in the v0 layout (response header v0 too), so the client retries
+        with the highest version the list offers; its body is not read."""
+        body = h(f"0012 {version:04x} 00000009 0002 6b70 00 01 01 00 ff")
         request = c.parse_request(body)
         assert isinstance(request, c.ApiVersionsRequest) and not request.supported
-        response = c.api_versions_response(request)
+        response = c.api_versions_response(request, LEGACY_TABLE)
         assert response.error_code == c.ErrorCode.UNSUPPORTED_VERSION == 35
         assert c.encode_response(request.header, response) == h(f"00000064 00000009 0023 {API_LIST}")
 
     def test_librdkafka_v3_golden(self) -> None:
-        """The captured librdkafka v3 request (§3.1) gets the error-35 v0 reply."""
+        """The captured librdkafka v3 request (§3.1) is answered directly in the v3 layout:
+        response header v0 (no tagged fields after the correlation id, KIP-511), error 0,
+        a compact array of (key, min, max, tagged fields), the throttle, tagged fields."""
         frame = h("00000049 0012 0003 00000001 0010 636b2d302e392e302d70726f64756365 00"
                   "17 636f6e666c75656e742d6b61666b612d707974686f6e"
                   "16 322e31362e312d72646b61666b612d322e31362e30 00")
         request = c.parse_request(frame[4:])
-        response = c.api_versions_response(request)  # type: ignore[arg-type]
-        assert c.encode_response(request.header, response)[:10] == h(  # type: ignore[union-attr]
-            "00000064 00000001 0023")
+        response = c.api_versions_response(request, {0: (0, 2), 18: (0, 3)})  # type: ignore[arg-type]
+        assert response.error_code == 0
+        assert c.encode_response(request.header, response) == h(  # type: ignore[union-attr]
+            "0000001a 00000001 0000 03 0000 0000 0002 00 0012 0000 0003 00 00000000 00")
+
+    @pytest.mark.parametrize("version", [1, 2])
+    def test_v1_v2_add_the_throttle(self, version: int) -> None:
+        """v1 and v2 are v0's layout plus the throttle time (not flexible)."""
+        request = c.parse_request(h(f"0012 {version:04x} 00000001 ffff"))
+        assert isinstance(request, c.ApiVersionsRequest) and request.supported
+        response = c.api_versions_response(request, {18: (0, 3)})
+        assert c.encode_response(request.header, response) == h(
+            "00000014 00000001 0000 00000001 0012 0000 0003 00000000")
 
     def test_list_matches_supported_versions(self) -> None:
-        """The advertised list is the parser's table: nothing advertised that does not
-        parse, nothing parsed that is not advertised."""
+        """Without an advertised table the list is the codec's: every version it parses."""
         response = c.api_versions_response(c.ApiVersionsRequest(hdr(18, 0, 1)))
         assert {a.api_key: (a.min_version, a.max_version) for a in response.api_keys} == {
             int(k): v for k, v in c.SUPPORTED_VERSIONS.items()}
+        assert c.SUPPORTED_VERSIONS[c.ApiKey.PRODUCE] == (0, 9)
 
 
 class EncoderMisuseTests:
@@ -195,8 +212,8 @@ class EncoderMisuseTests:
 
     def test_unsupported_version(self) -> None:
         """Encoding for a version outside the table is a caller bug: ValueError."""
-        with pytest.raises(ValueError, match="PRODUCE v3"):
-            c.encode_response(hdr(0, 3, 1), produce_response())
+        with pytest.raises(ValueError, match="PRODUCE v10"):
+            c.encode_response(hdr(0, 10, 1), produce_response())
 
     def test_compressed_record_in_fetch(self) -> None:
         """Fetch replies are served uncompressed; a record with codec bits is refused."""

@@ -40,8 +40,9 @@ def login(conn, user: str = "alice", password: str = TOKEN) -> bytes:
 
 def test_a_good_login_opens_the_connection(h):
     conn = h.connect()
-    versions = conn.call(18, 0)  # allowed before the login, and it lists SaslHandshake v0
-    assert i16(17) + i16(0) + i16(0) in versions
+    versions = conn.call(18, 0)  # allowed before the login: SaslHandshake v0-v1 and
+    assert i16(17) + i16(0) + i16(1) in versions  # SaslAuthenticate v0-v2 listed
+    assert i16(36) + i16(0) + i16(2) in versions
     assert login(conn) == b"\x00\x00\x00\x00"  # the empty frame: authenticated
     body = conn.call(3, 0, i32(1) + string("t1"))
     assert string("t1") in body and not conn.closed
@@ -137,3 +138,44 @@ def test_the_handshake_codec_golden_bytes():
     assert c.encode_response(request.header, c.SaslHandshakeResponse(0, ("PLAIN",))) == \
         bytes.fromhex("00000011 00000003 0000 00000001 0005 504c41494e".replace(" ", ""))
     assert isinstance(c.parse_request(frame + b"x"), c.MalformedRequest)
+
+
+def authenticate(conn, version: int, token: bytes) -> bytes:
+    """Handshake v1, then the token in a SaslAuthenticate at ``version`` (flexible from
+    v2: header v2, compact bytes, tags); the answer's body (with its tags byte)."""
+    assert conn.call(17, 1, string("PLAIN")) == i16(0) + i32(1) + string("PLAIN")
+    if version >= 2:
+        body = b"\x00" + bytes([len(token) + 1]) + token + b"\x00"
+    else:
+        body = i32(len(token)) + token
+    return conn.call(36, version, body)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_handshake_v1_then_sasl_authenticate(h, version):
+    """KIP-152's exchange: the token inside SaslAuthenticate; a good one answers error 0,
+    empty auth bytes (and v1+'s session lifetime 0: none), then the connection is open."""
+    conn = h.connect()
+    answer = authenticate(conn, version, plain("alice", TOKEN))
+    expected = {0: i16(0) + i16(-1) + i32(0),
+                1: i16(0) + i16(-1) + i32(0) + b"\x00" * 8,
+                2: b"\x00" + i16(0) + b"\x00" + b"\x01" + b"\x00" * 8 + b"\x00"}[version]
+    assert answer == expected
+    assert string("t1") in conn.call(3, 0, i32(1) + string("t1")) and not conn.closed
+
+
+def test_a_bad_sasl_authenticate_is_answered_58_then_closed(h):
+    """A wrong password in SaslAuthenticate: error 58 with a message the client shows,
+    then the close after the failure delay (nothing else is served meanwhile)."""
+    conn = h.connect()
+    answer = authenticate(conn, 1, plain("alice", "wrong"))
+    assert answer[:2] == i16(58) and b"invalid credentials" in answer
+    h.advance(1.0)
+    assert conn.closed
+
+
+def test_sasl_authenticate_before_a_handshake_closes(h):
+    conn = h.connect()
+    token = plain("alice", TOKEN)
+    conn.send_raw(request(36, 1, 5, i32(len(token)) + token))
+    assert conn.responses() == [] and conn.closed

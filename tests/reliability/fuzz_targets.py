@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 import random
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from access import InvalidAcl
+from broker.client.codec import ProtocolViolation, parse_messages, parse_reply
 from broker.iggy.codec import decode_request
 from broker.iggy.errors import IggyError
+from broker.services.acls import decode_acls
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
+from data.index import sindex_bytes, sindex_from_bytes
 from data.store import TopicConfig
 from groups.loader import GroupLog
 from groups.store import groups_from_json, offset_metadata_from_json
@@ -47,6 +52,21 @@ def _v1(data: bytes) -> object:
     return None
 
 
+def _v1_client(data: bytes) -> object:
+    """The Python client reading the broker's answers: each line as a reply, and an OK
+    one's ``messages=`` in every form (plain, base64, detail, detail with headers)."""
+    for line in data.split(b"\n"):
+        reply = parse_reply(line)
+        if reply.ok and reply.has("messages"):
+            for b64 in (False, True):
+                for detail, headers in ((False, False), (True, False), (True, True)):
+                    try:
+                        parse_messages(reply, 0, b64=b64, detail=detail, headers=headers)
+                    except ProtocolViolation:
+                        pass
+    return None
+
+
 def _record(data: bytes) -> object:
     pos = 0
     while pos < len(data):
@@ -73,13 +93,42 @@ def _iggy(data: bytes) -> object:
     return decode_request(code % 1024 if data[4:5] != b"\xff" else code, data[4:])
 
 
+def _kafka_codec(data: bytes) -> object:
+    from broker.kafka.codec import parse_request
+
+    return parse_request(data)
+
+
+def _kafka_codec_seeds() -> tuple[bytes, ...]:
+    try:  # one frame per API and version, written by kafka-python (tests/kafka/test_schema.py)
+        from tests.kafka.test_schema import request_frames
+    except Exception:  # pragma: no cover - kafka-python not installed
+        return tuple(KAFKA_SEEDS)
+    return tuple(request_frames()) + tuple(KAFKA_SEEDS)
+
+
+_KAFKA_CODEC_SEEDS = _kafka_codec_seeds()
+
 _RECORD = encode_record(7, 1_700_000_000_000_000, 12345, 1_700_000_000_000_000, b"payload")
 
 TARGETS: dict[str, Target] = {
     "v1_codec": Target("v1_codec", _v1, (), (
         b"V1|1|PRODUCE|orders user1:created acks=all\n", b"V1|2|CONSUME|t 0 0 max=10 wait_ms=5",
         b"V1|3|JOIN|g t c assignor=range", b"V1|4|COMMIT|g t c 1 2 3", b"V1|5|AUTH|alice tok",
-        b"V1|6|PRODUCE|t k:aGVsbG8= enc=b64 partition=1", b"V1|7|PING|")),
+        b"V1|6|PRODUCE|t k:aGVsbG8= enc=b64 partition=1", b"V1|7|PING|",
+        b"V1|8|CONSUME|t 0 0 detail=true headers=true enc=b64",
+        b"V1|8|ADMIN_CREATE_TOPIC|t 1 1 cleanup_policy=compact,delete segment_bytes=4096",
+        b"V1|9|ADMIN_ALTER_TOPIC|t min_compaction_lag_ms=0 segment_ms=none",
+        b"V1|10|GROUP_HEARTBEAT|g m 0 topics=a,b regex=YXxi enc=b64 rebalance_timeout_ms=9",
+        b"V1|11|GROUP_HEARTBEAT|g m leave_static instance=i owned=a:0,b:1",
+        b"V1|12|ADMIN_ACL_ADD|User:alice Topic team-a. Write pattern=prefixed permission=deny",
+        b"V1|13|ADMIN_ACL_REMOVE|principal=User:alice type=group operation=read",
+        b"V1|14|ADMIN_ACL_LIST|name=orders pattern=literal permission=allow")),
+    "v1_client": Target("v1_client", _v1_client, (ProtocolViolation,), (
+        b"V1|1|OK|messages=0:created,1:a:b hw=1\nV1|0|ERR|BAD_REQUEST|line too long",
+        b"V1|2|OK|messages=4:1700000000123:azE=:aGk=,5:7::/w== hw=5",
+        b"V1|3|OK|messages=0:1795782611488:1700000000000:dHJhY2U=.YWJj;c3Jj.dGFuaw==:k1:a:b "
+        b"hw=0")),
     "record": Target("record", _record, (ValueError,), (_RECORD,)),
     "groups_json": Target("groups_json", _json(groups_from_json), (ValueError,), (
         b'{"version": 1, "groups": [{"group": "g", "topic": "t", "generation": 2, '
@@ -98,11 +147,25 @@ TARGETS: dict[str, Target] = {
         b'[1,"offset","g","t",0]\n')),
     "topic_json": Target("topic_json", _json(TopicConfig.from_json), (ValueError,), (
         b'{"partitions": 3, "replication_factor": 1, "min_insync_replicas": 1, '
-        b'"retention_ms": null, "retention_bytes": 1000}',)),
+        b'"retention_ms": null, "retention_bytes": 1000}',
+        b'{"partitions": 1, "cleanup_policy": "compact", "min_compaction_lag_ms": 0, '
+        b'"delete_retention_ms": 5, "segment_bytes": 4096, "segment_ms": 1000}',
+        b'{"partitions": 1, "topic_id": "0123456789abcdef0123456789abcdef"}')),
+    # a compacted segment's offset index (data.index; recovery reads it)
+    "sindex": Target("sindex", sindex_from_bytes, (ValueError,), (
+        sindex_bytes(100, array("I", [3, 50, 99]), array("I", [0, 80, 160])),)),
     "state_json": Target("state_json", _json(ReplicationCheckpoint.from_json), (ValueError,), (
         b'{}', b'{"epochs": [[0, 0]]}')),
+    # the stored ACL document (acls.json, the etcd key /skerry/<id>/acls)
+    "acls_json": Target("acls_json", decode_acls, (InvalidAcl,), (
+        b'{"version": 1, "acls": [{"principal": "User:alice", "resource_type": "Topic", '
+        b'"name": "team-a.", "pattern_type": "Prefixed", "operation": "Write", '
+        b'"permission": "Deny", "host": "*"}]}',)),
     "iggy": Target("iggy", _iggy, (IggyError,), (
         b"\x01\x00\x00\x00", b"\x0e\x00\x00\x00\x01\x00\x00\x00\x05admin",)),
+    # The Kafka codec alone: every API and version of its tables (flexible headers and
+    # bodies, tagged fields), through parse_request, which returns a result and never raises.
+    "kafka_codec": Target("kafka_codec", _kafka_codec, (), _KAFKA_CODEC_SEEDS),
     # The whole Kafka path (frame, codec, handlers, core, group services) in process,
     # with a sentinel connection that must stay served: tests/reliability/kafka_fuzz.py.
     "kafka": Target("kafka", run_kafka, (), KAFKA_SEEDS),

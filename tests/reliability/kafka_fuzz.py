@@ -43,7 +43,8 @@ SENTINEL_EVERY = 500
 
 def _golden_frames() -> tuple[bytes, ...]:
     """The request frames of kafka-wire-notes §5 (tests/kafka/test_requests.py's table),
-    without their size prefix, plus the group requests a consumer sends."""
+    without their size prefix, plus the group requests a consumer sends, plus one frame
+    of every API and version of the codec's tables (tests/kafka/test_schema.py)."""
     from tests.kafka.test_requests import GOLDEN_REQUESTS
 
     frames = [frame[4:] if struct.unpack_from(">i", frame)[0] == len(frame) - 4 else frame
@@ -65,6 +66,11 @@ def _golden_frames() -> tuple[bytes, ...]:
         b"\x00fuzzer\x00" + SASL_TOKEN.encode(),
         b"fuzzer\x00fuzzer\x00wrong",
     ]
+    try:  # every API and version of the codec's tables, flexible ones included
+        from tests.kafka.test_schema import request_frames
+    except Exception:  # pragma: no cover - kafka-python (the corpus writer) not installed
+        return tuple(frames)
+    frames += request_frames()
     return tuple(frames)
 
 

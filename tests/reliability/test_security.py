@@ -33,6 +33,7 @@ from broker.metrics import (
     StartupResponder,
     startup_tls_context,
 )
+from broker.version import skerry_version
 from tests.reliability.inmemory import InMemoryBroker
 from tests.support import ROOT, BrokerProcess
 
@@ -48,7 +49,7 @@ def _tokens_file(tmp_path: Path, users: dict[str, str]) -> Path:
 
 def _broker(tmp_path: Path) -> InMemoryBroker:
     tokens = _tokens_file(tmp_path, {"alice": TOKEN})
-    return InMemoryBroker(tmp_path / "data", auth={"tokens_file": str(tokens)},
+    return InMemoryBroker(tmp_path / "data", auth={"tokens_file": str(tokens), "super_users": "alice"},
                           topics={"t": {"partitions": 1}}, storage={"fsync": "never"})
 
 
@@ -87,6 +88,50 @@ class TokenStoreTests:
                              cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
         assert out not in path.read_text()
         assert TokenStore.from_file(str(path)).verify("bob", out)
+
+    def test_skerry_auth_adds_lists_and_removes_users(self, tmp_path: Path) -> None:
+        """`skerry auth add` prints only the token on stdout (so it can go straight into a
+        file) into a 0600 file that keeps its hash; `list` shows the users; `remove` takes
+        one out (its token stops verifying, comments and the others stay); mistakes exit 2
+        with one line: a user added twice, an unknown user, the last user."""
+        path = tmp_path / "tokens"
+
+        def skerry(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "broker", "auth", *args],
+                                  cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+        bob = skerry("add", "bob", str(path))
+        assert bob.returncode == 0 and bob.stdout.count("\n") == 1, bob
+        token = bob.stdout.strip()
+        assert "shown only once" in bob.stderr and token not in path.read_text()
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert skerry("add", "alice", str(path)).returncode == 0
+        with path.open("a") as handle:
+            handle.write("# a comment\n")
+        assert skerry("list", str(path)).stdout == "alice\nbob\n"
+        again = skerry("add", "bob", str(path))
+        assert (again.returncode, again.stderr) == (
+            2, f"skerry auth add: {path}: user bob exists already (skerry auth remove bob "
+               f"{path} first to give it a new token)\n")
+        assert TokenStore.from_file(str(path)).verify("bob", token)
+        removed = skerry("remove", "bob", str(path))
+        assert removed.returncode == 0, removed
+        assert skerry("list", str(path)).stdout == "alice\n"
+        assert "# a comment" in path.read_text()
+        assert not TokenStore.from_file(str(path)).verify("bob", token)
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert skerry("remove", "carol", str(path)).stderr == (
+            f"skerry auth remove: {path}: no user carol (skerry auth list {path} shows "
+            "them)\n")
+        last = skerry("remove", "alice", str(path))
+        assert last.returncode == 2 and "only user" in last.stderr
+        assert skerry("add", "bad name", str(path)).returncode == 2
+
+    def test_the_docs_use_skerry_auth(self) -> None:
+        """README and docs/ show `skerry auth add`, which works wherever `skerry` does,
+        not `python -m broker.auth`, which needs the project's interpreter."""
+        for page in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+            assert "python -m broker.auth" not in page.read_text(), page.name
 
     def test_bind_refusal_only_for_non_loopback_without_auth(self) -> None:
         """Loopback needs nothing; any other address needs auth configured."""
@@ -212,7 +257,8 @@ class ProcessSecurityTests:
         disconnected."""
         cert, key = _self_signed(tmp_path)
         tokens = _tokens_file(tmp_path, {"alice": TOKEN})
-        with BrokerProcess(tmp_path, {"host": "0.0.0.0", "auth": {"tokens_file": str(tokens)},
+        with BrokerProcess(tmp_path, {"host": "0.0.0.0", "auth": {"tokens_file": str(tokens),
+                                                                      "super_users": "alice"},
                                       "tls": {"cert": str(cert), "key": str(key)}}) as broker:
             plain = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
             plain.sendall(b"V1|1|PING|\n")
@@ -290,7 +336,7 @@ class MetricsAuthTests:
         body = service.site.getResourceFor(good).render(good)
         assert b"skerry_ready 1.0" in body
         health = DummyRequest([b"health"])
-        assert service.site.getResourceFor(health).render(health) == b"ready\n"
+        assert service.site.getResourceFor(health).render(health) == b"ready\nskerry %s\n" % skerry_version().encode()
         text = "\n".join(r.getMessage() for r in caplog.records)
         assert "refused a request for /metrics" in text and TOKEN not in text
 
@@ -326,7 +372,7 @@ class ClusterSecurityTests:
         tokens = str(_tokens_file(tmp_path, {"alice": TOKEN}))
         cluster = {"broker_id": 0, "brokers": self.BROKERS}
         tls = {"tls": {"cert": "c.pem", "key": "k.pem"}}
-        auth = {"auth": {"tokens_file": tokens}}
+        auth = {"auth": {"tokens_file": tokens, "super_users": "alice"}}
         for extra, named in ((tls, "cluster.tls.ca"), (auth, "cluster.peer_users")):
             with pytest.raises(ValueError) as info:
                 config_from_mapping({"cluster": cluster, **extra})
@@ -389,7 +435,7 @@ class TlsEveryListenerTests:
         is served. No token reaches the log."""
         cert, key = _self_signed(tmp_path)
         tokens = _tokens_file(tmp_path, {"alice": TOKEN})
-        config = {"auth": {"tokens_file": str(tokens)}, "iggy_port": 0, "metrics_port": 0,
+        config = {"auth": {"tokens_file": str(tokens), "super_users": "alice"}, "iggy_port": 0, "metrics_port": 0,
                   "tls": {"cert": str(cert), "key": str(key)}}
         with BrokerProcess(tmp_path, config) as broker:
             line = re.findall(r"skerry listening on (.*?);", broker.log_text())[-1]
@@ -400,7 +446,7 @@ class TlsEveryListenerTests:
                                ("metrics", b"GET /health HTTP/1.0\r\n\r\n")):
                 received = _plain_answer(ports[name], data)
                 assert _is_refusal(received), (name, received[:40])
-            assert _https(ports["metrics"], cert, "/health")[:2] == (200, b"ready\n")
+            assert _https(ports["metrics"], cert, "/health")[:2] == (200, b"ready\nskerry %s\n" % skerry_version().encode())
             status, _, challenge = _https(ports["metrics"], cert, "/metrics")
             assert status == 401 and challenge is not None and "Basic" in challenge
             assert _https(ports["metrics"], cert, "/metrics", _basic("alice", "nope"))[0] == 401
@@ -428,6 +474,6 @@ class TlsEveryListenerTests:
         try:
             port = responder.address[1]
             assert _is_refusal(_plain_answer(port, b"GET /health HTTP/1.0\r\n\r\n"))
-            assert _https(port, cert, "/health")[:2] == (503, b"starting\n")
+            assert _https(port, cert, "/health")[:2] == (503, b"starting\nskerry %s\n" % skerry_version().encode())
         finally:
             responder.close()

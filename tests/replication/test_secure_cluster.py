@@ -102,7 +102,9 @@ class SecureCluster:
             "auto_create_topics": False,
             "storage": {"fsync": "never"},
             "tls": {"cert": str(cert), "key": str(key)},
-            "auth": {"tokens_file": str(self.tokens)},
+            # No ACLs here: every user may touch every resource (docs/security.md, upgrade
+            # path); the broker-only commands stay limited to the peer users.
+            "auth": {"tokens_file": str(self.tokens), "allow_everyone_if_no_acl_found": True},
             "topics": {TOPIC: {"partitions": 1, "replication_factor": 3,
                                "min_insync_replicas": 2}},
             "replication": {"replica_lag_timeout_ms": 4000, "fetch_wait_ms": 200,

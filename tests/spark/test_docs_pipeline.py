@@ -13,15 +13,16 @@ How the section's steps are run:
   ``skerry-pipeline/``, the one folder the pipeline writes, lands there), with ``.venv/bin/``
   meaning this venv's ``bin`` and the broker's address in ``SKERRY_BOOTSTRAP``, which every
   ``skerry`` command must honour (checked);
-- step 6 runs its seed command and step 4's command again. Before it seeds, the test waits
-  (when the run before was quicker than that) until the new orders will close at least one
-  more window and none of them will be late, so that "only windows that closed since" is
-  never trivially true.
+- step 6 runs its seed command and step 4's command again, at once, as a reader would:
+  the new orders must close at least one more window and none of them may be late (the
+  seed continues after the newest order already there), and the run must name the windows
+  it wrote.
 
 What is checked is what a user sees: the commands succeed, the Parquet folder holds exactly
 the closed windows' counts and sums (computed here from the orders in the topic), the topic
-``pipeline-order-stats`` holds the same windows, one message each, step 5 prints a table
-and five results, the second run adds only windows that closed since, none twice, and
+``pipeline-order-stats`` holds the same windows, one message each, each run names the
+windows it wrote, step 5 prints a table and five results, the second run adds only
+windows that closed since, none twice, and
 nothing is written in the working directory outside ``skerry-pipeline/``. The defaults keep
 apart from the getting-started page: other topics, and a folder git ignores.
 
@@ -233,6 +234,16 @@ def closed_windows(all_orders: list[tuple[str, int, float]]) -> Windows:
     return {k: (counts[k], totals[k]) for k in counts}
 
 
+def assert_none_late(before: list[tuple[str, int, float]],
+                     after: list[tuple[str, int, float]]) -> None:
+    """No order added between ``before`` and ``after`` is behind the watermark ``before``
+    set (the newest event time minus one minute): Spark would drop it as late."""
+    watermark = max(ms for _c, ms, _a in before) - WATERMARK_MS
+    added = Counter(after) - Counter(before)
+    late = [order for order in added if order[1] < watermark]
+    assert not late, f"{len(late)} of the new orders are late, e.g. {late[:3]}"
+
+
 def parquet_rows(workdir: Path) -> list[tuple[int, str, int, float]]:
     """``(window start ms, customer, orders, total)`` per row of the Parquet output."""
     df = pd.read_parquet(workdir / FOLDER / "order-stats.parquet")
@@ -246,6 +257,27 @@ def minute(ms: int) -> str:
     """A window start as the pipeline formats it into the topic (the session's time zone,
     the local one)."""
     return time.strftime("%Y-%m-%dT%H:%M", time.localtime(ms / 1000))
+
+
+def check_windows_line(out: list[str], written: Windows) -> None:
+    """The run's ``order-stats: wrote N windows (R rows): ...`` line names the minutes of
+    ``written`` (every one up to six, else the first and the last) and its row count."""
+    minutes = sorted({minute(w) for w, _c in written})
+    assert minutes, "the run wrote no window"
+    shown = ", ".join(minutes) if len(minutes) <= 6 else f"{minutes[0]} to {minutes[-1]}"
+    plural = "s" if len(minutes) > 1 else ""
+    line = f"order-stats: wrote {len(minutes)} window{plural} ({len(written)} rows): {shown}"
+    assert line in out, (line, out)
+
+
+def seeded_line(out: list[str], count: int, continued: bool) -> None:
+    """What ``pipeline seed`` prints: how many orders, their event times, and whether they
+    continue after the orders already there."""
+    assert len(out) == 1, out
+    pattern = (rf"produced {count} orders to {SOURCE}; event times "
+               r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d to \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
+               + (", after the newest order already there" if continued else "") + "$")
+    assert re.match(pattern, out[0]), out
 
 
 def check_results(workdir: Path, bootstrap: str) -> Windows:
@@ -332,7 +364,7 @@ class ExamplePipelineDocTests:
             shell = Shell(workdir, broker, monkeypatch)
             count = int(shlex.split(seed)[-1])
             out, _ = shell.run(seed)
-            assert out == [f"produced {count} orders to {SOURCE}"]
+            seeded_line(out, count, continued=False)
 
             # Step 4.
             out, err = shell.run(pipeline)
@@ -341,6 +373,7 @@ class ExamplePipelineDocTests:
             assert (workdir / FOLDER / "order-stats.checkpoint").is_dir()
             assert [p.name for p in workdir.iterdir()] == [FOLDER]
             first = check_results(workdir, shell.bootstrap)
+            check_windows_line(out, first)
             assert sum(n for n, _t in first.values()) >= count - 3 * WINDOW_MS // 1000
             first_orders = orders(shell.bootstrap)
             assert len(first_orders) == count
@@ -359,17 +392,11 @@ class ExamplePipelineDocTests:
             assert set(out) <= values and all(MINUTE_RE.match(v) for v in out), out
             assert f"consumed 5 messages from {SINK}" in err
 
-            # Step 6: seed more once that closes a window, and run step 4 again.
-            newest = max(ms for _c, ms, _a in first_orders)
-            next_window_end = (newest - WATERMARK_MS) // WINDOW_MS * WINDOW_MS + WINDOW_MS
+            # Step 6, straight away: seed more and run step 4 again.
             more = int(shlex.split(seed_more)[-1])
-            # the new orders end now - 1 s: the watermark passes the next window's end, and
-            # the oldest of them (now - more seconds) are not behind the old watermark.
-            ready_ms = max(next_window_end + WATERMARK_MS + 2_000,
-                           newest - WATERMARK_MS + more * 1000 + 1_000)
-            time.sleep(max(0.0, ready_ms / 1000 - time.time()))
             out, _ = shell.run(seed_more)
-            assert out == [f"produced {more} orders to {SOURCE}"]
+            seeded_line(out, more, continued=True)
+            assert_none_late(first_orders, orders(shell.bootstrap))
             out, _ = shell.run(pipeline)
             assert out[-1].startswith(f"order-stats: results in topic {SINK}")
             second = check_results(workdir, shell.bootstrap)
@@ -378,4 +405,26 @@ class ExamplePipelineDocTests:
             new = set(second) - set(first)
             assert new, "no window closed since the first run"
             assert min(w for w, _c in new) > max(w for w, _c in first)
+            check_windows_line(out, {k: second[k] for k in new})
             assert [p.name for p in workdir.iterdir()] == [FOLDER]
+
+    def test_a_second_seed_closes_new_windows(self, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+        """Step 3's seed, then step 6's at once (no Spark needed to see it): the new orders
+        close at least one more window of the pipeline's and none of them is late (behind
+        the watermark the first orders set), which Spark would drop."""
+        steps = page_steps()
+        seed = the_command(steps[3], containing="pipeline seed")
+        seed_more = the_command(steps[6], containing="pipeline seed")
+        workdir = tmp_path / "checkout"
+        workdir.mkdir()
+        with BrokerProcess(tmp_path / "broker") as broker:
+            shell = Shell(workdir, broker, monkeypatch)
+            shell.run(seed)
+            first = orders(shell.bootstrap)
+            shell.run(seed_more)
+            both = orders(shell.bootstrap)
+        assert len(both) == len(first) + int(shlex.split(seed_more)[-1])
+        assert_none_late(first, both)
+        assert set(closed_windows(both)) - set(closed_windows(first)), \
+            "the second seed closed no window"

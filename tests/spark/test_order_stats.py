@@ -65,8 +65,25 @@ class CommandLineTests:
                                              '["shipped"]')
 
         monkeypatch.setattr(order_stats, "run", run)
+        monkeypatch.setattr(order_stats, "sink_ends", lambda *_args: [])  # no broker here
         assert cli.main(["pipeline", "order-stats", "--bootstrap", "127.0.0.1:1"]) == 1
         out, err = capsys.readouterr()
         assert out == ""
         assert err.count("\n") == 1 and err.startswith(
             'skerry pipeline: orders partition 2 offset 0 is not an order '), err
+
+
+class UnreachableBrokerTests:
+    def test_order_stats_without_a_broker_says_so_in_one_line(
+            self, capsys: pytest.CaptureFixture[str]) -> None:
+        """``skerry pipeline order-stats`` with nothing listening at ``--bootstrap`` exits 1
+        with one line naming the address, before any Spark session starts."""
+        import socket
+
+        with socket.socket() as probe:  # a port nothing listens on
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        assert cli.main(["pipeline", "order-stats", "--bootstrap", f"127.0.0.1:{port}"]) == 1
+        err = capsys.readouterr().err.splitlines()
+        assert err == [f"skerry pipeline: cannot connect to the broker at 127.0.0.1:{port}: "
+                       "Connection refused"]

@@ -57,8 +57,6 @@ class _Bench:
         logger = logging.getLogger("skerry")
         self.errors = _Errors()
         logger.addHandler(self.errors)
-        logging.getLogger("skerry.tank").setLevel(logging.ERROR)
-        logging.getLogger("skerry.core").setLevel(logging.ERROR)
         # topics and partitions bounded: a million CreateTopics must not exhaust the
         # process's file descriptors (each partition holds its segment files open)
         self.h = Harness(self.dir, {"limits": {"max_message_bytes": 4096,
@@ -80,6 +78,19 @@ class _Bench:
         assert msg_id == 6 and len(found) == 2, found
 
     def run(self, data: bytes) -> None:
+        """Feed ``data``; the TANK transport's and the core's warnings are muted while it
+        runs, and only then (tests that run later in the same process keep their logs)."""
+        loggers = [logging.getLogger("skerry.tank"), logging.getLogger("skerry.core")]
+        levels = [logger.level for logger in loggers]
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        try:
+            self._run(data)
+        finally:
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.setLevel(level)
+
+    def _run(self, data: bytes) -> None:
         h = self.h
         # What other code logged between two inputs (other tests in the same process log
         # deliberate errors on the shared "skerry" logger) is not this input's finding.

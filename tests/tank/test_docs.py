@@ -3,8 +3,9 @@ runs against that broker and prints the text block under it) and "Security" (the
 refusals, and TLS with the client's ``ssl_context``).
 
 Only ports are rewritten: the page's 11011 becomes the free port the broker picked
-(``tank_port: 0``), and the V1 listener and data directory are the test's own
-(``BrokerProcess``)."""
+(``tank_port: 0``), the V1 listener's port is the test's own, and the data directory is the
+YAML's, under a folder standing for the reader's clone (``BrokerProcess``);
+tests/test_docs_in_order.py runs the page after the others, in one folder."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from broker.tank.service import tank_refusal
 from tests.iggy.test_docs import make_ca_and_certificate, section
 from tests.support import ROOT, BrokerProcess
 from tests.tank.harness import tank_port_of
+from tests.test_docs_getting_started import in_folder
 
 DOC = ROOT / "docs" / "tank.md"
 DOC_PORT = 11011
@@ -46,16 +48,25 @@ def run_example(code: str, workdir: Path) -> list[str]:
     return result.stdout.decode().splitlines()
 
 
+def run_tank_page(folder: Path) -> None:
+    """"Enabling it" in ``folder``: the page's broker, then its example."""
+    config, code, shown = example()
+    assert config == {"host": "127.0.0.1", "tank_port": DOC_PORT, "data_dir": "./tank-data"}
+    broker = BrokerProcess(folder / ".broker-tank",
+                           {**in_folder(config, folder), "tank_port": 0}).start()
+    try:
+        port = tank_port_of(broker.log_text())
+        workdir = folder / ".tank-example"
+        workdir.mkdir()
+        assert str(DOC_PORT) in code
+        assert run_example(code.replace(str(DOC_PORT), str(port)), workdir) == shown
+    finally:
+        broker.stop()
+
+
 class TankDocTests:
     def test_example_prints_what_the_page_shows(self, tmp_path: Path) -> None:
-        config, code, shown = example()
-        assert config == {"host": "127.0.0.1", "tank_port": DOC_PORT}
-        with BrokerProcess(tmp_path / "broker", {**config, "tank_port": 0}) as broker:
-            port = tank_port_of(broker.log_text())
-            workdir = tmp_path / "client"
-            workdir.mkdir()
-            assert str(DOC_PORT) in code
-            assert run_example(code.replace(str(DOC_PORT), str(port)), workdir) == shown
+        run_tank_page(tmp_path)
 
     def test_refusals(self, tmp_path: Path) -> None:
         """Not on a non-loopback host, not with auth.tokens_file: the broker exits 2 with

@@ -5,6 +5,7 @@
 
 (function () {
   const TOKEN_KEY = "skerry-console-token";
+  const INTERNAL_KEY = "skerry-console-internal";
   const COLORS = ["#16425b", "#d1495b", "#2f9c95", "#edae49", "#6a4c93", "#3a86ff",
                   "#8d6346", "#00798c", "#ff6f59", "#4d5359"];
   let pollMs = 2000;
@@ -150,6 +151,19 @@
     });
   }
 
+  // The Iggy transport's internal topics (__iggy.*) and groups (iggy.consumer.*) are left
+  // out of the lists unless the reader ticks "show internal", as the skerry command lists
+  // them only with --internal. The choice lasts as long as the tab (sessionStorage).
+  function showInternal() { return sessionStorage.getItem(INTERNAL_KEY) === "1"; }
+  function internalQuery() { return showInternal() ? "?internal=1" : ""; }
+  function internalToggle(what, hidden) {
+    const box = el("input", {type: "checkbox", id: "show-internal", checked: showInternal(),
+      onchange: e => { sessionStorage.setItem(INTERNAL_KEY, e.target.checked ? "1" : "0"); render(true); }});
+    return el("p", {class: "muted internal-toggle"},
+      el("label", {}, box, " show internal " + what + " (the Iggy transport's)"),
+      el("span", {id: "internal-hidden", text: hidden ? " – " + hidden + " hidden" : ""}));
+  }
+
   function setStatus(text) { document.getElementById("status").textContent = text; }
 
   // ------------------------------------------------------------------ charts
@@ -252,7 +266,7 @@
   }
 
   async function topicsPage() {
-    const doc = await api("topics");
+    const doc = await api("topics" + internalQuery());
     const rows = doc.topics.map(t => el("tr", {"data-topic": t.name},
       el("td", {}, link(topicHref(t.name), t.name)),
       el("td", {class: "num", text: t.partitions}),
@@ -267,6 +281,7 @@
                                  {label: "replicas", cls: "num hide-narrow"},
                                  {label: "retention", cls: "hide-narrow"}], rows, {id: "topics-table"})
                         : el("p", {class: "muted", text: "No topics yet."}),
+      internalToggle("topics", doc.internal_hidden),
     ];
   }
 
@@ -341,7 +356,7 @@
   }
 
   async function topicPage(name, first) {
-    const t = await api("topics/" + encodeURIComponent(name));
+    const t = await api("topics/" + encodeURIComponent(name) + internalQuery());
     if (browser.topic !== name) Object.assign(browser, {topic: name, partition: 0, result: null, error: ""});
     const rows = t.partition_details.map(p => el("tr", {"data-partition": p.partition},
       el("td", {class: "num", text: p.partition}),
@@ -368,7 +383,7 @@
   }
 
   async function groupsPage() {
-    const doc = await api("groups");
+    const doc = await api("groups" + internalQuery());
     const rows = doc.groups.map(g => el("tr", {"data-group": g.group, "data-topic": g.topic},
       el("td", {}, link(groupHref(g.group, g.topic), g.group)),
       el("td", {}, link(topicHref(g.topic), g.topic)),
@@ -382,6 +397,7 @@
                                  {label: "members", cls: "num"}, {label: "assignor", cls: "hide-narrow"},
                                  {label: "lag", cls: "num"}], rows, {id: "groups-table"})
                         : el("p", {class: "muted", text: "No groups yet."}),
+      internalToggle("groups", doc.internal_hidden),
     ];
   }
 
@@ -416,7 +432,7 @@
   }
 
   async function clusterPage() {
-    const c = await api("cluster");
+    const c = await api("cluster" + internalQuery());
     const brokers = c.brokers.map(b => el("tr", {},
       el("td", {class: "num", text: b.id}),
       el("td", {class: "mono", text: b.address}),
@@ -442,6 +458,32 @@
       el("h2", {text: "Leaders"}),
       table([{label: "topic"}, {label: "partition", cls: "num"}, {label: "leader", cls: "num"},
              {label: "replicas"}, {label: "ISR"}], parts, {id: "leaders-table"}),
+      internalToggle("topics", c.internal_hidden),
+    ];
+  }
+
+  async function accessPage() {
+    const a = await api("acls");
+    const rows = a.acls.map(x => el("tr", {},
+      el("td", {class: "mono", text: x.principal}),
+      el("td", {text: x.resource_type}),
+      el("td", {text: x.pattern}),
+      el("td", {class: "mono", text: x.name}),
+      el("td", {text: x.operation}),
+      el("td", {class: x.permission === "Deny" ? "warn" : "", text: x.permission})));
+    const note = !a.enabled ? "Authentication is off: every request is allowed."
+      : a.allow_everyone_if_no_acl_found ? "A resource no ACL names is open to every user."
+      : "A resource no ACL names is open to super users only.";
+    return [
+      el("h1", {text: "Access"}),
+      el("p", {class: "muted", text: note}),
+      el("div", {class: "cards"},
+        card("ACLs", fmtNum(a.acls.length)),
+        card("Super users", a.super_users.length ? a.super_users.join(", ") : "none")),
+      el("h2", {text: "Who may do what"}),
+      a.acls.length ? table([{label: "principal"}, {label: "type"}, {label: "pattern"}, {label: "name"},
+                             {label: "operation"}, {label: "permission"}], rows, {id: "acls-table"})
+                    : el("p", {class: "muted", text: "No ACLs."}),
     ];
   }
 
@@ -455,6 +497,7 @@
     if (parts[0] === "groups" && parts.length === 3) return {page: "groups", build: () => groupPage(parts[1], parts[2])};
     if (parts[0] === "groups") return {page: "groups", build: groupsPage};
     if (parts[0] === "cluster") return {page: "cluster", build: clusterPage};
+    if (parts[0] === "access") return {page: "access", build: accessPage};
     return {page: "overview", build: overviewPage};
   }
 

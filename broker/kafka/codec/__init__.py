@@ -1,20 +1,28 @@
 """The Kafka codec: frames, requests, responses and MessageSets, as pure bytes <-> frozen
-dataclasses (kafka-wire-notes: request versions of the 0.8.2-0.10.1 clients, magic 0/1).
+dataclasses. Every API's versions come from one declarative table (``apis``, walked by
+``schema``), flexible versions (KIP-482) included.
 
 A package split by job; it re-exports the public names of its modules:
 
 * ``framing``: ``FrameSplitter`` (+ ``FrameTooLarge``), ``RequestHeader``, ``frame_response``;
-* ``requests``: ``ApiKey``, ``SUPPORTED_VERSIONS``, one dataclass per request,
-  ``parse_request`` -> request | ``UnsupportedRequest`` | ``MalformedRequest``;
-* ``responses``: one dataclass per response, ``encode_response`` (and
-  ``encode_response_chunks``, the same frame unjoined), ``api_versions_response``;
+* ``requests``: ``ApiKey``, one dataclass per request, ``UnsupportedRequest``,
+  ``MalformedRequest``;
+* ``responses``: one dataclass per response;
+* ``apis``: the tables, one ``ApiSchema`` per API, and ``SUPPORTED_VERSIONS`` (what the
+  codec reads and writes); ``schema``: the words of the tables and their walker;
+* ``admin``: the admin APIs' messages and tables (CreateTopics, DeleteTopics, ...);
+* ``txn``: the transaction APIs' tables (not served: their layout answers 35);
+* ``wire``: ``parse_request`` -> request | ``UnsupportedRequest`` | ``MalformedRequest``,
+  ``encode_response`` (and ``encode_response_chunks``, the same frame unjoined),
+  ``api_versions_response``;
 * ``messages``: ``Record``, ``decode_message_set`` (CRCs, compressed wrappers),
   ``encode_message_set``, ``CorruptMessageSet``;
 * ``columns``: ``decode_message_columns`` (a produced set as numpy columns: the
   produce path's batch-first decoder, same rules as ``decode_message_set``);
 * ``compression``: ``Codec`` and ``decompress`` (cramjam's gzip, snappy, LZ4);
 * ``error_codes``: ``ErrorCode``, the wire error codes;
-* ``primitives``: the ``Reader``/``Writer`` of Kafka's primitive types (internal).
+* ``primitives``: the ``Reader``/``Writer`` of Kafka's primitive types, compact and
+  varint ones included (internal).
 
 Nothing here raises on bad peer bytes except ``decode_message_set`` (``CorruptMessageSet``,
 answered per partition); ``ValueError`` from an encoder is a caller bug.
@@ -25,6 +33,8 @@ Must not import (nor may any module of the package): Twisted, sockets, files, th
 
 from __future__ import annotations
 
+from broker.kafka.codec.admin import *  # noqa: F403
+from broker.kafka.codec.admin import __all__ as _admin
 from broker.kafka.codec.columns import *  # noqa: F403
 from broker.kafka.codec.columns import __all__ as _columns
 from broker.kafka.codec.compression import *  # noqa: F403
@@ -39,6 +49,10 @@ from broker.kafka.codec.requests import *  # noqa: F403
 from broker.kafka.codec.requests import __all__ as _requests
 from broker.kafka.codec.responses import *  # noqa: F403
 from broker.kafka.codec.responses import __all__ as _responses
+from broker.kafka.codec.txn import *  # noqa: F403
+from broker.kafka.codec.txn import __all__ as _txn
+from broker.kafka.codec.wire import *  # noqa: F403
+from broker.kafka.codec.wire import __all__ as _wire
 
-__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_messages, *_compression,
-           *_columns]
+__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_admin, *_txn, *_wire,
+           *_messages, *_compression, *_columns]

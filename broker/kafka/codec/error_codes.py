@@ -1,4 +1,5 @@
-"""Kafka's wire error codes (int16) as one ``IntEnum``, the table of kafka-wire-notes §2.3.
+"""Kafka's wire error codes (int16) as one ``IntEnum``: the table of kafka-wire-notes §2.3,
+then the codes of Kafka's ``Errors`` the newer APIs answer here (38 and up).
 
 Owns: ``ErrorCode``. Member names are the notes' names; the older names the notes give in
 parentheses are aliases of the same member (``ErrorCode.INVALID_MESSAGE is
@@ -59,3 +60,20 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44
+    INVALID_TXN_STATE = 48
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    KAFKA_STORAGE_ERROR = 56
+    SASL_AUTHENTICATION_FAILED = 58
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    MEMBER_ID_REQUIRED = 79
+    FENCED_INSTANCE_ID = 82
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
+    RESOURCE_NOT_FOUND = 91
+    UNKNOWN_TOPIC_ID = 100

@@ -6,12 +6,13 @@ size), ``RequestHeader`` with ``parse_header``, and ``frame_response``. Layouts
 (kafka-wire-notes §2.2)::
 
     Request  => size:int32 api_key:int16 api_version:int16 correlation_id:int32
-                client_id:nullable string body            (size = bytes after the size)
-    Response => size:int32 correlation_id:int32 body      (response header v0, every API here)
+                client_id:nullable string [tagged fields] body   (size = bytes after the size)
+    Response => size:int32 correlation_id:int32 [tagged fields] body
 
-ApiVersions v3+ uses request header v2 (header v1 + a tagged-fields byte); its body is not
-read (§3.1: any ApiVersions version above 0 is answered in the v0 layout), so
-``parse_header`` reads header v1 for every request.
+The tagged fields are there in a flexible version (request header v2, response header v1;
+KIP-482), never after an ApiVersions response's correlation id. ``parse_header`` reads the
+part every version shares (header v1: the client id stays an int16-length string in v2);
+``wire`` reads the tagged fields where the api's table says the version is flexible.
 
 Must not import: Twisted, sockets, files, the core, the store, codec modules other than
 ``primitives``.

@@ -10,6 +10,15 @@ the response and message-set encoders share. Layouts (kafka-wire-notes §2.1)::
     bytes           int32 length N, N bytes; N = -1 is null where nullable
     array of X      int32 count N, N x X; N = -1 is null where nullable
 
+and the flexible versions' (KIP-482)::
+
+    uvarint         unsigned LEB128, at most 5 bytes (a uint32)
+    compact string  uvarint N+1, N bytes of UTF-8; 0 is null where nullable
+    compact bytes   uvarint N+1, N bytes; 0 is null where nullable
+    compact array   uvarint N+1, N x X; 0 is null where nullable
+    tagged fields   uvarint count, then count x (uvarint tag, uvarint size, size bytes)
+    uuid            16 bytes
+
 Must not import: Twisted, sockets, files, the core, the store, the other codec modules.
 """
 
@@ -28,6 +37,10 @@ INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")
 UINT32 = struct.Struct(">I")
+
+
+_SMALL = [bytes([i]) for i in range(0x80)]
+"""One-byte varints, prebuilt."""
 
 
 class Malformed(Exception):
@@ -125,6 +138,98 @@ class Reader:
             raise Malformed(f"{what}: null where an array is required")
         return items
 
+    def uvarint(self, what: str) -> int:
+        data = self.data
+        pos = self.pos
+        result = 0
+        shift = 0
+        while True:
+            if pos >= len(data):
+                raise Malformed(f"body ends in the {what} (an unfinished varint at byte {pos})")
+            b = data[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+            if shift > 28:
+                raise Malformed(f"{what}: a varint longer than 5 bytes")
+        self.pos = pos
+        return result
+
+    def compact_nullable_string(self, what: str) -> str | None:
+        n = self.uvarint(f"{what} length") - 1
+        if n == -1:
+            return None
+        raw = self._take(n, what)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise Malformed(f"{what}: not UTF-8 ({e.reason} at byte {e.start})") from None
+
+    def compact_string(self, what: str) -> str:
+        s = self.compact_nullable_string(what)
+        if s is None:
+            raise Malformed(f"{what}: null where a string is required")
+        return s
+
+    def compact_nullable_bytes(self, what: str) -> bytes | None:
+        n = self.uvarint(f"{what} length") - 1
+        if n == -1:
+            return None
+        return self._take(n, what)
+
+    def compact_bytes(self, what: str) -> bytes:
+        b = self.compact_nullable_bytes(what)
+        if b is None:
+            raise Malformed(f"{what}: null where bytes are required")
+        return b
+
+    def compact_nullable_array(self, item: Callable[[Reader], T], what: str
+                               ) -> tuple[T, ...] | None:
+        n = self.uvarint(f"{what} count") - 1
+        if n == -1:
+            return None
+        if n > self.remaining():
+            raise Malformed(f"{what}: {n} items cannot fit in {self.remaining()} bytes")
+        return tuple(item(self) for _ in range(n))
+
+    def compact_array(self, item: Callable[[Reader], T], what: str) -> tuple[T, ...]:
+        items = self.compact_nullable_array(item, what)
+        if items is None:
+            raise Malformed(f"{what}: null where an array is required")
+        return items
+
+    def uuid(self, what: str) -> bytes:
+        return self._take(16, what)
+
+    def boolean(self, what: str) -> bool:
+        return self._unpack(INT8, what) != 0
+
+    def tagged_fields(self, known: dict[int, Callable[[Reader], object]], what: str
+                      ) -> dict[int, object]:
+        """The tagged fields section: each known tag read by its reader from exactly its
+        ``size`` bytes; unknown tags skipped (KIP-482: a reader ignores what it does not
+        know)."""
+        n = self.uvarint(f"{what} tagged field count")
+        if n > self.remaining():
+            raise Malformed(f"{what}: {n} tagged fields cannot fit in {self.remaining()} bytes")
+        found: dict[int, object] = {}
+        last = -1
+        for _ in range(n):
+            tag = self.uvarint(f"{what} tag")
+            if tag <= last:
+                raise Malformed(f"{what}: tag {tag} after tag {last} (tags must ascend)")
+            last = tag
+            size = self.uvarint(f"{what} tag {tag} size")
+            raw = self._take(size, f"{what} tag {tag}")
+            read = known.get(tag)
+            if read is not None:
+                sub = Reader(raw)
+                found[tag] = read(sub)
+                sub.end(f"{what} tag {tag}")
+        return found
+
     def end(self, what: str) -> None:
         if self.pos != len(self.data):
             raise Malformed(f"{len(self.data) - self.pos} bytes after the end of the {what}")
@@ -186,6 +291,17 @@ class Writer:
             self.parts.append(INT32.pack(-1))
             return
         self.array(items, write)
+
+    def uvarint(self, v: int) -> None:
+        if v < 0x80:
+            self.parts.append(_SMALL[v])
+            return
+        out = bytearray()
+        while v >= 0x80:
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        out.append(v)
+        self.parts.append(bytes(out))
 
     def int32_array(self, items: Iterable[int]) -> None:
         items = tuple(items)

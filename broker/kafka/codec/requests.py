@@ -1,22 +1,21 @@
-"""Kafka requests: one frozen dataclass per API, and ``parse_request`` (frame -> request).
+"""Kafka requests: one frozen dataclass per API (the shapes ``parse_request`` builds).
 
-Owns: ``ApiKey``, ``SUPPORTED_VERSIONS`` (what the broker answers and advertises in
-ApiVersions, kafka-wire-notes §1.1), the request dataclasses, and the two results that are
-not requests: ``UnsupportedRequest`` (an api key or version outside the table: Kafka closes
-the connection without a reply, §2.2) and ``MalformedRequest`` (a truncated or malformed
-frame). ``parse_request`` returns one of the three kinds and never raises on bad bytes.
+Owns: ``ApiKey``, the request dataclasses, and the two results that are not requests:
+``UnsupportedRequest`` (an api key or version outside the codec's tables,
+``apis.SUPPORTED_VERSIONS``) and ``MalformedRequest`` (a truncated or malformed frame).
+The wire layouts of every version are the tables of ``apis`` (one per API), walked by
+``schema``; ``wire.parse_request`` returns one of the three kinds and never raises on bad
+bytes.
 
-Fields a version does not carry get Kafka's own default for it, so a handler reads one
-shape whatever the version: OffsetCommit v0 ``generation_id = -1, member_id = ""``,
-``commit_timestamp = -1`` outside v1, ``retention_time_ms = -1`` outside v2; Fetch
-``max_bytes = 0x7fffffff`` below v3; ListOffsets v1 ``max_num_offsets = 1``; JoinGroup v0
-``rebalance_timeout_ms = session_timeout_ms`` (what Kafka uses for v0, §3.9). Every request
-keeps its ``header`` (version, correlation id, client id). Produce keeps each partition's
-MessageSet as bytes: decoding it is per partition (``messages.decode_message_set``), so a
-corrupt set fails its partition (error 2), not the request.
-
-ApiVersions at any version above 0 parses to ``ApiVersionsRequest`` without reading its
-body (v3/v4 use a flexible header and body): §3.1 answers it with error 35 in the v0 layout.
+A dataclass is version-free: a field a version does not carry holds Kafka's default for
+it, so a handler reads one shape whatever the version: OffsetCommit v0
+``generation_id = -1, member_id = ""``, ``commit_timestamp = -1`` outside v1,
+``retention_time_ms = -1`` outside v2-v4; Fetch ``max_bytes = 0x7fffffff`` below v3;
+ListOffsets ``max_num_offsets = 1`` above v0; JoinGroup v0 ``rebalance_timeout_ms =
+session_timeout_ms`` (what Kafka uses for v0, §3.9). Every request keeps its ``header``
+(version, correlation id, client id). Produce keeps each partition's records as bytes:
+decoding them is per partition, so a corrupt set fails its partition (error 2), not the
+request.
 
 Must not import: Twisted, sockets, files, the core, the store, ``responses``, ``messages``.
 """
@@ -26,32 +25,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from broker.kafka.codec.framing import RequestHeader, parse_header
-from broker.kafka.codec.primitives import Malformed, Reader
+from broker.kafka.codec.framing import RequestHeader
 
 __all__ = [
     "ApiKey",
-    "SUPPORTED_VERSIONS",
     "UnsupportedRequest",
     "MalformedRequest",
     "ProduceRequest", "ProduceTopic", "ProducePartition",
-    "FetchRequest", "FetchTopic", "FetchPartition",
+    "FetchRequest", "FetchTopic", "FetchPartition", "ForgottenTopic",
     "ListOffsetsRequest", "ListOffsetsTopic", "ListOffsetsPartition",
-    "MetadataRequest",
+    "MetadataRequest", "MetadataRequestTopic",
     "OffsetCommitRequest", "OffsetCommitTopic", "OffsetCommitPartition",
-    "OffsetFetchRequest", "OffsetFetchTopic",
+    "OffsetFetchRequest", "OffsetFetchTopic", "OffsetFetchGroup",
     "FindCoordinatorRequest",
     "SaslHandshakeRequest",
     "JoinGroupRequest", "JoinGroupProtocol",
     "HeartbeatRequest",
-    "LeaveGroupRequest",
+    "LeaveGroupRequest", "LeaveGroupMember",
     "SyncGroupRequest", "SyncGroupAssignment",
     "DescribeGroupsRequest",
     "ListGroupsRequest",
     "ApiVersionsRequest",
-    "Request",
-    "ParseResult",
-    "parse_request",
+    "InitProducerIdRequest",
+    "SaslAuthenticateRequest",
 ]
 
 
@@ -71,34 +67,29 @@ class ApiKey(IntEnum):
     LIST_GROUPS = 16
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
-
-
-SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 2),
-    ApiKey.FETCH: (0, 3),
-    ApiKey.LIST_OFFSETS: (0, 1),
-    ApiKey.METADATA: (0, 2),
-    ApiKey.OFFSET_COMMIT: (0, 2),
-    ApiKey.OFFSET_FETCH: (0, 1),
-    ApiKey.FIND_COORDINATOR: (0, 0),
-    ApiKey.JOIN_GROUP: (0, 1),
-    ApiKey.HEARTBEAT: (0, 0),
-    ApiKey.LEAVE_GROUP: (0, 0),
-    ApiKey.SYNC_GROUP: (0, 0),
-    ApiKey.DESCRIBE_GROUPS: (0, 0),
-    ApiKey.LIST_GROUPS: (0, 0),
-    ApiKey.SASL_HANDSHAKE: (0, 0),
-    ApiKey.API_VERSIONS: (0, 0),
-}
-"""(min, max) version per API: the table of §1.1, exactly the list the real clients were
-answered there (SaslHandshake v0: SASL PLAIN with raw tokens after it). Advertising Produce >= 3 or Fetch >= 4 would switch clients to
-record batches (magic 2), which this codec does not speak."""
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
 
 
 @dataclass(frozen=True)
 class UnsupportedRequest:
-    """A whole frame whose api key or version is outside ``SUPPORTED_VERSIONS`` (ApiVersions
-    excepted). Kafka closes the connection without a reply (§2.2)."""
+    """A whole frame whose api key or version is outside the codec's tables (ApiVersions
+    excepted: any version parses, see ``ApiVersionsRequest``). There is no layout to
+    answer in: the connection is closed (kafka-wire-notes §2.2)."""
 
     header: RequestHeader
 
@@ -113,13 +104,14 @@ class MalformedRequest:
     reason: str
 
 
-# -- Produce (0) v0-v2 -----------------------------------------------------------------
+# -- Produce (0) -----------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ProducePartition:
     index: int
     records: bytes
-    """The partition's MessageSet (§4), undecoded; a null set arrives as ``b""``."""
+    """The partition's records (a MessageSet, or record batches v2 from Produce v3),
+    undecoded; a null set arrives as ``b""``."""
 
 
 @dataclass(frozen=True)
@@ -134,31 +126,37 @@ class ProduceRequest:
     acks: int
     timeout_ms: int
     topics: tuple[ProduceTopic, ...]
+    transactional_id: str | None = None
+    """v3+: set only by a transactional producer (refused: no transactions here)."""
 
 
-def _produce(h: RequestHeader, r: Reader) -> ProduceRequest:
-    def partition(r: Reader) -> ProducePartition:
-        return ProducePartition(r.int32("partition index"), r.nullable_bytes("records") or b"")
-
-    def topic(r: Reader) -> ProduceTopic:
-        return ProduceTopic(r.string("topic name"), r.array(partition, "partition_data"))
-
-    return ProduceRequest(h, r.int16("acks"), r.int32("timeout_ms"), r.array(topic, "topic_data"))
-
-
-# -- Fetch (1) v0-v3 -------------------------------------------------------------------
+# -- Fetch (1) -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class FetchPartition:
     partition: int
     fetch_offset: int
     partition_max_bytes: int
+    current_leader_epoch: int = -1
+    """v9+: the leader epoch the client knows (-1: none)."""
+    last_fetched_epoch: int = -1
+    """v12+: the epoch of the last batch fetched (-1: none)."""
+    log_start_offset: int = -1
+    """v5+: a follower's log start offset (-1 from consumers)."""
 
 
 @dataclass(frozen=True)
 class FetchTopic:
     topic: str
     partitions: tuple[FetchPartition, ...]
+
+
+@dataclass(frozen=True)
+class ForgottenTopic:
+    """v7+: partitions an incremental fetch session stops fetching."""
+
+    topic: str
+    partitions: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -170,30 +168,29 @@ class FetchRequest:
     max_bytes: int
     """v3's response bound (KIP-74); ``0x7fffffff`` (no bound) below v3."""
     topics: tuple[FetchTopic, ...]
+    isolation_level: int = 0
+    """v4+: 0 read_uncommitted, 1 read_committed."""
+    session_id: int = 0
+    """v7+ (KIP-227): 0 with epoch -1 is a full fetch without a session."""
+    session_epoch: int = -1
+    forgotten_topics: tuple[ForgottenTopic, ...] = ()
+    rack_id: str = ""
+    """v11+: the consumer's rack (KIP-392)."""
+    cluster_id: str | None = None
+    """v12+, tagged: the cluster the fetcher expects (followers only)."""
 
 
-def _fetch(h: RequestHeader, r: Reader) -> FetchRequest:
-    def partition(r: Reader) -> FetchPartition:
-        return FetchPartition(r.int32("partition"), r.int64("fetch_offset"),
-                              r.int32("partition_max_bytes"))
-
-    def topic(r: Reader) -> FetchTopic:
-        return FetchTopic(r.string("topic"), r.array(partition, "partitions"))
-
-    replica_id, max_wait_ms, min_bytes = r.int32("replica_id"), r.int32("max_wait_ms"), r.int32("min_bytes")
-    max_bytes = r.int32("max_bytes") if h.api_version >= 3 else 0x7FFFFFFF
-    return FetchRequest(h, replica_id, max_wait_ms, min_bytes, max_bytes, r.array(topic, "topics"))
-
-
-# -- ListOffsets (2) v0-v1 -------------------------------------------------------------
+# -- ListOffsets (2) -------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ListOffsetsPartition:
     partition_index: int
     timestamp: int
-    """-1 latest, -2 earliest, else a time in ms."""
-    max_num_offsets: int
-    """v0 only; 1 in v1."""
+    """-1 latest, -2 earliest, -3 max timestamp (v7+), else a time in ms."""
+    max_num_offsets: int = 1
+    """v0 only; 1 in v1+."""
+    current_leader_epoch: int = -1
+    """v4+."""
 
 
 @dataclass(frozen=True)
@@ -207,44 +204,40 @@ class ListOffsetsRequest:
     header: RequestHeader
     replica_id: int
     topics: tuple[ListOffsetsTopic, ...]
+    isolation_level: int = 0
+    """v2+: 1 (read_committed) reads up to the last stable offset."""
 
 
-def _list_offsets(h: RequestHeader, r: Reader) -> ListOffsetsRequest:
-    v0 = h.api_version == 0
+# -- Metadata (3) ----------------------------------------------------------------------
 
-    def partition(r: Reader) -> ListOffsetsPartition:
-        index, timestamp = r.int32("partition_index"), r.int64("timestamp")
-        return ListOffsetsPartition(index, timestamp, r.int32("max_num_offsets") if v0 else 1)
+@dataclass(frozen=True)
+class MetadataRequestTopic:
+    """A requested topic on the wire: by name, or (v10+) by id with a null name."""
 
-    def topic(r: Reader) -> ListOffsetsTopic:
-        return ListOffsetsTopic(r.string("topic name"), r.array(partition, "partitions"))
+    topic_id: bytes
+    name: str | None
 
-    return ListOffsetsRequest(h, r.int32("replica_id"), r.array(topic, "topics"))
-
-
-# -- Metadata (3) v0-v2 ----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class MetadataRequest:
     header: RequestHeader
     topics: tuple[str, ...] | None
     """As sent: v0 ``()`` means all topics; v1+ ``None`` means all, ``()`` none."""
+    allow_auto_topic_creation: bool = True
+    """v4+: False keeps Metadata from creating a requested topic."""
+    include_cluster_authorized_operations: bool = False
+    include_topic_authorized_operations: bool = False
+    topic_ids: tuple[bytes, ...] = ()
+    """v10+: topics asked for by id alone (a null name)."""
 
     @property
     def all_topics(self) -> bool:
         """Whether the client asks for every topic (§3.2's version-dependent rule)."""
-        return self.topics is None or (self.header.api_version == 0 and not self.topics)
+        return self.topics is None or (self.header.api_version == 0 and not self.topics
+                                       and not self.topic_ids)
 
 
-def _metadata(h: RequestHeader, r: Reader) -> MetadataRequest:
-    def name(r: Reader) -> str:
-        return r.string("topic name")
-
-    topics = r.array(name, "topics") if h.api_version == 0 else r.nullable_array(name, "topics")
-    return MetadataRequest(h, topics)
-
-
-# -- OffsetCommit (8) v0-v2 ------------------------------------------------------------
+# -- OffsetCommit (8) ------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class OffsetCommitPartition:
@@ -254,6 +247,8 @@ class OffsetCommitPartition:
     commit_timestamp: int
     """v1 only; -1 (= now) otherwise."""
     committed_metadata: str | None
+    committed_leader_epoch: int = -1
+    """v6+."""
 
 
 @dataclass(frozen=True)
@@ -271,30 +266,13 @@ class OffsetCommitRequest:
     member_id: str
     """"" in v0 and in "simple" commits."""
     retention_time_ms: int
-    """v2 only; -1 (= broker default) otherwise."""
+    """v2-v4 only; -1 (= broker default) otherwise."""
     topics: tuple[OffsetCommitTopic, ...]
+    group_instance_id: str | None = None
+    """v7+: the static member's id (KIP-345)."""
 
 
-def _offset_commit(h: RequestHeader, r: Reader) -> OffsetCommitRequest:
-    v = h.api_version
-
-    def partition(r: Reader) -> OffsetCommitPartition:
-        index, offset = r.int32("partition_index"), r.int64("committed_offset")
-        timestamp = r.int64("commit_timestamp") if v == 1 else -1
-        return OffsetCommitPartition(index, offset, timestamp,
-                                     r.nullable_string("committed_metadata"))
-
-    def topic(r: Reader) -> OffsetCommitTopic:
-        return OffsetCommitTopic(r.string("topic name"), r.array(partition, "partitions"))
-
-    group_id = r.string("group_id")
-    generation_id, member_id = (r.int32("generation_id"), r.string("member_id")) if v >= 1 else (-1, "")
-    retention = r.int64("retention_time_ms") if v == 2 else -1
-    return OffsetCommitRequest(h, group_id, generation_id, member_id, retention,
-                               r.array(topic, "topics"))
-
-
-# -- OffsetFetch (9) v0-v1 -------------------------------------------------------------
+# -- OffsetFetch (9) -------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class OffsetFetchTopic:
@@ -303,36 +281,50 @@ class OffsetFetchTopic:
 
 
 @dataclass(frozen=True)
+class OffsetFetchGroup:
+    """v8+: one group of a batched OffsetFetch."""
+
+    group_id: str
+    topics: tuple[OffsetFetchTopic, ...] | None
+    """None: every partition the group has committed."""
+    member_id: str | None = None
+    """v9+ (the new consumer protocol's member; unused by classic groups)."""
+    member_epoch: int = -1
+
+
+@dataclass(frozen=True)
 class OffsetFetchRequest:
     header: RequestHeader
     group_id: str
-    topics: tuple[OffsetFetchTopic, ...]
+    """v0-v7 (from v8 the groups are in ``groups``)."""
+    topics: tuple[OffsetFetchTopic, ...] | None
+    """v2+: None means every partition the group has committed."""
+    require_stable: bool = False
+    """v7+."""
+    groups: tuple[OffsetFetchGroup, ...] = ()
+    """v8+: the groups asked for, each with its topics (KIP-709)."""
+
+    def asked(self) -> tuple[OffsetFetchGroup, ...]:
+        """The groups asked for, whatever the version (one below v8)."""
+        if self.header.api_version >= 8:
+            return self.groups
+        return (OffsetFetchGroup(self.group_id, self.topics),)
 
 
-def _offset_fetch(h: RequestHeader, r: Reader) -> OffsetFetchRequest:
-    def index(r: Reader) -> int:
-        return r.int32("partition index")
-
-    def topic(r: Reader) -> OffsetFetchTopic:
-        return OffsetFetchTopic(r.string("topic name"), r.array(index, "partition_indexes"))
-
-    return OffsetFetchRequest(h, r.string("group_id"), r.array(topic, "topics"))
-
-
-# -- FindCoordinator (10) v0 -----------------------------------------------------------
+# -- FindCoordinator (10) --------------------------------------------------------------
 
 @dataclass(frozen=True)
 class FindCoordinatorRequest:
     header: RequestHeader
     key: str
-    """The group id."""
+    """The group id (v0-v3)."""
+    key_type: int = 0
+    """v1+: 0 group, 1 transaction."""
+    coordinator_keys: tuple[str, ...] = ()
+    """v4+: the keys, batched (``key`` is then "")."""
 
 
-def _find_coordinator(h: RequestHeader, r: Reader) -> FindCoordinatorRequest:
-    return FindCoordinatorRequest(h, r.string("key"))
-
-
-# -- SaslHandshake (17) v0 -------------------------------------------------------------
+# -- SaslHandshake (17) ----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class SaslHandshakeRequest:
@@ -342,11 +334,7 @@ class SaslHandshakeRequest:
     handshake the client's next frame is the raw SASL token, not a Kafka request."""
 
 
-def _sasl_handshake(h: RequestHeader, r: Reader) -> SaslHandshakeRequest:
-    return SaslHandshakeRequest(h, r.string("mechanism"))
-
-
-# -- JoinGroup (11) v0-v1 --------------------------------------------------------------
+# -- JoinGroup (11) --------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class JoinGroupProtocol:
@@ -361,23 +349,17 @@ class JoinGroupRequest:
     group_id: str
     session_timeout_ms: int
     rebalance_timeout_ms: int
-    """v1 only; the session timeout in v0 (what Kafka uses)."""
+    """v1+; the session timeout in v0 (what Kafka uses)."""
     member_id: str
     protocol_type: str
     protocols: tuple[JoinGroupProtocol, ...]
+    group_instance_id: str | None = None
+    """v5+: the static member's id (KIP-345)."""
+    reason: str | None = None
+    """v8+."""
 
 
-def _join_group(h: RequestHeader, r: Reader) -> JoinGroupRequest:
-    def protocol(r: Reader) -> JoinGroupProtocol:
-        return JoinGroupProtocol(r.string("protocol name"), r.bytes_("protocol metadata"))
-
-    group_id, session = r.string("group_id"), r.int32("session_timeout_ms")
-    rebalance = r.int32("rebalance_timeout_ms") if h.api_version >= 1 else session
-    return JoinGroupRequest(h, group_id, session, rebalance, r.string("member_id"),
-                            r.string("protocol_type"), r.array(protocol, "protocols"))
-
-
-# -- Heartbeat (12), LeaveGroup (13), SyncGroup (14) v0 --------------------------------
+# -- Heartbeat (12), LeaveGroup (13), SyncGroup (14) -----------------------------------
 
 @dataclass(frozen=True)
 class HeartbeatRequest:
@@ -385,10 +367,18 @@ class HeartbeatRequest:
     group_id: str
     generation_id: int
     member_id: str
+    group_instance_id: str | None = None
+    """v3+."""
 
 
-def _heartbeat(h: RequestHeader, r: Reader) -> HeartbeatRequest:
-    return HeartbeatRequest(h, r.string("group_id"), r.int32("generation_id"), r.string("member_id"))
+@dataclass(frozen=True)
+class LeaveGroupMember:
+    """v3+: one member leaving, by member id or (static members) group instance id."""
+
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+    """v5+."""
 
 
 @dataclass(frozen=True)
@@ -396,10 +386,15 @@ class LeaveGroupRequest:
     header: RequestHeader
     group_id: str
     member_id: str
+    """v0-v2: the one member leaving ("" from v3, which lists ``members``)."""
+    members: tuple[LeaveGroupMember, ...] = ()
+    """v3+: the members leaving, batched (KIP-345)."""
 
-
-def _leave_group(h: RequestHeader, r: Reader) -> LeaveGroupRequest:
-    return LeaveGroupRequest(h, r.string("group_id"), r.string("member_id"))
+    def leaving(self) -> tuple[LeaveGroupMember, ...]:
+        """The members leaving, whatever the version."""
+        if self.header.api_version >= 3:
+            return self.members
+        return (LeaveGroupMember(self.member_id),)
 
 
 @dataclass(frozen=True)
@@ -417,14 +412,11 @@ class SyncGroupRequest:
     member_id: str
     assignments: tuple[SyncGroupAssignment, ...]
     """The leader's: one per member; empty from followers."""
-
-
-def _sync_group(h: RequestHeader, r: Reader) -> SyncGroupRequest:
-    def assignment(r: Reader) -> SyncGroupAssignment:
-        return SyncGroupAssignment(r.string("member_id"), r.bytes_("assignment"))
-
-    return SyncGroupRequest(h, r.string("group_id"), r.int32("generation_id"),
-                            r.string("member_id"), r.array(assignment, "assignments"))
+    group_instance_id: str | None = None
+    """v3+."""
+    protocol_type: str | None = None
+    """v5+: checked against the group's when given."""
+    protocol_name: str | None = None
 
 
 # -- DescribeGroups (15), ListGroups (16), ApiVersions (18) ----------------------------
@@ -433,84 +425,58 @@ def _sync_group(h: RequestHeader, r: Reader) -> SyncGroupRequest:
 class DescribeGroupsRequest:
     header: RequestHeader
     groups: tuple[str, ...]
-
-
-def _describe_groups(h: RequestHeader, r: Reader) -> DescribeGroupsRequest:
-    return DescribeGroupsRequest(h, r.array(lambda r: r.string("group id"), "groups"))
+    include_authorized_operations: bool = False
+    """v3+."""
 
 
 @dataclass(frozen=True)
 class ListGroupsRequest:
     header: RequestHeader
+    states_filter: tuple[str, ...] = ()
+    """v4+: only groups in these states (none: all)."""
+    types_filter: tuple[str, ...] = ()
+    """v5+: only groups of these types ("classic", "consumer"; none: all)."""
 
 
-def _list_groups(h: RequestHeader, r: Reader) -> ListGroupsRequest:
-    return ListGroupsRequest(h)
+API_VERSIONS_MAX = 3
+"""The highest ApiVersions version the codec reads (its table's top)."""
 
 
 @dataclass(frozen=True)
 class ApiVersionsRequest:
-    """ApiVersions at any version; only v0 is answered normally (see the module doc)."""
+    """ApiVersions at any version. Versions up to ``API_VERSIONS_MAX`` are read and
+    answered in their own layout; a higher one is not read (its body may be anything) and
+    is answered with error 35 in the v0 layout, so the client retries lower (§3.1, what
+    Kafka does)."""
 
     header: RequestHeader
+    client_software_name: str = ""
+    """v3+."""
+    client_software_version: str = ""
 
     @property
     def supported(self) -> bool:
-        """False for v1+: the reply is error 35 in the v0 layout (§3.1)."""
-        return self.header.api_version == 0
+        """False above ``API_VERSIONS_MAX``: the reply is error 35 in the v0 layout."""
+        return 0 <= self.header.api_version <= API_VERSIONS_MAX
 
 
-def _api_versions(h: RequestHeader, r: Reader) -> ApiVersionsRequest:
-    return ApiVersionsRequest(h)
+@dataclass(frozen=True)
+class SaslAuthenticateRequest:
+    """SaslAuthenticate (36): the SASL token inside a Kafka request (after SaslHandshake
+    v1), instead of the raw frame of v0 (KIP-152)."""
+
+    header: RequestHeader
+    auth_bytes: bytes
 
 
-Request = (
-    ProduceRequest | FetchRequest | ListOffsetsRequest | MetadataRequest |
-    OffsetCommitRequest | OffsetFetchRequest | FindCoordinatorRequest | JoinGroupRequest |
-    HeartbeatRequest | LeaveGroupRequest | SyncGroupRequest | DescribeGroupsRequest |
-    ListGroupsRequest | SaslHandshakeRequest | ApiVersionsRequest
-)
-ParseResult = Request | UnsupportedRequest | MalformedRequest
+# -- InitProducerId (22) ---------------------------------------------------------------
 
-_PARSERS = {
-    ApiKey.PRODUCE: _produce,
-    ApiKey.FETCH: _fetch,
-    ApiKey.LIST_OFFSETS: _list_offsets,
-    ApiKey.METADATA: _metadata,
-    ApiKey.OFFSET_COMMIT: _offset_commit,
-    ApiKey.OFFSET_FETCH: _offset_fetch,
-    ApiKey.FIND_COORDINATOR: _find_coordinator,
-    ApiKey.JOIN_GROUP: _join_group,
-    ApiKey.HEARTBEAT: _heartbeat,
-    ApiKey.LEAVE_GROUP: _leave_group,
-    ApiKey.SYNC_GROUP: _sync_group,
-    ApiKey.DESCRIBE_GROUPS: _describe_groups,
-    ApiKey.LIST_GROUPS: _list_groups,
-    ApiKey.SASL_HANDSHAKE: _sasl_handshake,
-    ApiKey.API_VERSIONS: _api_versions,
-}
-
-
-def parse_request(frame: bytes) -> ParseResult:
-    """One request frame (the bytes after its size prefix, as ``FrameSplitter`` yields
-    them) -> a request dataclass, ``UnsupportedRequest`` or ``MalformedRequest``. Never
-    raises on bad bytes; the whole body must be consumed (trailing bytes are malformed)."""
-    r = Reader(frame)
-    try:
-        header = parse_header(r)
-    except Malformed as e:
-        return MalformedRequest(None, f"request header: {e}")
-    key, version = header.api_key, header.api_version
-    if key == ApiKey.API_VERSIONS and version > 0:
-        return ApiVersionsRequest(header)
-    if key not in SUPPORTED_VERSIONS:
-        return UnsupportedRequest(header)
-    low, high = SUPPORTED_VERSIONS[ApiKey(key)]
-    if not low <= version <= high:
-        return UnsupportedRequest(header)
-    try:
-        request = _PARSERS[ApiKey(key)](header, r)
-        r.end(f"{ApiKey(key).name} v{version} body")
-    except Malformed as e:
-        return MalformedRequest(header, f"{ApiKey(key).name} v{version}: {e}")
-    return request
+@dataclass(frozen=True)
+class InitProducerIdRequest:
+    header: RequestHeader
+    transactional_id: str | None
+    """None for an idempotent (non-transactional) producer."""
+    transaction_timeout_ms: int
+    producer_id: int = -1
+    """v3+: the producer's current id when it bumps its epoch (-1: a new producer)."""
+    producer_epoch: int = -1

@@ -1,22 +1,18 @@
-"""Kafka responses: one frozen dataclass per API and ``encode_response`` (-> a whole frame).
+"""Kafka responses: one frozen dataclass per API (the shapes ``encode_response`` writes).
 
-Owns: the response dataclasses, ``api_versions_response`` (§3.1's rule) and
-``encode_response(header, response)``, which writes the layout of the request's version
-(the layouts of kafka-wire-notes §3 that kafka-python, confluent-kafka and kcat accepted).
-A response dataclass is version-free: fields a version lacks are simply not written
-(``throttle_time_ms`` below Produce v1 / Fetch v1, ``log_append_time_ms`` below Produce v2,
-``rack``/``controller_id``/``is_internal`` below Metadata v1, ``cluster_id`` below v2).
+Owns: the response dataclasses. A dataclass is version-free: ``wire.encode_response``
+writes the fields the request's version carries (the tables of ``apis``) and leaves the
+others out (``throttle_time_ms`` below Produce v1 / Fetch v1, ``log_append_time_ms`` below
+Produce v2, ``rack``/``controller_id``/``is_internal`` below Metadata v1, ``cluster_id``
+below v2, ...). New fields default to what Kafka writes when there is nothing to say.
 
-Fetch partitions carry ``Record``s; the encoder writes them as an uncompressed MessageSet
-of **magic 0 for Fetch v0-v1 and magic 1 for v2-v3** (§3.4: a 0.9 client cannot parse
-magic 1). Which records fit the size limits is the handler's choice.
+Fetch partitions carry ``Record``s or an encoded set: ``Record``s are written as an
+uncompressed MessageSet of **magic 0 for Fetch v0-v1 and magic 1 for v2-v3** (§3.4: a 0.9
+client cannot parse magic 1), ``fetch_magic``; bytes are written as they are. Which records
+fit the size limits is the handler's choice.
 
 ListOffsets: v0 writes ``old_style_offsets`` when given, else ``[offset]`` (``[]`` for
-offset -1); v1 writes ``timestamp`` and ``offset``.
-
-A response that does not match its request's api key, or a version outside
-``SUPPORTED_VERSIONS``, is a bug in the caller: ``ValueError``. Produce with acks = 0 gets
-no response at all; not sending one is the handler's job.
+offset -1); v1+ writes ``timestamp`` and ``offset``.
 
 Must not import: Twisted, sockets, files, the core, the store.
 """
@@ -25,28 +21,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.kafka.codec.error_codes import ErrorCode
-from broker.kafka.codec.framing import RequestHeader, frame_response
-from broker.kafka.codec.messages import Record, encode_message_set
-from broker.kafka.codec.primitives import INT32, Writer
-from broker.kafka.codec.requests import SUPPORTED_VERSIONS, ApiKey, ApiVersionsRequest
+from broker.kafka.codec.messages import Record
 
 __all__ = [
-    "ApiVersionRange", "ApiVersionsResponse", "api_versions_response",
+    "ApiVersionRange", "ApiVersionsResponse", "SupportedFeature", "FinalizedFeature",
     "MetadataBroker", "MetadataPartition", "MetadataTopic", "MetadataResponse",
-    "ProducePartitionResponse", "ProduceTopicResponse", "ProduceResponse",
+    "ProducePartitionResponse", "ProduceTopicResponse", "ProduceResponse", "RecordError",
     "FetchPartitionResponse", "FetchTopicResponse", "FetchResponse", "fetch_magic",
+    "AbortedTransaction", "EpochEndOffset", "LeaderIdAndEpoch", "SnapshotId",
     "ListOffsetsPartitionResponse", "ListOffsetsTopicResponse", "ListOffsetsResponse",
     "OffsetCommitPartitionResponse", "OffsetCommitTopicResponse", "OffsetCommitResponse",
     "OffsetFetchPartitionResponse", "OffsetFetchTopicResponse", "OffsetFetchResponse",
-    "FindCoordinatorResponse", "SaslHandshakeResponse",
+    "FindCoordinatorResponse", "Coordinator", "SaslHandshakeResponse",
     "JoinGroupMember", "JoinGroupResponse",
-    "SyncGroupResponse", "HeartbeatResponse", "LeaveGroupResponse",
+    "SyncGroupResponse", "HeartbeatResponse", "LeaveGroupResponse", "LeaveGroupMemberResponse",
+    "OffsetFetchGroupResponse",
     "DescribedGroupMember", "DescribedGroup", "DescribeGroupsResponse",
     "ListedGroup", "ListGroupsResponse",
+    "InitProducerIdResponse", "SaslAuthenticateResponse",
+    "NO_AUTHORIZED_OPERATIONS",
     "Response",
-    "encode_response", "encode_response_chunks",
 ]
+
+LARGE_CHUNK = 16 << 10
+"""A byte string at least this long stays its own chunk in ``wire.encode_response_chunks``."""
+
+NO_AUTHORIZED_OPERATIONS = -2147483648
+"""Kafka's "authorized operations not asked for" (INT32 min)."""
+
+
+def fetch_magic(version: int) -> int:
+    """The message format of a Fetch reply: magic 0 for v0-v1 (a 0.9 client cannot parse
+    magic 1), magic 1 for v2-v3, record batches (magic 2) from v4."""
+    return 0 if version <= 1 else 1 if version <= 3 else 2
 
 
 # -- ApiVersions (18) ------------------------------------------------------------------
@@ -60,29 +67,31 @@ class ApiVersionRange:
 
 @dataclass(frozen=True)
 class ApiVersionsResponse:
-    """Always written in the v0 layout, whatever version was asked (§3.1)."""
+    """Written in the request's layout up to v3; error 35 for a higher version, in the v0
+    layout (§3.1). Its response header is always v0 (KIP-511)."""
 
     error_code: int
     api_keys: tuple[ApiVersionRange, ...]
+    throttle_time_ms: int = 0
+    supported_features: tuple[SupportedFeature, ...] = ()
+    """v3+, tagged (KIP-584): none here."""
+    finalized_features_epoch: int = -1
+    finalized_features: tuple[FinalizedFeature, ...] = ()
+    zk_migration_ready: bool = False
 
 
-def api_versions_response(request: ApiVersionsRequest) -> ApiVersionsResponse:
-    """§3.1: the full ``SUPPORTED_VERSIONS`` list; error 0 for v0, 35 for any other version
-    (the client then retries with v0, which the list offers as ``18: 0-0``)."""
-    error = ErrorCode.NONE if request.supported else ErrorCode.UNSUPPORTED_VERSION
-    return ApiVersionsResponse(int(error), tuple(
-        ApiVersionRange(int(key), low, high) for key, (low, high) in SUPPORTED_VERSIONS.items()))
+@dataclass(frozen=True)
+class SupportedFeature:
+    name: str
+    min_version: int
+    max_version: int
 
 
-def _api_versions(w: Writer, r: ApiVersionsResponse, v: int) -> None:
-    w.int16(r.error_code)
-
-    def item(w: Writer, a: ApiVersionRange) -> None:
-        w.int16(a.api_key)
-        w.int16(a.min_version)
-        w.int16(a.max_version)
-
-    w.array(r.api_keys, item)
+@dataclass(frozen=True)
+class FinalizedFeature:
+    name: str
+    max_version_level: int
+    min_version_level: int
 
 
 # -- Metadata (3) ----------------------------------------------------------------------
@@ -102,6 +111,10 @@ class MetadataPartition:
     leader_id: int
     replica_nodes: tuple[int, ...]
     isr_nodes: tuple[int, ...]
+    leader_epoch: int = -1
+    """v7+."""
+    offline_replicas: tuple[int, ...] = ()
+    """v5+."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,10 @@ class MetadataTopic:
     name: str
     partitions: tuple[MetadataPartition, ...]
     is_internal: bool = False
+    topic_id: bytes = bytes(16)
+    """v10+: the topic's UUID (all zeroes: none)."""
+    topic_authorized_operations: int = NO_AUTHORIZED_OPERATIONS
+    """v8+."""
 
 
 @dataclass(frozen=True)
@@ -118,36 +135,9 @@ class MetadataResponse:
     topics: tuple[MetadataTopic, ...]
     controller_id: int = 0
     cluster_id: str | None = None
-
-
-def _metadata(w: Writer, r: MetadataResponse, v: int) -> None:
-    def broker(w: Writer, b: MetadataBroker) -> None:
-        w.int32(b.node_id)
-        w.string(b.host)
-        w.int32(b.port)
-        if v >= 1:
-            w.nullable_string(b.rack)
-
-    def partition(w: Writer, p: MetadataPartition) -> None:
-        w.int16(p.error_code)
-        w.int32(p.partition_index)
-        w.int32(p.leader_id)
-        w.int32_array(p.replica_nodes)
-        w.int32_array(p.isr_nodes)
-
-    def topic(w: Writer, t: MetadataTopic) -> None:
-        w.int16(t.error_code)
-        w.string(t.name)
-        if v >= 1:
-            w.int8(1 if t.is_internal else 0)
-        w.array(t.partitions, partition)
-
-    w.array(r.brokers, broker)
-    if v >= 2:
-        w.nullable_string(r.cluster_id)
-    if v >= 1:
-        w.int32(r.controller_id)
-    w.array(r.topics, topic)
+    throttle_time_ms: int = 0
+    cluster_authorized_operations: int = NO_AUTHORIZED_OPERATIONS
+    """v8-v10."""
 
 
 # -- Produce (0) -----------------------------------------------------------------------
@@ -159,6 +149,18 @@ class ProducePartitionResponse:
     base_offset: int
     """Offset of the first message appended; -1 on error."""
     log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    """v5+."""
+    record_errors: tuple[RecordError, ...] = ()
+    """v8+: the batch's records that made it fail (KIP-467)."""
+    error_message: str | None = None
+    """v8+."""
+
+
+@dataclass(frozen=True)
+class RecordError:
+    batch_index: int
+    batch_index_error_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,23 +175,6 @@ class ProduceResponse:
     throttle_time_ms: int = 0
 
 
-def _produce(w: Writer, r: ProduceResponse, v: int) -> None:
-    def partition(w: Writer, p: ProducePartitionResponse) -> None:
-        w.int32(p.index)
-        w.int16(p.error_code)
-        w.int64(p.base_offset)
-        if v >= 2:
-            w.int64(p.log_append_time_ms)
-
-    def topic(w: Writer, t: ProduceTopicResponse) -> None:
-        w.string(t.name)
-        w.array(t.partitions, partition)
-
-    w.array(r.topics, topic)
-    if v >= 1:
-        w.int32(r.throttle_time_ms)
-
-
 # -- Fetch (1) -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -198,9 +183,47 @@ class FetchPartitionResponse:
     error_code: int
     high_watermark: int
     """Kafka's exclusive HW: the next offset to be committed (Skerry hw + 1)."""
-    records: tuple[Record, ...] | bytes = ()
-    """The records, or a MessageSet already encoded in the version's magic
-    (``fetch_magic``), written as is (a handler that builds sets in bulk)."""
+    records: tuple[Record, ...] | bytes | None = ()
+    """The records, or a set already encoded in the version's magic (``fetch_magic``),
+    written as is (a handler that builds sets in bulk); None is written as null."""
+    last_stable_offset: int = -1
+    """v4+."""
+    log_start_offset: int = -1
+    """v5+."""
+    aborted_transactions: tuple[AbortedTransaction, ...] | None = None
+    """v4+ (null: none)."""
+    preferred_read_replica: int = -1
+    """v11+ (KIP-392; -1: read from the leader)."""
+    diverging_epoch: EpochEndOffset | None = None
+    """v12+, tagged."""
+    current_leader: LeaderIdAndEpoch | None = None
+    """v12+, tagged."""
+    snapshot_id: SnapshotId | None = None
+    """v12+, tagged."""
+
+
+@dataclass(frozen=True)
+class AbortedTransaction:
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True)
+class EpochEndOffset:
+    epoch: int = -1
+    end_offset: int = -1
+
+
+@dataclass(frozen=True)
+class LeaderIdAndEpoch:
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class SnapshotId:
+    end_offset: int = -1
+    epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -213,31 +236,10 @@ class FetchTopicResponse:
 class FetchResponse:
     topics: tuple[FetchTopicResponse, ...]
     throttle_time_ms: int = 0
-
-
-def fetch_magic(version: int) -> int:
-    """The message format of a Fetch reply: magic 0 for v0-v1 (a 0.9 client cannot parse
-    magic 1), magic 1 for v2-v3."""
-    return 0 if version <= 1 else 1
-
-
-def _fetch(w: Writer, r: FetchResponse, v: int) -> None:
-    magic = fetch_magic(v)
-
-    def partition(w: Writer, p: FetchPartitionResponse) -> None:
-        w.int32(p.partition_index)
-        w.int16(p.error_code)
-        w.int64(p.high_watermark)
-        records = p.records
-        w.bytes_(records if isinstance(records, bytes) else encode_message_set(records, magic))
-
-    def topic(w: Writer, t: FetchTopicResponse) -> None:
-        w.string(t.topic)
-        w.array(t.partitions, partition)
-
-    if v >= 1:
-        w.int32(r.throttle_time_ms)
-    w.array(r.topics, topic)
+    error_code: int = 0
+    """v7+: the fetch session's error."""
+    session_id: int = 0
+    """v7+."""
 
 
 # -- ListOffsets (2) -------------------------------------------------------------------
@@ -251,6 +253,8 @@ class ListOffsetsPartitionResponse:
     """v1 only: the found message's timestamp; -1 for latest/earliest or none found."""
     old_style_offsets: tuple[int, ...] | None = None
     """v0 only; None means ``[offset]`` (``[]`` when offset is -1)."""
+    leader_epoch: int = -1
+    """v4+."""
 
 
 @dataclass(frozen=True)
@@ -262,26 +266,7 @@ class ListOffsetsTopicResponse:
 @dataclass(frozen=True)
 class ListOffsetsResponse:
     topics: tuple[ListOffsetsTopicResponse, ...]
-
-
-def _list_offsets(w: Writer, r: ListOffsetsResponse, v: int) -> None:
-    def partition(w: Writer, p: ListOffsetsPartitionResponse) -> None:
-        w.int32(p.partition_index)
-        w.int16(p.error_code)
-        if v == 0:
-            offsets = p.old_style_offsets
-            if offsets is None:
-                offsets = () if p.offset == -1 else (p.offset,)
-            w.array(offsets, Writer.int64)
-        else:
-            w.int64(p.timestamp)
-            w.int64(p.offset)
-
-    def topic(w: Writer, t: ListOffsetsTopicResponse) -> None:
-        w.string(t.name)
-        w.array(t.partitions, partition)
-
-    w.array(r.topics, topic)
+    throttle_time_ms: int = 0
 
 
 # -- OffsetCommit (8), OffsetFetch (9) -------------------------------------------------
@@ -301,18 +286,7 @@ class OffsetCommitTopicResponse:
 @dataclass(frozen=True)
 class OffsetCommitResponse:
     topics: tuple[OffsetCommitTopicResponse, ...]
-
-
-def _offset_commit(w: Writer, r: OffsetCommitResponse, v: int) -> None:
-    def partition(w: Writer, p: OffsetCommitPartitionResponse) -> None:
-        w.int32(p.partition_index)
-        w.int16(p.error_code)
-
-    def topic(w: Writer, t: OffsetCommitTopicResponse) -> None:
-        w.string(t.name)
-        w.array(t.partitions, partition)
-
-    w.array(r.topics, topic)
+    throttle_time_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -322,6 +296,8 @@ class OffsetFetchPartitionResponse:
     """-1 when nothing is committed (that is what makes clients apply auto.offset.reset)."""
     metadata: str | None = ""
     error_code: int = 0
+    committed_leader_epoch: int = -1
+    """v5+."""
 
 
 @dataclass(frozen=True)
@@ -333,20 +309,19 @@ class OffsetFetchTopicResponse:
 @dataclass(frozen=True)
 class OffsetFetchResponse:
     topics: tuple[OffsetFetchTopicResponse, ...]
+    """v0-v7."""
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    """v2-v7: the group's error (a coordinator error is no longer per partition)."""
+    groups: tuple[OffsetFetchGroupResponse, ...] = ()
+    """v8+: one per group asked for."""
 
 
-def _offset_fetch(w: Writer, r: OffsetFetchResponse, v: int) -> None:
-    def partition(w: Writer, p: OffsetFetchPartitionResponse) -> None:
-        w.int32(p.partition_index)
-        w.int64(p.committed_offset)
-        w.nullable_string(p.metadata)
-        w.int16(p.error_code)  # last, unlike OffsetCommit (§3.7)
-
-    def topic(w: Writer, t: OffsetFetchTopicResponse) -> None:
-        w.string(t.name)
-        w.array(t.partitions, partition)
-
-    w.array(r.topics, topic)
+@dataclass(frozen=True)
+class OffsetFetchGroupResponse:
+    group_id: str
+    topics: tuple[OffsetFetchTopicResponse, ...]
+    error_code: int = 0
 
 
 # -- FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14)
@@ -354,16 +329,24 @@ def _offset_fetch(w: Writer, r: OffsetFetchResponse, v: int) -> None:
 @dataclass(frozen=True)
 class FindCoordinatorResponse:
     error_code: int
+    """v0-v3 (v4+: per key in ``coordinators``)."""
     node_id: int
     host: str
     port: int
+    throttle_time_ms: int = 0
+    error_message: str | None = None
+    coordinators: tuple[Coordinator, ...] = ()
+    """v4+: one per key asked for (KIP-699)."""
 
 
-def _find_coordinator(w: Writer, r: FindCoordinatorResponse, v: int) -> None:
-    w.int16(r.error_code)
-    w.int32(r.node_id)
-    w.string(r.host)
-    w.int32(r.port)
+@dataclass(frozen=True)
+class Coordinator:
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: int = 0
+    error_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -373,15 +356,12 @@ class SaslHandshakeResponse:
     """The mechanisms the broker enables (``("PLAIN",)``)."""
 
 
-def _sasl_handshake(w: Writer, r: SaslHandshakeResponse, v: int) -> None:
-    w.int16(r.error_code)
-    w.array(r.mechanisms, lambda w, m: w.string(m))
-
-
 @dataclass(frozen=True)
 class JoinGroupMember:
     member_id: str
     metadata: bytes
+    group_instance_id: str | None = None
+    """v5+."""
 
 
 @dataclass(frozen=True)
@@ -393,45 +373,42 @@ class JoinGroupResponse:
     member_id: str
     members: tuple[JoinGroupMember, ...] = ()
     """Filled in the leader's response only."""
-
-
-def _join_group(w: Writer, r: JoinGroupResponse, v: int) -> None:
-    w.int16(r.error_code)
-    w.int32(r.generation_id)
-    w.string(r.protocol_name)
-    w.string(r.leader)
-    w.string(r.member_id)
-
-    def member(w: Writer, m: JoinGroupMember) -> None:
-        w.string(m.member_id)
-        w.bytes_(m.metadata)
-
-    w.array(r.members, member)
+    throttle_time_ms: int = 0
+    protocol_type: str | None = None
+    """v7+."""
+    skip_assignment: bool = False
+    """v9+."""
 
 
 @dataclass(frozen=True)
 class SyncGroupResponse:
     error_code: int
     assignment: bytes = b""
-
-
-def _sync_group(w: Writer, r: SyncGroupResponse, v: int) -> None:
-    w.int16(r.error_code)
-    w.bytes_(r.assignment)
+    throttle_time_ms: int = 0
+    protocol_type: str | None = None
+    """v5+."""
+    protocol_name: str | None = None
 
 
 @dataclass(frozen=True)
 class HeartbeatResponse:
     error_code: int
+    throttle_time_ms: int = 0
 
 
 @dataclass(frozen=True)
 class LeaveGroupResponse:
     error_code: int
+    throttle_time_ms: int = 0
+    members: tuple[LeaveGroupMemberResponse, ...] = ()
+    """v3+: each member's outcome."""
 
 
-def _error_only(w: Writer, r: HeartbeatResponse | LeaveGroupResponse, v: int) -> None:
-    w.int16(r.error_code)
+@dataclass(frozen=True)
+class LeaveGroupMemberResponse:
+    member_id: str
+    group_instance_id: str | None
+    error_code: int
 
 
 # -- DescribeGroups (15), ListGroups (16) ----------------------------------------------
@@ -443,6 +420,8 @@ class DescribedGroupMember:
     client_host: str
     metadata: bytes
     assignment: bytes
+    group_instance_id: str | None = None
+    """v4+."""
 
 
 @dataclass(frozen=True)
@@ -454,124 +433,56 @@ class DescribedGroup:
     protocol_type: str
     protocol: str
     members: tuple[DescribedGroupMember, ...] = ()
+    authorized_operations: int = NO_AUTHORIZED_OPERATIONS
+    """v3+."""
 
 
 @dataclass(frozen=True)
 class DescribeGroupsResponse:
     groups: tuple[DescribedGroup, ...]
-
-
-def _describe_groups(w: Writer, r: DescribeGroupsResponse, v: int) -> None:
-    def member(w: Writer, m: DescribedGroupMember) -> None:
-        w.string(m.member_id)
-        w.string(m.client_id)
-        w.string(m.client_host)
-        w.bytes_(m.metadata)
-        w.bytes_(m.assignment)
-
-    def group(w: Writer, g: DescribedGroup) -> None:
-        w.int16(g.error_code)
-        w.string(g.group_id)
-        w.string(g.state)
-        w.string(g.protocol_type)
-        w.string(g.protocol)
-        w.array(g.members, member)
-
-    w.array(r.groups, group)
+    throttle_time_ms: int = 0
 
 
 @dataclass(frozen=True)
 class ListedGroup:
     group_id: str
     protocol_type: str
+    group_state: str = ""
+    """v4+."""
+    group_type: str = "classic"
+    """v5+."""
 
 
 @dataclass(frozen=True)
 class ListGroupsResponse:
     error_code: int
     groups: tuple[ListedGroup, ...] = ()
+    throttle_time_ms: int = 0
 
 
-def _list_groups(w: Writer, r: ListGroupsResponse, v: int) -> None:
-    w.int16(r.error_code)
+@dataclass(frozen=True)
+class SaslAuthenticateResponse:
+    error_code: int
+    error_message: str | None = None
+    auth_bytes: bytes = b""
+    session_lifetime_ms: int = 0
+    """v1+: 0, the session does not expire."""
 
-    def group(w: Writer, g: ListedGroup) -> None:
-        w.string(g.group_id)
-        w.string(g.protocol_type)
 
-    w.array(r.groups, group)
+# -- InitProducerId (22) ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InitProducerIdResponse:
+    error_code: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    throttle_time_ms: int = 0
 
 
 Response = (
     ProduceResponse | FetchResponse | ListOffsetsResponse | MetadataResponse |
     OffsetCommitResponse | OffsetFetchResponse | FindCoordinatorResponse | JoinGroupResponse |
     HeartbeatResponse | LeaveGroupResponse | SyncGroupResponse | DescribeGroupsResponse |
-    ListGroupsResponse | SaslHandshakeResponse | ApiVersionsResponse
+    ListGroupsResponse | SaslHandshakeResponse | ApiVersionsResponse | InitProducerIdResponse |
+    SaslAuthenticateResponse
 )
-
-_ENCODERS = {
-    ProduceResponse: (ApiKey.PRODUCE, _produce),
-    FetchResponse: (ApiKey.FETCH, _fetch),
-    ListOffsetsResponse: (ApiKey.LIST_OFFSETS, _list_offsets),
-    MetadataResponse: (ApiKey.METADATA, _metadata),
-    OffsetCommitResponse: (ApiKey.OFFSET_COMMIT, _offset_commit),
-    OffsetFetchResponse: (ApiKey.OFFSET_FETCH, _offset_fetch),
-    FindCoordinatorResponse: (ApiKey.FIND_COORDINATOR, _find_coordinator),
-    SaslHandshakeResponse: (ApiKey.SASL_HANDSHAKE, _sasl_handshake),
-    JoinGroupResponse: (ApiKey.JOIN_GROUP, _join_group),
-    HeartbeatResponse: (ApiKey.HEARTBEAT, _error_only),
-    LeaveGroupResponse: (ApiKey.LEAVE_GROUP, _error_only),
-    SyncGroupResponse: (ApiKey.SYNC_GROUP, _sync_group),
-    DescribeGroupsResponse: (ApiKey.DESCRIBE_GROUPS, _describe_groups),
-    ListGroupsResponse: (ApiKey.LIST_GROUPS, _list_groups),
-    ApiVersionsResponse: (ApiKey.API_VERSIONS, _api_versions),
-}
-
-
-def encode_response(header: RequestHeader, response: Response) -> bytes:
-    """The whole response frame (size, correlation id, body) answering the request with
-    ``header``, in the layout of its version."""
-    return b"".join(_encode(header, response))
-
-
-LARGE_CHUNK = 16 << 10
-"""A byte string at least this long stays its own chunk in ``encode_response_chunks``."""
-
-
-def encode_response_chunks(header: RequestHeader, response: Response) -> list[bytes]:
-    """``encode_response``'s frame in chunks, ``b"".join`` of which is that frame: every
-    byte string of at least ``LARGE_CHUNK`` (a fetch's record sets, megabytes each) as it
-    is, the small fields between them joined. A connection sends the chunks with one
-    ``sendmsg`` instead of first copying the records into one frame."""
-    chunks: list[bytes] = []
-    small: list[bytes] = []
-    for part in _encode(header, response):
-        if len(part) >= LARGE_CHUNK:
-            if small:
-                chunks.append(b"".join(small))
-                small = []
-            chunks.append(part)
-        else:
-            small.append(part)
-    if small:
-        chunks.append(b"".join(small))
-    return chunks
-
-
-def _encode(header: RequestHeader, response: Response) -> list[bytes]:
-    key, encode = _ENCODERS[type(response)]
-    if header.api_key != key:
-        raise ValueError(f"{type(response).__name__} does not answer api key {header.api_key}")
-    version = header.api_version
-    if key == ApiKey.API_VERSIONS:
-        version = 0  # any ApiVersions version is answered in the v0 layout (§3.1)
-    low, high = SUPPORTED_VERSIONS[key]
-    if not low <= version <= high:
-        raise ValueError(f"{key.name} v{version} is not a supported version")
-    w = Writer()
-    w.raw(b"")  # the frame head, once the body's size is known: no second copy
-    encode(w, response, version)
-    parts = w.parts
-    parts[0] = frame_response(header.correlation_id, b"")
-    parts[0] = INT32.pack(sum(map(len, parts)) - 4) + parts[0][4:]
-    return parts

@@ -49,6 +49,8 @@ class PartitionPlacement:
     """-1: no leader now (Metadata answers LEADER_NOT_AVAILABLE for it; clients retry)."""
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    leader_epoch: int = 0
+    """The partition's leader epoch (Metadata v7+; clients fence stale leaders by it)."""
 
 
 class Placement(Protocol):
@@ -100,6 +102,9 @@ class Context:
         """Largest value (payload) a produced message may carry: error 10 above it."""
         self.auto_create_topics = auto_create_topics
         self.groups = groups
+        self.advertised: dict[int, tuple[int, int]] = {}
+        """Api key -> the versions served, which ApiVersions advertises (set by the
+        dispatcher from the handler modules' ``VERSIONS``)."""
         """The Kafka group service (``broker.services.kafka_groups``) once wired in; the
         handlers of ``handlers.groups`` use it. ``None``: no group APIs."""
 

@@ -1,6 +1,6 @@
-"""The Kafka data APIs: Metadata, Produce, Fetch, ListOffsets.
+"""The Kafka data APIs: Produce, Fetch, ListOffsets.
 
-Owns: the handlers of those four APIs over the core's public methods, and their mapping
+Owns: ``VERSIONS`` (what they serve) and the handlers of those three APIs over the core's public methods, and their mapping
 rules (kafka-wire-notes §6): a topic is a Skerry topic of the same name (the Iggy
 transport's ``__iggy.*`` store topics hidden), brokers and leaders are this broker alone,
 or in a cluster ``Context.placement``'s (a Fetch of a partition this member does not lead
@@ -19,68 +19,29 @@ from typing import Any
 from twisted.internet.defer import Deferred
 
 from broker.core import ProduceResult
-from broker.errors import NotLeader
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
 from broker.kafka.handlers.context import Context
-from broker.kafka.mapping import MESSAGE_OVERHEAD, KeyTooLarge, framed_columns, message_set
+from broker.kafka.mapping import (
+    MESSAGE_OVERHEAD,
+    KeyTooLarge,
+    framed_columns,
+    message_set,
+    message_set_loop,
+)
 from data.names import is_valid_name
 
-__all__ = ["metadata", "produce", "fetch", "list_offsets"]
+__all__ = ["VERSIONS", "produce", "fetch", "list_offsets"]
 
-CLUSTER_ID = "skerry"
-
-
-# ================================================================ Metadata
-
-
-def metadata(ctx: Context, request: c.MetadataRequest) -> c.MetadataResponse:
-    """Every visible topic, or the ones asked for (created when ``auto_create_topics``
-    allows, as V1's PRODUCE creates them; a topic still being created across a cluster
-    answers LEADER_NOT_AVAILABLE, which clients retry); this broker as the only broker,
-    or in a cluster the live brokers and each partition's leader, replicas and ISR."""
-    core = ctx.core
-    if request.all_topics:
-        names = sorted(t for t in core.topic_names() if ctx.visible(t))
-    else:
-        names = list(dict.fromkeys(request.topics or ()))
-    topics = []
-    for name in names:
-        config = core.topic_config(name) if ctx.visible(name) else None
-        if config is None:
-            if not is_valid_name(name):
-                topics.append(c.MetadataTopic(int(ErrorCode.INVALID_TOPIC_EXCEPTION), name, ()))
-                continue
-            if not (ctx.visible(name) and ctx.auto_create_topics):
-                topics.append(c.MetadataTopic(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name,
-                                              ()))
-                continue
-            try:
-                config = core.resolve(name, None, True).config
-            except NotLeader:  # created through the cluster's control plane meanwhile
-                topics.append(c.MetadataTopic(int(ErrorCode.LEADER_NOT_AVAILABLE), name, ()))
-                continue
-        topics.append(c.MetadataTopic(0, name, tuple(
-            _partition_metadata(ctx, name, p) for p in range(config.partitions))))
-    node = ctx.node
-    placement = ctx.placement
-    if placement is None:
-        return c.MetadataResponse((c.MetadataBroker(node.broker_id, node.host, node.port),),
-                                  tuple(topics), controller_id=node.broker_id,
-                                  cluster_id=CLUSTER_ID)
-    return c.MetadataResponse(
-        tuple(c.MetadataBroker(b.broker_id, b.host, b.port) for b in placement.brokers()),
-        tuple(topics), controller_id=placement.controller(), cluster_id=CLUSTER_ID)
-
-
-def _partition_metadata(ctx: Context, topic: str, partition: int) -> c.MetadataPartition:
-    placement = ctx.placement
-    if placement is None:
-        me = ctx.node.broker_id
-        return c.MetadataPartition(0, partition, me, (me,), (me,))
-    where = placement.partition(topic, partition)
-    code = 0 if where.leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE)
-    return c.MetadataPartition(code, partition, where.leader, where.replicas, where.isr)
+VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
+    c.ApiKey.PRODUCE: (0, 2),
+    c.ApiKey.FETCH: (0, 3),
+    c.ApiKey.LIST_OFFSETS: (0, 1),
+}
+"""The versions these handlers serve, which ApiVersions advertises (the codec reads more:
+``codec.SUPPORTED_VERSIONS``). Raise a row when its handler serves the higher versions'
+shapes (Produce v3+ / Fetch v4+ carry record batches v2); a version the codec reads but
+no row covers is answered with UNSUPPORTED_VERSION (35) in its own layout."""
 
 
 # ================================================================ Produce
@@ -312,7 +273,13 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
     # fits ``budget`` (message_set trims the rest).
     result, hw, _first = core.fetch_raw(
         topic, index, offset, budget // MESSAGE_OVERHEAD[magic] + 1, budget)
-    records, _count = message_set(result.raw, result.ends, magic, budget, whole_first)
+    config = core.topic_config(topic)
+    if config is not None and config.cleanup_policy != "delete":
+        # A compacted topic: an empty value is a tombstone, served as Kafka's null value.
+        records, _count = message_set_loop(result.raw, result.ends, magic, budget, whole_first,
+                                           empty_is_null=True)
+    else:
+        records, _count = message_set(result.raw, result.ends, magic, budget, whole_first)
     return c.FetchPartitionResponse(index, 0, hw + 1, records), offset
 
 

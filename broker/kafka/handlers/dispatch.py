@@ -11,9 +11,14 @@ with its code, anything else is logged with its traceback and answered with -1
 
 ``dispatch(frame)`` returns the whole response frame, ``None`` when the request gets no
 response (Produce with acks = 0), ``CLOSE`` when the connection must be closed without a
-reply (an unknown api key or an unsupported version: what Kafka does, kafka-wire-notes
-§2.2; a malformed frame), or a ``Deferred`` firing with the frame or ``None`` (a produce
+reply (an api key the codec has no table for, or a version above its table: there is no
+layout to answer in, and that is what Kafka does, kafka-wire-notes §2.2; a malformed
+frame), or a ``Deferred`` firing with the frame or ``None`` (a produce
 waiting for its acks, a long-poll fetch).
+
+A request the codec reads at a version no handler module serves (``VERSIONS`` tables,
+merged by ``advertised_versions``: what ApiVersions advertises) is answered with
+UNSUPPORTED_VERSION (35) in its own layout, the connection kept.
 
 A handler is ``handler(ctx, request) -> response | None`` (or a ``Deferred`` of one).
 
@@ -32,11 +37,13 @@ from twisted.python.failure import Failure
 
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, code_for
-from broker.kafka.handlers import data
+from broker.kafka.handlers import data, metadata
+from broker.kafka.handlers.admin import ADMIN_HANDLERS, ADMIN_VERSIONS
 from broker.kafka.handlers.context import Context
-from broker.kafka.handlers.groups import GROUP_HANDLERS
+from broker.kafka.handlers.groups import GROUP_HANDLERS, GROUP_VERSIONS
 
-__all__ = ["KafkaHandlers", "Handler", "CLOSE", "error_response", "no_coordinator"]
+__all__ = ["KafkaHandlers", "Handler", "CLOSE", "error_response", "no_coordinator",
+           "VERSIONS", "advertised_versions", "CLASSIC_ERA", "modern_data_path"]
 
 log = logging.getLogger("skerry.kafka")
 
@@ -66,16 +73,75 @@ def encode(header: c.RequestHeader, response: c.Response) -> bytes | list[bytes]
     return c.encode_response(header, response)
 
 
+VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
+    c.ApiKey.API_VERSIONS: (0, 3),
+    c.ApiKey.SASL_HANDSHAKE: (0, 1),
+    c.ApiKey.SASL_AUTHENTICATE: (0, 2),
+}
+"""The versions the handlers of this module serve."""
+
+
+CLASSIC_ERA: dict[c.ApiKey, tuple[int, int]] = {
+    c.ApiKey.METADATA: (0, 3),
+    c.ApiKey.JOIN_GROUP: (0, 8),
+}
+"""The caps on the other APIs while the data path is the 0.10 one (Produce below v3, Fetch
+below v4, no InitProducerId). Clients read the advertised table as a whole: kafka-python
+takes Metadata v4 for a broker of 0.11 and JoinGroup v9 for one of 3.2, and for either
+turns idempotence on by default, which needs record batches v2 and InitProducerId. Below
+those two versions it sees a 0.10.2 broker and produces as before; every other API is
+advertised up to what its handler serves."""
+
+
+def modern_data_path(table: dict[c.ApiKey, tuple[int, int]]) -> bool:
+    """Whether ``table`` serves record batches v2 and the idempotent producer: Produce v3+,
+    Fetch v4+ and InitProducerId (what clients of Kafka 0.11 and later infer from the
+    newer versions of every other API)."""
+    return (table.get(c.ApiKey.PRODUCE, (0, 0))[1] >= 3
+            and table.get(c.ApiKey.FETCH, (0, 0))[1] >= 4
+            and c.ApiKey.INIT_PRODUCER_ID in table)
+
+
+def advertised_versions(*parts: dict[c.ApiKey, tuple[int, int]]
+                        ) -> dict[c.ApiKey, tuple[int, int]]:
+    """What ApiVersions advertises and the dispatcher serves: the union of the handler
+    modules' ``VERSIONS`` tables (``parts``; by default this package's), each at most the
+    codec's range, and capped to ``CLASSIC_ERA`` until ``modern_data_path``."""
+    table: dict[c.ApiKey, tuple[int, int]] = {}
+    for part in parts or (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS,
+                          ADMIN_VERSIONS):
+        table.update(part)
+    if not modern_data_path(table):
+        for key, (_low, high) in CLASSIC_ERA.items():
+            if key in table:
+                table[key] = (table[key][0], min(table[key][1], high))
+    for key, (low, high) in table.items():
+        codec_low, codec_high = c.SUPPORTED_VERSIONS[key]
+        if low < codec_low or high > codec_high:
+            raise ValueError(f"{key.name} v{low}-{high} is advertised but the codec reads "
+                             f"v{codec_low}-{codec_high}")
+    return dict(sorted(table.items()))
+
+
 def api_versions(ctx: Context, request: c.ApiVersionsRequest) -> c.ApiVersionsResponse:
-    """ApiVersions v0: the supported table; any higher version: error 35 with the same table
-    in the v0 layout, so the client retries with v0 (kafka-wire-notes §1.2, §3.1)."""
-    return c.api_versions_response(request)
+    """ApiVersions v0-v3: the advertised table in the request's layout; a higher version:
+    error 35 with the same table in the v0 layout, so the client retries with the highest
+    version the table offers (kafka-wire-notes §1.2, §3.1)."""
+    return c.api_versions_response(request, ctx.advertised)
 
 
 def sasl_handshake(ctx: Context, request: c.SaslHandshakeRequest) -> c.SaslHandshakeResponse:
     """On a listener without ``auth.tokens_file`` nobody logs in: 34 ILLEGAL_SASL_STATE.
     (With it, the connection answers the handshake itself: ``broker.kafka.sasl``.)"""
     return c.SaslHandshakeResponse(int(ErrorCode.ILLEGAL_SASL_STATE), ())
+
+
+def sasl_authenticate(ctx: Context, request: c.SaslAuthenticateRequest
+                      ) -> c.SaslAuthenticateResponse:
+    """Outside a SASL exchange (no ``auth.tokens_file``, or already logged in): 34
+    ILLEGAL_SASL_STATE, as Kafka answers a SaslAuthenticate out of turn."""
+    return c.SaslAuthenticateResponse(int(ErrorCode.ILLEGAL_SASL_STATE),
+                                      "no SASL exchange in progress")
 
 
 class KafkaHandlers:
@@ -85,13 +151,18 @@ class KafkaHandlers:
         self.ctx = ctx
         self.table: dict[type, Handler] = {
             c.ApiVersionsRequest: api_versions,
-            c.MetadataRequest: data.metadata,
+            c.MetadataRequest: metadata.metadata,
             c.ProduceRequest: data.produce,
             c.FetchRequest: data.fetch,
             c.ListOffsetsRequest: data.list_offsets,
             c.SaslHandshakeRequest: sasl_handshake,
+            c.SaslAuthenticateRequest: sasl_authenticate,
         }
         self.table.update(GROUP_HANDLERS)
+        self.table.update(ADMIN_HANDLERS)
+        self.versions = advertised_versions()
+        """Api key -> the (min, max) versions served; ApiVersions advertises exactly this."""
+        ctx.advertised = self.versions
 
     def dispatch(self, frame: bytes, client_host: str = ""
                  ) -> Reply | Deferred[bytes | list[bytes] | None]:
@@ -108,10 +179,17 @@ class KafkaHandlers:
         if isinstance(request, c.MalformedRequest):
             log.info("kafka: malformed request (%s); closing the connection", request.reason)
             return CLOSE
+        header = request.header
+        served = self.versions.get(c.ApiKey(header.api_key))
+        if not isinstance(request, c.ApiVersionsRequest) and (
+                served is None or not served[0] <= header.api_version <= served[1]):
+            log.info("kafka: client %r sent %s v%d, which is not served; answering "
+                     "UNSUPPORTED_VERSION", header.client_id, type(request).__name__,
+                     header.api_version)
+            return self._encode(request, error_response(request, ErrorCode.UNSUPPORTED_VERSION))
         handler = self.table.get(type(request))
         if handler is None:
             handler = no_coordinator
-        header = request.header
         try:
             response = handler(self.ctx, request)
         except REFUSALS as error:
@@ -183,9 +261,11 @@ def error_response(request: Any, code: int) -> c.Response | None:
         return c.OffsetFetchResponse(tuple(
             c.OffsetFetchTopicResponse(t.name, tuple(
                 c.OffsetFetchPartitionResponse(p, -1, "", code) for p in t.partition_indexes))
-            for t in request.topics))
+            for t in request.topics or ()), error_code=code, groups=tuple(
+            c.OffsetFetchGroupResponse(g.group_id, (), code) for g in request.groups))
     if isinstance(request, c.FindCoordinatorRequest):
-        return c.FindCoordinatorResponse(code, -1, "", -1)
+        return c.FindCoordinatorResponse(code, -1, "", -1, coordinators=tuple(
+            c.Coordinator(key, -1, "", -1, code) for key in request.coordinator_keys))
     if isinstance(request, c.JoinGroupRequest):
         return c.JoinGroupResponse(code, -1, "", "", "")
     if isinstance(request, c.SyncGroupRequest):
@@ -201,4 +281,59 @@ def error_response(request: Any, code: int) -> c.Response | None:
         return c.ListGroupsResponse(code)
     if isinstance(request, c.ApiVersionsRequest):
         return c.ApiVersionsResponse(code, ())
+    if isinstance(request, c.InitProducerIdRequest):
+        return c.InitProducerIdResponse(code)
+    if isinstance(request, c.SaslHandshakeRequest):
+        return c.SaslHandshakeResponse(code, ())
+    if isinstance(request, c.SaslAuthenticateRequest):
+        return c.SaslAuthenticateResponse(code)
+    return _admin_error(request, code)
+
+
+def _admin_error(request: Any, code: int) -> c.Response:
+    """The admin APIs' error layouts: ``code`` on every topic, resource or group named."""
+    if isinstance(request, c.CreateTopicsRequest):
+        return c.CreateTopicsResponse(tuple(c.CreatedTopic(t.name, code)
+                                            for t in request.topics))
+    if isinstance(request, c.DeleteTopicsRequest):
+        names = [t.name for t in request.topics] or list(request.topic_names)
+        return c.DeleteTopicsResponse(tuple(c.DeletedTopic(n or "", code) for n in names))
+    if isinstance(request, c.CreatePartitionsRequest):
+        return c.CreatePartitionsResponse(tuple(c.PartitionsResult(t.name, code)
+                                                for t in request.topics))
+    if isinstance(request, c.DescribeConfigsRequest):
+        return c.DescribeConfigsResponse(tuple(
+            c.ConfigResult(code, None, r.resource_type, r.resource_name)
+            for r in request.resources))
+    if isinstance(request, c.IncrementalAlterConfigsRequest):
+        return c.IncrementalAlterConfigsResponse(tuple(
+            c.AlterResult(code, None, r.resource_type, r.resource_name)
+            for r in request.resources))
+    if isinstance(request, c.DescribeClusterRequest):
+        return c.DescribeClusterResponse(code, "", -1, ())
+    if isinstance(request, c.DeleteGroupsRequest):
+        return c.DeleteGroupsResponse(tuple(c.DeletedGroup(g, code)
+                                            for g in request.groups_names))
+    if isinstance(request, c.OffsetDeleteRequest):
+        return c.OffsetDeleteResponse(code)
+    if isinstance(request, c.DeleteRecordsRequest):
+        return c.DeleteRecordsResponse(tuple(
+            c.DeleteRecordsTopicResult(t.name, tuple(
+                c.DeleteRecordsPartitionResult(p.partition_index, -1, code)
+                for p in t.partitions)) for t in request.topics))
+    if isinstance(request, c.DescribeLogDirsRequest):
+        return c.DescribeLogDirsResponse((), code)
+    if isinstance(request, c.AddPartitionsToTxnRequest):
+        return c.AddPartitionsToTxnResponse(tuple(
+            c.TxnTopicResult(t.name, tuple(c.TxnPartitionResult(p, code) for p in t.partitions))
+            for t in request.topics))
+    if isinstance(request, c.AddOffsetsToTxnRequest):
+        return c.AddOffsetsToTxnResponse(code)
+    if isinstance(request, c.EndTxnRequest):
+        return c.EndTxnResponse(code)
+    if isinstance(request, c.TxnOffsetCommitRequest):
+        return c.TxnOffsetCommitResponse(tuple(
+            c.TxnOffsetCommitTopicResult(t.name, tuple(
+                c.TxnOffsetCommitPartitionResult(p.partition_index, code)
+                for p in t.partitions)) for t in request.topics))
     raise TypeError(f"no error layout for {type(request).__name__}")

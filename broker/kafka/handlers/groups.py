@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, fail, gatherResults
 from twisted.python.failure import Failure
 
 from broker.errors import Unavailable
@@ -47,7 +47,7 @@ from broker.kafka.handlers.context import Context
 from groups.classic_effects import CommittedOffset, JoinReply, SyncReply
 from groups.kafka_errors import KafkaGroupError
 
-__all__ = ["GROUP_HANDLERS", "find_coordinator", "join_group", "sync_group", "heartbeat",
+__all__ = ["GROUP_HANDLERS", "GROUP_VERSIONS", "find_coordinator", "join_group", "sync_group", "heartbeat",
            "leave_group", "offset_commit", "offset_fetch", "describe_groups", "list_groups"]
 
 _NO_COORDINATOR = "the Kafka group coordinator is not available"
@@ -98,46 +98,84 @@ def _coordinator_gone(failure: Failure) -> Failure:
 # ================================================================ coordinator and membership
 
 
+TRANSACTIONS_REFUSED = "Skerry has no Kafka transactions (docs/kafka.md, Transactions)"
+
+
 def find_coordinator(ctx: Context, request: c.FindCoordinatorRequest
                      ) -> c.FindCoordinatorResponse:
-    """FindCoordinator v0: the broker coordinating every group (this one, or in a cluster
-    the placement's; none live: COORDINATOR_NOT_AVAILABLE)."""
-    if ctx.groups is None:
-        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NO_COORDINATOR)
-    node = ctx.node if ctx.placement is None else ctx.placement.coordinator(request.key)
+    """FindCoordinator v0-v4: the broker coordinating every group (this one, or in a
+    cluster the placement's; none live: COORDINATOR_NOT_AVAILABLE), for one key (v0-v3) or
+    each of a batch (v4+, KIP-699). A transaction coordinator (key type 1) is refused with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): no transactions here, and that error stops
+    a transactional producer at once instead of a retry loop."""
+    v = request.header.api_version
+    code, message, node = 0, None, None
+    if request.key_type != 0:
+        code, message = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), \
+            TRANSACTIONS_REFUSED
+    elif ctx.groups is None:
+        code, message = int(ErrorCode.COORDINATOR_NOT_AVAILABLE), _NO_COORDINATOR
+    else:
+        # Each group its own coordinator: its partition's leader (a cluster on etcd).
+        node = ctx.node if ctx.placement is None else ctx.placement.coordinator(
+            request.key if v < 4 else None)
+        if node is None:
+            code, message = int(ErrorCode.COORDINATOR_NOT_AVAILABLE), \
+                "no live broker coordinates Kafka groups now"
+    if v >= 4:
+        def one(key: str) -> c.Coordinator:
+            found = node
+            if code == 0 and ctx.placement is not None:
+                found = ctx.placement.coordinator(key)
+            if found is None:
+                return c.Coordinator(key, -1, "", -1,
+                                     code or int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                                     message or "no live broker coordinates the group now")
+            return c.Coordinator(key, found.broker_id, found.host, found.port, code, message)
+
+        return c.FindCoordinatorResponse(0, -1, "", -1, coordinators=tuple(
+            one(key) for key in request.coordinator_keys))
     if node is None:
-        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker coordinates "
-                         "Kafka groups now")
+        raise KafkaError(ErrorCode(code), message or "")
     return c.FindCoordinatorResponse(0, node.broker_id, node.host, node.port)
 
 
 def join_group(ctx: Context, request: c.JoinGroupRequest) -> Deferred[c.JoinGroupResponse]:
-    """JoinGroup v0/v1: answered when the join barrier completes (the leader's answer
-    lists every member's metadata)."""
+    """JoinGroup v0-v9: answered when the join barrier completes (the leader's answer
+    lists every member's metadata, and from v5 their group instance ids); static members
+    (v5+ ``group.instance.id``) as ``groups.classic`` describes."""
     service = _service(ctx, request.group_id)
-    rebalance = request.rebalance_timeout_ms if request.header.api_version >= 1 else None
+    v = request.header.api_version
+    rebalance = request.rebalance_timeout_ms if v >= 1 else None
     d = _call(service.join, request.group_id, request.member_id,
               client_id=request.header.client_id or "",
               client_host=f"/{ctx.client_host}" if ctx.client_host else "",
               session_timeout_ms=request.session_timeout_ms, rebalance_timeout_ms=rebalance,
               protocol_type=request.protocol_type,
-              protocols=[(p.name, p.metadata) for p in request.protocols])
-    return d.addCallback(_join_response)
+              protocols=[(p.name, p.metadata) for p in request.protocols],
+              group_instance_id=request.group_instance_id)
+    return d.addCallback(_join_response, request.protocol_type)
 
 
-def _join_response(reply: JoinReply) -> c.JoinGroupResponse:
+def _join_response(reply: JoinReply, protocol_type: str) -> c.JoinGroupResponse:
+    instances = reply.instance_ids or (None,) * len(reply.members)
     return c.JoinGroupResponse(0, reply.generation, reply.protocol, reply.leader,
                                reply.member_id,
-                               tuple(c.JoinGroupMember(m, meta) for m, meta in reply.members))
+                               tuple(c.JoinGroupMember(m, meta, instance) for (m, meta), instance
+                                     in zip(reply.members, instances, strict=True)),
+                               protocol_type=protocol_type)
 
 
 def sync_group(ctx: Context, request: c.SyncGroupRequest) -> Deferred[c.SyncGroupResponse]:
-    """SyncGroup v0: the member's assignment once the leader has sent it."""
+    """SyncGroup v0-v5: the member's assignment once the leader has sent it; v5 echoes the
+    protocol type and name the client sent (clients check them against their own)."""
     service = _service(ctx, request.group_id)
     assignments = {a.member_id: a.assignment for a in request.assignments} or None
     d = _call(service.sync, request.group_id, request.generation_id, request.member_id,
-              assignments)
-    return d.addCallback(lambda reply: c.SyncGroupResponse(0, _assignment(reply)))
+              assignments, request.group_instance_id)
+    return d.addCallback(lambda reply: c.SyncGroupResponse(
+        0, _assignment(reply), protocol_type=request.protocol_type,
+        protocol_name=request.protocol_name))
 
 
 def _assignment(reply: SyncReply) -> bytes:
@@ -145,18 +183,42 @@ def _assignment(reply: SyncReply) -> bytes:
 
 
 def heartbeat(ctx: Context, request: c.HeartbeatRequest) -> c.HeartbeatResponse:
-    """Heartbeat v0: 0, or 27 REBALANCE_IN_PROGRESS while a rebalance waits (rejoin)."""
+    """Heartbeat v0-v4: 0, or 27 REBALANCE_IN_PROGRESS while a rebalance waits (rejoin)."""
     service = _service(ctx, request.group_id)
     pending = _call(service.heartbeat, request.group_id, request.generation_id,
-                    request.member_id)
+                    request.member_id, request.group_instance_id)
     return c.HeartbeatResponse(0 if pending is None else int(code_for(pending)))
 
 
 def leave_group(ctx: Context, request: c.LeaveGroupRequest) -> Deferred[c.LeaveGroupResponse]:
-    """LeaveGroup v0: the member goes at once and the others rebalance."""
+    """LeaveGroup v0-v5: the members go at once and the others rebalance. v3+ names
+    several (KIP-345), each by member id or group instance id, each with its own outcome;
+    v0-v2's one member refused refuses the request."""
     service = _service(ctx, request.group_id)
-    d = _call(service.leave, request.group_id, request.member_id)
-    return d.addCallback(lambda _: c.LeaveGroupResponse(0))
+    if request.header.api_version < 3:
+        d = _call(service.leave, request.group_id, request.member_id)
+        return d.addCallback(lambda _: c.LeaveGroupResponse(0))
+    outcomes: list[Deferred[Any]] = []
+    for member in request.members:
+        try:
+            one = _call(service.leave, request.group_id, member.member_id,
+                        member.group_instance_id)
+        except KafkaGroupError as refusal:
+            one = fail(refusal)
+        outcomes.append(one.addCallbacks(lambda _: 0, _member_code))
+    members = request.members
+
+    def respond(codes: list[int]) -> c.LeaveGroupResponse:
+        return c.LeaveGroupResponse(0, members=tuple(
+            c.LeaveGroupMemberResponse(m.member_id, m.group_instance_id, code)
+            for m, code in zip(members, codes, strict=True)))
+
+    return gatherResults(outcomes).addCallback(respond)
+
+
+def _member_code(failure: Failure) -> int:
+    failure.trap(KafkaGroupError)
+    return int(code_for(failure.value))
 
 
 # ================================================================ offsets
@@ -195,7 +257,8 @@ def offset_commit(ctx: Context, request: c.OffsetCommitRequest
     generation = request.generation_id if request.header.api_version >= 1 else -1
     member_id = request.member_id if request.header.api_version >= 1 else ""
     try:
-        d = _call(service.commit_offsets, request.group_id, generation, member_id, offsets)
+        d = _call(service.commit_offsets, request.group_id, generation, member_id, offsets,
+                  request.group_instance_id)
     except KafkaGroupError as refusal:
         return respond(refusal)  # the group's refusal, on every partition
     return d.addCallback(respond)
@@ -212,54 +275,122 @@ def _check_commit(ctx: Context, topic: str, partition: int, offset: int) -> int:
 
 
 def offset_fetch(ctx: Context, request: c.OffsetFetchRequest) -> c.OffsetFetchResponse:
-    """OffsetFetch v0/v1: the committed offsets (-1 for none), the same entries V1's
-    OFFSET reads."""
-    service = _service(ctx, request.group_id)
-    wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
-    committed = _call(service.fetch_offsets, request.group_id, wanted)
-    v0 = request.header.api_version == 0
+    """OffsetFetch v0-v9: the committed offsets (-1 for none), the same entries V1's
+    OFFSET reads; v2+ with no topics: every partition the group has committed; v8+ for
+    several groups at once (KIP-709), each with its own error."""
+    service = _service(ctx)
+    v = request.header.api_version
+    answers = []
+    for group in request.asked():
+        try:
+            if v < 8:  # one group: refused as a whole when it is coordinated elsewhere
+                _service(ctx, group.group_id)
+            topics = _fetch_group(ctx, service, group, v)
+            answers.append(c.OffsetFetchGroupResponse(group.group_id, topics, 0))
+        except KafkaGroupError as refusal:
+            if v < 8:
+                raise
+            answers.append(c.OffsetFetchGroupResponse(group.group_id, (),
+                                                      int(code_for(refusal))))
+    if v >= 8:
+        return c.OffsetFetchResponse((), groups=tuple(answers))
+    return c.OffsetFetchResponse(answers[0].topics)
+
+
+def _fetch_group(ctx: Context, service: Any, group: c.OffsetFetchGroup, v: int
+                 ) -> tuple[c.OffsetFetchTopicResponse, ...]:
+    if group.topics is None:  # every committed partition of the group
+        wanted = [(t, p) for t in sorted(ctx.core.topic_names()) if ctx.visible(t)
+                  for p in range(_partitions(ctx, t))]
+        committed = _call(service.fetch_offsets, group.group_id, wanted)
+        by_topic: dict[str, list[c.OffsetFetchPartitionResponse]] = {}
+        for (topic, index), found in committed.items():
+            if found is not None:
+                by_topic.setdefault(topic, []).append(c.OffsetFetchPartitionResponse(
+                    index, found.offset, found.metadata, 0))
+        return tuple(c.OffsetFetchTopicResponse(t, tuple(ps)) for t, ps in by_topic.items())
+    wanted = [(t.name, p) for t in group.topics for p in t.partition_indexes]
+    committed = _call(service.fetch_offsets, group.group_id, wanted)
 
     def partition(topic: str, index: int) -> c.OffsetFetchPartitionResponse:
         found = committed.get((topic, index))
         if found is not None:
             return c.OffsetFetchPartitionResponse(index, found.offset, found.metadata, 0)
         code = 0
-        if v0 and (not ctx.visible(topic) or ctx.core.topic_config(topic) is None):
+        if v == 0 and (not ctx.visible(topic) or ctx.core.topic_config(topic) is None):
             code = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return c.OffsetFetchPartitionResponse(index, -1, "", code)
 
-    return c.OffsetFetchResponse(tuple(
-        c.OffsetFetchTopicResponse(t.name, tuple(partition(t.name, p)
-                                                 for p in t.partition_indexes))
-        for t in request.topics))
+    return tuple(c.OffsetFetchTopicResponse(t.name, tuple(partition(t.name, p)
+                                                          for p in t.partition_indexes))
+                 for t in group.topics)
+
+
+def _partitions(ctx: Context, topic: str) -> int:
+    config = ctx.core.topic_config(topic)
+    return 0 if config is None else config.partitions
 
 
 # ================================================================ admin tools
 
+GROUP_OPERATIONS = sum(1 << b for b in (3, 6, 8))
+"""Kafka's authorized-operations bits for a group when asked (v3+): READ, DELETE,
+DESCRIBE (no ACLs here)."""
+
 
 def describe_groups(ctx: Context, request: c.DescribeGroupsRequest
                     ) -> c.DescribeGroupsResponse:
-    """DescribeGroups v0: state, protocol and members (metadata and assignment while
-    Stable); an unknown group is ``Dead``."""
+    """DescribeGroups v0-v5: state, protocol and members (metadata and assignment while
+    Stable, group instance ids from v4); an unknown group is ``Dead``."""
     service = _service(ctx)
+    operations = GROUP_OPERATIONS if request.include_authorized_operations \
+        else c.NO_AUTHORIZED_OPERATIONS
     described = []
+    committed = _offset_groups(service)
     for group_id in request.groups:
         view = _call(service.describe, group_id)
-        described.append(c.DescribedGroup(0, view.group_id, view.state, view.protocol_type,
+        state = "Empty" if view.state == "Dead" and group_id in committed else view.state
+        described.append(c.DescribedGroup(0, view.group_id, state, view.protocol_type,
                                           view.protocol, tuple(
             c.DescribedGroupMember(m.member_id, m.client_id, m.client_host, m.metadata,
-                                   m.assignment) for m in view.members)))
+                                   m.assignment, m.group_instance_id)
+            for m in view.members), operations))
     return c.DescribeGroupsResponse(tuple(described))
 
 
 def list_groups(ctx: Context, request: c.ListGroupsRequest) -> c.ListGroupsResponse:
-    """ListGroups v0: every Kafka group and its protocol type (none on a cluster member
-    that does not coordinate them, as a Kafka broker lists only its own groups)."""
+    """ListGroups v0-v5: every Kafka group (and every group id with committed offsets, Empty), its protocol type, (v4+) its state and (v5+)
+    its type, "classic" (none on a cluster member that does not coordinate them, as a
+    Kafka broker lists only its own groups). v4's states filter and v5's types filter
+    keep the groups they name (case-insensitive, as Kafka compares them)."""
     if ctx.groups is not None and not _coordinates(ctx):
         return c.ListGroupsResponse(0, ())
     service = _service(ctx)
-    return c.ListGroupsResponse(0, tuple(c.ListedGroup(g, t)
-                                         for g, t in _call(service.list_groups)))
+    states = {s.lower() for s in request.states_filter}
+    types = {t.lower() for t in request.types_filter}
+    if types and "classic" not in types:
+        return c.ListGroupsResponse(0, ())
+    listed = []
+    groups = dict(_call(service.list_groups))
+    for group_id in sorted(_offset_groups(service) - groups.keys()):
+        groups[group_id] = ""  # a group known by its committed offsets alone: Empty
+    for group_id, protocol_type in sorted(groups.items()):
+        state = _call(service.describe, group_id).state
+        if state == "Dead":
+            state = "Empty"
+        if states and state.lower() not in states:
+            continue
+        listed.append(c.ListedGroup(group_id, protocol_type, state, "classic"))
+    return c.ListGroupsResponse(0, tuple(listed))
+
+
+def _offset_groups(service: Any) -> set[str]:
+    """The group ids with committed offsets (any protocol's: they share the offsets).
+    Kafka lists such a group as Empty, even with no member ever."""
+    shared = getattr(service, "groups", None)
+    if shared is None:
+        return set()
+    return {group for group, _ in shared.committed()}
 
 
 GROUP_HANDLERS: dict[type, Any] = {
@@ -274,3 +405,16 @@ GROUP_HANDLERS: dict[type, Any] = {
     c.ListGroupsRequest: list_groups,
 }
 """Request class -> handler, merged into the dispatcher's table."""
+
+GROUP_VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
+    c.ApiKey.OFFSET_COMMIT: (0, 9),
+    c.ApiKey.OFFSET_FETCH: (0, 9),
+    c.ApiKey.FIND_COORDINATOR: (0, 4),
+    c.ApiKey.JOIN_GROUP: (0, 9),
+    c.ApiKey.HEARTBEAT: (0, 4),
+    c.ApiKey.LEAVE_GROUP: (0, 5),
+    c.ApiKey.SYNC_GROUP: (0, 5),
+    c.ApiKey.DESCRIBE_GROUPS: (0, 5),
+    c.ApiKey.LIST_GROUPS: (0, 5),
+}
+"""The versions these handlers serve (and ApiVersions advertises)."""

@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,7 @@ from replication.control.txn import (
     Put,
     Target,
     Txn,
+    alter_topic,
     claim_controller,
     create_topic,
     delete_topic,
@@ -142,6 +144,8 @@ class LocalTopics(Protocol):
     def local_record(self, name: str) -> tuple[int, int, int, dict[str, Any]] | None: ...
     def create_local(self, name: str, record: TopicRecord) -> None: ...
     def grow_local(self, name: str, count: int) -> None: ...
+    def alter_local(self, name: str, record: TopicRecord) -> None: ...
+    def check_alter(self, name: str, changes: Mapping[str, Any]) -> None: ...
     def delete_local(self, name: str) -> None: ...
 
 
@@ -294,8 +298,9 @@ class ControlPlane:
         try:
             replicas = tuple(self.cluster.replicas(name, p, replication_factor)
                              for p in range(partitions))
+            # The topic's id is chosen once, here, so every broker stores the same one.
             record = TopicRecord(partitions, replication_factor, min_isr, replicas,
-                                 dict(settings or {}))
+                                 {**(settings or {}), "topic_id": uuid.uuid4().hex})
         except (ValueError, ControlError) as exc:
             raise BadRequest(str(exc)) from None
         result = await self._call(self.client.txn(create_topic(self.layout, name, record)))
@@ -360,6 +365,33 @@ class ControlPlane:
                           create_revision=rev)
         self._apply_topic(name)
         self._schedule_reconcile()
+        return result.header.raft_term, rev
+
+    async def alter_topic(self, name: str, changes: Mapping[str, Any]) -> tuple[int, int]:
+        """Change a topic's settings cluster-wide (docs/cluster.md, "Topic settings"): the
+        ``settings`` of its ``topics/<t>`` record (None: no limit), in a txn comparing the
+        record's mod revision; every broker applies them from the watch (``alter_local``),
+        this one before the call returns. ``BadRequest`` for an unknown topic or a value
+        the store refuses."""
+        before = self.view.topics.get(name)
+        mod = self.view.topic_mods.get(name)
+        if before is None or mod is None:
+            raise BadRequest("unknown topic")
+        self.topics.check_alter(name, changes)
+        settings = dict(before.settings)
+        settings.update(changes)
+        after = TopicRecord(before.partitions, before.replication_factor, before.min_isr,
+                            before.replicas, settings)
+        result = await self._call(self.client.txn(alter_topic(self.layout, name, mod, after)))
+        if not result.succeeded:
+            self._absorb(result.reads)
+            raise Unavailable(f"topic {name} changed meanwhile; retry")
+        rev = result.header.revision
+        self.view.put(self.layout.topic(name), after.encode(), mod_revision=rev,
+                      create_revision=rev)
+        self._apply_topic(name)
+        log.info("altered topic %s through etcd (%s) at revision %d", name,
+                 " ".join(f"{k}={v}" for k, v in sorted(changes.items())), rev)
         return result.header.raft_term, rev
 
     async def elect(self, topic: str, partition: int, leader: int,
@@ -673,6 +705,8 @@ class ControlPlane:
                 self.topics.create_local(name, record)
             elif local < record.partitions:
                 self.topics.grow_local(name, record.partitions)
+            if local is not None:
+                self.topics.alter_local(name, record)
         except Exception as exc:  # noqa: BLE001 - one topic's failure must not stop the rest
             log.error("topic %s from etcd not applied locally: %s", name, exc)
             return

@@ -197,8 +197,9 @@ class FollowerFetches:
             count = len(result.records)
             data = result.raw
             if count:
+                # next_offset, not offset + count: a compacted log's read skips gaps
                 entries = [(e.epoch, e.start_offset)
-                           for e in repl.epochs_covering(offset, offset + count)]
+                           for e in repl.epochs_covering(offset, result.next_offset)]
         hw = repl.hw
         news = slot.hw_sent.get(replica_id, -2) < hw
         slot.hw_sent[replica_id] = hw

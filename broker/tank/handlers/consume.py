@@ -47,6 +47,7 @@ from broker.tank.codec import (
 )
 from broker.tank.errors import consume_flag
 from broker.tank.handlers.context import Context
+from data.format import dense_prefix
 
 __all__ = ["ConsumeHandlers"]
 
@@ -149,12 +150,17 @@ class ConsumeHandlers:
             most = min(most, 2 * fetch_size // max(size, 1) + 16)
         result, hw, _first = self.core.fetch_raw(
             name, partition, start, most, min(fetch_size, self.ctx.max_read_bytes))
+        raw, ends = result.raw, result.ends
         if result.count:
-            self._sizes[(name, partition)] = (len(result.raw) // result.count) - 64
-        bundles = records_to_bundles(result.raw, result.ends, fetch_size)
-        if bundles and len(bundles[0]) >= fetch_size and result.count > 1:
+            self._sizes[(name, partition)] = (len(raw) // result.count) - 64
+            if result.gapped or result.next_offset - result.count != start:
+                # A compacted topic: TANK's plain bundles number messages one after the
+                # other from the chunk's base, so the chunk is the first gap-free run.
+                start, raw, ends = dense_prefix(raw, ends)
+        bundles = records_to_bundles(raw, ends, fetch_size)
+        if bundles and len(bundles[0]) >= fetch_size and len(ends) > 1:
             # not even the first bundle fits: send its first message alone, whole
-            bundles = records_to_bundles(result.raw[:result.ends[0]], result.ends[:1])
+            bundles = records_to_bundles(raw[:ends[0]], ends[:1])
         chunk, _ = chunk_within(bundles, fetch_size)
         return ConsumePartitionReply(partition, ConsumeFlag.OK, start + 1, hw + 1, chunk)
 

@@ -1,0 +1,127 @@
+"""Kafka's own Java client (kafka-clients 4.x from Maven Central, the library under
+Kafka's tools, Connect, Streams and most JVM services) against a real broker's Kafka
+listener, at its default settings: the AdminClient creates, lists, describes (configs
+too), alters and deletes a topic, commits, lists, describes and deletes a group's offsets
+(tests/kafka/java: the driver, built here with Maven; dependencies come from Maven Central
+the first time, then from ~/.m2); and Kafka's own command-line tools from kafka-tools of the
+same release, unmodified: ``kafka-topics`` (TopicCommand) creates, lists, describes, grows
+and deletes a topic, ``kafka-consumer-groups`` (ConsumerGroupCommand) lists a group and
+shows its state.
+
+``mvn`` and ``java`` come from Debian's ``maven`` and ``openjdk-17-jdk-headless``, installed
+when missing where the tests run as root with apt-get (CI: ``tests.support.debian_tool``);
+elsewhere the test is skipped with that reason."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.kafka.harness import start_kafka_broker
+from tests.support import ROOT, debian_tool
+
+DRIVER = ROOT / "tests" / "kafka" / "java"
+
+
+def _tools() -> tuple[str, str]:
+    return debian_tool("mvn", "maven"), debian_tool("java", "openjdk-17-jdk-headless")
+
+
+@pytest.fixture(scope="module")
+def classpath() -> str:
+    """Compile the driver and resolve kafka-clients; the classpath to run it with."""
+    mvn, _ = _tools()
+    out = subprocess.run(
+        [mvn, "-B", "-q", "compile", "dependency:build-classpath",
+         "-Dmdep.outputFile=target/classpath.txt"],
+        cwd=DRIVER, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    deps = (DRIVER / "target" / "classpath.txt").read_text().strip()
+    return f"{DRIVER / 'target' / 'classes'}{os.pathsep}{deps}"
+
+
+@pytest.fixture(scope="module")
+def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    proc, kafka_port = start_kafka_broker(tmp_path_factory.mktemp("java"))
+    try:
+        yield kafka_port
+    finally:
+        proc.stop()
+
+
+def run_driver(classpath: str, main: str, *args: str) -> dict[str, str]:
+    _, java = _tools()
+    out = subprocess.run([java, "-cp", classpath, main, *args], capture_output=True,
+                         text=True, timeout=300)
+    steps = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("STEP "):
+            _, name, rest = line.split(" ", 2)
+            steps[name] = rest
+    assert steps, out.stdout[-3000:] + out.stderr[-3000:]
+    return steps
+
+
+def test_java_admin_client(classpath: str, port: int, tmp_path: Path) -> None:
+    """Every AdminClient step succeeds with the values the broker holds."""
+    steps = run_driver(classpath, "skerry.AdminDriver", str(port))
+    assert steps == {
+        "createTopics": "ok java-admin",
+        "listTopics": "ok true",
+        "describeTopics": "ok partitions=3",
+        "describeConfigs": "ok retention.ms=60000",
+        "incrementalAlterConfigs": "ok retention.bytes=8192",
+        "alterConsumerGroupOffsets": "ok java-group",
+        "listConsumerGroups": "ok true",
+        "describeConsumerGroups": "ok state=Empty",
+        "listConsumerGroupOffsets": "ok offset=0",
+        "deleteConsumerGroupOffsets": "ok left=0",
+        "deleteTopics": "ok listed=false",
+    }
+
+
+def tool(classpath: str, main: str, port: int, *args: str) -> str:
+    """Run one of Kafka's command-line tools; its standard output (it must exit 0)."""
+    _, java = _tools()
+    out = subprocess.run([java, "-cp", classpath, main, "--bootstrap-server",
+                          f"127.0.0.1:{port}", *args], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and "Error" not in out.stdout, out.stdout + out.stderr[-2000:]
+    return out.stdout
+
+
+def test_kafka_topics_tool(classpath: str, port: int) -> None:
+    """kafka-topics.sh's TopicCommand: create, list, describe (partitions, leader 0, the
+    topic's configs), alter the partition count, delete."""
+    topics = "org.apache.kafka.tools.TopicCommand"
+    assert "Created topic tc-t." in tool(classpath, topics, port, "--create", "--topic", "tc-t",
+                                         "--partitions", "2", "--replication-factor", "1")
+    assert "tc-t" in tool(classpath, topics, port, "--list").split()
+    described = tool(classpath, topics, port, "--describe", "--topic", "tc-t")
+    assert "PartitionCount: 2" in described and "retention.ms=-1" in described
+    assert described.count("Leader: 0") == 2
+    tool(classpath, topics, port, "--alter", "--topic", "tc-t", "--partitions", "3")
+    assert "PartitionCount: 3" in tool(classpath, topics, port, "--describe", "--topic", "tc-t")
+    tool(classpath, topics, port, "--delete", "--topic", "tc-t")
+    assert "tc-t" not in tool(classpath, topics, port, "--list").split()
+
+
+def test_kafka_consumer_groups_tool(classpath: str, port: int) -> None:
+    """kafka-consumer-groups.sh's ConsumerGroupCommand: a group with committed offsets is
+    listed, and its state shown (Empty, no members)."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    tool(classpath, "org.apache.kafka.tools.TopicCommand", port, "--create", "--topic",
+         "tool-t", "--partitions", "1")
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": f"127.0.0.1:{port}",
+                                         "group.id": "tool-g", "enable.auto.commit": False})
+    consumer.commit(offsets=[confluent_kafka.TopicPartition("tool-t", 0, 0)],
+                    asynchronous=False)
+    consumer.close()
+    groups = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+    assert "tool-g" in tool(classpath, groups, port, "--list").split()
+    state = tool(classpath, groups, port, "--describe", "--group", "tool-g", "--state")
+    assert "Empty" in state and "tool-g" in state
