@@ -104,10 +104,10 @@ SCHEMA: tuple[Key, ...] = (
         "How long a tombstone (empty value) stays readable on a compacted topic.", 0),
     Key("groups.session_timeout_ms", "int", 10000,
         "A group member not heard from for this long is evicted.", 1),
-    Key("groups.state_topic_partitions", "int", 10,
+    Key("groups.state_topic_partitions", "int?", None,
         "Partitions of the internal topic __skerry_groups (group state and committed "
-        "offsets), set when it is created; a group's coordinator is its partition's leader.",
-        1),
+        "offsets), set when it is created; a group's coordinator is its partition's leader. "
+        "null: 10 in a cluster, 1 on a single broker.", 1),
     Key("groups.consumer_session_timeout_ms", "int", 45000,
         "KIP-848 consumer groups (GROUP_HEARTBEAT): a member not heard from for this long "
         "is fenced (Kafka's group.consumer.session.timeout.ms).", 1),

@@ -261,8 +261,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
     state_log = None
     cluster_groups = config.cluster is not None and config.cluster.etcd is not None
     if config.cluster is None or cluster_groups:
-        state_log = GroupStateLog(store, data_dir, clock,
-                                  partitions=config["groups.state_topic_partitions"],
+        # One broker has one coordinator: one partition is enough (fewer files, one batch
+        # per write); a cluster spreads its groups over 10.
+        partitions = config["groups.state_topic_partitions"] or (10 if cluster_groups else 1)
+        state_log = GroupStateLog(store, data_dir, clock, partitions=partitions,
                                   fs=fs, run_in_thread=run_in_thread, cluster=cluster_groups)
     groups = GroupService(coordinator, clock, data_dir, fs=fs, run_in_thread=run_in_thread,
                           hw_for=marks.hw, earliest_for=marks.earliest,
@@ -446,8 +448,8 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
 
     def ensure_topic() -> None:
         if store.topic(GROUPS_TOPIC) is None:
-            # TODO(compaction branch): settings {"cleanup_policy": "compact"}.
-            control.request_topic(GROUPS_TOPIC, state_log.partitions, rf, min_isr, {})
+            control.request_topic(GROUPS_TOPIC, state_log.partitions, rf, min_isr,
+                                  {"cleanup_policy": "compact"})
             clock.callLater(1.0, ensure_topic)
 
     clock.callLater(0.2, ensure_topic)

@@ -118,15 +118,16 @@ class Topics:
 
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                               min_insync_replicas: int) -> Topic:
-        """Create one of the broker's own topics: no retention whatever the defaults say,
-        outside ``limits.max_topics`` (a user's topic count does not make room for it)."""
+        """Create one of the broker's own topics: compacted, no retention whatever the
+        defaults say, outside ``limits.max_topics`` (a user's topic count does not make room
+        for it)."""
         if not name.startswith(INTERNAL_PREFIX):
             raise ValueError(f"{name} is not an internal topic name")
         try:
-            # TODO(compaction branch): cleanup_policy="compact" once TopicConfig has it.
+            # Compacted: the latest record of each key is all a coordinator needs.
             topic = self._store.create_topic(name, TopicConfig(
                 partitions=partitions, replication_factor=replication_factor,
-                min_insync_replicas=min_insync_replicas))
+                min_insync_replicas=min_insync_replicas, cleanup_policy="compact"))
         except OSError as exc:
             raise StorageError(f"cannot create topic {name}: {exc.strerror}") from exc
         log.info("created internal topic %s (partitions=%d replication_factor=%d)", name,

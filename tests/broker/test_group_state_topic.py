@@ -99,12 +99,15 @@ class RestartTests(SynchronousTestCase):
         self.assertNotIn("gone", s.ask("V1|9|LIST_GROUPS|"))
 
     def test_the_topic_is_listed_nowhere(self) -> None:
-        """Users' topic lists do not show the internal topic, even once it holds state."""
+        """Users' topic lists do not show the internal topic, even once it holds state; it
+        is compacted and keeps everything else forever."""
         s = _Session(self.dir)
         self.addCleanup(s.close)
         s.topic("t", 1)
         self.assertEqual(s.ask("V1|2|ADMIN_COMMIT|g t 0 3"), "V1|2|OK|committed=true")
-        self.assertIsNotNone(s.broker.broker.core.topic_config(GROUPS_TOPIC))
+        config = s.broker.broker.core.topic_config(GROUPS_TOPIC)
+        assert config is not None
+        self.assertEqual((config.cleanup_policy, config.retention_ms), ("compact", None))
         self.assertEqual(s.ask("V1|3|METADATA|"), "V1|3|OK|topics=[t]")
 
     def test_only_changes_are_appended(self) -> None:
