@@ -55,7 +55,7 @@ class Key:
 SCHEMA: tuple[Key, ...] = (
     Key("host", "str", "127.0.0.1", "Address the V1 listener binds to."),
     Key("port", "int", 9092, "TCP port of the V1 line-protocol listener (0 picks a free one).", 0),
-    Key("data_dir", "str", "./skerry-data", "Folder for topics, groups.json and offsets.json."),
+    Key("data_dir", "str", "./skerry-data", "Folder for topics and the broker's other state files."),
     Key("auto_create_topics", "bool", True,
         "Create a topic on first PRODUCE, CONSUME or JOIN with the defaults below."),
     Key("iggy_port", "int?", None, "TCP port of the Iggy binary listener; null turns it off.", 0),
@@ -107,6 +107,10 @@ SCHEMA: tuple[Key, ...] = (
         choices=("CreateTime", "LogAppendTime")),
     Key("groups.session_timeout_ms", "int", 10000,
         "A group member not heard from for this long is evicted.", 1),
+    Key("groups.state_topic_partitions", "int?", None,
+        "Partitions of the internal topic __skerry_groups (group state and committed "
+        "offsets), set when it is created; a group's coordinator is its partition's leader. "
+        "null: 10 in a cluster, 1 on a single broker.", 1),
     Key("groups.consumer_session_timeout_ms", "int", 45000,
         "KIP-848 consumer groups (GROUP_HEARTBEAT): a member not heard from for this long "
         "is fenced (Kafka's group.consumer.session.timeout.ms).", 1),

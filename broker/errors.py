@@ -17,6 +17,7 @@ from access.errors import InvalidAcl, NotAuthorized
 from data.errors import KeyRequired, StorageError
 from data.refusal import SkerryError
 from groups.errors import (
+    CoordinatorLoading,
     GenerationMismatch,
     GroupError,
     InvalidGroupRequest,
@@ -51,6 +52,7 @@ __all__ = [
     "InvalidGroupRequest",
     "TooManyMembers",
     "TooManyGroups",
+    "CoordinatorLoading",
     "ReplicationError",
     "NotLeader",
     "InvalidReplicaRequest",

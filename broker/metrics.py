@@ -65,6 +65,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
 from broker.auth import FIRST_DELAY_S, TokenStore, bind_refusal, is_loopback
+from broker.core.topics import INTERNAL_PREFIX
 from broker.errors import SkerryError
 from broker.version import skerry_version
 from data import speedups
@@ -162,6 +163,9 @@ class BrokerMetrics:
     def __init__(self, clock: IReactorTime, health: Health | None = None) -> None:
         self.now: Callable[[], float] = clock.seconds
         self.health = health or Health()
+        self.broker_id = 0
+        """This broker's id (a cluster's ``broker_id``): the value of
+        ``skerry_group_coordinator`` for the groups it coordinates."""
         self.messages_in: dict[str, int] = {}
         self.bytes_in: dict[str, int] = {}
         self.messages_out: dict[str, int] = {}
@@ -199,7 +203,10 @@ class BrokerMetrics:
     # --------------------------------------------------------------- hot paths
 
     def produced(self, topic: str, count: int, nbytes: int) -> None:
-        """``count`` messages appended to ``topic`` (one call per batch)."""
+        """``count`` messages appended to ``topic`` (one call per batch). The broker's own
+        topics (``__skerry_groups``) are not user traffic and are not counted."""
+        if topic.startswith(INTERNAL_PREFIX):
+            return
         self.messages_in[topic] = self.messages_in.get(topic, 0) + count
         self.bytes_in[topic] = self.bytes_in.get(topic, 0) + nbytes
 
@@ -315,7 +322,7 @@ class _Collector:
         if core is not None:
             yield from self._partitions(core, m._replication, topics)
         if m._groups is not None:
-            yield from self._groups(m._groups)
+            yield from self._groups(m._groups, m.broker_id)
         if m.control is not None:
             yield from self._control(m.control)
 
@@ -421,7 +428,7 @@ class _Collector:
         count.add_metric([], float(total_under))
         yield from (hw, leo, start, size, segments, isr, replicas, under, count)
 
-    def _groups(self, groups: GroupsView) -> Iterator[Metric]:
+    def _groups(self, groups: GroupsView, broker_id: int) -> Iterator[Metric]:
         labels = ["group", "topic"]
         rebalances = CounterMetricFamily(
             "skerry_group_rebalances", "Rebalances of a group on a topic (its generation: "
@@ -435,6 +442,9 @@ class _Collector:
         committed = GaugeMetricFamily("skerry_group_committed_offset",
                                       "Committed offset (the next one to read).",
                                       labels=[*labels, "partition"])
+        coordinator = GaugeMetricFamily(
+            "skerry_group_coordinator", "The broker coordinating the group (in a cluster "
+            "each broker lists the groups it coordinates).", labels=labels)
         for group, topic in groups.list_groups():
             try:
                 info = groups.describe(group, topic)
@@ -442,12 +452,13 @@ class _Collector:
                 continue
             rebalances.add_metric([group, topic], float(info.generation))
             members.add_metric([group, topic], float(len(info.members)))
+            coordinator.add_metric([group, topic], float(broker_id))
             lag_total.add_metric([group, topic], float(sum(info.lag)))
             for p, offset, behind in zip(info.partitions, info.committed, info.lag,
                                          strict=True):
                 lag.add_metric([group, topic, str(p)], float(behind))
                 committed.add_metric([group, topic, str(p)], float(offset))
-        yield from (rebalances, members, lag_total, lag, committed)
+        yield from (rebalances, members, lag_total, lag, committed, coordinator)
 
 
 # ------------------------------------------------------------------------------ HTTP

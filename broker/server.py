@@ -30,6 +30,7 @@ from twisted.internet.interfaces import IReactorTime
 from broker.config import Config
 from broker.core import BrokerCore, Watermarks
 from broker.iggy.service import IggyService
+from broker.services.group_log import GroupStateLog
 from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
 from broker.v1.handlers import Handlers
@@ -39,6 +40,7 @@ from data.errors import DataDirError
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
 from groups.coordinator import GroupCoordinator
+from groups.records import state_records
 from replication.follower import (
     Connector,
     FetchSettings,
@@ -90,6 +92,9 @@ class Broker:
     control: Any = None
     """``broker.services.control.ControlPlane`` when ``cluster.etcd`` is set (None: the
     operator-driven mode)."""
+    group_peers: Any = None
+    """The connections that forward group commands to their coordinators (a cluster on
+    etcd; ``replication.follower.Peers``)."""
     acls: Any = None
     """``broker.services.acls.AclService``: the ACLs in force and where they are stored."""
 
@@ -175,6 +180,8 @@ class Broker:
             return d
 
         def finish(_: object) -> Deferred[None]:
+            if self.group_peers is not None:
+                self.group_peers.close()
             if self.kafka_groups is not None:
                 self.kafka_groups.close()
             if self.consumer_groups is not None:
@@ -246,15 +253,28 @@ def build_broker(config: Config, clock: IReactorTime, *,
         max_groups=config["limits.max_groups"],
         max_members_per_group=config["limits.max_members_per_group"],
     )
+    # Group state and committed offsets live in the internal topic __skerry_groups
+    # (read here, before anything serves; written through the core once it exists). In a
+    # cluster each broker still keeps its own JSON files (docs/groups.md, "In a cluster").
+    # A cluster on etcd: each broker holds the partitions of the topic it leads (the
+    # coordinators, broker/services/coordinators.py); without etcd, its own JSON files.
+    state_log = None
+    cluster_groups = config.cluster is not None and config.cluster.etcd is not None
+    if config.cluster is None or cluster_groups:
+        # One broker has one coordinator: one partition is enough (fewer files, one batch
+        # per write); a cluster spreads its groups over 10.
+        partitions = config["groups.state_topic_partitions"] or (10 if cluster_groups else 1)
+        state_log = GroupStateLog(store, data_dir, clock, partitions=partitions,
+                                  fs=fs, run_in_thread=run_in_thread, cluster=cluster_groups)
     groups = GroupService(coordinator, clock, data_dir, fs=fs, run_in_thread=run_in_thread,
                           hw_for=marks.hw, earliest_for=marks.earliest,
-                          latest_for=marks.latest)
+                          latest_for=marks.latest, state_log=state_log)
     # Kafka's classic groups: their own coordinator, the same offsets (and each refuses a
     # group id the other holds live).
     from broker.services.kafka_groups import KafkaGroupService
 
     kafka_groups = KafkaGroupService(groups, clock, data_dir, fs=fs,
-                                     run_in_thread=run_in_thread)
+                                     run_in_thread=run_in_thread, state_log=state_log)
     # KIP-848 consumer groups (GROUP_HEARTBEAT): the same offsets, and each of the three
     # coordinators refuses a group id another holds live.
     from broker.services.consumer_groups import ConsumerGroupService
@@ -269,6 +289,14 @@ def build_broker(config: Config, clock: IReactorTime, *,
             heartbeat_interval_ms=config["groups.consumer_heartbeat_interval_ms"]))
     core = BrokerCore(config, store, clock, replication=replication, groups=groups,
                       run_in_thread=run_in_thread)
+
+    def group_records(partitions: int) -> dict[int, dict[bytes, bytes]]:
+        return state_records(coordinator.groups(), coordinator.committed(),
+                             coordinator.committed_metadata(),
+                             kafka_groups.coordinator.groups(), partitions)
+
+    if state_log is not None:
+        state_log.attach(core, group_records)
     replication.set_log_syncer(core.when_durable)
     # Long polls wake when hw moves for any reason, timer-driven ISR changes included.
     replication.add_hw_listener(core.notify_hw)
@@ -296,6 +324,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
         max_pending_output_bytes=config["limits.max_pending_output_bytes"],
     )
     manager = None
+    peer_connect = None
     if config.cluster is not None:
         settings = FetchSettings(
             wait_ms=config["replication.fetch_wait_ms"],
@@ -312,6 +341,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
 
             connect = authenticating(connect, security.peer_user,
                                      read_peer_token(security.peer_token_file), clock)
+        peer_connect = connect
         manager = ReplicaManager(replication, config.cluster, clock, connect, settings)
         manager.start()
     control = None
@@ -319,6 +349,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
         control = _control_plane(config, clock, core, replication, etcd_transport)
         handlers.control = control
     handlers.admin = _admin_plane(config, core, handlers, replication, control, fs)
+    group_peers = None
+    if cluster_groups and state_log is not None:
+        group_peers = _coordinators(config, clock, store, core, replication, control, handlers,
+                                    state_log, groups, kafka_groups, peer_connect)
     handlers.acls = _acl_service(config, authorizer, control, clock)
     iggy = None
     if config["iggy_port"] is not None:
@@ -344,6 +378,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
             from broker.kafka.service import ClusterPlacement
 
             placement = ClusterPlacement(core, config.cluster, replication, control)
+            placement.coordinators = handlers.coordinators
         kafka = KafkaService(core, config, clock, now_us=now_us or wall_clock_us,
                              groups=kafka_groups, placement=placement,
                              tokens=handlers.auth_tokens)
@@ -362,6 +397,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
                                             tokens=handlers.auth_tokens)
     if metrics is not None and control is not None:
         metrics.metrics.control = control
+    if metrics is not None and config.cluster is not None:
+        metrics.metrics.broker_id = config.cluster.broker_id
     if metrics is not None:
         core.access.on_refused = metrics.metrics.refused
     tls = None
@@ -387,7 +424,53 @@ def build_broker(config: Config, clock: IReactorTime, *,
     return Broker(config, core, factory, store, replication, replicas=manager, iggy=iggy,
                   metrics=metrics, tls=tls, console=console, kafka=kafka,
                   kafka_groups=kafka_groups, tank=tank, control=control,
-                  consumer_groups=consumer_groups, acls=handlers.acls)
+                  consumer_groups=consumer_groups, acls=handlers.acls,
+                  group_peers=group_peers)
+
+
+def _coordinators(config: Config, clock: IReactorTime, store: Store, core: BrokerCore,
+                  replication: ReplicationService, control: Any, handlers: Handlers,
+                  state_log: GroupStateLog, groups: GroupService, kafka_groups: Any,
+                  connect: Connector | None) -> Any:
+    """The cluster-wide group coordinator of a ``cluster.etcd`` member (docs/cluster.md,
+    Consumer groups): ``__skerry_groups`` requested from the controller (RF min(3,
+    brokers), min ISR 2 with RF 3), the partitions this broker leads loaded and unloaded
+    as leadership moves, and group commands for other coordinators forwarded to them.
+    Returns the forwarding connections (closed at stop)."""
+    from broker.services.coordinators import CoordinatorPartitions
+    from broker.v1.forward import FORWARD_CID_PREFIX
+    from groups.records import GROUPS_TOPIC
+    from replication.follower import Peers
+
+    cluster = config.cluster
+    assert cluster is not None and connect is not None
+    rf = min(3, len(cluster.brokers))
+    min_isr = 2 if rf >= 3 else 1
+
+    def ensure_topic() -> None:
+        if store.topic(GROUPS_TOPIC) is None:
+            control.request_topic(GROUPS_TOPIC, state_log.partitions, rf, min_isr,
+                                  {"cleanup_policy": "compact"})
+            clock.callLater(1.0, ensure_topic)
+
+    clock.callLater(0.2, ensure_topic)
+    coordinators = CoordinatorPartitions(cluster.broker_id, state_log, store, replication,
+                                         clock, groups, kafka_groups,
+                                         leader_of=handlers.admin.leader_of)
+    coordinators.start()
+
+    def forwarding_connect(address: Any) -> Deferred[Any]:
+        def prefixed(proto: Any) -> Any:
+            proto.cid_prefix = FORWARD_CID_PREFIX
+            return proto
+
+        return connect(address).addCallback(prefixed)
+
+    peers = Peers(cluster, forwarding_connect, clock,
+                  request_timeout_ms=config["replication.request_timeout_ms"])
+    handlers.coordinators = coordinators
+    handlers.forward = peers.request
+    return peers
 
 
 def _authorizer(config: Config) -> Any:

@@ -56,6 +56,7 @@ from groups.kafka_errors import (
     InconsistentGroupProtocol,
     InvalidGroupId,
     InvalidSessionTimeout,
+    NotCoordinator,
     OffsetMetadataTooLarge,
     RebalanceInProgress,
     UnknownMemberId,
@@ -170,12 +171,44 @@ class ClassicGroupCoordinator:
             restored[group.group_id] = group
         self._groups = restored
 
-    def start(self, now_ms: int) -> Result[None]:
+    def load(self, groups: Iterable[ClassicGroup], now_ms: int) -> Result[None]:
+        """Take over groups this coordinator did not hold (a coordinator partition it now
+        leads) and ``start`` them alone. ``ValueError``, with nothing changed, if one is
+        held already."""
+        groups = list(groups)
+        clash = sorted({g.group_id for g in groups} & self._groups.keys())
+        if clash:
+            raise ValueError(f"load(): group {clash[0]} is held already")
+        for group in groups:
+            self._groups[group.group_id] = group
+        return self.start(now_ms, only={g.group_id for g in groups}.__contains__)
+
+    def unload(self, owned: Callable[[str], bool]) -> Result[list[str]]:
+        """Forget every group whose id ``owned`` says (its partition has another leader
+        now): the reply is the ids forgotten; the effects cancel their timers and answer
+        their held requests ``NotCoordinator`` (the clients find the new coordinator)."""
+        forgotten = sorted(g for g in self._groups if owned(g))
+        effects: list[ClassicEffect] = []
+        for group_id in forgotten:
+            group = self._groups.pop(group_id)
+            effects.append(CancelTimer(join_key(group_id)))
+            for member in group.members.values():
+                effects.append(CancelTimer(session_key(group_id, member.member_id)))
+                for ticket in (member.join_ticket, member.sync_ticket):
+                    if ticket is not None:
+                        effects.append(Deliver(ticket, NotCoordinator(
+                            f"group {group_id} moved to another coordinator")))
+        return Result(forgotten, tuple(effects))
+
+    def start(self, now_ms: int, only: Callable[[str], bool] | None = None) -> Result[None]:
         """Arm a fresh session timer for every restored member; a group saved in the middle
         of a rebalance starts a new one (its members rejoin when their heartbeats answer
-        REBALANCE_IN_PROGRESS, or are dropped at the rebalance timeout)."""
+        REBALANCE_IN_PROGRESS, or are dropped at the rebalance timeout). ``only``: the
+        group ids to start (default all)."""
         effects: list[ClassicEffect] = []
         for group in self.groups():
+            if only is not None and not only(group.group_id):
+                continue
             for member in group.members.values():
                 effects.append(self._refresh(group, member, now_ms))
             if group.state is AWAITING_SYNC:

@@ -164,6 +164,50 @@ class GroupCoordinator:
                           for key, texts in (metadata or {}).items()}
         self._metadata = {key: texts for key, texts in self._metadata.items() if texts}
 
+    def load(self, groups: Iterable[Group],
+             offsets: Mapping[GroupKey, Mapping[int, int]],
+             metadata: Mapping[GroupKey, Mapping[int, str]] | None = None,
+             now_ms: int = 0) -> Result[None]:
+        """Take over the state of group ids this coordinator did not hold (the groups of a
+        coordinator partition it now leads, read from that partition's records): their
+        members get a fresh session timeout from ``now_ms`` (``start`` for those groups
+        alone). ``ValueError``, with nothing changed, if any (group, topic) is held
+        already."""
+        groups = list(groups)
+        clash = sorted({(g.group, g.topic) for g in groups} & self._groups.keys()
+                       | offsets.keys() & self._offsets.keys())
+        if clash:
+            raise ValueError(f"load(): group {clash[0][0]} on topic {clash[0][1]} is held "
+                             f"already")
+        for group in groups:
+            self._groups[(group.group, group.topic)] = group
+        for key, committed in offsets.items():
+            if committed:
+                self._offsets[key] = dict(committed)
+        for key, texts in (metadata or {}).items():
+            kept = {p: t for p, t in texts.items() if t and p in self._offsets.get(key, {})}
+            if kept:
+                self._metadata[key] = kept
+        names = {g.group for g in groups}
+        return self.start(now_ms, only=names.__contains__)
+
+    def unload(self, owned: Callable[[str], bool]) -> Result[list[GroupKey]]:
+        """Forget every group and committed offset whose group id ``owned`` says (a
+        coordinator partition this broker no longer leads: its new leader holds them). The
+        reply is the (group, topic) pairs forgotten; the effects cancel their members'
+        session timers. Nothing is persisted: the state stays in the partition's records."""
+        forgotten = sorted({key for key in self._groups.keys() | self._offsets.keys()
+                            if owned(key[0])})
+        effects: list[Effect] = []
+        for key in forgotten:
+            group = self._groups.pop(key, None)
+            if group is not None:
+                effects += [CancelExpiry(expiry_key(key[0], key[1], m))
+                            for m in sorted(group.members)]
+            self._offsets.pop(key, None)
+            self._metadata.pop(key, None)
+        return Result(forgotten, tuple(effects))
+
     # ------------------------------------------------------------------ read-only views
 
     def group(self, group: str, topic: str) -> Group | None:
@@ -242,14 +286,14 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self, now_ms: int) -> Result[None]:
+    def start(self, now_ms: int, only: Callable[[str], bool] | None = None) -> Result[None]:
         """Arm a fresh session timer for every member (restored members get a full session
         timeout from ``now_ms``) and rebalance any group whose assignment was computed for
         another partition count than the topic has now (a crash between adding partitions
-        and writing ``groups.json``)."""
+        and writing ``groups.json``). ``only``: the group ids to start (default all)."""
         effects: list[Effect] = []
         for group in self.groups():
-            if not group.members:
+            if not group.members or (only is not None and not only(group.group)):
                 continue
             partitions = self._partitions_for(group.topic)
             if partitions != group.partitions:

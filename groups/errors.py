@@ -25,6 +25,7 @@ __all__ = [
     "InvalidGroupRequest",
     "TooManyMembers",
     "TooManyGroups",
+    "CoordinatorLoading",
 ]
 
 
@@ -81,3 +82,10 @@ class TooManyGroups(GroupError):
     """The coordinator already holds its maximum number of groups; try again later."""
 
     description = "too many groups"
+
+
+class CoordinatorLoading(GroupError):
+    """This broker has just become the coordinator of the group's partition of
+    ``__skerry_groups`` and is still reading its records; retry shortly."""
+
+    description = "group coordinator loading"

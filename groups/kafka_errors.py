@@ -27,6 +27,8 @@ __all__ = [
     "InvalidSessionTimeout",
     "OffsetMetadataTooLarge",
     "GroupNotEmpty",
+    "NotCoordinator",
+    "CoordinatorLoading",
     "FencedInstanceId",
     "GroupIdNotFound",
 ]
@@ -98,3 +100,14 @@ class GroupIdNotFound(KafkaGroupError):
 class GroupNotEmpty(KafkaGroupError):
     """An admin deletion of a group that still has members. Kafka: 68 NON_EMPTY_GROUP
     (DeleteGroups, not among the 0.8.2-0.10.1 APIs; for tools)."""
+
+
+class NotCoordinator(KafkaGroupError):
+    """This broker is not the group's coordinator (not the leader of the group's partition
+    of ``__skerry_groups``), or stopped being it while the request was held: the client
+    asks FindCoordinator again. Kafka: 16 NOT_COORDINATOR."""
+
+
+class CoordinatorLoading(KafkaGroupError):
+    """This broker has just become the group's coordinator and is still reading the
+    partition's records: retry shortly. Kafka: 14 COORDINATOR_LOAD_IN_PROGRESS."""

@@ -179,6 +179,9 @@ class PeerProtocol(TwistedProtocol):
         self._seq = itertools.count(1)
         self.lost = False
         self.on_lost: Callable[[PeerProtocol], None] | None = None
+        self.cid_prefix = ""
+        """Put before every correlation id this connection sends (forwarded group
+        commands: ``fwd-``, which the receiving broker never forwards again)."""
 
     def connectionMade(self) -> None:
         set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
@@ -192,7 +195,7 @@ class PeerProtocol(TwistedProtocol):
         """Send ``build(cid)`` (a whole line with its newline) and wait for its reply."""
         if self.lost:
             return fail(ConnectionDone("connection to the peer is closed"))
-        cid = str(next(self._seq))
+        cid = self.cid_prefix + str(next(self._seq))
         d: Deferred[Reply] = Deferred(lambda _d: self.close(abort=True))
         self._pending.append((cid, d))
         self.transport.write(build(cid))

@@ -295,9 +295,11 @@ def _group_document(group: str, topic: str, reply: Reply) -> dict[str, Any]:
     committed = reply.ints("committed")
     hws = reply.ints("hw")
     lags = reply.ints("lag")
+    coordinator = reply.fields().get("coordinator")
     return {
         "group": group,
         "topic": topic,
+        "coordinator": None if coordinator is None else int(coordinator),
         "state": reply.field("state"),
         "generation": reply.number("generation"),
         "assignor": reply.field("assignor"),
@@ -337,13 +339,19 @@ async def list_groups(conn: Connection, internal: bool = False) -> list[dict[str
              if internal or not group.startswith(INTERNAL_GROUP_PREFIX)]
     docs = await _describe_pairs(conn, pairs)
     return [{"group": d["group"], "topic": d["topic"], "state": d["state"],
-             "generation": d["generation"], "members": len(d["members"]), "lag": d["lag"]}
+             "generation": d["generation"], "members": len(d["members"]), "lag": d["lag"],
+             **({} if d["coordinator"] is None else {"coordinator": d["coordinator"]})}
             for d in docs]
 
 
 def render_group_list(groups: Sequence[dict[str, Any]]) -> str:
     if not groups:
         return "no consumer groups\n"
+    if any("coordinator" in g for g in groups):  # a cluster: where each group lives
+        return render_table(
+            ["group", "topic", "coordinator", "state", "generation", "members", "lag"],
+            [[g["group"], g["topic"], g.get("coordinator"), g["state"], g["generation"],
+              g["members"], g["lag"]] for g in groups])
     return render_table(["group", "topic", "state", "generation", "members", "lag"],
                         [[g["group"], g["topic"], g["state"], g["generation"], g["members"],
                           g["lag"]] for g in groups])
@@ -369,7 +377,9 @@ def render_groups(docs: Sequence[dict[str, Any]]) -> str:
     rows = [[d["topic"], p["partition"], p["member_id"], p["committed"], p["hw"], p["lag"]]
             for d in docs for p in d["partitions"]]
     detail = render_table(["topic", "partition", "member", "committed", "hw", "lag"], rows)
-    return f"group {docs[0]['group']}\n{summary}\n{detail}"
+    coordinator = docs[0].get("coordinator")
+    where = "" if coordinator is None else f" (coordinator: broker {coordinator})"
+    return f"group {docs[0]['group']}{where}\n{summary}\n{detail}"
 
 
 async def delete_groups(conn: Connection, group: str,

@@ -224,6 +224,12 @@ class BrokerCore:
                                          min_insync_replicas, retention_ms, retention_bytes,
                                          extra, topic_id)
 
+    def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                              min_insync_replicas: int) -> Topic:
+        """Create one of the broker's own topics (``Topics.create_internal_topic``)."""
+        return self._topics.create_internal_topic(name, partitions, replication_factor,
+                                                  min_insync_replicas)
+
     def set_remote_create(self, create: Any) -> None:
         """With the control plane on etcd: ``create(name, settings)`` starts creating an
         auto-created topic cluster-wide (``Topics.remote_create``)."""

@@ -30,6 +30,9 @@ from data.errors import TopicQuarantined
 from data.log import PartitionLog
 from data.store import Topic, TopicConfig
 
+INTERNAL_PREFIX = "__skerry_"
+"""Names of the broker's own topics start with this."""
+
 __all__ = ["Topics"]
 
 log = logging.getLogger("skerry.core")
@@ -109,8 +112,27 @@ class Topics:
         return topic
 
     def topic_names(self) -> list[str]:
-        """The name of every topic."""
-        return list(self._store.topics)
+        """The name of every user topic: internal topics (``__skerry_``...: group state)
+        are the broker's own and listed nowhere."""
+        return [name for name in self._store.topics if not name.startswith(INTERNAL_PREFIX)]
+
+    def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                              min_insync_replicas: int) -> Topic:
+        """Create one of the broker's own topics: compacted, no retention whatever the
+        defaults say, outside ``limits.max_topics`` (a user's topic count does not make room
+        for it)."""
+        if not name.startswith(INTERNAL_PREFIX):
+            raise ValueError(f"{name} is not an internal topic name")
+        try:
+            # Compacted: the latest record of each key is all a coordinator needs.
+            topic = self._store.create_topic(name, TopicConfig(
+                partitions=partitions, replication_factor=replication_factor,
+                min_insync_replicas=min_insync_replicas, cleanup_policy="compact"))
+        except OSError as exc:
+            raise StorageError(f"cannot create topic {name}: {exc.strerror}") from exc
+        log.info("created internal topic %s (partitions=%d replication_factor=%d)", name,
+                 partitions, replication_factor)
+        return topic
 
     def topic_config(self, name: str) -> TopicConfig | None:
         """A topic's settings; None when there is no such topic."""

@@ -39,6 +39,7 @@ from broker.errors import (
 )
 from broker.kafka.codec import CorruptMessageSet, ErrorCode
 from groups.kafka_errors import (
+    CoordinatorLoading,
     FencedInstanceId,
     GroupIdNotFound,
     GroupInUseByOtherProtocol,
@@ -48,6 +49,7 @@ from groups.kafka_errors import (
     InvalidGroupId,
     InvalidSessionTimeout,
     KafkaGroupError,
+    NotCoordinator,
     OffsetMetadataTooLarge,
     RebalanceInProgress,
     UnknownMemberId,
@@ -108,6 +110,8 @@ CODE_BY_ERROR: Mapping[type[BaseException], ErrorCode] = {
     InvalidGroupId: ErrorCode.INVALID_GROUP_ID,
     InvalidSessionTimeout: ErrorCode.INVALID_SESSION_TIMEOUT,
     OffsetMetadataTooLarge: ErrorCode.OFFSET_METADATA_TOO_LARGE,
+    NotCoordinator: ErrorCode.NOT_COORDINATOR,
+    CoordinatorLoading: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
 }
 """Skerry's exceptions -> Kafka error code; a class without a row takes its nearest
 base's."""

@@ -51,6 +51,9 @@ class ClusterPlacement:
         self.cluster = cluster
         self.replication = replication
         self.control = control
+        self.coordinators: Any = None
+        """``broker.services.coordinators.CoordinatorPartitions`` when group state is the
+        cluster's (etcd): each group's coordinator is its partition's leader."""
         self._nodes = {b: NodeInfo(b, a.host, a.port)
                        for b, a in sorted(cluster.kafka_brokers.items())}
 
@@ -81,9 +84,20 @@ class ClusterPlacement:
     def leads(self, topic: str, partition: int) -> bool:
         return bool(self.replication.is_leader(topic, partition))
 
-    def coordinator(self) -> NodeInfo | None:
+    def coordinator(self, group_id: str | None = None) -> NodeInfo | None:
+        if self.coordinators is not None and group_id is None:
+            return self._nodes.get(self.cluster.broker_id)  # each lists its own groups
+        if self.coordinators is not None and group_id is not None:
+            routing = self.coordinators.route(group_id)
+            if routing.route.value in ("local", "loading"):
+                return self._nodes.get(self.cluster.broker_id)
+            return None if routing.broker is None else self._nodes.get(routing.broker)
         live = self.brokers()
         return live[0] if live else None
+
+    def loading(self, group_id: str) -> bool:
+        return self.coordinators is not None and \
+            self.coordinators.route(group_id).route.value == "loading"
 
     def controller(self) -> int:
         if self.control is not None:

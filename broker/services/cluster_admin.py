@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, fail, succeed
 
+from broker.core.topics import INTERNAL_PREFIX
 from broker.errors import BadRequest, SkerryError, StorageError, Unavailable
 from data.atomic import read_json, write_atomic
 from data.fs import OS_FS, FileLayer
@@ -299,7 +300,9 @@ class EtcdAdmin:
 
     def metadata(self) -> AdminMetadata:
         meta = self._control.metadata()
-        return AdminMetadata(sorted(meta.topics), sorted(meta.brokers))
+        # The broker's own topics (__skerry_groups) are listed nowhere users look.
+        return AdminMetadata(sorted(t for t in meta.topics if not t.startswith(INTERNAL_PREFIX)),
+                             sorted(meta.brokers))
 
     def leader_of(self, topic: str, partition: int) -> LeaderHint | None:
         found = self._control.leader_of(topic, partition)

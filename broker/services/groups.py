@@ -1,4 +1,8 @@
-"""The Twisted shell of the consumer-group coordinator: session timers and durable files.
+"""The Twisted shell of the consumer-group coordinator: session timers and durable state.
+
+The broker persists through ``broker.services.group_log.GroupStateLog`` (the internal topic
+``__skerry_groups``), handed in as ``state_log``; without one (a cluster member, for now,
+and unit tests) the service keeps the two JSON files described here.
 
 Owns: ``GroupService`` (what the handlers call for JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT,
 OFFSET and the group admin commands), the per-member session timers (``clock.callLater``
@@ -21,7 +25,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from twisted.internet import threads
 from twisted.internet.defer import Deferred, DeferredList, maybeDeferred, succeed
@@ -41,6 +45,7 @@ from groups.coordinator import (
 )
 from groups.effects import CancelExpiry, Effect, PersistGroups, PersistOffsets, ScheduleExpiry
 from groups.group import Group
+from groups.loader import LoadedState
 from groups.store import (
     GROUPS_FILE,
     OFFSETS_FILE,
@@ -51,11 +56,25 @@ from groups.store import (
     offsets_to_json,
 )
 
-__all__ = ["GroupService", "RunInThread", "JsonFile", "all_done"]
+__all__ = ["GroupService", "RunInThread", "JsonFile", "StateLog", "all_done"]
 
 log = logging.getLogger("skerry.groups")
 
 T = TypeVar("T")
+
+
+class StateLog(Protocol):
+    """Where group state is kept instead of the JSON files
+    (``broker.services.group_log.GroupStateLog``): what it loaded, and the two calls the
+    files have."""
+
+    @property
+    def loaded(self) -> LoadedState: ...
+
+    def changed(self) -> None: ...
+
+    def durable(self) -> Deferred[None]: ...
+
 RunInThread = Callable[[Callable[[], None]], Deferred[None]]
 
 
@@ -139,21 +158,29 @@ class GroupService:
     def __init__(self, coordinator: GroupCoordinator, clock: IReactorTime, data_dir: str, *,
                  hw_for: OffsetLookup, earliest_for: OffsetLookup,
                  latest_for: OffsetLookup | None = None, fs: FileLayer = OS_FS,
-                 run_in_thread: RunInThread | None = None) -> None:
+                 run_in_thread: RunInThread | None = None,
+                 state_log: StateLog | None = None) -> None:
         """Restore ``groups.json`` and ``offsets.json`` from ``data_dir`` into
         ``coordinator`` (which must hold no state yet; missing files mean no state) and
         start serving: every restored member gets a fresh session timeout from now. A
         damaged file raises ``ValueError`` naming it and what is wrong. Reading happens
-        here, on the calling thread: construct the service before the reactor serves."""
+        here, on the calling thread: construct the service before the reactor serves.
+
+        With ``state_log`` (what the broker passes: the topic ``__skerry_groups``) the state
+        comes from it and every change is written to it instead of the files."""
         fs.makedirs(data_dir)
         groups_path = os.path.join(data_dir, GROUPS_FILE)
         offsets_path = os.path.join(data_dir, OFFSETS_FILE)
-        offsets_doc = read_json(offsets_path, None, fs)
-        coordinator.restore(
-            groups_from_json(read_json(groups_path, None, fs), groups_path),
-            offsets_from_json(offsets_doc, offsets_path),
-            offset_metadata_from_json(offsets_doc, offsets_path),
-        )
+        if state_log is not None:
+            loaded = state_log.loaded
+            coordinator.restore(loaded.groups, loaded.offsets, loaded.metadata)
+        else:
+            offsets_doc = read_json(offsets_path, None, fs)
+            coordinator.restore(
+                groups_from_json(read_json(groups_path, None, fs), groups_path),
+                offsets_from_json(offsets_doc, offsets_path),
+                offset_metadata_from_json(offsets_doc, offsets_path),
+            )
         self.coordinator = coordinator
         self._clock = clock
         self.data_dir = data_dir
@@ -161,12 +188,18 @@ class GroupService:
         self._earliest_for = earliest_for
         self._latest_for = latest_for or (lambda topic, p: hw_for(topic, p) + 1)
         run = run_in_thread if run_in_thread is not None else threads.deferToThread
-        self._groups_file = _JsonFile(groups_path, lambda: groups_to_json(coordinator.groups()),
-                                      clock, run, fs)
-        self._offsets_file = _JsonFile(offsets_path,
-                                       lambda: offsets_to_json(coordinator.committed(),
-                                                               coordinator.committed_metadata()),
-                                       clock, run, fs)
+        self._groups_file: _JsonFile | StateLog
+        self._offsets_file: _JsonFile | StateLog
+        if state_log is not None:
+            # One topic holds both: a change of either is one write of its records.
+            self._groups_file = self._offsets_file = state_log
+        else:
+            self._groups_file = _JsonFile(
+                groups_path, lambda: groups_to_json(coordinator.groups()), clock, run, fs)
+            self._offsets_file = _JsonFile(
+                offsets_path, lambda: offsets_to_json(coordinator.committed(),
+                                                      coordinator.committed_metadata()),
+                clock, run, fs)
         self._timers: dict[str, IDelayedCall] = {}
         self._closed = False
         now = self._now_ms()
@@ -317,6 +350,20 @@ class GroupService:
         for group, _ in result.reply:
             log.info("group %s on deleted topic %s forgotten", group, topic)
         self._perform(result.effects, self._now_ms())
+
+    def load_groups(self, loaded: LoadedState) -> None:
+        """Take over the V1/Iggy groups and offsets of a coordinator partition this broker
+        now leads: its members get a fresh session timeout from now."""
+        now = self._now_ms()
+        self._perform(self.coordinator.load(loaded.groups, loaded.offsets, loaded.metadata,
+                                            now).effects, now)
+
+    def unload_groups(self, owned: Callable[[str], bool]) -> list[GroupKey]:
+        """Forget the groups and offsets of a coordinator partition this broker no longer
+        leads (their timers stop); they live on in the partition's records."""
+        result = self.coordinator.unload(owned)
+        self._perform(result.effects, self._now_ms())
+        return result.reply
 
     def close(self) -> Deferred[None]:
         """Stop the session timers and flush pending writes. Requests after this are

@@ -40,6 +40,7 @@ from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
 from broker.errors import Unavailable
+from broker.services.group_log import GroupStateLog
 from broker.services.groups import GroupService, JsonFile, RunInThread
 from data.atomic import read_json
 from data.fs import OS_FS, FileLayer
@@ -58,7 +59,7 @@ from groups.classic_effects import (
     ScheduleSession,
     SyncReply,
 )
-from groups.classic_group import Protocol
+from groups.classic_group import ClassicGroup, Protocol
 from groups.classic_store import (
     CLASSIC_GROUPS_FILE,
     classic_groups_from_json,
@@ -108,7 +109,8 @@ class KafkaGroupService:
     def __init__(self, groups: GroupService, clock: IReactorTime, data_dir: str, *,
                  config: ClassicConfig | None = None, fs: FileLayer = OS_FS,
                  run_in_thread: RunInThread | None = None,
-                 new_member_suffix: Callable[[], str] | None = None) -> None:
+                 new_member_suffix: Callable[[], str] | None = None,
+                 state_log: GroupStateLog | None = None) -> None:
         """Restore ``kafka-groups.json`` from ``data_dir`` (a damaged file raises
         ``ValueError`` naming it and what is wrong) and start serving: every restored member
         gets a fresh session timeout from now. Installs the cross-protocol guard on
@@ -119,13 +121,17 @@ class KafkaGroupService:
                                               offsets=SharedOffsetBook(groups),
                                               new_member_suffix=new_member_suffix,
                                               config=config)
-        coordinator.restore(classic_groups_from_json(read_json(path, None, fs), path))
+        if state_log is not None:
+            coordinator.restore(state_log.loaded.classic_groups)
+        else:
+            coordinator.restore(classic_groups_from_json(read_json(path, None, fs), path))
         self.coordinator = coordinator
         self.groups = groups
         self._clock = clock
         run = run_in_thread if run_in_thread is not None else threads.deferToThread
-        self._file = JsonFile(path, lambda: classic_groups_to_json(coordinator.groups()),
-                              clock, run, fs)
+        self._file: JsonFile | GroupStateLog = (
+            state_log if state_log is not None else
+            JsonFile(path, lambda: classic_groups_to_json(coordinator.groups()), clock, run, fs))
         self._timers: dict[str, IDelayedCall] = {}
         self._held: dict[int, Deferred[Any]] = {}
         self._closed = False
@@ -238,6 +244,20 @@ class KafkaGroupService:
     def live_protocol(self, group_id: str) -> str | None:
         """``"kafka"`` while the group has Kafka members (the V1 side's guard)."""
         return self.coordinator.live_protocol(group_id)
+
+    def load_groups(self, groups: Iterable[ClassicGroup]) -> None:
+        """Take over the Kafka groups of a coordinator partition this broker now leads
+        (fresh session timers)."""
+        now = self._now_ms()
+        self._perform(self.coordinator.load(groups, now), now).addErrback(_log_failure)
+
+    def unload_groups(self, owned: Callable[[str], bool]) -> list[str]:
+        """Forget the groups of a coordinator partition this broker no longer leads: their
+        timers stop, their held requests are answered NOT_COORDINATOR."""
+        now = self._now_ms()
+        result = self.coordinator.unload(owned)
+        self._perform(result, now).addErrback(_log_failure)
+        return result.reply
 
     def close(self) -> Deferred[None]:
         """Stop the timers, fail the held requests with ``Unavailable`` and flush the

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from broker.errors import (
     BadRequest,
+    CoordinatorLoading,
     GenerationMismatch,
     InternalError,
     InvalidAcl,
@@ -64,6 +65,7 @@ CODE_BY_ERROR: Mapping[type[BaseException], str] = {
     GenerationMismatch: "GENERATION_MISMATCH",
     InvalidGroupRequest: "BAD_REQUEST",
     TooManyGroups: "UNAVAILABLE",
+    CoordinatorLoading: "UNAVAILABLE",  # retriable: the coordinator is reading its records
     # replication.errors
     NotLeader: "NOT_LEADER",
     InvalidReplicaRequest: "BAD_REQUEST",

@@ -18,24 +18,34 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.python.failure import Failure
 
 from access import Operation, ResourceType
 from access.model import CLUSTER_NAME
 from broker.auth import TokenStore, failure_delay
 from broker.core import BrokerCore, ProduceSink
-from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated
+from broker.errors import (
+    BadRequest,
+    CoordinatorLoading,
+    InternalError,
+    SkerryError,
+    Unauthenticated,
+    Unavailable,
+)
 from broker.services.cluster_admin import AdminPlane, Applied
 from broker.services.consumer_groups import ConsumerGroupService
+from broker.services.coordinators import Route
 from broker.services.groups import GroupService
 from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.services.replication import ReplicationService
 from broker.v1 import access as v1_access
 from broker.v1 import codec as c
 from broker.v1.errors import from_group_refusal
+from broker.v1.forward import FORWARD_CID_PREFIX, GROUP_COMMANDS, command_line, relay
 from groups.consumer_effects import HeartbeatRequest
 from groups.kafka_errors import KafkaGroupError
+from groups.records import GROUPS_TOPIC
 
 __all__ = ["Handlers", "Slot", "BROKER_ONLY_COMMANDS"]
 
@@ -112,6 +122,18 @@ def _check_reserved(cmd: Any) -> None:
         raise BadRequest(f"group {cmd.group} is reserved for the Iggy transport's internal "
                          f"use (names starting with {CONSUMER_GROUP_PREFIX}): over V1 its "
                          f"offsets can be read, not changed")
+
+
+_HERE = object()
+"""``_route_group_command``: serve the command on this broker."""
+
+
+def _unreachable(failure: Failure, broker: int) -> Failure:
+    if isinstance(failure.value, SkerryError):
+        return failure
+    return Failure(Unavailable(f"the group's coordinator, broker {broker}, did not answer "
+                               f"({failure.getErrorMessage() or type(failure.value).__name__}); "
+                               f"retry"))
 
 
 def _pull_reply(cid: str, result: Any) -> bytes:
@@ -202,12 +224,70 @@ class Handlers:
             if self.core.access.enabled:
                 v1_access.check(cmd, self.core.access.check_any, conn)
             _check_reserved(cmd)
+            if self.coordinators is not None and isinstance(cmd, GROUP_COMMANDS + (c.ListGroups,)):
+                routed = self._route_group_command(cmd, slot, conn)
+                if routed is not _HERE:
+                    return routed
             return handler(cmd, slot, conn)
         except SkerryError as error:
             return c.err(cmd.cid, error)
         except Exception:
             log.exception("handler for %s failed", type(cmd).__name__)
             return c.err(cmd.cid, InternalError())
+
+    # ------------------------------------------------------------- cluster coordinators
+
+    coordinators: Any = None
+    """Set by the shell on a cluster member with etcd
+    (``broker.services.coordinators.CoordinatorPartitions``): where each group is
+    coordinated. None: every group is served here."""
+    forward: Callable[[int, Callable[[str], bytes]], Deferred[Any]] | None = None
+    """Set with ``coordinators``: ``forward(broker_id, build)`` sends ``build(cid)`` to that
+    broker over the broker link and fires with its ``Reply``; its correlation ids start
+    with ``FORWARD_CID_PREFIX``."""
+
+    def _route_group_command(self, cmd: Any, slot: Slot, conn: Connection) -> Any:
+        """Serve a group command here (``_HERE``), answer that the coordinator is loading
+        or unavailable, or forward it to the coordinator and relay its answer."""
+        forwarded = cmd.cid.startswith(FORWARD_CID_PREFIX)
+        if isinstance(cmd, c.ListGroups):
+            return _HERE if forwarded else self._list_groups_everywhere(cmd, slot, conn)
+        routing = self.coordinators.route(cmd.group)
+        if routing.route is Route.LOCAL:
+            return _HERE
+        if routing.route is Route.LOADING:
+            raise CoordinatorLoading(f"the coordinator of group {cmd.group} is loading its "
+                                     f"state; retry")
+        if routing.route is Route.UNAVAILABLE or forwarded or self.forward is None:
+            raise Unavailable(f"no coordinator for group {cmd.group} right now "
+                              f"(partition {routing.partition} of {GROUPS_TOPIC} has no "
+                              f"leader here); retry")
+        d = self.forward(routing.broker, lambda cid: command_line(cmd, cid))
+        d.addErrback(_unreachable, routing.broker)
+        self._later(cmd, d, lambda reply: relay(reply, cmd.cid), slot, conn)
+        return None
+
+    def _list_groups_everywhere(self, cmd: c.ListGroups, slot: Slot, conn: Connection) -> None:
+        """LIST_GROUPS in a cluster: this broker's groups and every other live broker's,
+        asked with a forwarded LIST_GROUPS (which each answers with its own)."""
+        assert self.forward is not None
+        brokers = self.replication.cluster.brokers
+        if self.control is not None:  # the live ones: a dead broker would only time out
+            brokers = self.control.view.brokers
+        others = [b for b in sorted(brokers) if b != self.coordinators.broker_id]
+        asks = [self.forward(b, lambda cid: command_line(cmd, cid))
+                for b in others]
+
+        def merge(results: list[tuple[bool, Any]]) -> bytes:
+            pairs = {f"{g}:{t}" for g, t in self.groups.list_groups()}
+            for ok, reply in results:
+                if ok and reply.ok and reply.payload.startswith("groups=["):
+                    pairs.update(p for p in reply.payload[8:-1].split(" ") if p)
+            return c.ok(cmd.cid, "groups=" + _lst(sorted(pairs)))
+
+        d = DeferredList(asks, consumeErrors=True)
+        self._later(cmd, d, merge, slot, conn)
+        return None
 
     def _later(self, cmd: Any, d: Deferred[Any], render: Callable[[Any], bytes],
                slot: Slot, conn: Connection) -> None:
@@ -528,7 +608,9 @@ class Handlers:
         return c.ok(cmd.cid, (
             f"state={info.state} generation={info.generation} assignor={info.assignor} "
             f"members=[{members}] partitions={_lst(info.partitions)} "
-            f"committed={_lst(info.committed)} hw={_lst(info.hw)} lag={_lst(info.lag)}"))
+            f"committed={_lst(info.committed)} hw={_lst(info.hw)} lag={_lst(info.lag)}"
+            + ("" if self.coordinators is None
+               else f" coordinator={self.coordinators.broker_id}")))
 
     def list_groups(self, cmd: c.ListGroups, slot: Slot, conn: Connection) -> bytes:
         pairs = self.groups.list_groups()

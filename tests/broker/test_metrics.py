@@ -172,6 +172,7 @@ class StateTests:
         assert value(s, "skerry_group_lag_total", **key) == 2
         assert value(s, "skerry_group_committed_offset", partition="0", **key) == 1
         assert value(s, "skerry_group_members", **key) == 1
+        assert value(s, "skerry_group_coordinator", **key) == 0  # a single broker: itself
         assert value(s, "skerry_group_rebalances_total", **key) == 1
         h.send(proto, "V1|6|JOIN|analytics orders c2")
         s = h.samples()

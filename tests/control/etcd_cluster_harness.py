@@ -39,6 +39,9 @@ class EtcdNetwork(Network):
         start = kw.pop("start")
         super().__init__(tmp_path, count, start=False, **kw)
         for node in self.nodes.values():
+            # One partition of the group state topic: these tests are about the user
+            # topic's failover; fewer replicas and fetch loops keep them light.
+            node.config.setdefault("groups", {})["state_topic_partitions"] = 1
             node.config["cluster"].update({
                 "id": "test",
                 "etcd": {"endpoints": ENDPOINTS, "lease_ttl_ms": ttl_ms,

@@ -20,3 +20,18 @@ def snapshot(coordinator: GroupCoordinator) -> Any:
         for g in coordinator.groups()
     }
     return groups, coordinator.committed()
+
+
+def state_on_disk(data_dir: str) -> Any:
+    """The group state a stopped broker's data directory holds (its ``__skerry_groups``
+    topic, or legacy JSON files not migrated yet): a ``groups.loader.LoadedState``."""
+    from twisted.internet.task import Clock
+
+    from broker.services.group_log import GroupStateLog
+    from data.store import Store
+
+    store = Store(data_dir)
+    try:
+        return GroupStateLog(store, data_dir, Clock(), partitions=50).loaded
+    finally:
+        store.close()

@@ -1,6 +1,6 @@
 """End-to-end tests of consumer groups: the real ``skerry serve`` process spoken to over TCP,
 as consumers would. Assignments, eviction on time, fencing, restart and kill -9 durability
-of ``groups.json``/``offsets.json``, and COMMIT throughput under the default fsync policy.
+of the group state topic, and COMMIT throughput under the default fsync policy.
 
 Timing is measured from the test's side with ``time.monotonic()`` against the real broker
 process; the bounds leave room for process scheduling on a busy machine but not for a
@@ -9,7 +9,6 @@ broker that evicts late or early.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.groups.helpers import state_on_disk
 from tests.support import BrokerProcess, V1Client
 
 SESSION_MS = 500
@@ -222,8 +222,8 @@ class DurabilityTests:
 
     def test_kill9_during_pipelined_commits_keeps_every_acknowledged_commit(
             self, tmp_path: Path) -> None:
-        """kill -9 while four connections stream pipelined COMMITs: groups.json and
-        offsets.json still parse, offsets.json holds at least every acknowledged commit, and
+        """kill -9 while four connections stream pipelined COMMITs: the group state topic
+        still loads, holds the generation and at least every acknowledged commit, and
         after a restart OFFSET is at least the last acknowledged value of each partition."""
         proc = BrokerProcess(tmp_path).start()
         try:
@@ -283,11 +283,9 @@ class DurabilityTests:
             assert sum(final.values()) >= partitions * per_partition // 4
             assert any(o < per_partition for o in final.values()), \
                 "every commit was done before the kill; the test killed nothing in flight"
-            groups_doc = json.loads((proc.data_dir / "groups.json").read_text())
-            offsets_doc = json.loads((proc.data_dir / "offsets.json").read_text())
-            assert [g["generation"] for g in groups_doc["groups"]] == [generation]
-            on_disk = {int(p): o for entry in offsets_doc["offsets"]
-                       for p, o in entry["committed"].items()}
+            loaded = state_on_disk(str(proc.data_dir))
+            assert [g.generation for g in loaded.groups] == [generation]
+            on_disk = loaded.offsets[("g", "crash")]
             for p, offset in final.items():
                 assert on_disk.get(p, 0) >= offset, (p, on_disk, final)
             proc.start()
@@ -306,7 +304,7 @@ class ThroughputTests:
             self, broker: BrokerProcess) -> None:
         """50 connections, each a member committing its own partition 40 times and waiting
         for every answer before the next, sustain at least 1,000 acknowledged COMMITs per
-        second with the default fsync durability (one offsets.json write covers many
+        second with the default fsync durability (one group state write covers many
         commits), and OFFSET then shows every partition's last commit."""
         setup = broker.client(timeout=60)
         n, per_connection = 50, 40

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from bench.replication_scenario import free_ports
+from groups.records import partition_for_group
 from tests.control.real_etcd import EtcdCluster
 from tests.support import ROOT, BrokerProcess
 
@@ -133,6 +134,50 @@ def test_kafka_clients_follow_leaders_and_the_coordinator_across_a_kill9(tmp_pat
               "a new leader of partition 1, and broker 1 gone from the brokers")
         _produce(kafka[0], 300, 300)
         got = _consume(kafka[2], 300)  # the group's committed offsets: only the new ones
+        assert sorted(got) == sorted(b"order-%d" % i for i in range(300, 600))
+    finally:
+        for proc in procs.values():
+            proc.__exit__(None, None, None)
+        etcd.stop()
+
+
+def _group_coordinator(procs: dict[int, BrokerProcess], group: str) -> int | None:
+    """The confirmed leader of the group's partition of __skerry_groups (default count)."""
+    partition = partition_for_group(group, 10)
+    for broker, proc in procs.items():
+        if proc.proc is None or proc.proc.poll() is not None:
+            continue
+        client = proc.client(timeout=2)
+        try:
+            reply = client.request(f"V1|s|REPLICA_STATUS|__skerry_groups {partition}")
+        finally:
+            client.close()
+        if "role=leader" in reply and "confirmed=true" in reply:
+            return broker
+    return None
+
+
+def test_kill9_of_the_groups_coordinator_keeps_its_committed_offsets(tmp_path: Path):
+    """A confluent-kafka group commits through the coordinator FindCoordinator names (the
+    leader of the group's __skerry_groups partition); kill -9 of that broker: a new member
+    of the group, told another broker's address, resumes exactly after the committed
+    offsets (nothing read again), which the new coordinator loaded from the partition."""
+    etcd, procs, kafka = _start(tmp_path)
+    try:
+        _wait(lambda: all(len(isr) == 3 for isr in _isrs(kafka[0]).values()),
+              "every replica in sync")
+        _wait(lambda: _group_coordinator(procs, "billing") is not None, "a coordinator")
+        _produce(kafka[0], 0, 300)
+        got = _consume(kafka[0], 300)
+        assert sorted(got) == sorted(b"order-%d" % i for i in range(300))
+        coordinator = _group_coordinator(procs, "billing")
+        assert coordinator is not None
+        procs[coordinator].kill9()
+        survivor = next(b for b in procs if b != coordinator)
+        _wait(lambda: _leaders(kafka[survivor])[1] == set(procs) - {coordinator},
+              "the dead broker gone from the brokers")
+        _produce(kafka[survivor], 300, 300)
+        got = _consume(kafka[survivor], 300)
         assert sorted(got) == sorted(b"order-%d" % i for i in range(300, 600))
     finally:
         for proc in procs.values():

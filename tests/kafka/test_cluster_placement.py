@@ -40,7 +40,10 @@ class StandIn:
     def leads(self, topic: str, partition: int) -> bool:
         return self.leaders[partition] == 0
 
-    def coordinator(self) -> NodeInfo | None:
+    def loading(self, group_id: str) -> bool:
+        return False
+
+    def coordinator(self, group_id: str | None = None) -> NodeInfo | None:
         return self.live[0] if self.live else None
 
     def controller(self) -> int:
@@ -96,4 +99,39 @@ def test_the_coordinator_is_the_placements_and_the_others_answer_16(h):
     assert conn.call(16, 0) == i16(0) + i32(0)  # ListGroups here: none
     h.service.ctx.placement.live = []
     assert conn.call(10, 0, string("g"))[:2] == i16(15)  # nobody: retry later
+    assert not conn.closed
+
+
+@dataclass
+class PerGroup(StandIn):
+    """Each group its own coordinator, as with etcd: ``by_group[g]`` is the broker leading
+    the group's partition of __skerry_groups; ``loading`` the groups broker 0 is loading."""
+
+    by_group: dict[str, int] = field(default_factory=dict)
+    loading_groups: set[str] = field(default_factory=set)
+
+    def loading(self, group_id: str) -> bool:
+        return group_id in self.loading_groups
+
+    def coordinator(self, group_id: str | None = None) -> NodeInfo | None:
+        if group_id is None:
+            return NODES[0]
+        broker = self.by_group.get(group_id)
+        return None if broker is None else NODES[broker]
+
+
+def test_each_group_has_its_own_coordinator_and_loading_answers_14(h):
+    """FindCoordinator names each group's partition leader (not one broker for all); the
+    group APIs answer 16 for a group coordinated elsewhere, 14 while this broker is loading
+    the group, and are served for a group it coordinates."""
+    placement = PerGroup(by_group={"here": 0, "there": 2, "soon": 0},
+                         loading_groups={"soon"})
+    h.service.ctx.placement = placement
+    conn = h.connect()
+    assert conn.call(10, 0, string("here")) == i16(0) + node(NODES[0])
+    assert conn.call(10, 0, string("there")) == i16(0) + node(NODES[2])
+    assert conn.call(11, 0, join_body("there"))[:2] == i16(16)
+    assert conn.call(11, 0, join_body("soon"))[:2] == i16(14)
+    assert conn.call(11, 0, join_body("here"))[:2] == i16(0)
+    assert conn.call(10, 0, string("nowhere"))[:2] == i16(15)
     assert not conn.closed

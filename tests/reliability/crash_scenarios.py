@@ -9,7 +9,6 @@ pure ``groups.store`` loaders, to check that the state files parse after a crash
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import signal
@@ -18,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from groups.store import GROUPS_FILE, OFFSETS_FILE, groups_from_json, offsets_from_json
+from tests.groups.helpers import state_on_disk
 from tests.reliability.ledger import AckLedger, LedgerReport
 from tests.support import BrokerProcess, V1Client
 
@@ -169,7 +168,7 @@ class GroupCrashReport:
     generation_regressions: list[tuple[int, int]] = field(default_factory=list)
     """(generation after restart, largest generation a JOIN/SYNC answered before)."""
     bad_files: list[str] = field(default_factory=list)
-    """groups.json / offsets.json that did not parse after the crash."""
+    """The group state (its topic) that did not load after the crash."""
     recover_s: float = 0.0
 
     @property
@@ -304,14 +303,11 @@ def _churner(port: int, ledger: _CommitLedger, stop: threading.Event, tag: str,
 
 
 def _check_state_files(data_dir: Path, report: GroupCrashReport) -> None:
-    for name, load in ((GROUPS_FILE, groups_from_json), (OFFSETS_FILE, offsets_from_json)):
-        path = data_dir / name
-        if not path.exists():
-            continue
-        try:
-            load(json.loads(path.read_text()), str(path))
-        except ValueError as exc:  # json.JSONDecodeError is a ValueError too
-            report.bad_files.append(f"{name}: {exc}")
+    """The group state the crash left (the topic __skerry_groups) must load."""
+    try:
+        state_on_disk(str(data_dir))
+    except ValueError as exc:
+        report.bad_files.append(f"__skerry_groups: {exc}")
 
 
 def group_crash_trial(workdir: Path, seed: int, *, how: str = "kill", churn: bool = False,

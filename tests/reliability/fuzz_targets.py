@@ -47,6 +47,7 @@ from data.format import decode_record, encode_record
 from data.idempotence import batch_ids, parse_record_id
 from data.index import sindex_bytes, sindex_from_bytes
 from data.store import TopicConfig
+from groups.loader import GroupLog
 from groups.store import groups_from_json, offset_metadata_from_json
 from replication.errors import ProducerStateError
 from replication.producer_state import ProducerStateManager, decode_snapshot, encode_snapshot
@@ -103,6 +104,14 @@ def _json(loader: Callable[[object], object]) -> Callable[[bytes], object]:
     def run(data: bytes) -> object:
         return loader(json.loads(data.decode("utf-8")))
     return run
+
+
+def _group_record(data: bytes) -> object:
+    """One record of __skerry_groups: key, a newline, value; loaded as a partition would."""
+    key, _, value = data.partition(b"\n")
+    book = GroupLog()
+    book.apply(0, 0, key, value)
+    return book.state()
 
 
 def _iggy(data: bytes) -> object:
@@ -233,6 +242,13 @@ TARGETS: dict[str, Target] = {
         b'{"version": 1, "offsets": [{"group": "g", "topic": "t", "committed": {"0": 5}}]}',
         b'{"version": 2, "offsets": [{"group": "g", "topic": "t", "committed": {"0": 5}, '
         b'"metadata": {"0": "md"}}]}')),
+    "group_record": Target("group_record", _group_record, (ValueError,), (
+        b'[1,"offset","g","t",0]\n{"v":1,"offset":5,"metadata":"md"}',
+        b'[1,"group","g","t"]\n{"v":1,"generation":2,"assignor":"range","partitions":1,'
+        b'"members":[{"member_id":"c","session_timeout_ms":10000,"assigned":[0]}]}',
+        b'[1,"kafka_group","g"]\n{"v":1,"state":"Empty","generation":1,"protocol_type":null,'
+        b'"protocol":null,"leader":null,"members":[]}',
+        b'[1,"offset","g","t",0]\n')),
     "topic_json": Target("topic_json", _json(TopicConfig.from_json), (ValueError,), (
         b'{"partitions": 3, "replication_factor": 1, "min_insync_replicas": 1, '
         b'"retention_ms": null, "retention_bytes": 1000}',

@@ -68,8 +68,13 @@ class Placement(Protocol):
         leader only; elsewhere a Fetch answers NOT_LEADER_FOR_PARTITION)."""
         ...
 
-    def coordinator(self) -> NodeInfo | None:
-        """The broker coordinating every Kafka group (None: none live now)."""
+    def coordinator(self, group_id: str | None = None) -> NodeInfo | None:
+        """The broker coordinating ``group_id`` (without one: every Kafka group; None:
+        none live now)."""
+        ...
+
+    def loading(self, group_id: str) -> bool:
+        """True while this broker is loading ``group_id``'s coordinator partition."""
         ...
 
     def controller(self) -> int:

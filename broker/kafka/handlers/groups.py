@@ -53,22 +53,26 @@ __all__ = ["GROUP_HANDLERS", "GROUP_VERSIONS", "find_coordinator", "join_group",
 _NO_COORDINATOR = "the Kafka group coordinator is not available"
 
 
-def _service(ctx: Context) -> Any:
+def _service(ctx: Context, group_id: str | None = None) -> Any:
     """The Kafka group service, or COORDINATOR_NOT_AVAILABLE; NOT_COORDINATOR_FOR_GROUP on
-    a cluster member that does not coordinate the groups."""
+    a cluster member that does not coordinate the group (COORDINATOR_LOAD_IN_PROGRESS
+    while it is loading the group's partition)."""
     if ctx.groups is None:
         raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NO_COORDINATOR)
-    if not _coordinates(ctx):
+    if group_id is not None and ctx.placement is not None and ctx.placement.loading(group_id):
+        raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                         f"broker {ctx.node.broker_id} is loading group {group_id}")
+    if not _coordinates(ctx, group_id):
         raise KafkaError(ErrorCode.NOT_COORDINATOR_FOR_GROUP,
-                         f"broker {ctx.node.broker_id} does not coordinate Kafka groups")
+                         f"broker {ctx.node.broker_id} does not coordinate group {group_id}")
     return ctx.groups
 
 
-def _coordinates(ctx: Context) -> bool:
+def _coordinates(ctx: Context, group_id: str | None = None) -> bool:
     placement = ctx.placement
     if placement is None:
         return True
-    coordinator = placement.coordinator()
+    coordinator = placement.coordinator(group_id)
     return coordinator is not None and coordinator.broker_id == ctx.node.broker_id
 
 
@@ -112,15 +116,25 @@ def find_coordinator(ctx: Context, request: c.FindCoordinatorRequest
     elif ctx.groups is None:
         code, message = int(ErrorCode.COORDINATOR_NOT_AVAILABLE), _NO_COORDINATOR
     else:
-        node = ctx.node if ctx.placement is None else ctx.placement.coordinator()
+        # Each group its own coordinator: its partition's leader (a cluster on etcd).
+        node = ctx.node if ctx.placement is None else ctx.placement.coordinator(
+            request.key if v < 4 else None)
         if node is None:
             code, message = int(ErrorCode.COORDINATOR_NOT_AVAILABLE), \
                 "no live broker coordinates Kafka groups now"
     if v >= 4:
+        def one(key: str) -> c.Coordinator:
+            found = node
+            if code == 0 and ctx.placement is not None:
+                found = ctx.placement.coordinator(key)
+            if found is None:
+                return c.Coordinator(key, -1, "", -1,
+                                     code or int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                                     message or "no live broker coordinates the group now")
+            return c.Coordinator(key, found.broker_id, found.host, found.port, code, message)
+
         return c.FindCoordinatorResponse(0, -1, "", -1, coordinators=tuple(
-            c.Coordinator(key, node.broker_id if node else -1, node.host if node else "",
-                          node.port if node else -1, code, message)
-            for key in request.coordinator_keys))
+            one(key) for key in request.coordinator_keys))
     if node is None:
         raise KafkaError(ErrorCode(code), message or "")
     return c.FindCoordinatorResponse(0, node.broker_id, node.host, node.port)
@@ -130,7 +144,7 @@ def join_group(ctx: Context, request: c.JoinGroupRequest) -> Deferred[c.JoinGrou
     """JoinGroup v0-v9: answered when the join barrier completes (the leader's answer
     lists every member's metadata, and from v5 their group instance ids); static members
     (v5+ ``group.instance.id``) as ``groups.classic`` describes."""
-    service = _service(ctx)
+    service = _service(ctx, request.group_id)
     v = request.header.api_version
     rebalance = request.rebalance_timeout_ms if v >= 1 else None
     d = _call(service.join, request.group_id, request.member_id,
@@ -155,7 +169,7 @@ def _join_response(reply: JoinReply, protocol_type: str) -> c.JoinGroupResponse:
 def sync_group(ctx: Context, request: c.SyncGroupRequest) -> Deferred[c.SyncGroupResponse]:
     """SyncGroup v0-v5: the member's assignment once the leader has sent it; v5 echoes the
     protocol type and name the client sent (clients check them against their own)."""
-    service = _service(ctx)
+    service = _service(ctx, request.group_id)
     assignments = {a.member_id: a.assignment for a in request.assignments} or None
     d = _call(service.sync, request.group_id, request.generation_id, request.member_id,
               assignments, request.group_instance_id)
@@ -170,7 +184,7 @@ def _assignment(reply: SyncReply) -> bytes:
 
 def heartbeat(ctx: Context, request: c.HeartbeatRequest) -> c.HeartbeatResponse:
     """Heartbeat v0-v4: 0, or 27 REBALANCE_IN_PROGRESS while a rebalance waits (rejoin)."""
-    service = _service(ctx)
+    service = _service(ctx, request.group_id)
     pending = _call(service.heartbeat, request.group_id, request.generation_id,
                     request.member_id, request.group_instance_id)
     return c.HeartbeatResponse(0 if pending is None else int(code_for(pending)))
@@ -180,7 +194,7 @@ def leave_group(ctx: Context, request: c.LeaveGroupRequest) -> Deferred[c.LeaveG
     """LeaveGroup v0-v5: the members go at once and the others rebalance. v3+ names
     several (KIP-345), each by member id or group instance id, each with its own outcome;
     v0-v2's one member refused refuses the request."""
-    service = _service(ctx)
+    service = _service(ctx, request.group_id)
     if request.header.api_version < 3:
         d = _call(service.leave, request.group_id, request.member_id)
         return d.addCallback(lambda _: c.LeaveGroupResponse(0))
@@ -213,7 +227,7 @@ def _member_code(failure: Failure) -> int:
 def offset_commit(ctx: Context, request: c.OffsetCommitRequest
                   ) -> Deferred[c.OffsetCommitResponse] | c.OffsetCommitResponse:
     """OffsetCommit v0-v2 (see the module doc for the per-partition rules)."""
-    service = _service(ctx)
+    service = _service(ctx, request.group_id)
     codes: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], CommittedOffset] = {}
     for topic in request.topics:
@@ -269,6 +283,8 @@ def offset_fetch(ctx: Context, request: c.OffsetFetchRequest) -> c.OffsetFetchRe
     answers = []
     for group in request.asked():
         try:
+            if v < 8:  # one group: refused as a whole when it is coordinated elsewhere
+                _service(ctx, group.group_id)
             topics = _fetch_group(ctx, service, group, v)
             answers.append(c.OffsetFetchGroupResponse(group.group_id, topics, 0))
         except KafkaGroupError as refusal:

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from broker.config import TOPIC_EXTRA_KEYS
+from broker.core.topics import INTERNAL_PREFIX
 from broker.errors import BadRequest
 from replication.control.keys import TopicRecord
 
@@ -31,6 +32,8 @@ class _Core(Protocol):
                      extra: Mapping[str, Any] | None = None) -> Any: ...
     def alter_topic(self, name: str, changes: Mapping[str, Any]) -> Any: ...
     def delete_topic(self, name: str) -> None: ...
+    def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                              min_insync_replicas: int) -> Any: ...
     def add_partitions(self, name: str, count: int) -> Any: ...
 
 
@@ -76,6 +79,11 @@ class CoreTopics:
                 settings)
 
     def create_local(self, name: str, record: TopicRecord) -> None:
+        if name.startswith(INTERNAL_PREFIX):  # the broker's own: no retention, no limits
+            self._core.create_internal_topic(name, record.partitions,
+                                             record.replication_factor, record.min_isr)
+            self._replication.topic_created(name)
+            return
         extra = {key: value for key, value in record.settings.items()
                  if key in TOPIC_EXTRA_KEYS and value is not None}
         topic_id = record.settings.get("topic_id")

@@ -1,0 +1,327 @@
+"""The Twisted shell of the group state's source of truth: the internal topic
+``__skerry_groups`` (``groups.records``), written through the broker's produce path and read
+back at start.
+
+Owns: ``GroupStateLog``. At construction it reads every record of the topic (when the data
+directory has it) into a ``groups.loader.GroupLog`` and decides what the coordinators
+restore; afterwards it is what the group services persist through, with the same two calls
+the JSON files had: ``changed()`` (the state moved) and ``durable()`` (fires once the topic
+holds every change made so far). A write takes the whole state's records
+(``groups.records.state_records``), appends per partition only the records that differ
+from what the partition holds (``groups.records.changes``: new values and tombstones), with
+``acks=all``, one batch per partition and one write in flight at a time; everything changed
+meanwhile goes into the next write. A reply that depends on a change is answered once its
+records are at the high watermark, so on one broker exactly as durable as the broker's
+``storage.fsync`` makes any acknowledged message.
+
+**Migration** (data directories of brokers before the topic): when ``groups.json``,
+``offsets.json`` or ``kafka-groups.json`` exists, those files are the state (they are newer
+than anything in the topic: no broker writes them any more); the first write puts their
+records into the topic, and once that is durable each file is renamed
+``<name>.migrated`` (kept as a backup, read by nothing). A crash in between repeats the
+migration at the next start, which appends nothing the topic already holds: idempotent.
+
+Must not import: transports, the global reactor (time is the injected ``clock``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.python.failure import Failure
+
+from broker.errors import SkerryError, StorageError
+from data.atomic import read_json
+from data.fs import OS_FS, FileLayer
+from groups.classic_store import CLASSIC_GROUPS_FILE, classic_groups_from_json
+from groups.loader import GroupLog, LoadedState
+from groups.records import GROUPS_TOPIC, changes, partition_for_group
+from groups.store import (
+    GROUPS_FILE,
+    OFFSETS_FILE,
+    groups_from_json,
+    offset_metadata_from_json,
+    offsets_from_json,
+)
+
+__all__ = ["GroupStateLog", "MIGRATED_SUFFIX", "LEGACY_FILES", "read_records"]
+
+log = logging.getLogger("skerry.groups")
+
+MIGRATED_SUFFIX = ".migrated"
+LEGACY_FILES = (GROUPS_FILE, OFFSETS_FILE, CLASSIC_GROUPS_FILE)
+"""The per-broker JSON files the topic replaced, migrated once at start."""
+
+RunInThread = Callable[[Callable[[], None]], Deferred[None]]
+Snapshot = Callable[[int], dict[int, dict[bytes, bytes]]]
+"""``snapshot(partitions)``: the whole state's records, ``{partition: {key: value}}``."""
+
+
+class StoreReader(Protocol):
+    """What the loader reads: the store's topics and partition logs."""
+
+    def topic(self, name: str) -> Any: ...
+
+    def partition(self, name: str, partition: int) -> Any: ...
+
+
+class Producer(Protocol):
+    """What the writer needs of ``broker.core.BrokerCore``."""
+
+    def topic_config(self, name: str) -> Any: ...
+
+    def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                              min_insync_replicas: int) -> Any: ...
+
+    def produce_keyed_batch(self, topic_name: str, partition: int, keys: Any, payloads: Any,
+                            acks: str, callback: Callable[[Any], None]) -> None: ...
+
+
+class GroupStateLog:
+    """Group state on this broker, kept in ``__skerry_groups``."""
+
+    def __init__(self, store: StoreReader, data_dir: str, clock: IReactorTime, *,
+                 partitions: int, fs: FileLayer = OS_FS,
+                 run_in_thread: RunInThread | None = None, cluster: bool = False) -> None:
+        """Read the topic (and any legacy JSON files) from ``store`` and ``data_dir``:
+        ``loaded`` is the state to restore. A damaged record or file raises ``ValueError``
+        naming it. Construct before the reactor serves (the reading happens here).
+
+        ``cluster``: this broker is one of several, and holds only the partitions it leads
+        (``lead``/``resign``); nothing is loaded here, and nothing is written for a
+        partition it does not lead."""
+        self._clock = clock
+        self._fs = fs
+        self._run = run_in_thread
+        self.data_dir = data_dir
+        topic = store.topic(GROUPS_TOPIC)
+        self.partitions = partitions if topic is None else topic.config.partitions
+        """The topic's partition count (an existing topic's count wins over the config)."""
+        self._held: dict[int, dict[bytes, bytes]] = {}
+        everything = GroupLog()
+        self._owned: set[int] | None = set() if cluster else None
+        if topic is not None and not cluster:
+            for partition in range(self.partitions):
+                book = GroupLog()
+                book.apply_all(partition, read_records(store.partition(GROUPS_TOPIC, partition)))
+                if book.latest:
+                    self._held[partition] = dict(book.latest)
+                    everything.merge(book)
+        self.legacy = [name for name in LEGACY_FILES
+                       if fs.exists(os.path.join(data_dir, name))]
+        if cluster and self.legacy:
+            log.warning("%s in %s: a cluster member's own group files are not migrated "
+                        "into %s (docs/cluster.md, Consumer groups); left as they are",
+                        ", ".join(self.legacy), data_dir, GROUPS_TOPIC)
+            self.legacy = []
+        """The legacy JSON files found at start (migrated by the first write)."""
+        self.loaded = self._legacy_state() if self.legacy else everything.state()
+        """What the coordinators restore."""
+        self._core: Producer | None = None
+        self._snapshot: Snapshot | None = None
+        self._version = 0
+        self._written = 0
+        self._in_flight = False
+        self._call: IDelayedCall | None = None
+        self._waiters: list[tuple[int, Deferred[None]]] = []
+
+    def _legacy_state(self) -> LoadedState:
+        def path(name: str) -> str:
+            return os.path.join(self.data_dir, name)
+
+        offsets_doc = read_json(path(OFFSETS_FILE), None, self._fs)
+        return LoadedState(
+            groups=groups_from_json(read_json(path(GROUPS_FILE), None, self._fs),
+                                    path(GROUPS_FILE)),
+            offsets=offsets_from_json(offsets_doc, path(OFFSETS_FILE)),
+            metadata=offset_metadata_from_json(offsets_doc, path(OFFSETS_FILE)),
+            classic_groups=classic_groups_from_json(
+                read_json(path(CLASSIC_GROUPS_FILE), None, self._fs), path(CLASSIC_GROUPS_FILE)),
+        )
+
+    # ------------------------------------------------------------------ wiring
+
+    def attach(self, core: Producer, snapshot: Snapshot) -> None:
+        """Start writing through ``core``; ``snapshot`` gives the whole state's records.
+        Migrates the legacy files (their records, then the rename) when there are any."""
+        self._core = core
+        self._snapshot = snapshot
+        if self.legacy:
+            self.changed()
+            self.durable().addCallbacks(self._migrated, self._migration_failed)
+        elif self._version:
+            self._schedule()
+
+    def _migrated(self, _: object) -> Deferred[None]:
+        def rename() -> None:
+            for name in self.legacy:
+                src = os.path.join(self.data_dir, name)
+                self._fs.replace(src, src + MIGRATED_SUFFIX)
+
+        run = self._run
+        d = succeed(rename()) if run is None else run(rename)
+
+        def done(_: object) -> None:
+            log.info("migrated %s into the topic %s (the files are kept as *%s)",
+                     ", ".join(self.legacy), GROUPS_TOPIC, MIGRATED_SUFFIX)
+            self.legacy = []
+
+        return d.addCallbacks(done, self._migration_failed)
+
+    def _migration_failed(self, failure: Failure) -> None:
+        log.error("could not migrate %s into %s (tried again at the next start): %s",
+                  ", ".join(self.legacy), GROUPS_TOPIC, failure.getErrorMessage())
+
+    # ------------------------------------------------------------------ persistence
+
+    def changed(self) -> None:
+        """The state changed: the next write includes it."""
+        self._version += 1
+        self._schedule()
+
+    def durable(self) -> Deferred[None]:
+        """Fires once the topic holds every change made so far (``StorageError`` when the
+        write failed; the next write tries again)."""
+        if self._written >= self._version:
+            return succeed(None)
+        waiter: Deferred[None] = Deferred()
+        self._waiters.append((self._version, waiter))
+        self._schedule()
+        return waiter
+
+    def lead(self, partition: int, records: Iterable[tuple[int, bytes, bytes]]
+             ) -> LoadedState:
+        """(Cluster) This broker now leads ``partition``: its records (every one, in offset
+        order) become what the partition holds, and the state they describe is returned
+        for the coordinators to load. ``ValueError`` naming a damaged record."""
+        assert self._owned is not None
+        book = GroupLog()
+        book.apply_all(partition, records)
+        loaded = book.state()
+        self._held[partition] = dict(book.latest)
+        self._owned.add(partition)
+        return loaded
+
+    def resign(self, partition: int) -> None:
+        """(Cluster) This broker no longer leads ``partition``: nothing is written to it
+        any more (its groups are unloaded by the caller)."""
+        assert self._owned is not None
+        self._owned.discard(partition)
+        self._held.pop(partition, None)
+
+    def owns(self, partition: int) -> bool:
+        """True when this broker holds the partition's groups: always on a single broker;
+        in a cluster, once it has loaded the partition it leads."""
+        return self._owned is None or partition in self._owned
+
+    def partition_of(self, group_id: str) -> int:
+        """The partition of the topic holding ``group_id``."""
+        return partition_for_group(group_id, self.partitions)
+
+    def held(self) -> Mapping[int, Mapping[bytes, bytes]]:
+        """The latest record of every key the topic holds, per partition."""
+        return self._held
+
+    def _schedule(self) -> None:
+        # callLater(0): everything changed in this reactor turn shares the write.
+        if self._core is not None and self._call is None and not self._in_flight:
+            self._call = self._clock.callLater(0, self._write)
+
+    def _write(self) -> None:
+        self._call = None
+        assert self._core is not None and self._snapshot is not None
+        version = self._version
+        try:
+            current = self._snapshot(self.partitions)
+            if self._owned is not None:  # a cluster member writes the partitions it leads
+                strays = sorted(set(current) - self._owned)
+                if strays:
+                    log.warning("group state for %s partitions %s this broker does not lead "
+                                "is not written", GROUPS_TOPIC, strays)
+                current = {p: v for p, v in current.items() if p in self._owned}
+            batches = {p: changes(self._held.get(p, {}), current.get(p, {}))
+                       for p in set(current) | set(self._held)}
+            batches = {p: batch for p, batch in batches.items() if batch}
+            if batches and self._owned is None \
+                    and self._core.topic_config(GROUPS_TOPIC) is None:
+                self._core.create_internal_topic(GROUPS_TOPIC, self.partitions, 1, 1)
+        except SkerryError as error:
+            self._finish(version, _storage_error(error))
+            return
+        if not batches:
+            self._finish(version, None)
+            return
+        self._in_flight = True
+        waits = [self._append(p, batch, current.get(p, {})) for p, batch in batches.items()]
+        DeferredList(waits, consumeErrors=True).addCallback(self._appended, version)
+
+    def _append(self, partition: int, batch: list[tuple[bytes, bytes]],
+                latest: dict[bytes, bytes]) -> Deferred[None]:
+        assert self._core is not None
+        d: Deferred[None] = Deferred()
+
+        def answered(result: Any) -> None:
+            if isinstance(result, BaseException):
+                d.errback(result)
+            else:
+                if self.owns(partition):  # not resigned while the write was in flight
+                    if latest:
+                        self._held[partition] = latest
+                    else:
+                        self._held.pop(partition, None)
+                d.callback(None)
+
+        try:
+            self._core.produce_keyed_batch(GROUPS_TOPIC, partition, [k for k, _ in batch],
+                                           [v for _, v in batch], "all", answered)
+        except SkerryError as error:
+            d.errback(error)
+        return d
+
+    def _appended(self, results: list[tuple[bool, Any]], version: int) -> None:
+        self._in_flight = False
+        failures = [value for ok, value in results if not ok]
+        if failures:
+            self._finish(version, _storage_error(failures[0].value))
+        else:
+            self._finish(version, None)
+
+    def _finish(self, version: int, error: StorageError | None) -> None:
+        if error is None:
+            self._written = version
+        else:
+            log.error("could not write group state to %s: %s", GROUPS_TOPIC, error)
+        ready = [waiter for covered, waiter in self._waiters if covered <= version]
+        self._waiters = [(covered, w) for covered, w in self._waiters if covered > version]
+        if self._version > version or (error is not None and self._waiters):
+            self._schedule()
+        for waiter in ready:
+            if error is None:
+                waiter.callback(None)
+            else:
+                waiter.errback(error)
+
+
+def _storage_error(error: BaseException) -> StorageError:
+    if isinstance(error, StorageError):
+        return error
+    return StorageError(f"could not write group state: {error}")
+
+
+def read_records(plog: Any) -> Iterator[tuple[int, bytes, bytes]]:
+    """Every ``(offset, key, value)`` of a partition log, from its first offset."""
+    offset = plog.first_offset
+    end = plog.next_offset
+    while offset < end:
+        result = plog.read(offset, 10_000, 16 << 20)
+        for record in result.records:
+            yield record.offset, record.key or b"", record.payload
+        if result.next_offset <= offset:
+            break
+        offset = result.next_offset
+

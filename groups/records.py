@@ -1,0 +1,232 @@
+"""Group state as records of the internal topic ``__skerry_groups``: the schema, encode and
+decode, the group id -> partition hash, the records a coordinator's state is made of, and
+the changes between two such sets.
+
+Owns: ``GROUPS_TOPIC``, ``partition_for_group``, the three record kinds (below),
+``state_records`` (the full record set of a state, per partition), ``changes`` (what to
+append to go from one record set to the next: new or changed values, tombstones for keys
+gone). Reading the records back into a state is ``groups.loader``.
+
+Must not import: Twisted, ``broker``; no file I/O, no clock.
+
+Why this shape (Kafka's ``__consumer_offsets``, in Skerry's own terms):
+
+* **One record per key, the latest wins.** A key names one thing: a V1/Iggy group on a
+  topic, a Kafka group, or the committed offset of a group on one partition. Its value is
+  that thing's whole current state, so a log in which only the latest record of each key is
+  kept (compaction) still rebuilds the same state. A *tombstone* (empty value) says the
+  thing is gone: a deleted group, an offset reset away.
+* **Versioned.** A key is a JSON array whose first element is the key version; a value is
+  a JSON object with ``"v"``. A broker refuses (``ValueError``, naming partition and
+  offset) a record of a version it does not know, as it refuses a JSON file of an unknown
+  version: state it cannot read is never silently dropped.
+* **Deterministic bytes.** Keys are encoded with fixed element order and no spaces, so the
+  same thing always has the same key bytes (compaction compares key bytes).
+
+The keys, version 1 (``g`` a group id, ``t`` a topic, ``p`` a partition)::
+
+    [1,"group",g,t]        V1 and Iggy groups: {"v":1,"generation":3,"assignor":"range",
+                           "partitions":3,"members":[{"member_id":"c1",
+                           "session_timeout_ms":10000,"assigned":[0,1]}, ...]}
+    [1,"offset",g,t,p]     committed offsets of every protocol (V1, Kafka, Iggy groups and
+                           Iggy consumers' pseudo-groups): {"v":1,"offset":5}, with
+                           "metadata":"text" when Kafka kept a non-empty string
+    [1,"kafka_group",g]    Kafka classic groups: {"v":1,"state":"Stable",...} -- the
+                           fields of a kafka-groups.json entry but ``group_id``
+
+The value of a group is the same document the JSON files held for it, so the loader
+reuses their validation (``groups.store``, ``groups.classic_store``).
+
+**Which partition.** Every record of group id ``g`` (its V1 groups on every topic, its
+Kafka group, its offsets) goes to partition ``fnv1a_32(utf8(g)) % partitions``: FNV-1a
+32 bits, the hash Skerry already uses for message keys (``data.keys``), stable across
+processes and versions (Python's own ``hash`` of a string is randomised per process).
+Kafka uses ``abs(groupId.hashCode()) % partitions`` for the same purpose. The hash is of
+the group id alone, not the topic, so one coordinator holds everything named ``g``: the
+cross-protocol guard (a group id live under V1 is refused to Kafka) and the offsets V1 and
+Kafka share need nothing from another coordinator.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from data.keys import fnv1a_32
+from groups.classic_group import ClassicGroup
+from groups.classic_store import classic_groups_to_json
+from groups.coordinator import GroupKey
+from groups.group import Group
+from groups.store import groups_to_json
+
+__all__ = [
+    "GROUPS_TOPIC",
+    "KEY_VERSION",
+    "VALUE_VERSION",
+    "TOMBSTONE",
+    "partition_for_group",
+    "group_key",
+    "offset_key",
+    "kafka_group_key",
+    "encode_value",
+    "decode_key",
+    "decode_value",
+    "group_of_key",
+    "state_records",
+    "changes",
+    "KIND_GROUP",
+    "KIND_OFFSET",
+    "KIND_KAFKA_GROUP",
+]
+
+GROUPS_TOPIC = "__skerry_groups"
+"""The internal topic holding every group's state and committed offsets. Not named
+``__consumer_offsets``: its records are Skerry's, and Kafka tools that decode that topic
+by name would misread them."""
+
+KEY_VERSION = 1
+VALUE_VERSION = 1
+TOMBSTONE = b""
+"""The value of a record that deletes its key."""
+
+KIND_GROUP = "group"
+KIND_OFFSET = "offset"
+KIND_KAFKA_GROUP = "kafka_group"
+
+# The number of elements a key of each kind has (version and kind included).
+_KEY_LENGTHS = {KIND_GROUP: 4, KIND_OFFSET: 5, KIND_KAFKA_GROUP: 3}
+
+
+def partition_for_group(group_id: str, partitions: int) -> int:
+    """The partition of ``GROUPS_TOPIC`` that holds group id ``group_id``: FNV-1a 32 of its
+    UTF-8 bytes modulo ``partitions`` (``partition_for_group("analytics", 50) == 45``)."""
+    if partitions < 1:
+        raise ValueError(f"partitions must be at least 1, got {partitions}")
+    return fnv1a_32(group_id.encode("utf-8")) % partitions
+
+
+def _key(*parts: object) -> bytes:
+    return json.dumps([KEY_VERSION, *parts], separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def group_key(group: str, topic: str) -> bytes:
+    """The key of a V1/Iggy group on a topic."""
+    return _key(KIND_GROUP, group, topic)
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def offset_key(group: str, topic: str, partition: int) -> bytes:
+    """The key of a group's committed offset on one partition."""
+    return _key(KIND_OFFSET, group, topic, partition)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def kafka_group_key(group_id: str) -> bytes:
+    """The key of a Kafka classic group."""
+    return _key(KIND_KAFKA_GROUP, group_id)
+
+
+def encode_value(fields: Mapping[str, Any]) -> bytes:
+    """A value: ``fields`` with the value version first."""
+    return json.dumps({"v": VALUE_VERSION, **fields}, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8")
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _offset_value(offset: int, metadata: str) -> bytes:
+    # Cached: a write takes the whole state's records, and most offsets did not change.
+    fields: dict[str, Any] = {"offset": offset}
+    if metadata:
+        fields["metadata"] = metadata
+    return encode_value(fields)
+
+
+def decode_key(key: bytes) -> tuple[Any, ...]:
+    """``(kind, *names)`` of a key; ``ValueError`` for anything that is not a key of a
+    known version and kind with well-typed parts."""
+    try:
+        parts = json.loads(key.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError(f"key {key[:80]!r} is not a JSON array") from None
+    if not isinstance(parts, list) or not parts:
+        raise ValueError(f"key {key[:80]!r} is not a JSON array")
+    if parts[0] != KEY_VERSION or type(parts[0]) is not int:
+        raise ValueError(f"key version {parts[0]!r}; this broker reads version {KEY_VERSION}")
+    kind = parts[1] if len(parts) > 1 else None
+    if not isinstance(kind, str) or kind not in _KEY_LENGTHS or len(parts) != _KEY_LENGTHS[kind]:
+        raise ValueError(f"key {key[:80]!r}: unknown kind or wrong length")
+    names = parts[2:]
+    if kind == KIND_OFFSET:
+        if type(names[2]) is not int or names[2] < 0:
+            raise ValueError(f"key {key[:80]!r}: partition is not an integer >= 0")
+        names_to_check = names[:2]
+    else:
+        names_to_check = names
+    if not all(isinstance(name, str) for name in names_to_check):
+        raise ValueError(f"key {key[:80]!r}: names are strings")
+    return (kind, *names)
+
+
+def decode_value(value: bytes) -> dict[str, Any] | None:
+    """The fields of a value without its version (None for a tombstone); ``ValueError``
+    when it is not a JSON object of a known version."""
+    if value == TOMBSTONE:
+        return None
+    try:
+        fields = json.loads(value.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError(f"value {value[:80]!r} is not a JSON object") from None
+    if not isinstance(fields, dict):
+        raise ValueError(f"value {value[:80]!r} is not a JSON object")
+    version = fields.pop("v", None)
+    if version != VALUE_VERSION or type(version) is not int:
+        raise ValueError(f"value version {version!r}; this broker reads version "
+                         f"{VALUE_VERSION}")
+    return fields
+
+
+def group_of_key(key: bytes) -> str:
+    """The group id a key belongs to (its partition's hash input)."""
+    return str(decode_key(key)[1])
+
+
+def state_records(groups: Iterable[Group],
+                  offsets: Mapping[GroupKey, Mapping[int, int]],
+                  metadata: Mapping[GroupKey, Mapping[int, str]],
+                  classic_groups: Iterable[ClassicGroup],
+                  partitions: int) -> dict[int, dict[bytes, bytes]]:
+    """Every record of a coordinator's state, ``{partition: {key: value}}``: what a
+    compacted partition holds once cleaned. Groups without members and without a generation
+    are state too (DESCRIBE_GROUP shows them) and keep their record."""
+    out: dict[int, dict[bytes, bytes]] = {}
+
+    def put(group_id: str, key: bytes, value: bytes) -> None:
+        out.setdefault(partition_for_group(group_id, partitions), {})[key] = value
+
+    for entry in groups_to_json(groups)["groups"]:
+        name, topic = entry.pop("group"), entry.pop("topic")
+        put(name, group_key(name, topic), encode_value(entry))
+    for (name, topic), committed in offsets.items():
+        texts = metadata.get((name, topic), {})
+        home = out.setdefault(partition_for_group(name, partitions), {})
+        for partition, offset in committed.items():
+            home[offset_key(name, topic, partition)] = _offset_value(
+                offset, texts.get(partition, ""))
+    for entry in classic_groups_to_json(classic_groups)["groups"]:
+        group_id = entry.pop("group_id")
+        put(group_id, kafka_group_key(group_id), encode_value(entry))
+    return out
+
+
+def changes(previous: Mapping[bytes, bytes],
+            current: Mapping[bytes, bytes]) -> list[tuple[bytes, bytes]]:
+    """The records that turn a partition holding ``previous`` into one holding
+    ``current``: every new or changed key with its value, then a tombstone for every key
+    gone, each group in key order (deterministic output)."""
+    out = [(key, current[key]) for key in sorted(current) if previous.get(key) != current[key]]
+    out += [(key, TOMBSTONE) for key in sorted(previous) if key not in current]
+    return out
