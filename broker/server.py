@@ -276,9 +276,6 @@ def build_broker(config: Config, clock: IReactorTime, *,
     core.start()
     authorizer = _authorizer(config)
     core.access.authorizer = authorizer  # before the handlers: they bind the checked paths
-    if authorizer.enabled and config["kafka_port"] is not None:
-        log.warning("ACLs are not checked on the Kafka listener yet: its users are "
-                    "authenticated (SASL PLAIN) and may do everything (docs/security.md)")
     handlers = Handlers(core, groups, replication)
     handlers.consumer_groups = consumer_groups
     if config["auth.tokens_file"] is not None:

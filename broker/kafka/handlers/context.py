@@ -90,6 +90,9 @@ class Context:
         self.client_host = ""
         """The address of the client whose request is being handled (set by the dispatcher
         before each handler runs; read synchronously by JoinGroup)."""
+        self.requester: Any = None
+        """The connection whose request is being handled (set by the dispatcher, like
+        ``client_host``): its ``principal`` is what ACLs are checked for."""
         self.node = node
         self.clock = clock
         self.now_us = now_us

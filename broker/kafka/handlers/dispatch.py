@@ -35,6 +35,7 @@ from typing import Any, Final
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
+from broker.kafka import access
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, code_for
 from broker.kafka.handlers import data, metadata, producers
@@ -170,12 +171,14 @@ class KafkaHandlers:
         """Api key -> the (min, max) versions served; ApiVersions advertises exactly this."""
         ctx.advertised = self.versions
 
-    def dispatch(self, frame: bytes, client_host: str = ""
+    def dispatch(self, frame: bytes, client_host: str = "", requester: Any = None
                  ) -> Reply | Deferred[bytes | list[bytes] | None]:
         """The response frame for one request frame (see the module doc); ``client_host``
         is the peer's address, which JoinGroup records for DescribeGroups (as Kafka's
-        ``/<ip>``)."""
+        ``/<ip>``); ``requester`` is the connection (its ``principal``: the SASL user),
+        whose ACLs ``broker.kafka.access`` checks."""
         self.ctx.client_host = client_host
+        self.ctx.requester = requester
         request = c.parse_request(frame)
         if isinstance(request, c.UnsupportedRequest):
             h = request.header
@@ -197,7 +200,10 @@ class KafkaHandlers:
         if handler is None:
             handler = no_coordinator
         try:
-            response = handler(self.ctx, request)
+            run, refused = access.screen(self.ctx, requester, request, error_response)
+            response = refused if run is None else handler(self.ctx, run)
+            if run is not None and self.ctx.core.access.enabled:
+                response = self._finish(requester, request, response, refused)
         except REFUSALS as error:
             log.debug("kafka: %s refused: %s", type(request).__name__, error)
             return self._encode(request, error_response(request, code_for(error)))
@@ -211,6 +217,14 @@ class KafkaHandlers:
         if response is None:
             return None
         return encode(header, response)
+
+    def _finish(self, requester: Any, request: Any, response: Any, refused: Any) -> Any:
+        """The handler's answer with the screened-out entries added, or filtered."""
+        def done(r: Any) -> Any:
+            return access.finish(self.ctx, requester, request, access.merge(r, refused))
+        if isinstance(response, Deferred):
+            return response.addCallback(done)
+        return done(response)
 
     def _encode(self, request: Any, response: c.Response | None) -> Reply:
         if response is None:
