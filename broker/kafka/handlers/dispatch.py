@@ -196,14 +196,8 @@ class KafkaHandlers:
                      "UNSUPPORTED_VERSION", header.client_id, type(request).__name__,
                      header.api_version)
             return self._encode(request, error_response(request, ErrorCode.UNSUPPORTED_VERSION))
-        handler = self.table.get(type(request))
-        if handler is None:
-            handler = no_coordinator
         try:
-            run, refused = access.screen(self.ctx, requester, request, error_response)
-            response = refused if run is None else handler(self.ctx, run)
-            if run is not None and self.ctx.core.access.enabled:
-                response = self._finish(requester, request, response, refused)
+            response = self.respond(request, requester)
         except REFUSALS as error:
             log.debug("kafka: %s refused: %s", type(request).__name__, error)
             return self._encode(request, error_response(request, code_for(error)))
@@ -217,6 +211,20 @@ class KafkaHandlers:
         if response is None:
             return None
         return encode(header, response)
+
+    def respond(self, request: Any, requester: Any = None) -> Any:
+        """The response to one parsed request (or a Deferred of it): its handler's, on the
+        part of the request ``requester`` may touch (``broker.kafka.access.screen``), with
+        the refused part's error entries added. Raises what the handler raises."""
+        handler = self.table.get(type(request))
+        if handler is None:
+            handler = no_coordinator
+        self.ctx.requester = requester
+        run, refused = access.screen(self.ctx, requester, request, error_response)
+        response = refused if run is None else handler(self.ctx, run)
+        if run is not None and self.ctx.core.access.enabled:
+            response = self._finish(requester, request, response, refused)
+        return response
 
     def _finish(self, requester: Any, request: Any, response: Any, refused: Any) -> Any:
         """The handler's answer with the screened-out entries added, or filtered."""
