@@ -7,7 +7,9 @@ once per connection."""
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -51,7 +53,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
     tokens.write_text("".join(f"{u}:{hash_token(t)}\n" for u, t in USERS.items()))
     config = {"kafka_port": 0, "auth": {"tokens_file": str(tokens), "super_users": "admin"},
               "topics": {"orders": {"partitions": 1}, "payments": {"partitions": 1}},
-              "storage": {"fsync": "never"}}
+              "storage": {"fsync": "never"}, "metrics_port": 0}
     with BrokerProcess(tmp_path, config) as proc:
         admin = proc.client()
         assert admin.request(f"V1|1|AUTH|admin {USERS['admin']}") == "V1|1|OK"
@@ -105,3 +107,17 @@ def test_alice_reads_orders_in_billing_and_nothing_else(kafka: Any) -> None:
     log = proc.log_text()
     assert log.count("not authorized: User:alice may not Write Topic:orders") == 1, log[-3000:]
     assert log.count("not authorized: User:alice may not Describe Group:other") == 1
+    metrics = _metrics(proc)
+    for operation, resource_type in (("Write", "Topic"), ("Describe", "Group")):
+        found = re.search(rf'skerry_authorization_refusals_total\{{operation="{operation}",'
+                          rf'resource_type="{resource_type}"\}} (\d+)', metrics)
+        assert found and int(float(found.group(1))) >= 1, metrics[-2000:]
+
+
+def _metrics(proc: BrokerProcess) -> str:
+    found = re.findall(r"metrics\D*127\.0\.0\.1:(\d+)", proc.log_text())
+    assert found, proc.log_text()
+    request = urllib.request.Request(f"http://127.0.0.1:{found[-1]}/metrics", headers={
+        "Authorization": f"Bearer {USERS['admin']}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return str(answer.read().decode())
