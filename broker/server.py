@@ -345,6 +345,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
                              groups=kafka_groups, placement=placement,
                              tokens=handlers.auth_tokens)
         kafka.ctx.producer_ids = _producer_ids(data_dir, control, fs)
+        kafka.ctx.acls = handlers.acls  # CreateAcls/DescribeAcls/DeleteAcls
     tank = None
     if config["tank_port"] is not None:
         from broker.tank.service import TankService

@@ -71,6 +71,9 @@ NEEDS: dict[str, str] = {
     "ADD_OFFSETS_TO_TXN": "Read Group",
     "END_TXN": "IdempotentWrite Cluster, or Write on any topic",
     "TXN_OFFSET_COMMIT": "Read Group, Read Topic (per topic)",
+    "CREATE_ACLS": "Alter Cluster",
+    "DESCRIBE_ACLS": "Describe Cluster",
+    "DELETE_ACLS": "Alter Cluster",
 }
 """Kafka's authorizer's choices (Kafka 3.x: Write on a topic implies IdempotentWrite for
 a producer id). Every API the Kafka listener serves has a row (tests/access)."""
@@ -199,7 +202,10 @@ def screen(ctx: Any, requester: Any, request: Any,
         op = Op.DESCRIBE_CONFIGS if isinstance(request, c.DescribeConfigsRequest) \
             else Op.ALTER_CONFIGS
         return _configs(s, request, op, error_response)
-    if isinstance(request, (c.DescribeClusterRequest, c.DescribeLogDirsRequest)):
+    if isinstance(request, (c.CreateAclsRequest, c.DeleteAclsRequest)):
+        return whole(s.check(Op.ALTER, CLUSTER, CLUSTER_NAME), CLUSTER_DENIED)
+    if isinstance(request, (c.DescribeClusterRequest, c.DescribeLogDirsRequest,
+                            c.DescribeAclsRequest)):
         return whole(s.check(Op.DESCRIBE, CLUSTER, CLUSTER_NAME), CLUSTER_DENIED)
     if isinstance(request, (c.InitProducerIdRequest, c.EndTxnRequest)):
         return whole(s.any_write(), CLUSTER_DENIED)

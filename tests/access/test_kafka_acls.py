@@ -52,7 +52,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
     tokens = tmp_path / "tokens"
     tokens.write_text("".join(f"{u}:{hash_token(t)}\n" for u, t in USERS.items()))
     config = {"kafka_port": 0, "auth": {"tokens_file": str(tokens), "super_users": "admin"},
-              "topics": {"orders": {"partitions": 1}, "payments": {"partitions": 1}},
+              "topics": {"orders": {"partitions": 1}, "payments": {"partitions": 1},
+                         "audit": {"partitions": 1}},
               "storage": {"fsync": "never"}, "metrics_port": 0}
     with BrokerProcess(tmp_path, config) as proc:
         admin = proc.client()
@@ -121,3 +122,56 @@ def _metrics(proc: BrokerProcess) -> str:
         "Authorization": f"Bearer {USERS['admin']}"})
     with urllib.request.urlopen(request, timeout=10) as answer:
         return str(answer.read().decode())
+
+
+def test_admin_client_creates_describes_and_deletes_acls(kafka: Any) -> None:
+    """AdminClient's create_acls / describe_acls / delete_acls manage the rules every
+    transport checks: a Write ACL created over Kafka lets alice produce to `audit`; alice
+    herself may not create ACLs (CLUSTER_AUTHORIZATION_FAILED)."""
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    proc, port = kafka
+    admin = AdminClient(_conf(port, "admin"))
+    binding = AclBinding(ResourceType.TOPIC, "audit", ResourcePatternType.LITERAL,
+                         "User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+    for future in admin.create_acls([binding]).values():
+        assert future.result(timeout=10) is None
+
+    flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice",
+                           None, AclOperation.ANY, AclPermissionType.ANY)
+    listed = admin.describe_acls(flt).result(timeout=10)
+    assert sorted((b.name, b.operation.name) for b in listed) == [
+        ("audit", "WRITE"), ("billing", "READ"), ("orders", "READ")]
+    client = proc.client()
+    assert client.request(f"V1|1|AUTH|admin {USERS['admin']}") == "V1|1|OK"
+    assert "User:alice,Topic,Literal,audit,Write,Allow" in client.request(
+        "V1|2|ADMIN_ACL_LIST|principal=User:alice")
+
+    producer = ck.Producer({**_conf(port, "alice"), "message.timeout.ms": 10000})
+    reports: list[Any] = []
+    producer.produce("audit", value=b"allowed now", partition=0,
+                     on_delivery=lambda err, _msg: reports.append(err))
+    producer.flush(15)
+    assert reports == [None]
+
+    alice_admin = AdminClient(_conf(port, "alice"))
+    refused = alice_admin.create_acls([binding])
+    with pytest.raises(ck.KafkaException) as error:
+        list(refused.values())[0].result(timeout=10)
+    assert error.value.args[0].code() == ck.KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+    only_audit = AclBindingFilter(ResourceType.TOPIC, "audit", ResourcePatternType.LITERAL,
+                                  None, None, AclOperation.ANY, AclPermissionType.ANY)
+    deleted = list(admin.delete_acls([only_audit]).values())[0].result(timeout=10)
+    assert [(b.name, b.principal) for b in deleted] == [("audit", "User:alice")]
+    assert sorted(b.name for b in admin.describe_acls(flt).result(timeout=10)) == [
+        "billing", "orders"]

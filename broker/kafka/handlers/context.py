@@ -105,6 +105,9 @@ class Context:
         dispatcher from the handler modules' ``VERSIONS``)."""
         """The Kafka group service (``broker.services.kafka_groups``) once wired in; the
         handlers of ``handlers.groups`` use it. ``None``: no group APIs."""
+        self.acls: Any = None
+        """``broker.services.acls.AclService``: the rules Kafka's ACL APIs manage (the
+        shell sets it; ``None``: they answer SECURITY_DISABLED)."""
         self.producer_ids: Any = None
         """``broker.services.producer_ids.ProducerIds``: InitProducerId's ids (the shell
         sets it; ``None``: InitProducerId answers COORDINATOR_NOT_AVAILABLE)."""

@@ -38,7 +38,7 @@ from twisted.python.failure import Failure
 from broker.kafka import access
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, code_for
-from broker.kafka.handlers import data, metadata, producers
+from broker.kafka.handlers import acls, data, metadata, producers
 from broker.kafka.handlers.admin import ADMIN_HANDLERS, ADMIN_VERSIONS
 from broker.kafka.handlers.context import Context
 from broker.kafka.handlers.groups import GROUP_HANDLERS, GROUP_VERSIONS
@@ -115,7 +115,7 @@ def advertised_versions(*parts: dict[c.ApiKey, tuple[int, int]]
     codec's range, and capped to ``CLASSIC_ERA`` until ``modern_data_path``."""
     table: dict[c.ApiKey, tuple[int, int]] = {}
     for part in parts or (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS,
-                          ADMIN_VERSIONS, producers.VERSIONS):
+                          ADMIN_VERSIONS, producers.VERSIONS, acls.VERSIONS):
         table.update(part)
     if not modern_data_path(table):
         for key, (_low, high) in CLASSIC_ERA.items():
@@ -167,6 +167,7 @@ class KafkaHandlers:
         }
         self.table.update(GROUP_HANDLERS)
         self.table.update(ADMIN_HANDLERS)
+        self.table.update(acls.ACL_HANDLERS)
         self.versions = advertised_versions()
         """Api key -> the (min, max) versions served; ApiVersions advertises exactly this."""
         ctx.advertised = self.versions
@@ -364,4 +365,11 @@ def _admin_error(request: Any, code: int) -> c.Response:
             c.TxnOffsetCommitTopicResult(t.name, tuple(
                 c.TxnOffsetCommitPartitionResult(p.partition_index, code)
                 for p in t.partitions)) for t in request.topics))
+    if isinstance(request, c.DescribeAclsRequest):
+        return c.DescribeAclsResponse(code)
+    if isinstance(request, c.CreateAclsRequest):
+        return c.CreateAclsResponse(tuple(c.AclCreationResult(code) for _ in request.creations))
+    if isinstance(request, c.DeleteAclsRequest):
+        return c.DeleteAclsResponse(tuple(c.DeleteAclsFilterResult(code)
+                                          for _ in request.filters))
     raise TypeError(f"no error layout for {type(request).__name__}")
