@@ -2,7 +2,7 @@
 
 Owns: ``rows()`` (transport, command, the ACL it needs, whether that is enforced) built
 from the transports' own tables — V1's ``broker.v1.access.NEEDS`` (what the broker
-checks), Kafka's API keys with the operations Kafka's own authorizer asks for them, Iggy's
+checks), Kafka's ``broker.kafka.access.NEEDS``, Iggy's
 ``broker.iggy.access.NEEDS`` and TANK's message ids — and ``markdown()``, the block docs/security.md
 holds between its ``BEGIN``/``END`` markers (tests/access/test_docs_security.py checks it).
 
@@ -13,40 +13,7 @@ Must not import: Twisted, sockets (it reads tables, it serves nothing).
 
 from __future__ import annotations
 
-__all__ = ["rows", "markdown", "KAFKA_NEEDS"]
-
-KAFKA_NEEDS: dict[str, str] = {
-    "PRODUCE": "Write Topic (transactional and idempotent producers: IdempotentWrite Cluster)",
-    "FETCH": "Read Topic (a follower's fetch: ClusterAction Cluster)",
-    "LIST_OFFSETS": "Describe Topic",
-    "METADATA": "Describe Topic (others left out); auto-create: Create Cluster or Topic",
-    "OFFSET_COMMIT": "Read Group, Read Topic",
-    "OFFSET_FETCH": "Describe Group, Describe Topic",
-    "FIND_COORDINATOR": "Describe Group",
-    "JOIN_GROUP": "Read Group",
-    "HEARTBEAT": "Read Group",
-    "LEAVE_GROUP": "Read Group",
-    "SYNC_GROUP": "Read Group",
-    "DESCRIBE_GROUPS": "Describe Group",
-    "LIST_GROUPS": "Describe Cluster (else only the groups the user may Describe)",
-    "SASL_HANDSHAKE": "nothing (authentication)",
-    "SASL_AUTHENTICATE": "nothing (authentication)",
-    "API_VERSIONS": "nothing",
-    "CREATE_TOPICS": "Create Cluster or Create Topic",
-    "DELETE_TOPICS": "Delete Topic",
-    "CREATE_PARTITIONS": "Alter Topic",
-    "DESCRIBE_CONFIGS": "DescribeConfigs Topic or Cluster",
-    "ALTER_CONFIGS": "AlterConfigs Topic or Cluster",
-    "INCREMENTAL_ALTER_CONFIGS": "AlterConfigs Topic or Cluster",
-    "DELETE_GROUPS": "Delete Group",
-    "CREATE_ACLS": "Alter Cluster",
-    "DESCRIBE_ACLS": "Describe Cluster",
-    "DELETE_ACLS": "Alter Cluster",
-    "INIT_PRODUCER_ID": "IdempotentWrite Cluster (or Write on any topic)",
-}
-"""What Kafka's authorizer checks for each request (Kafka's authorization docs), for the
-Kafka transport's rows: the mapping is written, its enforcement is not yet."""
-
+__all__ = ["rows", "markdown"]
 
 def _v1() -> list[tuple[str, str, str, str]]:
     from broker.v1.access import rows as v1_rows
@@ -55,10 +22,12 @@ def _v1() -> list[tuple[str, str, str, str]]:
 
 
 def _kafka() -> list[tuple[str, str, str, str]]:
-    from broker.kafka.codec.requests import ApiKey
+    from broker.kafka.access import NEEDS
+    from broker.kafka.handlers.dispatch import advertised_versions
 
-    return [("Kafka", key.name, KAFKA_NEEDS.get(key.name, "see Kafka's authorization docs"),
-             "not yet (authentication only)") for key in sorted(ApiKey, key=lambda k: k.name)]
+    served = {key.name for key in advertised_versions()}
+    return [("Kafka", name, need, "yes" if name in served else "n/a (not served)")
+            for name, need in sorted(NEEDS.items())]
 
 
 def _iggy() -> list[tuple[str, str, str, str]]:

@@ -304,9 +304,6 @@ def build_broker(config: Config, clock: IReactorTime, *,
     core.start()
     authorizer = _authorizer(config)
     core.access.authorizer = authorizer  # before the handlers: they bind the checked paths
-    if authorizer.enabled and config["kafka_port"] is not None:
-        log.warning("ACLs are not checked on the Kafka listener yet: its users are "
-                    "authenticated (SASL PLAIN) and may do everything (docs/security.md)")
     handlers = Handlers(core, groups, replication)
     handlers.consumer_groups = consumer_groups
     if config["auth.tokens_file"] is not None:
@@ -383,6 +380,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
                              groups=kafka_groups, placement=placement,
                              tokens=handlers.auth_tokens)
         kafka.ctx.producer_ids = _producer_ids(data_dir, control, fs)
+        kafka.ctx.acls = handlers.acls  # CreateAcls/DescribeAcls/DeleteAcls
     tank = None
     if config["tank_port"] is not None:
         from broker.tank.service import TankService

@@ -51,6 +51,9 @@ NOTES: dict[c.ApiKey, str] = {
     c.ApiKey.CREATE_TOPICS: "single broker; configs below, \"Admin APIs\"",
     c.ApiKey.DELETE_TOPICS: "by name, or by id (v6)",
     c.ApiKey.CREATE_PARTITIONS: "grow only; Skerry places replicas",
+    c.ApiKey.DESCRIBE_ACLS: "the shared ACLs (docs/security.md); Describe Cluster",
+    c.ApiKey.CREATE_ACLS: "the shared ACLs (docs/security.md); Alter Cluster",
+    c.ApiKey.DELETE_ACLS: "the shared ACLs (docs/security.md); Alter Cluster",
     c.ApiKey.DESCRIBE_CONFIGS: "topic and broker configs in Kafka's names",
     c.ApiKey.INCREMENTAL_ALTER_CONFIGS: "retention, segment, compaction and timestamp type "
                                         "settings (below, \"Admin APIs\")",

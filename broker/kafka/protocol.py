@@ -67,6 +67,8 @@ class KafkaProtocol(Connection):
         self._closing = False  # a CLOSE was dispatched: read and run nothing more
         self.peer_host = ""
         """The client's IP address (DescribeGroups shows it as the member's host)."""
+        self.principal: str | None = None
+        """The SASL user once logged in (what ACLs are checked for; None: no login)."""
         tokens = factory.tokens
         self._sasl: SaslGate | None = None if tokens is None else SaslGate(
             tokens, failure_delay(1))
@@ -141,7 +143,7 @@ class KafkaProtocol(Connection):
             frame = frames.popleft()
             if self._sasl is not None and not self._sasl_step(frame):
                 continue
-            reply = dispatch(frame, self.peer_host)
+            reply = dispatch(frame, self.peer_host, self)
             if reply is None:
                 continue
             if isinstance(reply, Deferred):
@@ -168,6 +170,7 @@ class KafkaProtocol(Connection):
         if outcome.step is Step.REPLY:
             if outcome.user is not None:
                 self._sasl = None
+                self.principal = outcome.user
                 log.info("kafka: SASL PLAIN ok: user %s from %s", outcome.user, self.peer)
             self._out.append(outcome.reply)  # nothing is pending before authentication
             return False

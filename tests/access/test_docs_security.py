@@ -12,6 +12,8 @@ from pathlib import Path
 
 from broker.access_table import BEGIN, END, markdown, rows
 from broker.auth import hash_token
+from broker.kafka import access as kafka_access
+from broker.kafka.handlers.dispatch import advertised_versions
 from broker.v1 import access as v1_access
 from broker.v1.commands import ALL_COMMANDS, SECURITY_COMMANDS
 from tests.support import ROOT, BrokerProcess
@@ -38,6 +40,14 @@ class TableTests:
         assert covered == {*ALL_COMMANDS.values(), *SECURITY_COMMANDS.values()}
         listed = {command for transport, command, _, _ in rows() if transport == "V1"}
         assert listed == {*ALL_COMMANDS, *SECURITY_COMMANDS}
+
+    def test_every_served_kafka_api_has_an_enforced_row(self) -> None:
+        """A Kafka API served without saying what it needs fails here."""
+        served = {key.name for key in advertised_versions()}
+        enforced = {command for transport, command, _, done in rows()
+                    if transport == "Kafka" and done == "yes"}
+        assert served <= set(kafka_access.NEEDS)
+        assert enforced == served
 
 
 def test_the_documented_sessions_replay(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from broker.auth import hash_token
+from tests.kafka.harness import kafka_port_of
 from tests.support import BrokerProcess, V1Client
 
 USERS = {"alice": "tok-alice-8Hq2", "admin": "tok-admin-3Zp9", "bob": "tok-bob-5Kt1"}
@@ -211,8 +212,9 @@ def test_without_auth_everything_stays_allowed(tmp_path: Path) -> None:
             "V1|1|OK|topic=orders deleted=true"
 
 
-def test_the_log_says_kafka_is_not_checked_yet(tmp_path: Path) -> None:
-    """With authentication on and the Kafka listener on, the broker says at start that the
-    ACLs do not cover Kafka yet (docs/security.md, Not done yet)."""
+def test_the_log_no_longer_says_kafka_is_not_checked(tmp_path: Path) -> None:
+    """With authentication on and the Kafka listener on, the Kafka listener checks ACLs
+    (tests/access/test_kafka_acls.py): the broker no longer warns otherwise at start."""
     with BrokerProcess(tmp_path, {**_config(tmp_path), "kafka_port": 0}) as broker:
-        assert "ACLs are not checked on the Kafka listener yet" in broker.log_text()
+        assert kafka_port_of(broker.log_text()) > 0  # the listener is on
+        assert "ACLs are not checked on the Kafka listener" not in broker.log_text()

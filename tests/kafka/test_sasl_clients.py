@@ -1,7 +1,8 @@
 """Real Kafka clients logging in with SASL PLAIN as users of ``auth.tokens_file`` (the
 token is the password), against ``skerry serve`` on a loopback port: confluent-kafka and
 kafka-python produce and consume with ``SASL_PLAINTEXT``; confluent-kafka also over
-``SASL_SSL``; a wrong password and a client without SASL get nothing."""
+``SASL_SSL``; a wrong password and a client without SASL get nothing. (alice is a super
+user: what a user may do is tests/access/test_kafka_acls.py's.)"""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def _broker(tmp_path: Path, extra: dict[str, Any] | None = None) -> BrokerProces
     tokens = tmp_path / "tokens"
     tokens.write_text(f"alice:{hash_token(TOKEN)}\n")
     return BrokerProcess(tmp_path / "b", {"kafka_port": 0,
-                                          "auth": {"tokens_file": str(tokens)},
+                                          "auth": {"tokens_file": str(tokens),
+                                                   "super_users": "alice"},
                                           **(extra or {})})
 
 

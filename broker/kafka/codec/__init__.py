@@ -36,6 +36,8 @@ Must not import (nor may any module of the package): Twisted, sockets, files, th
 
 from __future__ import annotations
 
+from broker.kafka.codec.acls import *  # noqa: F403
+from broker.kafka.codec.acls import __all__ as _acls
 from broker.kafka.codec.admin import *  # noqa: F403
 from broker.kafka.codec.admin import __all__ as _admin
 from broker.kafka.codec.batches import *  # noqa: F403
@@ -59,5 +61,5 @@ from broker.kafka.codec.txn import __all__ as _txn
 from broker.kafka.codec.wire import *  # noqa: F403
 from broker.kafka.codec.wire import __all__ as _wire
 
-__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_admin, *_txn, *_wire,
+__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_admin, *_acls, *_txn, *_wire,
            *_messages, *_compression, *_columns, *_batches]

@@ -18,6 +18,7 @@ from typing import Any
 
 from broker.kafka.codec import requests as q
 from broker.kafka.codec import responses as p
+from broker.kafka.codec.acls import ACL_SCHEMAS
 from broker.kafka.codec.admin import ADMIN_SCHEMAS
 from broker.kafka.codec.requests import ApiKey
 from broker.kafka.codec.schema import ApiSchema, Array, Field, Struct
@@ -536,7 +537,7 @@ SASL_AUTHENTICATE = ApiSchema(
 )
 
 
-SCHEMAS: dict[int, ApiSchema] = {s.key: s for s in (*ADMIN_SCHEMAS, *TXN_SCHEMAS,
+SCHEMAS: dict[int, ApiSchema] = {s.key: s for s in (*ADMIN_SCHEMAS, *TXN_SCHEMAS, *ACL_SCHEMAS,
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
     JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
     SASL_HANDSHAKE, API_VERSIONS, INIT_PRODUCER_ID, SASL_AUTHENTICATE,

@@ -19,6 +19,7 @@ Must not import: Twisted, sockets, files, the core, the store.
 
 from __future__ import annotations
 
+from broker.kafka.codec import acls as _l
 from broker.kafka.codec import admin as _a
 from broker.kafka.codec import requests as _q
 from broker.kafka.codec import txn as _t
@@ -50,7 +51,8 @@ Request = (
     _a.DescribeConfigsRequest | _a.IncrementalAlterConfigsRequest |
     _a.DescribeClusterRequest | _a.DeleteGroupsRequest | _a.OffsetDeleteRequest |
     _a.DeleteRecordsRequest | _a.DescribeLogDirsRequest | _t.AddPartitionsToTxnRequest |
-    _t.AddOffsetsToTxnRequest | _t.EndTxnRequest | _t.TxnOffsetCommitRequest
+    _t.AddOffsetsToTxnRequest | _t.EndTxnRequest | _t.TxnOffsetCommitRequest |
+    _l.DescribeAclsRequest | _l.CreateAclsRequest | _l.DeleteAclsRequest
 )
 ParseResult = Request | UnsupportedRequest | MalformedRequest
 

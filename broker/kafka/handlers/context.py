@@ -95,6 +95,9 @@ class Context:
         self.client_host = ""
         """The address of the client whose request is being handled (set by the dispatcher
         before each handler runs; read synchronously by JoinGroup)."""
+        self.requester: Any = None
+        """The connection whose request is being handled (set by the dispatcher, like
+        ``client_host``): its ``principal`` is what ACLs are checked for."""
         self.node = node
         self.clock = clock
         self.now_us = now_us
@@ -107,6 +110,9 @@ class Context:
         dispatcher from the handler modules' ``VERSIONS``)."""
         """The Kafka group service (``broker.services.kafka_groups``) once wired in; the
         handlers of ``handlers.groups`` use it. ``None``: no group APIs."""
+        self.acls: Any = None
+        """``broker.services.acls.AclService``: the rules Kafka's ACL APIs manage (the
+        shell sets it; ``None``: they answer SECURITY_DISABLED)."""
         self.producer_ids: Any = None
         """``broker.services.producer_ids.ProducerIds``: InitProducerId's ids (the shell
         sets it; ``None``: InitProducerId answers COORDINATOR_NOT_AVAILABLE)."""

@@ -35,9 +35,10 @@ from typing import Any, Final
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
+from broker.kafka import access
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, code_for
-from broker.kafka.handlers import data, metadata, producers
+from broker.kafka.handlers import acls, data, metadata, producers
 from broker.kafka.handlers.admin import ADMIN_HANDLERS, ADMIN_VERSIONS
 from broker.kafka.handlers.context import Context
 from broker.kafka.handlers.groups import GROUP_HANDLERS, GROUP_VERSIONS
@@ -114,7 +115,7 @@ def advertised_versions(*parts: dict[c.ApiKey, tuple[int, int]]
     codec's range, and capped to ``CLASSIC_ERA`` until ``modern_data_path``."""
     table: dict[c.ApiKey, tuple[int, int]] = {}
     for part in parts or (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS,
-                          ADMIN_VERSIONS, producers.VERSIONS):
+                          ADMIN_VERSIONS, producers.VERSIONS, acls.VERSIONS):
         table.update(part)
     if not modern_data_path(table):
         for key, (_low, high) in CLASSIC_ERA.items():
@@ -166,16 +167,19 @@ class KafkaHandlers:
         }
         self.table.update(GROUP_HANDLERS)
         self.table.update(ADMIN_HANDLERS)
+        self.table.update(acls.ACL_HANDLERS)
         self.versions = advertised_versions()
         """Api key -> the (min, max) versions served; ApiVersions advertises exactly this."""
         ctx.advertised = self.versions
 
-    def dispatch(self, frame: bytes, client_host: str = ""
+    def dispatch(self, frame: bytes, client_host: str = "", requester: Any = None
                  ) -> Reply | Deferred[bytes | list[bytes] | None]:
         """The response frame for one request frame (see the module doc); ``client_host``
         is the peer's address, which JoinGroup records for DescribeGroups (as Kafka's
-        ``/<ip>``)."""
+        ``/<ip>``); ``requester`` is the connection (its ``principal``: the SASL user),
+        whose ACLs ``broker.kafka.access`` checks."""
         self.ctx.client_host = client_host
+        self.ctx.requester = requester
         request = c.parse_request(frame)
         if isinstance(request, c.UnsupportedRequest):
             h = request.header
@@ -193,11 +197,8 @@ class KafkaHandlers:
                      "UNSUPPORTED_VERSION", header.client_id, type(request).__name__,
                      header.api_version)
             return self._encode(request, error_response(request, ErrorCode.UNSUPPORTED_VERSION))
-        handler = self.table.get(type(request))
-        if handler is None:
-            handler = no_coordinator
         try:
-            response = handler(self.ctx, request)
+            response = self.respond(request, requester)
         except REFUSALS as error:
             log.debug("kafka: %s refused: %s", type(request).__name__, error)
             return self._encode(request, error_response(request, code_for(error)))
@@ -211,6 +212,28 @@ class KafkaHandlers:
         if response is None:
             return None
         return encode(header, response)
+
+    def respond(self, request: Any, requester: Any = None) -> Any:
+        """The response to one parsed request (or a Deferred of it): its handler's, on the
+        part of the request ``requester`` may touch (``broker.kafka.access.screen``), with
+        the refused part's error entries added. Raises what the handler raises."""
+        handler = self.table.get(type(request))
+        if handler is None:
+            handler = no_coordinator
+        self.ctx.requester = requester
+        run, refused = access.screen(self.ctx, requester, request, error_response)
+        response = refused if run is None else handler(self.ctx, run)
+        if run is not None and self.ctx.core.access.enabled:
+            response = self._finish(requester, request, response, refused)
+        return response
+
+    def _finish(self, requester: Any, request: Any, response: Any, refused: Any) -> Any:
+        """The handler's answer with the screened-out entries added, or filtered."""
+        def done(r: Any) -> Any:
+            return access.finish(self.ctx, requester, request, access.merge(r, refused))
+        if isinstance(response, Deferred):
+            return response.addCallback(done)
+        return done(response)
 
     def _encode(self, request: Any, response: c.Response | None) -> Reply:
         if response is None:
@@ -342,4 +365,11 @@ def _admin_error(request: Any, code: int) -> c.Response:
             c.TxnOffsetCommitTopicResult(t.name, tuple(
                 c.TxnOffsetCommitPartitionResult(p.partition_index, code)
                 for p in t.partitions)) for t in request.topics))
+    if isinstance(request, c.DescribeAclsRequest):
+        return c.DescribeAclsResponse(code)
+    if isinstance(request, c.CreateAclsRequest):
+        return c.CreateAclsResponse(tuple(c.AclCreationResult(code) for _ in request.creations))
+    if isinstance(request, c.DeleteAclsRequest):
+        return c.DeleteAclsResponse(tuple(c.DeleteAclsFilterResult(code)
+                                          for _ in request.filters))
     raise TypeError(f"no error layout for {type(request).__name__}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from broker.errors import NotLeader
 from broker.kafka import codec as c
+from broker.kafka.access import may_auto_create
 from broker.kafka.errors import ErrorCode
 from broker.kafka.handlers.context import Context
 from data.names import is_valid_name
@@ -62,6 +63,11 @@ def metadata(ctx: Context, request: c.MetadataRequest) -> c.MetadataResponse:
         if config is None:
             if not is_valid_name(name):
                 topics.append(c.MetadataTopic(int(ErrorCode.INVALID_TOPIC_EXCEPTION), name, ()))
+                continue
+            if ctx.visible(name) and may_create and not may_auto_create(
+                    ctx, ctx.requester, name):
+                topics.append(c.MetadataTopic(
+                    int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), name, ()))
                 continue
             if not (ctx.visible(name) and may_create):
                 topics.append(c.MetadataTopic(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), name,
