@@ -8,7 +8,7 @@ deletes a topic, commits, lists, describes and deletes a group's offsets
 the first time, then from ~/.m2); and Kafka's own command-line tools from kafka-tools of the
 same release, unmodified: ``kafka-topics`` (TopicCommand) creates, lists, describes, grows
 and deletes a topic, ``kafka-consumer-groups`` (ConsumerGroupCommand) lists a group and
-shows its state.
+shows its state, and ``kafka-acls`` (AclCommand) adds, lists and removes ACLs.
 
 ``mvn`` and ``java`` come from Debian's ``maven`` and ``openjdk-17-jdk-headless``, installed
 when missing where the tests run as root with apt-get (CI: ``tests.support.debian_tool``);
@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.kafka.harness import start_kafka_broker
-from tests.support import ROOT, debian_tool
+from broker.auth import hash_token
+from tests.kafka.harness import kafka_port_of, start_kafka_broker
+from tests.support import ROOT, BrokerProcess, debian_tool
 
 DRIVER = ROOT / "tests" / "kafka" / "java"
 
@@ -138,3 +139,36 @@ def test_java_producer_and_group_consumer_at_defaults(classpath: str, port: int)
     steps = run_driver(classpath, "skerry.RoundTripDriver", str(port), "java-round", "10000")
     assert steps == {"produce": "ok acked=10000 idempotence=true acks=-1",
                      "consume": "ok read=10000 exact"}
+
+
+def test_kafka_acls_tool(classpath: str, tmp_path: Path) -> None:
+    """kafka-acls.sh's AclCommand, logged in with SASL PLAIN as a super user, adds a literal
+    topic rule and a prefixed group rule, lists them, and removes one; V1's ADMIN_ACL_LIST
+    (the same store) shows what the tool did (docs/security.md)."""
+    token = "tok-admin-java-acls"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"admin:{hash_token(token)}\n")
+    properties = tmp_path / "admin.properties"
+    properties.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="admin" password="{token}";\n')
+    config = {"kafka_port": 0, "storage": {"fsync": "never"},
+              "auth": {"tokens_file": str(tokens), "super_users": "admin"}}
+    with BrokerProcess(tmp_path, config) as proc:
+        port = kafka_port_of(proc.log_text())
+        acls = ("org.apache.kafka.tools.AclCommand", port, "--command-config", str(properties))
+        added = tool(classpath, *acls, "--add", "--allow-principal", "User:alice",
+                     "--operation", "Read", "--topic", "orders")
+        assert "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in added
+        tool(classpath, *acls, "--add", "--allow-principal", "User:alice", "--operation",
+             "Read", "--group", "billing", "--resource-pattern-type", "prefixed")
+        listed = tool(classpath, *acls, "--list")
+        assert "resourceType=TOPIC, name=orders, patternType=LITERAL" in listed
+        assert "resourceType=GROUP, name=billing, patternType=PREFIXED" in listed
+        tool(classpath, *acls, "--remove", "--force", "--allow-principal", "User:alice",
+             "--operation", "Read", "--topic", "orders")
+        v1 = proc.client()
+        assert v1.request(f"V1|1|AUTH|admin {token}") == "V1|1|OK"
+        answer = v1.request("V1|2|ADMIN_ACL_LIST|")
+        assert "billing" in answer and "orders" not in answer, answer
