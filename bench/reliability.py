@@ -505,14 +505,19 @@ NOTES = """## What the scenarios do, and what they cannot show
   hypothesis on the same targets plus a split-buffer check of the V1 transport (the same
   bytes split at random points across reads give the same replies). The `kafka` target is
   the whole Kafka path, not a parser alone (`tests/reliability/kafka_fuzz.py`): each input
-  is one request frame (mutated from the goldens of kafka-wire-notes §5 and a consumer's
-  group requests, or random; sometimes with a lying size prefix) on a new connection of an
-  in-process broker (codec, dispatcher, data and group handlers, core, group services);
+  is one request frame (mutated from the goldens of kafka-wire-notes §5, a consumer's
+  group requests and one frame of every API and version of the codec's tables, flexible
+  headers and tagged fields included, or random; sometimes with a lying size prefix) on a
+  new connection of an in-process broker (codec, dispatcher, data, group and admin
+  handlers, core, group services);
   every third connection must log in with SASL PLAIN first, and half of those get a good
   SaslHandshake before the input, so the input is read as the PLAIN token; a
   crash is an exception escaping, a handler bug logged with a traceback, or a sentinel
   connection (open throughout, with a live group member) whose ApiVersions, Metadata or
-  Heartbeat answers change. CI runs 5,000 such frames. The `kafka_batches` target is Kafka
+  Heartbeat answers change. CI runs 5,000 such frames. The `kafka_codec` target is the
+  Kafka codec alone (`parse_request`, which must return a result, never raise) on the same
+  every-API corpus: a million inputs there cost a fraction of the whole path's time. The
+  `kafka_batches` target is Kafka
   record batches v2 as a producer sends them: each input is decoded as it is and again with
   its first batch's CRC-32C made right (so mutations reach the varint records, not only the
   checksum); what decodes is framed into stored records and built back into Fetch v4+
