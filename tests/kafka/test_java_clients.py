@@ -9,7 +9,8 @@ the first time, then from ~/.m2); and Kafka's own command-line tools from kafka-
 same release, unmodified: ``kafka-topics`` (TopicCommand) creates, lists, describes, grows
 and deletes a topic, ``kafka-consumer-groups`` (ConsumerGroupCommand) lists a group,
 shows its state, its committed offsets and lag per partition, and resets them to the
-earliest offsets, and ``kafka-acls`` (AclCommand) adds, lists and removes ACLs.
+earliest offsets, ``kafka-configs`` (ConfigCommand, from Kafka's core jar) describes and
+alters a topic's configs, and ``kafka-acls`` (AclCommand) adds, lists and removes ACLs.
 
 ``mvn`` and ``java`` come from Debian's ``maven`` and ``openjdk-17-jdk-headless``, installed
 when missing where the tests run as root with apt-get (CI: ``tests.support.debian_tool``);
@@ -129,6 +130,24 @@ def test_kafka_consumer_groups_tool(classpath: str, port: int) -> None:
     assert "tool-g" in tool(classpath, groups, port, "--list").split()
     state = tool(classpath, groups, port, "--describe", "--group", "tool-g", "--state")
     assert "Empty" in state and "tool-g" in state
+
+
+def test_kafka_configs_tool(classpath: str, port: int) -> None:
+    """kafka-configs.sh's ConfigCommand (in Kafka's core jar, kafka_2.13, in 4.x):
+    ``--describe`` shows a topic's settings, ``--alter --add-config`` changes one and the
+    next ``--describe`` shows the new value."""
+    configs = "kafka.admin.ConfigCommand"
+    tool(classpath, "org.apache.kafka.tools.TopicCommand", port, "--create", "--topic",
+         "cfg-t", "--partitions", "1")
+    topic = ("--entity-type", "topics", "--entity-name", "cfg-t")
+    described = tool(classpath, configs, port, "--describe", *topic)
+    assert "configs for topic cfg-t are:" in described
+    assert "retention.ms=-1 " in described and "retention.ms=12345" not in described
+    altered = tool(classpath, configs, port, "--alter", *topic, "--add-config",
+                   "retention.ms=12345")
+    assert "Completed updating config for topic cfg-t." in altered
+    described = tool(classpath, configs, port, "--describe", *topic)
+    assert "retention.ms=12345 " in described and "retention.ms=-1 " not in described
 
 
 def _offsets_by_partition(described: str, group: str) -> dict[int, tuple[int, int, int]]:
