@@ -7,8 +7,10 @@ deletes a topic, commits, lists, describes and deletes a group's offsets
 (tests/kafka/java: the driver, built here with Maven; dependencies come from Maven Central
 the first time, then from ~/.m2); and Kafka's own command-line tools from kafka-tools of the
 same release, unmodified: ``kafka-topics`` (TopicCommand) creates, lists, describes, grows
-and deletes a topic, ``kafka-consumer-groups`` (ConsumerGroupCommand) lists a group and
-shows its state, and ``kafka-acls`` (AclCommand) adds, lists and removes ACLs.
+and deletes a topic, ``kafka-consumer-groups`` (ConsumerGroupCommand) lists a group,
+shows its state, its committed offsets and lag per partition, and resets them to the
+earliest offsets, ``kafka-configs`` (ConfigCommand, from Kafka's core jar) describes and
+alters a topic's configs, and ``kafka-acls`` (AclCommand) adds, lists and removes ACLs.
 
 ``mvn`` and ``java`` come from Debian's ``maven`` and ``openjdk-17-jdk-headless``, installed
 when missing where the tests run as root with apt-get (CI: ``tests.support.debian_tool``);
@@ -128,6 +130,61 @@ def test_kafka_consumer_groups_tool(classpath: str, port: int) -> None:
     assert "tool-g" in tool(classpath, groups, port, "--list").split()
     state = tool(classpath, groups, port, "--describe", "--group", "tool-g", "--state")
     assert "Empty" in state and "tool-g" in state
+
+
+def test_kafka_configs_tool(classpath: str, port: int) -> None:
+    """kafka-configs.sh's ConfigCommand (in Kafka's core jar, kafka_2.13, in 4.x):
+    ``--describe`` shows a topic's settings, ``--alter --add-config`` changes one and the
+    next ``--describe`` shows the new value."""
+    configs = "kafka.admin.ConfigCommand"
+    tool(classpath, "org.apache.kafka.tools.TopicCommand", port, "--create", "--topic",
+         "cfg-t", "--partitions", "1")
+    topic = ("--entity-type", "topics", "--entity-name", "cfg-t")
+    described = tool(classpath, configs, port, "--describe", *topic)
+    assert "configs for topic cfg-t are:" in described
+    assert "retention.ms=-1 " in described and "retention.ms=12345" not in described
+    altered = tool(classpath, configs, port, "--alter", *topic, "--add-config",
+                   "retention.ms=12345")
+    assert "Completed updating config for topic cfg-t." in altered
+    described = tool(classpath, configs, port, "--describe", *topic)
+    assert "retention.ms=12345 " in described and "retention.ms=-1 " not in described
+
+
+def _offsets_by_partition(described: str, group: str) -> dict[int, tuple[int, int, int]]:
+    """``--describe --group`` rows: partition -> (current offset, log-end offset, lag)."""
+    rows = {}
+    for line in described.splitlines():
+        cells = line.split()
+        if len(cells) >= 6 and cells[0] == group and cells[2].isdigit():
+            rows[int(cells[2])] = (int(cells[3]), int(cells[4]), int(cells[5]))
+    return rows
+
+
+def test_kafka_consumer_groups_offsets_tool(classpath: str, port: int) -> None:
+    """kafka-consumer-groups.sh's ConsumerGroupCommand: ``--describe`` shows the group's
+    committed offset, the log-end offset and the lag of each partition, and
+    ``--reset-offsets --to-earliest --execute`` moves the committed offsets back to 0."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    tool(classpath, "org.apache.kafka.tools.TopicCommand", port, "--create", "--topic",
+         "lag-t", "--partitions", "2")
+    producer = confluent_kafka.Producer({"bootstrap.servers": f"127.0.0.1:{port}"})
+    for i in range(10):
+        producer.produce("lag-t", b"v%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": f"127.0.0.1:{port}",
+                                         "group.id": "lag-g", "enable.auto.commit": False})
+    consumer.commit(offsets=[confluent_kafka.TopicPartition("lag-t", 0, 3),
+                             confluent_kafka.TopicPartition("lag-t", 1, 4)],
+                    asynchronous=False)
+    consumer.close()
+    groups = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+    described = tool(classpath, groups, port, "--describe", "--group", "lag-g")
+    assert _offsets_by_partition(described, "lag-g") == {0: (3, 5, 2), 1: (4, 5, 1)}
+    reset = tool(classpath, groups, port, "--reset-offsets", "--group", "lag-g", "--topic",
+                 "lag-t", "--to-earliest", "--execute")
+    assert "NEW-OFFSET" in reset
+    described = tool(classpath, groups, port, "--describe", "--group", "lag-g")
+    assert _offsets_by_partition(described, "lag-g") == {0: (0, 5, 5), 1: (0, 5, 5)}
 
 
 def test_java_producer_and_group_consumer_at_defaults(classpath: str, port: int) -> None:
