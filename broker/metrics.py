@@ -667,10 +667,14 @@ class StartupResponder:
         return host, port
 
     def _serve(self) -> None:
+        # poll(), not select(): a broker opening many segment files has descriptors above
+        # FD_SETSIZE (1024), where select() raises and the responder went silent.
+        poller = select.poll()
+        poller.register(self._sock, select.POLLIN)
         while not self._stop.is_set():
             try:
-                readable, _, _ = select.select([self._sock], [], [], 0.05)
-            except (OSError, ValueError):
+                readable = poller.poll(50)
+            except OSError:
                 return
             if not readable or self._stop.is_set():
                 continue

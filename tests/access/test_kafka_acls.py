@@ -107,7 +107,9 @@ def test_alice_reads_orders_in_billing_and_nothing_else(kafka: Any) -> None:
     assert (got, errors) == ([b"payments-0", b"payments-1", b"payments-2"], [])
     log = proc.log_text()
     assert log.count("not authorized: User:alice may not Write Topic:orders") == 1, log[-3000:]
-    assert log.count("not authorized: User:alice may not Describe Group:other") == 1
+    # once per connection: librdkafka may ask for the coordinator on its bootstrap
+    # connection and again on the coordinator's, so one or two lines, never one a request
+    assert log.count("not authorized: User:alice may not Describe Group:other") in (1, 2)
     metrics = _metrics(proc)
     for operation, resource_type in (("Write", "Topic"), ("Describe", "Group")):
         found = re.search(rf'skerry_authorization_refusals_total\{{operation="{operation}",'

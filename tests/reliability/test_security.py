@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import http.client
 import logging
+import os
 import re
 import socket
 import ssl
@@ -465,6 +466,28 @@ class TlsEveryListenerTests:
             assert data.splitlines() == [b"V1|1|OK", b"V1|2|OK"]
             assert broker.stop() == 0
         assert TOKEN not in broker.log_text()
+
+    def test_startup_responder_answers_on_a_descriptor_above_1024(self) -> None:
+        """A broker with many segment files open has descriptors above select()'s 1024:
+        the startup responder still answers 503 starting there (it polled with select(),
+        which raised, and the responder went silent)."""
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if min(soft, hard) < 1200:
+            pytest.skip(f"the open-file limit ({soft}) is below 1,200")
+        filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+        try:
+            responder = StartupResponder("127.0.0.1", 0, None)
+            try:
+                assert responder._sock.fileno() > 1024
+                answer = _plain_answer(responder.address[1], b"GET /health HTTP/1.0\r\n\r\n")
+                assert answer.startswith(b"HTTP/1.1 503"), answer
+            finally:
+                responder.close()
+        finally:
+            for fd in filler:
+                os.close(fd)
 
     def test_startup_responder_speaks_tls_only(self, tmp_path: Path) -> None:
         """While the store recovers, the metrics port's startup responder answers 503
