@@ -121,15 +121,9 @@ class ConfluentDefaultsTests:
 class KafkaPythonDefaultsTests:
     def test_headers_round_trip(self, port: int) -> None:
         """kafka-python at its defaults (it picks Produce/Fetch versions from ApiVersions;
-        seeing a broker of Kafka 0.11+ it turns idempotence on, so it needs InitProducerId:
-        until that is served it takes the broker for 0.10.1 and sends no headers)."""
+        seeing a broker of Kafka 0.11+ it turns idempotence on and asks InitProducerId)
+        sends headers and reads them back."""
         from kafka import KafkaConsumer, KafkaProducer
-
-        from broker.kafka.codec import ApiKey
-        from broker.kafka.handlers.dispatch import advertised_versions
-
-        if ApiKey.INIT_PRODUCER_ID not in advertised_versions():
-            pytest.skip("kafka-python's defaults need InitProducerId (kafka-idempotence)")
 
         producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}")
         headers = [(k, v) for k, v in HEADERS if v is not None]
