@@ -39,6 +39,7 @@ from data import speedups
 from data.errors import DataDirError
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
+from groups.consumer_records import consumer_state_records
 from groups.coordinator import GroupCoordinator
 from groups.records import state_records
 from replication.follower import (
@@ -286,14 +287,21 @@ def build_broker(config: Config, clock: IReactorTime, *,
         other_protocol=kafka_groups.coordinator.live_protocol,
         config=ConsumerConfig(
             session_timeout_ms=config["groups.consumer_session_timeout_ms"],
-            heartbeat_interval_ms=config["groups.consumer_heartbeat_interval_ms"]))
+            heartbeat_interval_ms=config["groups.consumer_heartbeat_interval_ms"]),
+        state_log=state_log)
+    if state_log is not None:
+        consumer_groups.load_groups(state_log.loaded.consumer_groups)
     core = BrokerCore(config, store, clock, replication=replication, groups=groups,
                       run_in_thread=run_in_thread)
 
     def group_records(partitions: int) -> dict[int, dict[bytes, bytes]]:
-        return state_records(coordinator.groups(), coordinator.committed(),
-                             coordinator.committed_metadata(),
-                             kafka_groups.coordinator.groups(), partitions)
+        records = state_records(coordinator.groups(), coordinator.committed(),
+                                coordinator.committed_metadata(),
+                                kafka_groups.coordinator.groups(), partitions)
+        for partition, more in consumer_state_records(
+                consumer_groups.coordinator.groups(), partitions).items():
+            records.setdefault(partition, {}).update(more)
+        return records
 
     if state_log is not None:
         state_log.attach(core, group_records)
@@ -454,7 +462,8 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
     clock.callLater(0.2, ensure_topic)
     coordinators = CoordinatorPartitions(cluster.broker_id, state_log, store, replication,
                                          clock, groups, kafka_groups,
-                                         leader_of=handlers.admin.leader_of)
+                                         leader_of=handlers.admin.leader_of,
+                                         consumer_groups=handlers.consumer_groups)
     coordinators.start()
 
     def forwarding_connect(address: Any) -> Deferred[Any]:

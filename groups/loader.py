@@ -24,6 +24,8 @@ from typing import Any
 from data.names import is_valid_name
 from groups.classic_group import ClassicGroup
 from groups.classic_store import CLASSIC_FORMAT_VERSION, classic_groups_from_json
+from groups.consumer_group import ConsumerGroup
+from groups.consumer_records import CONSUMER_KEY_LENGTHS, consumer_groups_from_records
 from groups.coordinator import GroupKey
 from groups.group import Group
 from groups.records import (
@@ -47,6 +49,8 @@ class LoadedState:
     offsets: dict[GroupKey, dict[int, int]] = field(default_factory=dict)
     metadata: dict[GroupKey, dict[int, str]] = field(default_factory=dict)
     classic_groups: list[ClassicGroup] = field(default_factory=list)
+    consumer_groups: list[ConsumerGroup] = field(default_factory=list)
+    """KIP-848 consumer groups (``ConsumerGroupService.load_groups`` takes them)."""
 
 
 class GroupLog:
@@ -89,8 +93,12 @@ class GroupLog:
         """The state the live keys describe; ``ValueError`` naming the record for one
         whose value breaks the document rules."""
         loaded = LoadedState()
+        consumer: dict[bytes, bytes] = {}
         for key in sorted(self.latest):
             kind, *names = decode_key(key)
+            if kind in CONSUMER_KEY_LENGTHS:
+                consumer[key] = self.latest[key]
+                continue
             fields = decode_value(self.latest[key])
             assert fields is not None
             where = self._where[key]
@@ -115,6 +123,12 @@ class GroupLog:
                 if fields.get("metadata"):
                     loaded.metadata.setdefault((group, topic), {})[partition] = \
                         fields["metadata"]
+        if consumer:
+            try:
+                loaded.consumer_groups = consumer_groups_from_records(consumer)
+            except ValueError as error:
+                where = sorted({self._where[key].split(" offset ")[0] for key in consumer})
+                raise ValueError(f"{', '.join(where)}: {error}") from None
         return loaded
 
 

@@ -33,6 +33,8 @@ The keys, version 1 (``g`` a group id, ``t`` a topic, ``p`` a partition)::
                            "metadata":"text" when Kafka kept a non-empty string
     [1,"kafka_group",g]    Kafka classic groups: {"v":1,"state":"Stable",...} -- the
                            fields of a kafka-groups.json entry but ``group_id``
+    [1,"consumer_group",g], [1,"consumer_member",g,m], [1,"consumer_target",g,m]
+                           KIP-848 consumer groups (``groups.consumer_records``)
 
 The value of a group is the same document the JSON files held for it, so the loader
 reuses their validation (``groups.store``, ``groups.classic_store``).
@@ -57,6 +59,7 @@ from typing import Any
 from data.keys import fnv1a_32
 from groups.classic_group import ClassicGroup
 from groups.classic_store import classic_groups_to_json
+from groups.consumer_records import CONSUMER_KEY_LENGTHS
 from groups.coordinator import GroupKey
 from groups.group import Group
 from groups.store import groups_to_json
@@ -95,8 +98,9 @@ KIND_GROUP = "group"
 KIND_OFFSET = "offset"
 KIND_KAFKA_GROUP = "kafka_group"
 
-# The number of elements a key of each kind has (version and kind included).
-_KEY_LENGTHS = {KIND_GROUP: 4, KIND_OFFSET: 5, KIND_KAFKA_GROUP: 3}
+# The number of elements a key of each kind has (version and kind included); KIP-848
+# consumer groups' three kinds are ``groups.consumer_records``'.
+_KEY_LENGTHS = {KIND_GROUP: 4, KIND_OFFSET: 5, KIND_KAFKA_GROUP: 3, **CONSUMER_KEY_LENGTHS}
 
 
 def partition_for_group(group_id: str, partitions: int) -> int:

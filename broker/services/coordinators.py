@@ -70,14 +70,22 @@ class _KafkaGroups(Protocol):
     def unload_groups(self, owned: Callable[[str], bool]) -> Any: ...
 
 
+class _ConsumerGroups(Protocol):
+    def load_groups(self, groups: Any) -> None: ...
+
+    def unload_groups(self, owned: Callable[[str], bool]) -> Any: ...
+
+
 class CoordinatorPartitions:
     """The coordinator partitions this broker leads, loaded into the group services."""
 
     def __init__(self, broker_id: int, state_log: GroupStateLog, store: _Store,
                  replication: _Replication, clock: IReactorTime, groups: _Groups,
                  kafka_groups: _KafkaGroups | None,
-                 leader_of: Callable[[str, int], Any]) -> None:
+                 leader_of: Callable[[str, int], Any],
+                 consumer_groups: _ConsumerGroups | None = None) -> None:
         self.broker_id = broker_id
+        self._consumer_groups = consumer_groups
         self._log = state_log
         self._store = store
         self._replication = replication
@@ -136,15 +144,20 @@ class CoordinatorPartitions:
         strays = self._groups.unload_groups(owned)
         if self._kafka_groups is not None:
             strays = [*strays, *self._kafka_groups.unload_groups(owned)]
+        if self._consumer_groups is not None:
+            strays = [*strays, *self._consumer_groups.unload_groups(owned)]
         if strays:
             log.warning("%s/%d: dropped group state made here before this broker led the "
                         "partition: %s", GROUPS_TOPIC, partition, strays)
         self._groups.load_groups(loaded)
         if self._kafka_groups is not None:
             self._kafka_groups.load_groups(loaded.classic_groups)
+        if self._consumer_groups is not None:
+            self._consumer_groups.load_groups(loaded.consumer_groups)
         self.loads += 1
         log.info("coordinator of %s/%d: loaded %d group(s), %d offset entries", GROUPS_TOPIC,
-                 partition, len(loaded.groups) + len(loaded.classic_groups),
+                 partition, len(loaded.groups) + len(loaded.classic_groups)
+                 + len(loaded.consumer_groups),
                  sum(len(v) for v in loaded.offsets.values()))
 
     def _unload(self, partition: int) -> None:
@@ -159,6 +172,8 @@ class CoordinatorPartitions:
         self._groups.unload_groups(owned)
         if self._kafka_groups is not None:
             self._kafka_groups.unload_groups(owned)
+        if self._consumer_groups is not None:
+            self._consumer_groups.unload_groups(owned)
         log.info("no longer the coordinator of %s/%d: its groups unloaded", GROUPS_TOPIC,
                  partition)
 

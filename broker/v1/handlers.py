@@ -555,7 +555,8 @@ class Handlers:
     """Set by the shell: the KIP-848 consumer groups GROUP_HEARTBEAT serves (None: the
     command is refused)."""
 
-    def group_heartbeat(self, cmd: c.GroupHeartbeat, slot: Slot, conn: Connection) -> bytes:
+    def group_heartbeat(self, cmd: c.GroupHeartbeat, slot: Slot,
+                        conn: Connection) -> bytes | None:
         """``GROUP_HEARTBEAT``: one KIP-848 heartbeat (join, heartbeat, leave); the reply
         is the member's id, epoch, heartbeat interval, the partitions it may consume now
         and its target."""
@@ -581,16 +582,23 @@ class Handlers:
             rebalance_timeout_ms=timeout, topic_names=cmd.topics, topic_regex=cmd.regex,
             server_assignor=cmd.assignor, owned=owned, client_id="v1",
             client_host=str(getattr(conn, "peer", "")))
+        persisted = service.persist_count
         try:
             reply = service.heartbeat(request)
         except KafkaGroupError as refusal:
             raise from_group_refusal(refusal) from None
         assigned, target = service.assignment_of(cmd.group, reply.member_id)
-        return c.ok(cmd.cid, (
+        line = c.ok(cmd.cid, (
             f"member={reply.member_id} epoch={reply.member_epoch} "
             f"interval_ms={reply.heartbeat_interval_ms} "
             f"assigned={_lst(f'{t}:{p}' for t, p in assigned)} "
             f"target={_lst(f'{t}:{p}' for t, p in target)}"))
+        if service.persist_count == persisted:
+            return line
+        # The group changed: answered once __skerry_groups holds it, so what the member
+        # acts on survives a restart or a coordinator failover.
+        self._later(cmd, service.durable(), lambda _: line, slot, conn)
+        return None
 
     def offset(self, cmd: c.Offset, slot: Slot, conn: Connection) -> bytes:
         config = self.core.topic_config(cmd.topic)
