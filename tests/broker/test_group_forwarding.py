@@ -35,6 +35,12 @@ COMMANDS: list[Any] = [
     c.AdminResetOffsets("x", "g", "t", 5, partition=1),
     c.AdminCommit("x", "g", "t", 1, 9),
     c.ListGroups("x"),
+    c.GroupHeartbeat("x", "g", "w1", 0, topics=("t", "u")),
+    c.GroupHeartbeat("x", "g", "w1", 0, topics=(), regex="a|b c", assignor="range",
+                     rebalance_timeout_ms=9000, instance="i1", owned=()),
+    c.GroupHeartbeat("x", "g", "w1", 4, owned=(("t", 0), ("u", 3))),
+    c.GroupHeartbeat("x", "g", "w1", -1),
+    c.GroupHeartbeat("x", "g", "w1", -2, instance="i1"),
 ]
 
 
