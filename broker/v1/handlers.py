@@ -36,6 +36,7 @@ from broker.errors import (
 from broker.services.cluster_admin import AdminPlane, Applied
 from broker.services.consumer_groups import ConsumerGroupService
 from broker.services.coordinators import Route
+from broker.services.group_views import CONSUMER, GroupViews
 from broker.services.groups import GroupService
 from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.services.replication import ReplicationService
@@ -279,7 +280,7 @@ class Handlers:
                 for b in others]
 
         def merge(results: list[tuple[bool, Any]]) -> bytes:
-            pairs = {f"{g}:{t}" for g, t in self.groups.list_groups()}
+            pairs = {f"{g}:{t}" for g, t in self.group_views().list_groups()}
             for ok, reply in results:
                 if ok and reply.ok and reply.payload.startswith("groups=["):
                     pairs.update(p for p in reply.payload[8:-1].split(" ") if p)
@@ -609,19 +610,37 @@ class Handlers:
                              f"{config.partitions} partitions")
         return c.ok(cmd.cid, f"offset={self.groups.offset(cmd.group, cmd.topic, cmd.partition)}")
 
+    def group_views(self) -> GroupViews:
+        """Classic and KIP-848 consumer groups as DESCRIBE_GROUP and LIST_GROUPS show
+        them."""
+        def partitions_for(topic: str) -> int:
+            config = self.core.topic_config(topic)
+            return 0 if config is None else config.partitions
+
+        return GroupViews(self.groups, self.consumer_groups, hw_for=self.core.hw,
+                          partitions_for=partitions_for)
+
     def describe_group(self, cmd: c.DescribeGroup, slot: Slot, conn: Connection) -> bytes:
-        info = self.groups.describe(cmd.group, cmd.topic)
+        info = self.group_views().describe(cmd.group, cmd.topic)
         members = " ".join(f"{m}:{','.join(str(p) for p in parts)}"
                            for m, parts in info.members)
+        extra = ""
+        if info.type == CONSUMER:  # additive; a classic group's reply is as it always was
+            pending = " ".join(f"{m}:{','.join(str(p) for p in parts)}"
+                               for m, parts in info.pending)
+            extra = (f" type={info.type} group_epoch={info.group_epoch} "
+                     f"assignment_epoch={info.assignment_epoch} "
+                     f"epochs={_lst(f'{m}:{e}' for m, e in info.member_epochs)} "
+                     f"pending=[{pending}]")
         return c.ok(cmd.cid, (
             f"state={info.state} generation={info.generation} assignor={info.assignor} "
             f"members=[{members}] partitions={_lst(info.partitions)} "
             f"committed={_lst(info.committed)} hw={_lst(info.hw)} lag={_lst(info.lag)}"
-            + ("" if self.coordinators is None
-               else f" coordinator={self.coordinators.broker_id}")))
+            + extra + ("" if self.coordinators is None
+                       else f" coordinator={self.coordinators.broker_id}")))
 
     def list_groups(self, cmd: c.ListGroups, slot: Slot, conn: Connection) -> bytes:
-        pairs = self.groups.list_groups()
+        pairs = self.group_views().list_groups()
         if self.core.access.enabled:  # groups the user may not Describe are left out
             pairs = [(g, t) for g, t in pairs
                      if self.core.allowed(conn, Operation.DESCRIBE, ResourceType.GROUP, g)]
