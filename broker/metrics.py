@@ -445,11 +445,37 @@ class _Collector:
         coordinator = GaugeMetricFamily(
             "skerry_group_coordinator", "The broker coordinating the group (in a cluster "
             "each broker lists the groups it coordinates).", labels=labels)
+        kind = GaugeMetricFamily(
+            "skerry_group_info", "1 for each group on a topic; type is classic (JOIN/SYNC, "
+            "Kafka classic, Iggy) or consumer (KIP-848, GROUP_HEARTBEAT).",
+            labels=[*labels, "type"])
+        epoch = GaugeMetricFamily("skerry_group_epoch", "A consumer (KIP-848) group's group "
+                                  "epoch.", labels=labels)
+        member_epoch = GaugeMetricFamily("skerry_group_member_epoch", "Each member's epoch "
+                                         "in a consumer (KIP-848) group.",
+                                         labels=[*labels, "member"])
+        member_partitions = GaugeMetricFamily(
+            "skerry_group_member_partitions", "Partitions of the topic a consumer (KIP-848) "
+            "group's member owns (state=assigned) or waits for another member to give up "
+            "(state=pending).", labels=[*labels, "member", "state"])
         for group, topic in groups.list_groups():
             try:
                 info = groups.describe(group, topic)
             except SkerryError:
                 continue
+            group_type = getattr(info, "type", "classic")
+            kind.add_metric([group, topic, group_type], 1.0)
+            if group_type == "consumer":
+                epoch.add_metric([group, topic], float(info.group_epoch))
+                pending = dict(info.pending)
+                for member_id, member_epoch_value in info.member_epochs:
+                    member_epoch.add_metric([group, topic, member_id],
+                                            float(member_epoch_value))
+                for member_id, owned in info.members:
+                    member_partitions.add_metric([group, topic, member_id, "assigned"],
+                                                 float(len(owned)))
+                    member_partitions.add_metric([group, topic, member_id, "pending"],
+                                                 float(len(pending.get(member_id, ()))))
             rebalances.add_metric([group, topic], float(info.generation))
             members.add_metric([group, topic], float(len(info.members)))
             coordinator.add_metric([group, topic], float(broker_id))
@@ -458,7 +484,8 @@ class _Collector:
                                          strict=True):
                 lag.add_metric([group, topic, str(p)], float(behind))
                 committed.add_metric([group, topic, str(p)], float(offset))
-        yield from (rebalances, members, lag_total, lag, committed, coordinator)
+        yield from (rebalances, members, lag_total, lag, committed, coordinator, kind, epoch,
+                    member_epoch, member_partitions)
 
 
 # ------------------------------------------------------------------------------ HTTP

@@ -314,6 +314,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
     core.access.authorizer = authorizer  # before the handlers: they bind the checked paths
     handlers = Handlers(core, groups, replication)
     handlers.consumer_groups = consumer_groups
+    # What /metrics and the console show of groups: classic and KIP-848 ones alike.
+    group_views = handlers.group_views()
     if config["auth.tokens_file"] is not None:
         from broker.auth import TokenStore
 
@@ -398,7 +400,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
     if config["metrics_port"] is not None:
         from broker.metrics import MetricsService
 
-        metrics = MetricsService.for_broker(core, factory, clock, groups=groups,
+        metrics = MetricsService.for_broker(core, factory, clock, groups=group_views,
                                             replication=replication,
                                             tokens=handlers.auth_tokens)
     if metrics is not None and control is not None:
@@ -423,7 +425,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
             cluster_view = ControlPlaneView(control, config.cluster,
                                             config.cluster.broker_id)
         console = ConsoleService.for_broker(
-            core, factory, clock, config=config, groups=groups, replication=replication,
+            core, factory, clock, config=config, groups=group_views, replication=replication,
             tokens=handlers.auth_tokens,
             counters=metrics.metrics if metrics is not None else None, cluster=cluster_view)
         console.data.access = handlers.acls

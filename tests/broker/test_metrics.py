@@ -179,6 +179,32 @@ class StateTests:
         assert value(s, "skerry_group_members", **key) == 2
         assert value(s, "skerry_group_rebalances_total", **key) == 2
 
+    def test_consumer_group_type_epochs_and_pending(self, tmp_path: Path) -> None:
+        """A KIP-848 group (GROUP_HEARTBEAT) shows as type consumer with its group epoch,
+        each member's epoch, and what each owns and still waits for; a classic group on
+        the same broker shows as type classic."""
+        h = Harness(tmp_path, topics={"orders": {"partitions": 4}})
+        proto, tr = h.connect()
+        h.send(proto, "V1|1|GROUP_HEARTBEAT|dash w1 0 topics=orders",
+               "V1|2|GROUP_HEARTBEAT|dash w2 0 topics=orders",
+               "V1|3|GROUP_HEARTBEAT|dash w1 1", "V1|4|JOIN|analytics orders c1")
+        assert [r.split("|")[2] for r in replies(tr)] == ["OK"] * 4, replies(tr)
+        s = h.samples()
+        key = {"group": "dash", "topic": "orders"}
+        assert value(s, "skerry_group_info", type="consumer", **key) == 1
+        assert value(s, "skerry_group_info", type="classic", group="analytics",
+                     topic="orders") == 1
+        assert value(s, "skerry_group_epoch", **key) == 2
+        assert value(s, "skerry_group_member_epoch", member="w1", **key) == 1
+        assert value(s, "skerry_group_member_epoch", member="w2", **key) == 2
+        assert value(s, "skerry_group_member_partitions", member="w1", state="assigned",
+                     **key) == 2
+        assert value(s, "skerry_group_member_partitions", member="w2", state="assigned",
+                     **key) == 0
+        assert value(s, "skerry_group_member_partitions", member="w2", state="pending",
+                     **key) == 2
+        assert value(s, "skerry_group_members", **key) == 2
+
     def test_isr_size_and_under_replicated_partitions(self, tmp_path: Path) -> None:
         """A new replication-factor-2 partition is under-replicated (followers start
         outside the ISR) until its follower reports the leader's last offset."""
