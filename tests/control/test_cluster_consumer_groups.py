@@ -43,7 +43,8 @@ def beat(c: GroupCluster, broker: int, args: str) -> tuple[int, list[str], list[
 def test_members_on_two_brokers_and_coordinator_failover(cluster: GroupCluster) -> None:
     """Two members of one consumer group, each talking to a broker that is not the
     coordinator, reconcile to disjoint assignments covering every partition at one group
-    epoch (each heartbeat forwarded and relayed byte for byte). After kill -9 of the
+    epoch (each heartbeat forwarded and relayed byte for byte), and DESCRIBE_GROUP shows
+    the same epochs through every broker. After kill -9 of the
     coordinator, a surviving broker's new coordinator answers both members' heartbeats at
     the epochs they had with the partitions they had, and their commit is read back."""
     c = cluster
@@ -63,6 +64,12 @@ def test_members_on_two_brokers_and_coordinator_failover(cluster: GroupCluster) 
     answers = {c.ask(x, "V1|same|GROUP_HEARTBEAT|kg w1 2") for x in c.procs}
     assert answers == {f"V1|same|OK|member=w1 epoch=2 interval_ms=5000 "
                        f"assigned=[{' '.join(owned1)}] target=[{' '.join(owned1)}]"}, answers
+    # DESCRIBE_GROUP answers the same from every broker: the coordinator's view.
+    described = {c.ask(x, "V1|d|DESCRIBE_GROUP|kg gt") for x in c.procs}
+    assert len(described) == 1, described
+    [line] = described
+    assert " type=consumer group_epoch=2 assignment_epoch=2 epochs=[w1:2 w2:2] pending=[] " \
+        f"coordinator={coordinator}" in line, line
     mine = int(owned1[0].split(":")[1])
     assert c.ask(a, f"V1|c|COMMIT|kg gt w1 2 {mine} 1") == "V1|c|OK|committed=true"
 
@@ -74,6 +81,8 @@ def test_members_on_two_brokers_and_coordinator_failover(cluster: GroupCluster) 
     assert beat(c, b, "kg w2 2") == (2, target2, target2)
     for x in (a, b):
         assert c.ask(x, f"V1|o|OFFSET|kg gt {mine}") == "V1|o|OK|offset=1"
+        assert " group_epoch=2 assignment_epoch=2 epochs=[w1:2 w2:2] " in c.ask(
+            x, "V1|d|DESCRIBE_GROUP|kg gt")
     # The group goes on from there: w2 leaves, w1 takes everything at the next epoch.
     assert beat(c, b, "kg w2 leave")[0] == -1
     assert beat(c, a, f"kg w1 2 owned={','.join(owned1)}") == (

@@ -248,7 +248,15 @@ TARGETS: dict[str, Target] = {
         b'"members":[{"member_id":"c","session_timeout_ms":10000,"assigned":[0]}]}',
         b'[1,"kafka_group","g"]\n{"v":1,"state":"Empty","generation":1,"protocol_type":null,'
         b'"protocol":null,"leader":null,"members":[]}',
-        b'[1,"offset","g","t",0]\n')),
+        b'[1,"offset","g","t",0]\n',
+        # KIP-848 consumer groups (groups/consumer_records.py), loaded beside the rest
+        b'[1,"consumer_group","g"]\n{"v":1,"epoch":3,"assignment_epoch":3,'
+        b'"assignor":"uniform","topics":[{"name":"t","id":'
+        b'"5c1e7a2e-9d3b-4f0e-8a61-0b6f3c2d9e48","partitions":2}]}',
+        b'[1,"consumer_member","g","m"]\n{"v":1,"instance_id":null,"rack_id":null,'
+        b'"client_id":"c","client_host":"h","topic_names":["t"],"topic_regex":null,'
+        b'"server_assignor":null,"rebalance_timeout_ms":1000,"epoch":3,'
+        b'"previous_epoch":2,"state":"STABLE","assigned":[],"revoking":[]}')),
     "topic_json": Target("topic_json", _json(TopicConfig.from_json), (ValueError,), (
         b'{"partitions": 3, "replication_factor": 1, "min_insync_replicas": 1, '
         b'"retention_ms": null, "retention_bytes": 1000}',
