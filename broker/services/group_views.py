@@ -87,10 +87,19 @@ class GroupViews:
         return sorted(set(group.topics) | {t for g, t in self.groups.list_groups()
                                            if g == group_id})
 
+    def _is_consumer(self, group_id: str, topic: str) -> bool:
+        # A consumer group with members owns the name; an empty one gives way to a classic
+        # group JOINed on the topic since (the name is free once a group has no members).
+        group = None if self.consumer is None else self.consumer.coordinator.group(group_id)
+        if group is None:
+            return False
+        return bool(group.members) or self.groups.group(group_id, topic) is None
+
     def describe(self, group_id: str, topic: str) -> GroupTopicView:
         """The group on ``topic``; ``UnknownGroup`` for a pair ``list_groups`` does not
         show."""
-        topics = self.consumer_topics(group_id)
+        topics = self.consumer_topics(group_id) if self._is_consumer(group_id, topic) \
+            else None
         if topics is None:
             info = self.groups.describe(group_id, topic)
             return GroupTopicView(info.group, info.topic, info.state, info.generation,
