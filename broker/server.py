@@ -365,6 +365,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
             catalog=Catalog(data_dir, store_topics=core.topic_names, now_us=iggy_now_us, fs=fs),
             users=UserStore(data_dir, now_us=iggy_now_us, fs=fs),
             system_info=HostFacts(data_dir, clock))
+        if group_peers is not None:  # Iggy's group commands reach each group's coordinator
+            iggy.handlers.ctx.router.route_through(
+                handlers.coordinators, handlers.forward, _live_brokers(config, control))
+            iggy.handlers.sessions.number_clients_from(config.cluster.broker_id)
     kafka = None
     if config["kafka_port"] is not None:
         from broker.kafka.service import KafkaService
@@ -469,6 +473,19 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
     handlers.coordinators = coordinators
     handlers.forward = peers.request
     return peers
+
+
+def _live_brokers(config: Config, control: Any) -> Callable[[], list[int]]:
+    """The ids of the cluster's live brokers (etcd's view when there is one)."""
+    cluster = config.cluster
+    assert cluster is not None
+
+    def live() -> list[int]:
+        if control is not None:
+            return sorted(control.view.brokers)
+        return sorted(cluster.brokers)
+
+    return live
 
 
 def _authorizer(config: Config) -> Any:

@@ -130,9 +130,9 @@ class CoordinatorPartitions:
         def owned(group_id: str) -> bool:
             return self._log.partition_of(group_id) == partition
 
-        # State this broker made for the partition's groups while it did not lead it (an
-        # Iggy client's group here: Iggy commands are not forwarded yet) was never written
-        # and gives way to the partition's records.
+        # State this broker made for the partition's groups while it did not lead it was
+        # never written and gives way to the partition's records (every transport sends
+        # its group commands to the coordinator, so there should be none).
         strays = self._groups.unload_groups(owned)
         if self._kafka_groups is not None:
             strays = [*strays, *self._kafka_groups.unload_groups(owned)]

@@ -1,0 +1,139 @@
+"""Iggy consumer groups and stored offsets on a cluster, on real processes: one etcd member
+and three brokers with ``cluster.etcd`` and an Iggy listener each
+(``bench/group_coordinator.py``'s ``GroupCluster``). A broker that is not a group's
+coordinator sends the Iggy client's group and offset operations to the coordinator, which
+writes them into ``__skerry_groups``: members joined through different brokers share one
+group with disjoint partitions, and an offset stored through one broker is read back
+through the others (docs/iggy.md, "In a cluster")."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from bench.group_coordinator import GroupCluster, wait
+from broker.iggy import codec
+from broker.iggy.codec import Consumer, ConsumerKind, Identifier, PollingKind
+from tests.iggy.harness import RawClient, iggy_port_of
+from tests.support import ROOT
+
+OK = b"\x00\x00\x00\x00"
+STREAM, TOPIC = Identifier("default"), Identifier("gt")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupCluster]:
+    c = GroupCluster(tmp_path_factory.mktemp("iggy-cluster"), extra={"iggy_port": 0})
+    try:
+        c.start()
+        c.ready()
+        c.create_topic("gt", 3)
+        for p in range(3):
+            c.fill("gt", 3, p)  # offsets 0..4 in every partition (fill finds the leader
+            # with one message more)
+        yield c
+    finally:
+        c.close()
+
+
+def iggy(c: GroupCluster, broker: int) -> RawClient:
+    client = RawClient(iggy_port_of(c.procs[broker].log_text()))
+    assert client.login()[:4] == OK
+    return client
+
+
+def consume(port: int, group: str, expect: int) -> list[tuple[int, int]]:
+    """The real client's consumer-group consumer on ``default``/``gt`` in its own process
+    (``tests/iggy/group_consumer.py``): ``(partition, offset)`` of what it read."""
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.iggy.group_consumer", str(port), "default", "gt", group,
+         "when_polling", str(expect)], cwd=str(ROOT), capture_output=True, timeout=90,
+        check=True)
+    return [(p, o) for p, o, _ in map(json.loads, out.stdout.splitlines())]
+
+
+def members(reply: bytes) -> dict[int, tuple[int, ...]]:
+    """GetConsumerGroup's members: ``{client id: partitions}``."""
+    status, length = struct.unpack_from("<II", reply)
+    assert status == 0 and length > 0, reply
+    body = reply[8:]
+    count = struct.unpack_from("<I", body, 8)[0]
+    pos = 13 + body[12]
+    out = {}
+    for _ in range(count):
+        client, n = struct.unpack_from("<II", body, pos)
+        out[client] = struct.unpack_from(f"<{n}I", body, pos + 8)
+        pos += 8 + 4 * n
+    return out
+
+
+def test_group_joined_through_two_brokers_and_offsets_everywhere(cluster: GroupCluster) -> None:
+    """Two Iggy clients join one group through two brokers that do not coordinate it: one
+    generation, disjoint partitions covering the topic, described the same by all three
+    brokers; each polls only its own partitions. An offset stored through one broker is
+    read back through the other two and by V1's OFFSET; a client leaving gives its
+    partitions to the other."""
+    c = cluster
+    wait(lambda: c.coordinator("workers") is not None, "a coordinator")
+    coordinator = c.coordinator("workers")
+    a, b = [x for x in c.procs if x != coordinator]
+    ca, cb, cc = iggy(c, a), iggy(c, b), iggy(c, coordinator)
+    group = Identifier("workers")
+    assert ca.call(codec.CreateConsumerGroup(STREAM, TOPIC, "workers"))[:4] == OK
+    assert ca.call(codec.JoinConsumerGroup(STREAM, TOPIC, group)) == OK + b"\x00" * 4
+    # b never heard of the group: it finds it at the coordinator.
+    assert cb.call(codec.JoinConsumerGroup(STREAM, TOPIC, group)) == OK + b"\x00" * 4
+    seen = [members(x.call(codec.GetConsumerGroup(STREAM, TOPIC, group)))
+            for x in (ca, cb, cc)]
+    assert seen[0] == seen[1] == seen[2], seen
+    parts = list(seen[0].values())
+    assert len(parts) == 2 and sorted(parts[0] + parts[1]) == [0, 1, 2], seen
+    assert all(client >> 24 in (a, b) for client in seen[0])  # each broker's own range
+    assert "generation=2" in c.ask(coordinator, "V1|1|DESCRIBE_GROUP|workers gt")
+
+    polled: dict[RawClient, set[int]] = {ca: set(), cb: set()}
+    member = Consumer(ConsumerKind.CONSUMER_GROUP, group)
+    for _ in range(4):
+        for client in (ca, cb):
+            reply = client.call(codec.PollMessages(member, STREAM, TOPIC, None, PollingKind.NEXT,
+                                                   0, 1, True))
+            assert reply[:4] == OK, reply
+            polled[client].add(struct.unpack_from("<I", reply, 8)[0])
+    assert not polled[ca] & polled[cb] and polled[ca] | polled[cb] == {0, 1, 2}, polled
+
+    plain = Consumer(ConsumerKind.CONSUMER, Identifier(7))
+    assert ca.call(codec.StoreConsumerOffset(plain, STREAM, TOPIC, 1, 3)) == OK + b"\x00" * 4
+    expected = [x.call(codec.GetConsumerOffset(plain, STREAM, TOPIC, 1)) for x in (ca, cb, cc)]
+    assert expected[0] == expected[1] == expected[2], expected
+    assert struct.unpack_from("<IQQ", expected[0], 8) == (1, 4, 3), expected[0]
+    for x in c.procs:  # the coordinator holds V1's "next to read"
+        assert c.ask(x, "V1|2|OFFSET|iggy.consumer.7 gt 1") == "V1|2|OK|offset=4"
+    assert cb.call(codec.DeleteConsumerOffset(plain, STREAM, TOPIC, 1)) == OK + b"\x00" * 4
+    assert cc.call(codec.GetConsumerOffset(plain, STREAM, TOPIC, 1)) == OK + b"\x00" * 4
+
+    assert ca.call(codec.LeaveConsumerGroup(STREAM, TOPIC, group)) == OK + b"\x00" * 4
+    left = members(cc.call(codec.GetConsumerGroup(STREAM, TOPIC, group)))
+    assert list(left.values()) == [(0, 1, 2)], left
+    for x in (ca, cb, cc):
+        x.close()
+
+
+def test_real_client_resumes_through_another_broker(cluster: GroupCluster) -> None:
+    """The apache-iggy client's consumer-group consumer reads every partition through
+    one broker and stores its offsets (server-side, as it polls); a new consumer of the
+    same group through another broker resumes after them: nothing is read twice."""
+    c = cluster
+    wait(lambda: c.coordinator("resume") is not None, "a coordinator")
+    coordinator = c.coordinator("resume")
+    a, b = [x for x in c.procs if x != coordinator]
+    first = consume(iggy_port_of(c.procs[a].log_text()), "resume", 15)
+    assert sorted(first) == [(p, o) for p in range(3) for o in range(5)]
+    for p in range(3):
+        c.fill("gt", 1, p)  # offsets 5 and 6
+    second = consume(iggy_port_of(c.procs[b].log_text()), "resume", 6)
+    assert sorted(second) == [(p, o) for p in range(3) for o in (5, 6)]
