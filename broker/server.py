@@ -472,6 +472,14 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
                   request_timeout_ms=config["replication.request_timeout_ms"])
     handlers.coordinators = coordinators
     handlers.forward = peers.request
+    if state_log.legacy_pending:  # old group files: offsets of groups coordinated elsewhere
+        from broker.services.coordinators import LegacyImport
+        from broker.services.group_router import GroupRouter
+
+        router = GroupRouter(groups)
+        router.route_through(coordinators, peers.request, _live_brokers(config, control))
+        LegacyImport(state_log, router, clock,
+                     has_topic=lambda name: store.topic(name) is not None).start()
     return peers
 
 
