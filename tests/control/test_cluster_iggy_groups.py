@@ -137,3 +137,20 @@ def test_real_client_resumes_through_another_broker(cluster: GroupCluster) -> No
         c.fill("gt", 1, p)  # offsets 5 and 6
     second = consume(iggy_port_of(c.procs[b].log_text()), "resume", 6)
     assert sorted(second) == [(p, o) for p in range(3) for o in (5, 6)]
+
+
+def test_v1_admin_group_commands_through_any_broker(cluster: GroupCluster) -> None:
+    """The V1 admin group commands sent to brokers that do not coordinate the group act on
+    the coordinator's group: ADMIN_COMMIT, ADMIN_RESET_OFFSETS and ADMIN_DELETE_GROUP."""
+    c = cluster
+    wait(lambda: c.coordinator("adm") is not None, "a coordinator")
+    coordinator = c.coordinator("adm")
+    a, b = [x for x in c.procs if x != coordinator]
+    assert c.ask(a, "V1|1|ADMIN_COMMIT|adm gt 2 3") == "V1|1|OK|committed=true"
+    assert c.ask(coordinator, "V1|2|OFFSET|adm gt 2") == "V1|2|OK|offset=3"
+    assert c.ask(b, "V1|3|ADMIN_RESET_OFFSETS|adm gt 1 partition=2") == \
+        "V1|3|OK|offsets=[2:1]"
+    assert c.ask(a, "V1|4|OFFSET|adm gt 2") == "V1|4|OK|offset=1"
+    assert c.ask(b, "V1|5|ADMIN_DELETE_GROUP|adm gt") == "V1|5|OK|deleted=true"
+    assert c.ask(coordinator, "V1|6|DESCRIBE_GROUP|adm gt").startswith(
+        "V1|6|ERR|GENERATION_MISMATCH|no group adm on topic gt")
