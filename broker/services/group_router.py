@@ -34,11 +34,14 @@ from broker.errors import (
     InternalError,
     NotAuthorized,
     NotLeader,
+    PartitionNotOwned,
     ReplicationTimeout,
     SkerryError,
     StorageError,
     Unauthenticated,
     Unavailable,
+    UnknownGroup,
+    UnknownMember,
 )
 
 __all__ = ["GroupRouter", "GroupView", "Forward"]
@@ -60,6 +63,20 @@ _ERRORS: dict[str, type[SkerryError]] = {
     "NOT_AUTHORIZED": NotAuthorized,
 }
 """The coordinator's V1 error codes, back to the refusal they stand for."""
+
+
+def _refusal(code: str, message: str) -> type[SkerryError]:
+    """The refusal a coordinator's error stands for. V1 answers every "rejoin" refusal
+    GENERATION_MISMATCH; the group domain's own wording tells which one it was, so the
+    Iggy client gets the status it would get from the coordinator itself."""
+    if code == "GENERATION_MISMATCH":
+        if " is not assigned to " in message:
+            return PartitionNotOwned
+        if " is not a member of group " in message:
+            return UnknownMember
+        if message.startswith("no group "):
+            return UnknownGroup
+    return _ERRORS.get(code, InternalError)
 
 
 @dataclass(frozen=True)
@@ -129,7 +146,7 @@ class GroupRouter:
 
         def answered(reply: Reply) -> Reply:
             if not reply.ok:
-                raise _ERRORS.get(reply.code or "", InternalError)(
+                raise _refusal(reply.code or "", reply.payload)(
                     f"coordinator (broker {broker}): {reply.payload}")
             return reply
 

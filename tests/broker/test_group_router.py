@@ -12,9 +12,18 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.trial.unittest import SynchronousTestCase
 
 from broker.client.codec import parse_reply
-from broker.errors import CoordinatorLoading, GenerationMismatch, StorageError, Unavailable
+from broker.errors import (
+    CoordinatorLoading,
+    GenerationMismatch,
+    PartitionNotOwned,
+    StorageError,
+    Unavailable,
+    UnknownGroup,
+    UnknownMember,
+)
 from broker.services.coordinators import Route, Routing
 from broker.services.group_router import GroupRouter, GroupView
+from groups.group import Group, Member
 
 
 @dataclass
@@ -139,3 +148,22 @@ class GroupRouterTests(SynchronousTestCase):
         self.assertEqual(_result(router.list_groups()),
                          [("g1", "t"), ("g2", "u"), ("here", "t")])
         self.assertEqual([b for b, _ in peer.sent], [1, 2])
+
+    def test_rejoin_refusals_keep_their_kind(self) -> None:
+        """V1 answers every rejoin refusal GENERATION_MISMATCH; the refusal coming back is
+        the one the coordinator raised (as the domain words it), so a transport maps it
+        to the same status as when the group is served here."""
+        messages = {}
+        grp = Group("g", "t", generation=1, partitions=2, members=[Member("m", 10000)],
+                    assignment={"m": [0]})
+        for error, call in ((PartitionNotOwned, lambda: grp.validate_member("m", 1, partition=1)),
+                            (UnknownMember, lambda: grp.validate_member("x", 1))):
+            try:
+                call()
+            except error as raised:
+                messages[error] = str(raised)
+        for error, message in [*messages.items(), (UnknownGroup, "no group g on topic t")]:
+            router, _, _ = self.router({"COMMIT": b"V1|CID|ERR|GENERATION_MISMATCH|"
+                                                  + message.encode()})
+            refused = _result(router.commit("g", "t", "m", 1, 1, 5)).value
+            self.assertIs(type(refused), error, message)
