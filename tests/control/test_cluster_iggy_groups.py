@@ -23,6 +23,7 @@ from tests.iggy.harness import RawClient, iggy_port_of
 from tests.support import ROOT
 
 OK = b"\x00\x00\x00\x00"
+NAME_NOT_FOUND = 5003  # written out from the seed's status table
 STREAM, TOPIC = Identifier("default"), Identifier("gt")
 
 
@@ -154,3 +155,24 @@ def test_v1_admin_group_commands_through_any_broker(cluster: GroupCluster) -> No
     assert c.ask(b, "V1|5|ADMIN_DELETE_GROUP|adm gt") == "V1|5|OK|deleted=true"
     assert c.ask(coordinator, "V1|6|DESCRIBE_GROUP|adm gt").startswith(
         "V1|6|ERR|GENERATION_MISMATCH|no group adm on topic gt")
+
+
+def test_group_offsets_of_a_group_this_broker_never_saw(cluster: GroupCluster) -> None:
+    """A consumer group's stored offset is read through brokers whose Iggy side never heard
+    of the group (committed over V1 at the coordinator): they find it there; a group that
+    exists nowhere is still ConsumerGroupNameNotFound (5003), as on a single broker."""
+    c = cluster
+    wait(lambda: c.coordinator("late") is not None, "a coordinator")
+    coordinator = c.coordinator("late")
+    assert c.ask(coordinator, "V1|1|ADMIN_COMMIT|late gt 0 2") == "V1|1|OK|committed=true"
+    late = Consumer(ConsumerKind.CONSUMER_GROUP, Identifier("late"))
+    replies = set()
+    for x in c.procs:
+        client = iggy(c, x)
+        replies.add(client.call(codec.GetConsumerOffset(late, STREAM, TOPIC, 0)))
+        missing = client.call(codec.GetConsumerOffset(
+            Consumer(ConsumerKind.CONSUMER_GROUP, Identifier("nowhere")), STREAM, TOPIC, 0))
+        assert struct.unpack_from("<I", missing)[0] == NAME_NOT_FOUND, missing
+        client.close()
+    assert len(replies) == 1, replies
+    assert struct.unpack_from("<IQQ", next(iter(replies)), 8)[::2] == (0, 1)

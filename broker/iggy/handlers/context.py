@@ -247,6 +247,13 @@ class Context:
             return group_name_for_consumer(consumer.id.value)
         return self.group(topic, consumer.id).name
 
+    def find_offsets_group(self, topic: TopicEntry, consumer: c.Consumer) -> Deferred[str]:
+        """``offsets_group``, finding a consumer group at the coordinators when this broker
+        does not know its name (``find_group``)."""
+        if consumer.kind is ConsumerKind.CONSUMER:
+            return succeed(group_name_for_consumer(consumer.id.value))
+        return self.find_group(topic, consumer.id).addCallback(lambda group: group.name)
+
     # ================================================================ permissions <-> ACLs
 
     def topics_of(self, stream_id: int) -> list[tuple[int, str]]:

@@ -84,9 +84,13 @@ class MessageHandlers:
         ctx.need(session, Need.READ_TOPIC, topic.store)
         if cmd.count == 0:
             raise IggyError(Status.INVALID_MESSAGES_COUNT, "count must be at least 1")
+        return _now_or_later(ctx.find_offsets_group(topic, cmd.consumer).addCallback(
+            self._poll_as, session, cmd, topic, config))
+
+    def _poll_as(self, group: str, session: Session, cmd: c.PollMessages, topic: TopicEntry,
+                 config: Any) -> bytes | Deferred[bytes]:
+        self.ctx.need(session, Need.READ_GROUP, group)
         consumer = cmd.consumer
-        group = ctx.offsets_group(topic, consumer)
-        ctx.need(session, Need.READ_GROUP, group)
         partition = cmd.partition_id
         if partition is None:
             if consumer.kind is ConsumerKind.CONSUMER_GROUP:
@@ -163,51 +167,64 @@ class MessageHandlers:
 
     def get_consumer_offset(self, session: Session, user: User,
                             cmd: c.GetConsumerOffset) -> bytes | Deferred[bytes]:
-        topic, group, partition = self._offset_target(session, cmd)
+        def found(target: tuple[TopicEntry, str, int]) -> Deferred[bytes]:
+            topic, group, partition = target
 
-        def answer(committed: int) -> bytes:
-            if committed == 0:
-                return b""
-            hw = self.core.hw(topic.store, partition)
-            return c.encode_consumer_offset(partition, max(hw, 0), committed - 1)
+            def answer(committed: int) -> bytes:
+                if committed == 0:
+                    return b""
+                hw = self.core.hw(topic.store, partition)
+                return c.encode_consumer_offset(partition, max(hw, 0), committed - 1)
 
-        return _now_or_later(self.ctx.router.offset(group, topic.store, partition)
-                             .addCallback(answer))
+            return self.ctx.router.offset(group, topic.store, partition).addCallback(answer)
+
+        return _now_or_later(self._offset_target(session, cmd).addCallback(found))
 
     def store_consumer_offset(self, session: Session, user: User,
                               cmd: c.StoreConsumerOffset) -> Deferred[bytes]:
-        topic, group, partition = self._offset_target(session, cmd)
-        hw = self.core.hw(topic.store, partition)
-        if cmd.offset > hw:
-            raise IggyError(Status.INVALID_OFFSET,
-                            f"offset {cmd.offset} is past the partition's current offset {hw}")
-        return self.sessions.commit(session, group, topic.store, partition,
-                                    cmd.offset + 1).addCallback(lambda _: b"")
+        def found(target: tuple[TopicEntry, str, int]) -> Deferred[None]:
+            topic, group, partition = target
+            hw = self.core.hw(topic.store, partition)
+            if cmd.offset > hw:
+                raise IggyError(Status.INVALID_OFFSET, f"offset {cmd.offset} is past the "
+                                f"partition's current offset {hw}")
+            return self.sessions.commit(session, group, topic.store, partition,
+                                        cmd.offset + 1)
+
+        return self._offset_target(session, cmd).addCallback(found).addCallback(
+            lambda _: b"")
 
     def delete_consumer_offset(self, session: Session, user: User,
                                cmd: c.DeleteConsumerOffset) -> Deferred[bytes]:
-        topic, group, partition = self._offset_target(session, cmd)
+        def found(target: tuple[TopicEntry, str, int]) -> Deferred[None]:
+            topic, group, partition = target
 
-        def held(committed: int) -> Deferred[None]:
-            if committed == 0:
-                raise IggyError(Status.CONSUMER_OFFSET_NOT_FOUND,
-                                f"no stored offset for partition {partition}")
-            return self.sessions.commit(session, group, topic.store, partition, 0)
+            def held(committed: int) -> Deferred[None]:
+                if committed == 0:
+                    raise IggyError(Status.CONSUMER_OFFSET_NOT_FOUND,
+                                    f"no stored offset for partition {partition}")
+                return self.sessions.commit(session, group, topic.store, partition, 0)
 
-        return self.ctx.router.offset(group, topic.store, partition).addCallback(
-            held).addCallback(lambda _: b"")
+            return self.ctx.router.offset(group, topic.store, partition).addCallback(held)
 
-    def _offset_target(self, session: Session, cmd: Any) -> tuple[TopicEntry, str, int]:
+        return self._offset_target(session, cmd).addCallback(found).addCallback(
+            lambda _: b"")
+
+    def _offset_target(self, session: Session, cmd: Any
+                       ) -> Deferred[tuple[TopicEntry, str, int]]:
         """The topic, the V1 group holding the consumer's offsets and the partition (0 when
         the command names none) of an offset command."""
         stream, topic, config = self.ctx.topic(cmd.stream, cmd.topic)
         topic_need, group_need = NEEDS[type(cmd)]
         self.ctx.need(session, topic_need, topic.store)
-        group = self.ctx.offsets_group(topic, cmd.consumer)
-        self.ctx.need(session, group_need, group)
-        partition = 0 if cmd.partition_id is None else cmd.partition_id
-        self.ctx.check_partition(config, partition)
-        return topic, group, partition
+
+        def found(group: str) -> tuple[TopicEntry, str, int]:
+            self.ctx.need(session, group_need, group)
+            partition = 0 if cmd.partition_id is None else cmd.partition_id
+            self.ctx.check_partition(config, partition)
+            return topic, group, partition
+
+        return self.ctx.find_offsets_group(topic, cmd.consumer).addCallback(found)
 
 
 def _now_or_later(d: Deferred[Any]) -> Any:
