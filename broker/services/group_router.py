@@ -26,7 +26,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, DeferredList, fail, maybeDeferred, succeed
 
-from broker.client.codec import Reply, encode_request
+from broker.client.codec import ProtocolViolation, Reply, encode_request
 from broker.errors import (
     BadRequest,
     CoordinatorLoading,
@@ -44,7 +44,7 @@ from broker.errors import (
     UnknownMember,
 )
 
-__all__ = ["GroupRouter", "GroupView", "Forward"]
+__all__ = ["GroupRouter", "GroupView", "Forward", "group_view_from", "groups_from"]
 
 log = logging.getLogger("skerry.groups")
 
@@ -90,6 +90,38 @@ class GroupView:
         return list(self.members.get(member_id, ()))
 
 
+def group_view_from(reply: Reply) -> GroupView | None:
+    """The group a DESCRIBE_GROUP answer describes (``members=[m1:0,1 m2:2 m3:]``), None
+    for an empty group at generation 0 (known only by its offsets); ``ProtocolViolation``
+    for an answer that is not one."""
+    members: dict[str, tuple[int, ...]] = {}
+    for item in reply.items("members"):
+        member, colon, parts = item.rpartition(":")
+        if not colon or not member:
+            raise ProtocolViolation(f"unexpected member in DESCRIBE_GROUP: {item[:80]!r}")
+        try:
+            members[member] = tuple(int(p) for p in parts.split(",") if p)
+        except ValueError:
+            raise ProtocolViolation(f"unexpected partitions in DESCRIBE_GROUP: "
+                                    f"{item[:80]!r}") from None
+    generation = reply.number("generation")
+    if not members and generation == 0:
+        return None
+    return GroupView(generation, members)
+
+
+def groups_from(reply: Reply) -> list[tuple[str, str]]:
+    """The ``(group, topic)`` pairs of a LIST_GROUPS answer (``groups=[g:t ...]``);
+    ``ProtocolViolation`` for an answer that is not one."""
+    pairs = []
+    for item in reply.items("groups"):
+        group, colon, topic = item.rpartition(":")
+        if not colon or not group or not topic:
+            raise ProtocolViolation(f"unexpected group in LIST_GROUPS: {item[:80]!r}")
+        pairs.append((group, topic))
+    return pairs
+
+
 class GroupRouter:
     """Group operations on ``groups`` (a ``GroupService``), or on the group's coordinator
     once ``route_through`` was called (a cluster member with etcd)."""
@@ -100,7 +132,7 @@ class GroupRouter:
         self._forward: Forward | None = None
         self._brokers: Callable[[], list[int]] = list
         self.forwarded = 0
-        """How many operations were sent to another broker (tests, /metrics)."""
+        """How many operations were sent to another broker."""
 
     def route_through(self, coordinators: Any, forward: Forward,
                       live_brokers: Callable[[], list[int]]) -> None:
@@ -185,22 +217,12 @@ class GroupRouter:
         if broker is None:
             return maybeDeferred(local)
 
-        def described(reply: Reply) -> GroupView | None:
-            members = {}
-            for item in reply.items("members"):
-                member, _, parts = item.rpartition(":")
-                members[member] = tuple(int(p) for p in parts.split(",") if p)
-            generation = reply.number("generation")
-            if not members and reply.field("state") == "empty" and generation == 0:
-                return None
-            return GroupView(generation, members)
-
         def missing(failure: Any) -> None:
             failure.trap(GenerationMismatch)  # DESCRIBE_GROUP's "no group g on topic t"
             return None
 
         return self._ask(broker, "DESCRIBE_GROUP", f"{group} {topic}").addCallbacks(
-            described, missing)
+            group_view_from, missing)
 
     def join(self, group: str, topic: str, member_id: str,
              session_timeout_ms: int | None = None) -> Deferred[tuple[int, list[int]]]:
@@ -263,9 +285,7 @@ class GroupRouter:
                     log.info("iggy groups: a broker did not list its groups: %s",
                              reply.getErrorMessage())
                     continue
-                for item in reply.items("groups"):
-                    group, _, topic = item.rpartition(":")
-                    pairs.add((group, topic))
+                pairs.update(groups_from(reply))
             return sorted(pairs)
 
         return DeferredList(asks, consumeErrors=True).addCallback(merged)
