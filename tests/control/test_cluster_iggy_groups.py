@@ -12,11 +12,12 @@ import json
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from bench.group_coordinator import GroupCluster, wait
+from bench.group_coordinator import TTL_MS, GroupCluster, wait
 from broker.iggy import codec
 from broker.iggy.codec import Consumer, ConsumerKind, Identifier, PollingKind
 from tests.iggy.harness import RawClient, iggy_port_of
@@ -176,3 +177,37 @@ def test_group_offsets_of_a_group_this_broker_never_saw(cluster: GroupCluster) -
         client.close()
     assert len(replies) == 1, replies
     assert struct.unpack_from("<IQQ", next(iter(replies)), 8)[::2] == (0, 1)
+
+
+def test_iggy_group_survives_its_coordinators_death(cluster: GroupCluster) -> None:
+    """(Runs last: it kills a broker.) An Iggy member joined and an offset stored through a
+    broker that does not coordinate the group; kill -9 of the coordinator: within the lease
+    TTL + 2 s the stored offset is read again through the surviving brokers, and the member
+    is still in the group with every partition."""
+    c = cluster
+    wait(lambda: c.coordinator("fo") is not None, "a coordinator")
+    coordinator = c.coordinator("fo")
+    a, b = [x for x in c.procs if x != coordinator]
+    ca = iggy(c, a)
+    group = Identifier("fo")
+    assert ca.call(codec.CreateConsumerGroup(STREAM, TOPIC, "fo"))[:4] == OK
+    assert ca.call(codec.JoinConsumerGroup(STREAM, TOPIC, group)) == OK + b"\x00" * 4
+    member = Consumer(ConsumerKind.CONSUMER_GROUP, group)
+    mine = members(ca.call(codec.GetConsumerGroup(STREAM, TOPIC, group)))
+    assert list(mine.values()) == [(0, 1, 2)], mine
+    assert ca.call(codec.StoreConsumerOffset(member, STREAM, TOPIC, 2, 3)) == OK + b"\x00" * 4
+    stored = ca.call(codec.GetConsumerOffset(member, STREAM, TOPIC, 2))
+    assert struct.unpack_from("<IQQ", stored, 8)[::2] == (2, 3), stored
+
+    c.procs[coordinator].kill9()
+    killed = time.monotonic()
+    wait(lambda: ca.call(codec.GetConsumerOffset(member, STREAM, TOPIC, 2)) == stored,
+         "the offset served again", 20, step=0.01)
+    took = time.monotonic() - killed
+    print(f"iggy group coordinator {coordinator} killed; served again after {took:.2f} s")
+    assert took <= TTL_MS / 1000 + 2, took
+    cb = iggy(c, b)
+    assert cb.call(codec.GetConsumerOffset(member, STREAM, TOPIC, 2)) == stored
+    assert members(cb.call(codec.GetConsumerGroup(STREAM, TOPIC, group))) == mine
+    ca.close()
+    cb.close()
