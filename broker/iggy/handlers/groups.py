@@ -3,8 +3,9 @@ DeleteConsumerGroup, JoinConsumerGroup, LeaveConsumerGroup.
 
 Owns: ``GroupHandlers``. An Iggy consumer group is the V1 group of the same name on the
 topic's store topic: its id comes from the catalog, its members and their partitions from
-the ``GroupService`` (each Iggy client joins as its own member, see ``Sessions``). A group
-with V1 members is not deleted from the Iggy side.
+the group's coordinator through the context's ``GroupRouter`` (each Iggy client joins as
+its own member, see ``Sessions``). A group with V1 members is not deleted from the Iggy
+side.
 
 Must not import: Twisted's reactor, sockets, files, the store, the protocol.
 """

@@ -3,7 +3,8 @@
 Owns: ``Sessions``: opening and closing a client's ``Session`` (client ids count from 1),
 the V1 member id that stands for a client in a group (``iggy-<boot>-<client id>``: a new
 ``boot`` per process, so members a previous run left behind are recognised and removed at
-start), joining, leaving and committing as that member through the ``GroupService``, the
+start), joining, leaving and committing as that member through the context's
+``GroupRouter`` (at the group's coordinator on a cluster), the
 heartbeat that keeps memberships alive (Iggy clients send none), and forgetting every
 group of a store topic that goes away.
 
@@ -164,7 +165,10 @@ class Sessions:
         for session in list(self._by_id.values()):
             for membership in list(session.memberships.values()):
                 if membership.store == store:
-                    waits.append(self.leave(session, membership))
+                    waits.append(self.leave(session, membership).addErrback(
+                        lambda f, m=membership: log.info(
+                            "iggy: leaving %s on %s: %s", m.group, store,
+                            f.getErrorMessage())))
 
         def delete(pairs: list[tuple[str, str]]) -> Deferred[None]:
             deletes = []
@@ -176,8 +180,11 @@ class Sessions:
                     deletes.append(d)
             return all_done(deletes)
 
-        # Members leave first, so the groups are empty when they are deleted.
-        return all_done(waits).addCallback(lambda _: router.list_groups()).addCallback(delete)
+        leaves = all_done(waits)
+        if router.is_single():  # the leaves took effect already: delete at once
+            return all_done([leaves, router.list_groups().addCallback(delete)])
+        # Members leave first (at their coordinators), so the groups are empty when deleted.
+        return leaves.addCallback(lambda _: router.list_groups()).addCallback(delete)
 
     # ================================================================ timers and start
 
