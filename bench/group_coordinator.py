@@ -46,7 +46,9 @@ class GroupCluster:
     """One etcd member and three brokers; ``ask(broker, line)`` sends one V1 request."""
 
     def __init__(self, workdir: Path, *, ttl_ms: int = TTL_MS,
-                 state_partitions: int = STATE_PARTITIONS) -> None:
+                 state_partitions: int = STATE_PARTITIONS,
+                 extra: dict[str, Any] | None = None) -> None:
+        """``extra``: more settings for every broker (``{"iggy_port": 0}``)."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.ttl_ms = ttl_ms
         self.state_partitions = state_partitions
@@ -65,6 +67,7 @@ class GroupCluster:
                 "cluster": {"broker_id": i, "brokers": brokers, "id": f"cg{ports[0]}",
                             "etcd": {"endpoints": self.etcd.endpoints,
                                      "lease_ttl_ms": ttl_ms}},
+                **(extra or {}),
             }
             self.procs[i] = BrokerProcess(workdir / f"broker{i}", config, port=port)
 

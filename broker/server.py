@@ -375,6 +375,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
             catalog=Catalog(data_dir, store_topics=core.topic_names, now_us=iggy_now_us, fs=fs),
             users=UserStore(data_dir, now_us=iggy_now_us, fs=fs),
             system_info=HostFacts(data_dir, clock))
+        if group_peers is not None:  # Iggy's group commands reach each group's coordinator
+            iggy.handlers.ctx.router.route_through(
+                handlers.coordinators, handlers.forward, _live_brokers(config, control))
+            iggy.handlers.sessions.number_clients_from(config.cluster.broker_id)
     kafka = None
     if config["kafka_port"] is not None:
         from broker.kafka.service import KafkaService
@@ -479,7 +483,28 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
                   request_timeout_ms=config["replication.request_timeout_ms"])
     handlers.coordinators = coordinators
     handlers.forward = peers.request
+    if state_log.legacy_pending:  # old group files: offsets of groups coordinated elsewhere
+        from broker.services.coordinators import LegacyImport
+        from broker.services.group_router import GroupRouter
+
+        router = GroupRouter(groups)
+        router.route_through(coordinators, peers.request, _live_brokers(config, control))
+        LegacyImport(state_log, router, clock,
+                     has_topic=lambda name: store.topic(name) is not None).start()
     return peers
+
+
+def _live_brokers(config: Config, control: Any) -> Callable[[], list[int]]:
+    """The ids of the cluster's live brokers (etcd's view when there is one)."""
+    cluster = config.cluster
+    assert cluster is not None
+
+    def live() -> list[int]:
+        if control is not None:
+            return sorted(control.view.brokers)
+        return sorted(cluster.brokers)
+
+    return live
 
 
 def _authorizer(config: Config) -> Any:

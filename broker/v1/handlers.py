@@ -224,7 +224,8 @@ class Handlers:
         try:
             if self.core.access.enabled:
                 v1_access.check(cmd, self.core.access.check_any, conn)
-            _check_reserved(cmd)
+            if not self._from_peer_broker(cmd, conn):
+                _check_reserved(cmd)  # a broker forwards Iggy's own groups and topics
             if self.coordinators is not None and isinstance(cmd, GROUP_COMMANDS + (c.ListGroups,)):
                 routed = self._route_group_command(cmd, slot, conn)
                 if routed is not _HERE:
@@ -246,6 +247,13 @@ class Handlers:
     """Set with ``coordinators``: ``forward(broker_id, build)`` sends ``build(cid)`` to that
     broker over the broker link and fires with its ``Reply``; its correlation ids start
     with ``FORWARD_CID_PREFIX``."""
+
+    def _from_peer_broker(self, cmd: Any, conn: Connection) -> bool:
+        """A group command another broker forwarded (its correlation id, and with
+        authentication a broker principal): the Iggy transport's names are allowed."""
+        if not cmd.cid.startswith(FORWARD_CID_PREFIX) or self.coordinators is None:
+            return False
+        return self.peer_users is None or getattr(conn, "principal", None) in self.peer_users
 
     def _route_group_command(self, cmd: Any, slot: Slot, conn: Connection) -> Any:
         """Serve a group command here (``_HERE``), answer that the coordinator is loading

@@ -42,6 +42,7 @@ from broker.kafka.mapping import (
     record_batches,
 )
 from broker.services.acls import decode_acls
+from broker.services.group_router import group_view_from, groups_from
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.idempotence import batch_ids, parse_record_id
@@ -112,6 +113,20 @@ def _group_record(data: bytes) -> object:
     book = GroupLog()
     book.apply(0, 0, key, value)
     return book.state()
+
+
+def _group_router(data: bytes) -> object:
+    """A coordinator's answers as the Iggy transport reads them (``GroupRouter``): each
+    line as a reply, an OK one as DESCRIBE_GROUP's group and LIST_GROUPS' pairs."""
+    for line in data.split(b"\n"):
+        reply = parse_reply(line)
+        if reply.ok:
+            for parse in (group_view_from, groups_from):
+                try:
+                    parse(reply)
+                except ProtocolViolation:
+                    pass
+    return None
 
 
 def _iggy(data: bytes) -> object:
@@ -233,6 +248,10 @@ TARGETS: dict[str, Target] = {
         b"V1|2|OK|messages=4:1700000000123:azE=:aGk=,5:7::/w== hw=5",
         b"V1|3|OK|messages=0:1795782611488:1700000000000:dHJhY2U=.YWJj;c3Jj.dGFuaw==:k1:a:b "
         b"hw=0")),
+    "group_router": Target("group_router", _group_router, (ProtocolViolation,), (
+        b"V1|fwd-1|OK|state=stable generation=4 assignor=range members=[a:0,1 b:2 c:] "
+        b"partitions=[0 1 2] committed=[0 0 0] hw=[1 1 1] lag=[1 1 1] coordinator=2",
+        b"V1|fwd-2|OK|groups=[g1:t g2:u iggy.consumer.7:orders]")),
     "record": Target("record", _record, (ValueError,), (_RECORD,)),
     "groups_json": Target("groups_json", _json(groups_from_json), (ValueError,), (
         b'{"version": 1, "groups": [{"group": "g", "topic": "t", "generation": 2, '
