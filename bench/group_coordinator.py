@@ -46,16 +46,19 @@ class GroupCluster:
     """One etcd member and three brokers; ``ask(broker, line)`` sends one V1 request."""
 
     def __init__(self, workdir: Path, *, ttl_ms: int = TTL_MS,
-                 state_partitions: int = STATE_PARTITIONS) -> None:
+                 state_partitions: int = STATE_PARTITIONS, kafka: bool = False) -> None:
+        """``kafka``: each broker also has a Kafka listener (``kafka_bootstrap``)."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.ttl_ms = ttl_ms
         self.state_partitions = state_partitions
         self.etcd = EtcdCluster(workdir, 1)
-        ports = free_ports(3)
-        brokers = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
+        ports = free_ports(6 if kafka else 3)
+        brokers = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports[:3])}
+        kafka_brokers = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports[3:])}
+        self.kafka_bootstrap = ",".join(kafka_brokers.values())
         self.procs: dict[int, BrokerProcess] = {}
-        for i, port in enumerate(ports):
-            config = {
+        for i, port in enumerate(ports[:3]):
+            config: dict[str, Any] = {
                 "log_level": "info",
                 "auto_create_topics": False,
                 "groups": {"state_topic_partitions": state_partitions},
@@ -66,6 +69,9 @@ class GroupCluster:
                             "etcd": {"endpoints": self.etcd.endpoints,
                                      "lease_ttl_ms": ttl_ms}},
             }
+            if kafka:
+                config["kafka_port"] = ports[3 + i]
+                config["cluster"]["kafka_brokers"] = kafka_brokers
             self.procs[i] = BrokerProcess(workdir / f"broker{i}", config, port=port)
 
     def start(self, *ids: int) -> None:
