@@ -53,6 +53,7 @@ import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from data.keys import fnv1a_32
@@ -90,8 +91,8 @@ GROUPS_TOPIC = "__skerry_groups"
 by name would misread them."""
 
 GROUPS_TOPIC_SEGMENT_BYTES = 4 << 20
-GROUPS_TOPIC_SETTINGS: dict[str, Any] = {"cleanup_policy": "compact",
-                                         "segment_bytes": GROUPS_TOPIC_SEGMENT_BYTES}
+GROUPS_TOPIC_SETTINGS: Mapping[str, Any] = MappingProxyType(
+    {"cleanup_policy": "compact", "segment_bytes": GROUPS_TOPIC_SEGMENT_BYTES})
 """The topic's own settings, wherever it is created (a single broker's store, the cluster's
 controller): compacted, the latest record of each key being all a coordinator needs, in
 4 MiB segments. The cleaner never touches a partition's active segment, so its size bounds
@@ -159,7 +160,7 @@ def _offset_value(offset: int, metadata: str) -> bytes:
     return encode_value(fields)
 
 
-@functools.lru_cache(maxsize=1 << 18)
+@functools.lru_cache(maxsize=1 << 16)
 def decode_key(key: bytes) -> tuple[Any, ...]:
     """``(kind, *names)`` of a key; ``ValueError`` for anything that is not a key of a
     known version and kind with well-typed parts."""
