@@ -432,6 +432,17 @@ def check(events: list[tuple[str, str, dict[str, Any]]], killed: float) -> list[
     return problems
 
 
+def _late(members: Members, firsts: dict[str, float], killed: float, target: float) -> None:
+    """Over the target: what each member of a late group was answered meanwhile."""
+    for group, first in firsts.items():
+        if first - killed <= target:
+            continue
+        for g, name, e in members.events():
+            if g == group and e["ev"] == "retry" and killed <= e["t"] <= first:
+                print(f"    {name} +{e['t'] - killed:.2f} s: {e['reply']} "
+                      f"(broker {e.get('broker', '?')})")
+
+
 def run(runs: int, rate: int = 300, quiet: bool = False) -> list[float]:
     """``runs`` kills; the time until both groups were served again, per run. Raises
     ``AssertionError`` naming what went wrong."""
@@ -470,6 +481,8 @@ def run(runs: int, rate: int = 300, quiet: bool = False) -> list[float]:
                 firsts = wait(served, "both groups served again", 60, step=0.05)
                 took = max(firsts.values()) - killed
                 times.append(took)
+                if took > c.ttl_ms / 1000 + 2 and not quiet:
+                    _late(members, firsts, killed, c.ttl_ms / 1000 + 2)
                 time.sleep(2.0)  # every member has read and committed after the failover
                 survivor = next(b for b in c.procs if b != coordinator)
                 asked = time.time()

@@ -83,6 +83,10 @@ def test_restart_of_every_broker_keeps_groups_and_offsets(cluster: GroupCluster)
     topic, loaded by each partition's new leader)."""
     c = cluster
     wait(lambda: c.coordinator("keep") is not None, "a coordinator")
+    for proc in c.procs.values():  # every replica of the topic in its own small segments
+        settings = json.loads((proc.data_dir / "topics" / "__skerry_groups" /
+                               "topic.json").read_text())
+        assert settings["segment_bytes"] == 4 << 20, settings
     assert assigned(c.ask(0, "V1|1|JOIN|keep gt k1 session_timeout_ms=60000"))[0] == 1
     assert c.ask(1, "V1|2|COMMIT|keep gt k1 1 2 1") == "V1|2|OK|committed=true"
     assert c.ask(2, "V1|3|ADMIN_COMMIT|other gt 1 1") == "V1|3|OK|committed=true"
