@@ -451,7 +451,7 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
     Returns the forwarding connections (closed at stop)."""
     from broker.services.coordinators import CoordinatorPartitions
     from broker.v1.forward import FORWARD_CID_PREFIX
-    from groups.records import GROUPS_TOPIC
+    from groups.records import GROUPS_TOPIC, GROUPS_TOPIC_SETTINGS
     from replication.follower import Peers
 
     cluster = config.cluster
@@ -462,7 +462,7 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
     def ensure_topic() -> None:
         if store.topic(GROUPS_TOPIC) is None:
             control.request_topic(GROUPS_TOPIC, state_log.partitions, rf, min_isr,
-                                  {"cleanup_policy": "compact"})
+                                  GROUPS_TOPIC_SETTINGS)
             clock.callLater(1.0, ensure_topic)
 
     clock.callLater(0.2, ensure_topic)

@@ -59,23 +59,23 @@ class GroupLog:
     def __init__(self) -> None:
         self.latest: dict[bytes, bytes] = {}
         """``{key: value}`` of every live key (what a cleaned partition would hold)."""
-        self._where: dict[bytes, str] = {}
+        self._where: dict[bytes, tuple[int, int]] = {}
+        """``{key: (partition, offset)}`` of each live key's record (named in errors)."""
 
     def apply(self, partition: int, offset: int, key: bytes, value: bytes) -> None:
         """Take one record: a value replaces the key's previous one, a tombstone deletes
         it. Key and value are decoded here so a bad record is named where it is."""
-        where = f"{GROUPS_TOPIC}/{partition} offset {offset}"
         try:
             decode_key(key)
             fields = decode_value(value)
         except ValueError as error:
-            raise ValueError(f"{where}: {error}") from None
+            raise ValueError(f"{_where(partition, offset)}: {error}") from None
         if fields is None:
             self.latest.pop(key, None)
             self._where.pop(key, None)
         else:
             self.latest[key] = value
-            self._where[key] = where
+            self._where[key] = (partition, offset)
 
     def apply_all(self, partition: int,
                   records: Iterable[tuple[int, bytes, bytes]]) -> None:
@@ -101,7 +101,7 @@ class GroupLog:
                 continue
             fields = decode_value(self.latest[key])
             assert fields is not None
-            where = self._where[key]
+            where = _where(*self._where[key])
             named = {"group", "topic", "group_id"} & fields.keys()
             if named:
                 raise ValueError(f"{where}: the value names {', '.join(sorted(named))}; "
@@ -130,6 +130,10 @@ class GroupLog:
                 where = sorted({self._where[key].split(" offset ")[0] for key in consumer})
                 raise ValueError(f"{', '.join(where)}: {error}") from None
         return loaded
+
+
+def _where(partition: int, offset: int) -> str:
+    return f"{GROUPS_TOPIC}/{partition} offset {offset}"
 
 
 def _offset_fields(fields: dict[str, Any], where: str) -> None:

@@ -45,7 +45,12 @@ from data.atomic import read_json
 from data.fs import OS_FS, FileLayer
 from groups.classic_store import CLASSIC_GROUPS_FILE, classic_groups_from_json
 from groups.loader import GroupLog, LoadedState
-from groups.records import GROUPS_TOPIC, changes, partition_for_group
+from groups.records import (
+    GROUPS_TOPIC,
+    GROUPS_TOPIC_SEGMENT_BYTES,
+    changes,
+    partition_for_group,
+)
 from groups.store import (
     GROUPS_FILE,
     OFFSETS_FILE,
@@ -80,6 +85,8 @@ class Producer(Protocol):
     """What the writer needs of ``broker.core.BrokerCore``."""
 
     def topic_config(self, name: str) -> Any: ...
+
+    def alter_topic(self, name: str, changes: Mapping[str, Any]) -> Any: ...
 
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                               min_insync_replicas: int) -> Any: ...
@@ -164,6 +171,14 @@ class GroupStateLog:
         Migrates the legacy files (their records, then the rename) when there are any."""
         self._core = core
         self._snapshot = snapshot
+        config = core.topic_config(GROUPS_TOPIC)
+        if self._owned is None and config is not None and config.segment_bytes is None:
+            # Created before the topic had its own segment size: give it one (the
+            # segments already written are cleaned as they are).
+            try:
+                core.alter_topic(GROUPS_TOPIC, {"segment_bytes": GROUPS_TOPIC_SEGMENT_BYTES})
+            except SkerryError as error:
+                log.warning("could not set %s's segment_bytes: %s", GROUPS_TOPIC, error)
         if self._cluster:
             if self.legacy and not self.legacy_pending:  # files that held nothing
                 self._migrated(None)

@@ -18,7 +18,12 @@ from twisted.trial.unittest import SynchronousTestCase
 from broker.errors import StorageError
 from broker.services.group_log import GroupStateLog
 from data.store import Store, TopicConfig
-from groups.records import GROUPS_TOPIC, offset_key, partition_for_group
+from groups.records import (
+    GROUPS_TOPIC,
+    GROUPS_TOPIC_SEGMENT_BYTES,
+    offset_key,
+    partition_for_group,
+)
 from tests.reliability.inmemory import InMemoryBroker
 
 LEGACY_GROUPS = {"version": 1, "groups": [
@@ -108,7 +113,26 @@ class RestartTests(SynchronousTestCase):
         config = s.broker.broker.core.topic_config(GROUPS_TOPIC)
         assert config is not None
         self.assertEqual((config.cleanup_policy, config.retention_ms), ("compact", None))
+        self.assertEqual(config.segment_bytes, GROUPS_TOPIC_SEGMENT_BYTES)
         self.assertEqual(s.ask("V1|3|METADATA|"), "V1|3|OK|topics=[t]")
+
+    def test_a_topic_from_before_gets_its_segment_size(self) -> None:
+        """A data directory whose topic was created with the store's default segments
+        (64 MiB: a loading coordinator would read up to that much uncleaned) has the
+        topic's own size set at start, its offsets kept."""
+        store = Store(str(self.dir))
+        store.create_topic(GROUPS_TOPIC, TopicConfig(partitions=1, cleanup_policy="compact"))
+        store.close()
+        s = _Session(self.dir)
+        s.topic("t", 1)
+        self.assertEqual(s.ask("V1|2|ADMIN_COMMIT|g t 0 3"), "V1|2|OK|committed=true")
+        s.close()
+        s = _Session(self.dir)
+        self.addCleanup(s.close)
+        config = s.broker.broker.core.topic_config(GROUPS_TOPIC)
+        assert config is not None
+        self.assertEqual(config.segment_bytes, GROUPS_TOPIC_SEGMENT_BYTES)
+        self.assertEqual(s.ask("V1|3|OFFSET|g t 0"), "V1|3|OK|offset=3")
 
     def test_only_changes_are_appended(self) -> None:
         """A commit appends its own offset record only, not the whole state again: ten

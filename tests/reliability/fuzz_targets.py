@@ -263,6 +263,7 @@ TARGETS: dict[str, Target] = {
         b'"metadata": {"0": "md"}}]}')),
     "group_record": Target("group_record", _group_record, (ValueError,), (
         b'[1,"offset","g","t",0]\n{"v":1,"offset":5,"metadata":"md"}',
+        b'[1,"offset","g","t",1]\n{"v":1,"offset":4096}',  # read without the JSON parser
         b'[1,"group","g","t"]\n{"v":1,"generation":2,"assignor":"range","partitions":1,'
         b'"members":[{"member_id":"c","session_timeout_ms":10000,"assigned":[0]}]}',
         b'[1,"kafka_group","g"]\n{"v":1,"state":"Empty","generation":1,"protocol_type":null,'
