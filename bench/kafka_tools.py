@@ -29,10 +29,10 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.iggy import machine
+from bench.iggy import _cpu_per_msg, _cpu_seconds, machine
 from bench.serve import REPO_ROOT, start_serve, stop_serve
 
-__all__ = ["ProducerFigures", "ConsumerFigures", "build_classpath", "producer_perf",
+__all__ = ["ProducerFigures", "ConsumerFigures", "Run", "build_classpath", "producer_perf",
            "consumer_perf", "run_bench", "main"]
 
 DRIVER = REPO_ROOT / "tests" / "kafka" / "java"
@@ -140,9 +140,20 @@ def create_topic(java: str, classpath: str, port: int, topic: str, partitions: i
           timeout=120)
 
 
+@dataclass(frozen=True)
+class Run:
+    """One run: each tool's figures and the broker's CPU time per record in each phase
+    (from ``/proc``; None without it), which the machine's load moves less than rates."""
+
+    produce: ProducerFigures
+    consume: ConsumerFigures
+    broker_us_per_produced: float | None
+    broker_us_per_consumed: float | None
+
+
 def run_bench(*, records: int, size: int, partitions: int, fsync: str, java: str = "java",
-              classpath: str | None = None, python: str = sys.executable
-              ) -> tuple[ProducerFigures, ConsumerFigures]:
+              classpath: str | None = None, python: str = sys.executable,
+              producer_props: tuple[str, ...] = ()) -> Run:
     """A fresh broker; the producer perf test, then the consumer perf test."""
     classpath = classpath or build_classpath()
     workdir = Path(tempfile.mkdtemp(prefix="skerry-kafka-tools-bench-"))
@@ -151,12 +162,21 @@ def run_bench(*, records: int, size: int, partitions: int, fsync: str, java: str
         "log_level": "warning", "storage": {"fsync": fsync}}, "kafka", python)
     try:
         create_topic(java, classpath, port, "perf", partitions)
-        produced = producer_perf(java, classpath, port, "perf", records, size)
+        before = _cpu_seconds(proc.pid)
+        produced = producer_perf(java, classpath, port, "perf", records, size,
+                                 *producer_props)
+        middle = _cpu_seconds(proc.pid)
         consumed = consumer_perf(java, classpath, port, "perf", records, "perf-group")
-        return produced, consumed
+        after = _cpu_seconds(proc.pid)
+        return Run(produced, consumed, _cpu_per_msg(before, middle, produced.records),
+                   _cpu_per_msg(middle, after, consumed.records))
     finally:
         stop_serve(proc)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _cpu(us: float | None) -> str:
+    return "" if us is None else f"  broker CPU {us:.2f} us/record"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,25 +186,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--fsync", choices=("always", "interval", "never"), default="never")
     parser.add_argument("--repeat", type=int, default=1, help="runs, each on a fresh broker")
+    parser.add_argument("--producer-property", action="append", default=[],
+                        metavar="KEY=VALUE", help="a producer setting on top of the "
+                        "tool's defaults (repeatable), e.g. batch.size=1048576")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     classpath = build_classpath()
     runs = [run_bench(records=args.records, size=args.size, partitions=args.partitions,
-                      fsync=args.fsync, classpath=classpath)
+                      fsync=args.fsync, classpath=classpath,
+                      producer_props=tuple(args.producer_property))
             for _ in range(max(1, args.repeat))]
     if args.json:
-        print(json.dumps({"machine": machine(), "runs": [
-            {"produce": asdict(p), "consume": asdict(c)} for p, c in runs]}, indent=2))
+        print(json.dumps({"machine": machine(), "runs": [asdict(run) for run in runs]},
+                         indent=2))
         return 0
     print(f"# {machine()}; Kafka 4.3.1 perf tools, {args.records:,} x {args.size} B, "
-          f"{args.partitions} partition(s), storage.fsync={args.fsync}")
-    for p, c in runs:
+          f"{args.partitions} partition(s), storage.fsync={args.fsync}; producer settings: "
+          f"{' '.join(args.producer_property) or 'defaults'}")
+    for run in runs:
+        p, c = run.produce, run.consume
         print(f"kafka-producer-perf-test  {p.records:,} records  {p.records_per_sec:,.0f} "
               f"records/s  {p.mb_per_sec:.2f} MB/s  latency avg {p.avg_latency_ms:.0f} ms, "
-              f"p50 {p.p50_ms:.0f} ms, p99 {p.p99_ms:.0f} ms, max {p.max_latency_ms:.0f} ms")
+              f"p50 {p.p50_ms:.0f} ms, p99 {p.p99_ms:.0f} ms, max {p.max_latency_ms:.0f} ms"
+              f"{_cpu(run.broker_us_per_produced)}")
         print(f"kafka-consumer-perf-test  {c.records:,} records  {c.records_per_sec:,.0f} "
               f"records/s  {c.mb_per_sec:.2f} MB/s  (fetch {c.fetch_records_per_sec:,.0f} "
-              f"records/s; rebalance {c.rebalance_ms:.0f} ms)")
+              f"records/s; rebalance {c.rebalance_ms:.0f} ms){_cpu(run.broker_us_per_consumed)}")
     return 0
 
 
