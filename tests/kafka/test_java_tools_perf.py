@@ -138,3 +138,17 @@ def test_verifiable_producer_and_consumers_in_a_group(java: str, classpath: str,
     assert all(consumed[key] == value for key, value in acked.items())
     commits = [e for seen in events for e in seen if e["name"] == "offsets_committed"]
     assert commits and all(e["success"] for e in commits)
+
+
+def test_the_bench_command_prints_both_tools_figures(java: str, classpath: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m bench.kafka_tools`` (docs/performance.md) stays runnable: a tiny run on
+    its own broker prints a line per tool with the record count and the broker's CPU."""
+    from bench import kafka_tools
+
+    assert kafka_tools.main(["--records", "2000"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# ") and "2,000 x 100 B" in lines[0]
+    assert lines[1].startswith("kafka-producer-perf-test  2,000 records  ")
+    assert lines[2].startswith("kafka-consumer-perf-test  2,000 records  ")
+    assert all("broker CPU" in line for line in lines[1:3])
