@@ -33,7 +33,7 @@ from broker.iggy.service import IggyService
 from broker.services.group_log import GroupStateLog
 from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
-from broker.v1.handlers import Handlers
+from broker.v1.handlers.dispatch import Handlers
 from broker.v1.protocol import V1Factory
 from data import speedups
 from data.errors import DataDirError
@@ -436,7 +436,7 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
     as leadership moves, and group commands for other coordinators forwarded to them.
     Returns the forwarding connections (closed at stop)."""
     from broker.services.coordinators import CoordinatorPartitions
-    from broker.v1.forward import FORWARD_CID_PREFIX
+    from broker.v1.handlers.forward import FORWARD_CID_PREFIX
     from groups.records import GROUPS_TOPIC
     from replication.follower import Peers
 

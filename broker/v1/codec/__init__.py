@@ -9,8 +9,8 @@ whatever it accepts ``parse_command`` accepts with the same fields). Checks run 
 ranges. All of them answer BAD_REQUEST (UNKNOWN_COMMAND for the second); existence,
 generation, membership and ownership are the handlers' business.
 
-The rest of the V1 wire lives next door: the command classes in ``broker.v1.commands``, every
-reply line in ``broker.v1.replies``, the line splitter in ``broker.v1.framing``. Their public
+The rest of the V1 wire lives next door: the command classes in ``broker.v1.codec.commands``, every
+reply line in ``broker.v1.codec.replies``, the line splitter in ``broker.v1.codec.framing``. Their public
 names are re-exported here, so ``from broker.v1.codec import Produce, err`` keeps working.
 
 Must not import: Twisted, sockets, the store, ``groups`` or ``replication``; it does no I/O
@@ -32,8 +32,8 @@ from access import AclBinding, InvalidAcl, Operation, PatternType, Permission, R
 from access.authorizer import AclFilter
 from access.model import parse_enum
 from broker.errors import BadRequest, SkerryError, UnknownCommand
-from broker.v1 import fields
-from broker.v1.commands import (
+from broker.v1.codec import fields
+from broker.v1.codec.commands import (
     ALL_COMMANDS,
     CLUSTER_COMMANDS,
     COMMANDS,
@@ -84,9 +84,8 @@ from broker.v1.commands import (
     is_plain_key,
     is_plain_value,
 )
-from broker.v1.errors import code_for
-from broker.v1.framing import LineSplitter, LineTooLong
-from broker.v1.replies import (
+from broker.v1.codec.framing import LineSplitter, LineTooLong
+from broker.v1.codec.replies import (
     LINE_TOO_LONG_REPLY,
     admin_topic_payload,
     assignment_payload,
@@ -111,6 +110,7 @@ from broker.v1.replies import (
     replica_status_payload,
     role_payload,
 )
+from broker.v1.errors import code_for
 from data import speedups
 from data.names import NAME_PATTERN
 
@@ -824,7 +824,7 @@ class Codec:
     def fast_match_ok(self, match: re.Match[bytes]) -> bool:
         """The rules the fast regex cannot say: value size and the names '.'/'..'. Topics
         starting with ``__`` take the full path too, where the handlers check reserved
-        names (``broker.v1.handlers``)."""
+        names (``broker.v1.handlers.dispatch``)."""
         if match.end(4) - match.start(4) > self._max_value:
             return False
         if match.string.startswith(b"__", match.start(2)):

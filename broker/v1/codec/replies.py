@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from broker.errors import BadRequest, SkerryError
-from broker.v1.commands import BAD_VALUE_RE, is_plain_key, is_plain_value
+from broker.v1.codec.commands import BAD_VALUE_RE, is_plain_key, is_plain_value
 from broker.v1.errors import code_for, message_for
 from data import speedups
 from data.format import (

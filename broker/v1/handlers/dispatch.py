@@ -42,7 +42,7 @@ from broker.services.replication import ReplicationService
 from broker.v1 import access as v1_access
 from broker.v1 import codec as c
 from broker.v1.errors import from_group_refusal
-from broker.v1.forward import FORWARD_CID_PREFIX, GROUP_COMMANDS, command_line, relay
+from broker.v1.handlers.forward import FORWARD_CID_PREFIX, GROUP_COMMANDS, command_line, relay
 from groups.consumer_effects import HeartbeatRequest
 from groups.kafka_errors import KafkaGroupError
 from groups.records import GROUPS_TOPIC
