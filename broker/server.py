@@ -399,6 +399,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
         metrics.metrics.broker_id = config.cluster.broker_id
     if metrics is not None:
         core.access.on_refused = metrics.metrics.refused
+        for name, service in (("iggy", iggy), ("kafka", kafka), ("tank", tank)):
+            if service is not None:
+                metrics.metrics.add_transport(name, service.factory,
+                                              service.factory.handlers.boundary.counts)
     tls = None
     if config["tls.cert"] is not None:
         from broker.tls import server_options

@@ -131,7 +131,8 @@ class V1Protocol(Connection):
         produce_run = self.handlers.produce_run
         pending = self._pending
         topic_names = self._topic_names
-        fast = self.authenticated and not self._core.closing
+        boundary = self.handlers.boundary
+        fast = self.authenticated and not boundary.shutting_down()
         metrics = self.factory.metrics  # broker.metrics: fast PRODUCEs counted once per read
         fast_count = 0
         started = metrics.now() if metrics is not None else 0.0
@@ -156,6 +157,13 @@ class V1Protocol(Connection):
                                 produce_run(name, keys, values, acks_col[0], self, slots)
                             except SkerryError:
                                 pass  # refused as a run: answered one by one below
+                            except Exception as error:  # a bug: INTERNAL each, as dispatch
+                                self._emit(boundary.fault("PRODUCE", cids[0].decode(), error))
+                                for cid in cids[1:]:
+                                    self._emit(boundary.internal(cid.decode(), error))
+                                fast_count += len(cids)
+                                slot = [b"", cids[-1]]  # answered (for the metrics)
+                                run = ()
                             else:
                                 pending.extend(slots)
                                 fast_count += len(slots)
@@ -172,7 +180,9 @@ class V1Protocol(Connection):
                         try:
                             produce(name, None, key, value, acks, self, slot)
                         except SkerryError as error:
-                            self._emit(err(cid.decode(), error))
+                            self._emit(boundary.refusal(cid.decode(), error))
+                        except Exception as error:  # a bug: INTERNAL, the connection stays
+                            self._emit(boundary.fault("PRODUCE", cid.decode(), error))
                         else:
                             pending.append(slot)
                         fast_count += 1

@@ -39,6 +39,7 @@ from broker.services.coordinators import Route
 from broker.services.groups import GroupService
 from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.services.replication import ReplicationService
+from broker.transport.boundary import Boundary
 from broker.v1 import access as v1_access
 from broker.v1 import codec as c
 from broker.v1.errors import from_group_refusal
@@ -151,6 +152,11 @@ class Handlers:
         self.core = core
         self.groups = groups
         self.replication = replication
+        self.boundary: Boundary[bytes] = Boundary(
+            "v1", log, closing=lambda: core.closing, refusals=(SkerryError,),
+            refused=_refused, internal=_internal)
+        """Every exception -> an ERR line (``broker.transport.boundary``); the PRODUCE fast
+        path (``broker.v1.protocol``) answers through it too."""
         # The one PRODUCE handler is the core's pipeline entry itself, bound here so the
         # fast path pays no extra call per message (see ``produce_message`` below).
         self.produce_message = core.produce_to  # type: ignore[method-assign]
@@ -203,8 +209,7 @@ class Handlers:
         handler = self.table.get(type(cmd))
         if handler is None:
             return c.err(cmd.cid, InternalError(f"no handler for {type(cmd).__name__}"))
-        if self.core.closing and not isinstance(cmd, c.Ping):
-            from broker.errors import Unavailable
+        if self.boundary.shutting_down() and not isinstance(cmd, c.Ping):
             return c.err(cmd.cid, Unavailable("broker is shutting down"))
         peers = self.peer_users
         if peers is not None and cmd.name in BROKER_ONLY_COMMANDS:
@@ -231,9 +236,8 @@ class Handlers:
             return handler(cmd, slot, conn)
         except SkerryError as error:
             return c.err(cmd.cid, error)
-        except Exception:
-            log.exception("handler for %s failed", type(cmd).__name__)
-            return c.err(cmd.cid, InternalError())
+        except Exception as error:
+            return self.boundary.fault(cmd.name, cmd.cid, error)
 
     # ------------------------------------------------------------- cluster coordinators
 
@@ -908,3 +912,13 @@ class Handlers:
     def admin_acl_list(self, cmd: c.AdminAclList, slot: Slot, conn: Connection) -> bytes:
         found = self._acls().list(cmd.filter)
         return c.ok(cmd.cid, "acls=" + _lst(map(c.acl_entry, found)))
+
+
+def _refused(cid: str, error: BaseException) -> bytes:
+    """A refusal's ERR line (its code from ``broker.v1.errors``)."""
+    return c.err(cid, error)  # type: ignore[arg-type]
+
+
+def _internal(cid: str, error: BaseException) -> bytes:
+    """A bug's ERR line: ``INTERNAL``, without the bug's text."""
+    return c.err(cid, InternalError())
