@@ -5,6 +5,10 @@ instead of each keeping its own copy.
   cached; each transport's ``errors`` module fills one with its codes.
 - ``frames``: ``FrameSplitter``, the length-prefixed splitter Iggy, Kafka and TANK frame
   their requests with.
+- ``boundary``: ``Boundary``, the dispatch boundary: every exception answered in the
+  transport's shape (INTERNAL for a bug), the shutting-down check, requests per command.
+- ``listeners``: ``Listener``, one transport's listening socket, which ``broker.server``
+  loops over to listen, refuse and wait.
 
 Sans-I/O: nothing here imports Twisted or reads a socket (the connection base is
 ``broker.connection``).
