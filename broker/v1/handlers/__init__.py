@@ -1,5 +1,12 @@
-"""The V1 transport's handlers: ``dispatch`` (the handler table and its boundary) and
-``forward`` (group commands relayed to their coordinator in a cluster).
+"""The V1 transport's handlers, split by responsibility like Iggy's, Kafka's and TANK's:
+
+- ``dispatch``: ``Handlers``, the table ``{Produce: ..., ...}`` and its boundary (refusals,
+  bugs, shutting down, broker-only commands, ACLs, group routing), and the data commands
+  (PING, PRODUCE, PRODUCE_BATCH, FETCH, CONSUME);
+- ``context``: what they all share (``Slot``, ``Connection``, ``HandlerContext``);
+- ``auth``: AUTH; ``groups``: the group commands; ``replication``: what followers and peer
+  brokers send; ``admin``: topics, the control plane, METADATA, OFFSETS and ACLs;
+- ``forward``: group commands relayed to their coordinator in a cluster.
 
 Must not import: the store, groups or replication directly; they go through the core and
 the services.
