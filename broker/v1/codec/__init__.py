@@ -9,12 +9,20 @@ whatever it accepts ``parse_command`` accepts with the same fields). Checks run 
 ranges. All of them answer BAD_REQUEST (UNKNOWN_COMMAND for the second); existence,
 generation, membership and ownership are the handlers' business.
 
-The rest of the V1 wire lives next door: the command classes in ``broker.v1.codec.commands``, every
-reply line in ``broker.v1.codec.replies``, the line splitter in ``broker.v1.codec.framing``. Their public
-names are re-exported here, so ``from broker.v1.codec import Produce, err`` keeps working.
+The rest of the V1 wire lives next door in this package: the command classes in
+``commands``, the argument checks in ``fields``, every reply line in ``replies``, the line
+splitter in ``framing``. This module re-exports their public names (``__all__``: the
+command classes, the command sets, the reply formatters, the framing names; 82 in all), so
+the handlers and the protocol use the codec as one namespace (``c.Produce``, ``c.err``).
+
+Imports, each for one reason: ``broker.errors`` (the refusals it raises), ``broker.v1.errors``
+(``code_for``, for a ``CommandError``'s text), ``access`` (the ACL vocabulary ADMIN_ACL_*
+arguments are parsed into), ``data.names`` (the one topic/group name pattern) and
+``data.speedups`` (which loads the compiled scanner, ``broker.v1._cscan``, or keeps the
+twin).
 
 Must not import: Twisted, sockets, the store, ``groups`` or ``replication``; it does no I/O
-and reads no clock. Only ``broker.errors`` is imported, for the error classes it raises.
+and reads no clock.
 """
 
 from __future__ import annotations
