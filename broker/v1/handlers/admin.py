@@ -22,9 +22,6 @@ from broker.v1.handlers.context import (
     Connection,
     HandlerContext,
     Slot,
-    _bool,
-    _limit,
-    _lst,
 )
 
 log = logging.getLogger("skerry.handlers")
@@ -109,24 +106,24 @@ class AdminHandlers(HandlerContext):
                            conn: Connection) -> bytes | None:
         if self.control is not None:
             d = Deferred.fromCoroutine(self.control.delete_topic(cmd.topic))
-            self._later(cmd, d, lambda _ti: c.ok(cmd.cid, f"topic={cmd.topic} deleted=true"),
+            self._later(cmd, d, lambda _ti: c.ok(cmd.cid, c.topic_deleted_payload(cmd.topic)),
                         slot, conn)
             return None
         self.core.delete_topic(cmd.topic)
         forget = getattr(self.admin, "topic_deleted", None)
         if forget is not None:
             forget(cmd.topic)
-        return c.ok(cmd.cid, f"topic={cmd.topic} deleted=true")
+        return c.ok(cmd.cid, c.topic_deleted_payload(cmd.topic))
 
     def admin_add_partitions(self, cmd: c.AdminAddPartitions, slot: Slot,
                              conn: Connection) -> bytes | None:
         if self.control is not None:
             d = Deferred.fromCoroutine(self.control.add_partitions(cmd.topic, cmd.partitions))
             self._later(cmd, d, lambda _ti: c.ok(
-                cmd.cid, f"topic={cmd.topic} partitions={cmd.partitions}"), slot, conn)
+                cmd.cid, c.topic_partitions_payload(cmd.topic, cmd.partitions)), slot, conn)
             return None
         topic = self.core.add_partitions(cmd.topic, cmd.partitions)
-        return c.ok(cmd.cid, f"topic={cmd.topic} partitions={topic.config.partitions}")
+        return c.ok(cmd.cid, c.topic_partitions_payload(cmd.topic, topic.config.partitions))
 
     def admin_alter_topic(self, cmd: c.AdminAlterTopic, slot: Slot,
                           conn: Connection) -> bytes | None:
@@ -148,17 +145,7 @@ class AdminHandlers(HandlerContext):
         if config is None:
             raise BadRequest(f"unknown topic {cmd.topic}")
         named = {name for name, _value in cmd.changes}
-        payload = (f"topic={cmd.topic} retention_ms={_limit(config.retention_ms)} "
-                   f"retention_bytes={_limit(config.retention_bytes)}")
-        if config.cleanup_policy != "delete" or named & {"cleanup_policy", "min_compaction_lag_ms",
-                                                         "delete_retention_ms"}:
-            payload += (f" cleanup_policy={config.cleanup_policy} "
-                        f"min_compaction_lag_ms={config.min_compaction_lag_ms} "
-                        f"delete_retention_ms={config.delete_retention_ms}")
-        for name in ("segment_bytes", "segment_ms"):
-            if name in named or getattr(config, name) is not None:
-                payload += f" {name}={_limit(getattr(config, name))}"
-        return c.ok(cmd.cid, payload)
+        return c.ok(cmd.cid, c.altered_topic_payload(cmd.topic, config, named))
 
     def metadata(self, cmd: c.Metadata, slot: Slot, conn: Connection) -> bytes:
         cluster = self.replication.cluster
@@ -167,15 +154,12 @@ class AdminHandlers(HandlerContext):
             if self.core.access.enabled:  # Kafka: topics the user may not Describe are left out
                 names = [n for n in names
                          if self.core.allowed(conn, Operation.DESCRIBE, ResourceType.TOPIC, n)]
-            payload = "topics=" + _lst(sorted(names))
-            if cluster is not None:
-                # Additive, in a cluster: every broker's V1 address (and, with etcd, the
-                # controller), so a client can reach the leaders METADATA <topic> names.
-                payload += " brokers=" + _lst(f"{b}@{a}" for b, a in cluster.brokers.items())
-                if self.control is not None:
-                    controller = self.control.controller
-                    payload += f" controller={-1 if controller is None else controller}"
-            return c.ok(cmd.cid, payload)
+            # Additive, in a cluster: every broker's V1 address (and, with etcd, the
+            # controller), so a client can reach the leaders METADATA <topic> names.
+            return c.ok(cmd.cid, c.topics_payload(
+                sorted(names), None if cluster is None else cluster.brokers,
+                controller=None if self.control is None else self.control.controller,
+                with_controller=self.control is not None))
         cfg = self.core.topic_config(cmd.topic)
         if cfg is None:
             raise BadRequest("unknown topic")
@@ -185,37 +169,32 @@ class AdminHandlers(HandlerContext):
             info = self.replication.describe(cmd.topic, p)
             roles.append(info.role)
             hws.append(info.hw)
-            under.append(_bool(info.under_replicated))
-        return c.ok(cmd.cid, (
-            f"topic={cmd.topic} partitions={cfg.partitions} "
-            f"replication_factor={cfg.replication_factor} "
-            f"min_insync_replicas={cfg.min_insync_replicas} roles={_lst(roles)} hw={_lst(hws)} "
-            f"earliest={_lst(ps.first_offset for ps in summaries)} "
-            f"next={_lst(ps.next_offset for ps in summaries)} under_replicated={_lst(under)}"
-            # Additive, for `skerry topics describe`: record bytes and segment files.
-            f" size={_lst(ps.size_bytes for ps in summaries)}"
-            f" segments={_lst(ps.segment_count for ps in summaries)}"
-            + (self._leaders(cmd.topic, cfg.partitions) if cluster is not None else "")))
+            under.append(info.under_replicated)
+        leaders = self._leaders(cmd.topic, cfg.partitions) if cluster is not None else None
+        return c.ok(cmd.cid, c.topic_metadata_payload(cmd.topic, cfg, roles, hws, under,
+                                                      summaries, leaders))
 
-    def _leaders(self, topic: str, partitions: int) -> str:
-        """Additive, in a cluster: `` leaders=[<broker id> ...] epochs=[<n> ...]``, each
-        partition's leader as this broker knows it (``-1``: unknown or offline) and its
-        leader epoch; the addresses are in ``METADATA``'s ``brokers=``."""
+    def _leaders(self, topic: str, partitions: int) -> tuple[list[int], list[int]]:
+        """In a cluster: each partition's leader as this broker knows it (``-1``: unknown or
+        offline) and its leader epoch; the addresses are in ``METADATA``'s ``brokers=``."""
         leaders, epochs = [], []
         for p in range(partitions):
             leader, epoch = self.replication.leader_view(topic, p)
             leaders.append(leader)
             epochs.append(epoch)
-        return f" leaders={_lst(leaders)} epochs={_lst(epochs)}"
+        return leaders, epochs
 
     def offsets(self, cmd: c.Offsets, slot: Slot, conn: Connection) -> bytes:
         self.core.resolve(cmd.topic, cmd.partition, False)
         hw = self.core.hw(cmd.topic, cmd.partition)
-        payload = f"earliest={self.core.earliest_offset(cmd.topic, cmd.partition)} latest={hw + 1}"
+        found = None
         if cmd.ts_ms is not None:
             found = self.core.offset_for_timestamp(cmd.topic, cmd.partition, cmd.ts_ms * 1000)
-            payload += f" offset={-1 if found is None or found > hw else found}"
-        return c.ok(cmd.cid, payload)
+            if found is not None and found > hw:
+                found = None
+        return c.ok(cmd.cid, c.offsets_range_payload(
+            self.core.earliest_offset(cmd.topic, cmd.partition), hw + 1, found,
+            asked=cmd.ts_ms is not None))
 
     # ------------------------------------------------------------- ACLs (docs/security.md)
 
@@ -230,15 +209,15 @@ class AdminHandlers(HandlerContext):
 
     def admin_acl_add(self, cmd: c.AdminAclAdd, slot: Slot, conn: Connection) -> bytes | None:
         d = self._acls().add([cmd.binding])
-        return self._answer(cmd, d, lambda added: c.ok(cmd.cid, f"added={len(added)}"),
-                            slot, conn)
+        return self._answer(cmd, d, lambda added: c.ok(cmd.cid, c.acls_added_payload(
+            len(added))), slot, conn)
 
     def admin_acl_remove(self, cmd: c.AdminAclRemove, slot: Slot,
                          conn: Connection) -> bytes | None:
         d = self._acls().remove(cmd.filter)
-        return self._answer(cmd, d, lambda gone: c.ok(
-            cmd.cid, f"removed={len(gone)} acls=" + _lst(map(c.acl_entry, gone))), slot, conn)
+        return self._answer(cmd, d, lambda gone: c.ok(cmd.cid, c.acls_payload(
+            map(c.acl_entry, gone), removed=len(gone))), slot, conn)
 
     def admin_acl_list(self, cmd: c.AdminAclList, slot: Slot, conn: Connection) -> bytes:
         found = self._acls().list(cmd.filter)
-        return c.ok(cmd.cid, "acls=" + _lst(map(c.acl_entry, found)))
+        return c.ok(cmd.cid, c.acls_payload(map(c.acl_entry, found)))

@@ -46,17 +46,8 @@ class Connection(ProduceSink, Protocol):
         """Write every reply whose turn has come (after a slot was filled)."""
 
 
-_lst = c.format_list
-_bool = c.format_bool
-
-
 _WRITE, _TOPIC = Operation.WRITE, ResourceType.TOPIC
 """Looked up once: the PRODUCE path checks them per message with ACLs on."""
-
-
-def _limit(value: int | None) -> str:
-    """A retention setting on the wire: the number, or ``none`` for no limit."""
-    return "none" if value is None else str(value)
 
 _PULL_DEFAULT_BYTES = 1048576
 _PULL_MAX_BYTES = 16 * 1048576

@@ -50,7 +50,6 @@ from broker.v1.handlers.context import (
     Connection,
     Slot,
     _check_reserved,
-    _lst,
     _reserved_topic,
     _unreachable,
 )
@@ -208,7 +207,7 @@ class Handlers(AuthHandlers, GroupHandlers, ReplicationHandlers, AdminHandlers):
             for ok, reply in results:
                 if ok and reply.ok and reply.payload.startswith("groups=["):
                     pairs.update(p for p in reply.payload[8:-1].split(" ") if p)
-            return c.ok(cmd.cid, "groups=" + _lst(sorted(pairs)))
+            return c.ok(cmd.cid, c.groups_payload(sorted(pairs)))
 
         d = DeferredList(asks, consumeErrors=True)
         self._later(cmd, d, merge, slot, conn)

@@ -24,7 +24,6 @@ from broker.v1.handlers.context import (
     Connection,
     HandlerContext,
     Slot,
-    _lst,
     _reserved_topic,
 )
 from groups.consumer_effects import HeartbeatRequest
@@ -70,13 +69,13 @@ class GroupHandlers(HandlerContext):
     def heartbeat(self, cmd: c.Heartbeat, slot: Slot, conn: Connection) -> bytes:
         self._group_topic(cmd.topic)
         self.groups.heartbeat(cmd.group, cmd.topic, cmd.member_id, cmd.generation)
-        return c.ok(cmd.cid, "heartbeat=ok")
+        return c.ok(cmd.cid, c.HEARTBEAT_OK)
 
     def leave(self, cmd: c.Leave, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic)
         d = maybeDeferred(self.groups.leave, cmd.group, cmd.topic, cmd.member_id,
                           cmd.generation)
-        self._later(cmd, d, lambda _: c.ok(cmd.cid, "left=true"), slot, conn)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, c.LEFT), slot, conn)
         return None
 
     def _check_commit_offset(self, topic: str, partition: int, offset: int) -> None:
@@ -95,11 +94,11 @@ class GroupHandlers(HandlerContext):
                                     cmd.partition, cmd.offset)
             except KafkaGroupError as refusal:
                 raise from_group_refusal(refusal) from None
-            self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, conn)
+            self._later(cmd, d, lambda _: c.ok(cmd.cid, c.COMMITTED), slot, conn)
             return None
         d = maybeDeferred(self.groups.commit, cmd.group, cmd.topic, cmd.member_id,
                           cmd.generation, cmd.partition, cmd.offset)
-        self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, conn)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, c.COMMITTED), slot, conn)
         return None
 
     consumer_groups: ConsumerGroupService | None = None
@@ -137,51 +136,42 @@ class GroupHandlers(HandlerContext):
         except KafkaGroupError as refusal:
             raise from_group_refusal(refusal) from None
         assigned, target = service.assignment_of(cmd.group, reply.member_id)
-        return c.ok(cmd.cid, (
-            f"member={reply.member_id} epoch={reply.member_epoch} "
-            f"interval_ms={reply.heartbeat_interval_ms} "
-            f"assigned={_lst(f'{t}:{p}' for t, p in assigned)} "
-            f"target={_lst(f'{t}:{p}' for t, p in target)}"))
+        return c.ok(cmd.cid, c.group_heartbeat_payload(
+            reply.member_id, reply.member_epoch, reply.heartbeat_interval_ms, assigned, target))
 
     def offset(self, cmd: c.Offset, slot: Slot, conn: Connection) -> bytes:
         config = self.core.topic_config(cmd.topic)
         if config is None:
-            return c.ok(cmd.cid, "offset=0")
+            return c.ok(cmd.cid, c.offset_payload(0))
         if cmd.partition >= config.partitions:
             raise BadRequest(f"partition {cmd.partition} out of range; topic {cmd.topic} has "
                              f"{config.partitions} partitions")
-        return c.ok(cmd.cid, f"offset={self.groups.offset(cmd.group, cmd.topic, cmd.partition)}")
+        return c.ok(cmd.cid, c.offset_payload(
+            self.groups.offset(cmd.group, cmd.topic, cmd.partition)))
 
     def describe_group(self, cmd: c.DescribeGroup, slot: Slot, conn: Connection) -> bytes:
         info = self.groups.describe(cmd.group, cmd.topic)
-        members = " ".join(f"{m}:{','.join(str(p) for p in parts)}"
-                           for m, parts in info.members)
-        return c.ok(cmd.cid, (
-            f"state={info.state} generation={info.generation} assignor={info.assignor} "
-            f"members=[{members}] partitions={_lst(info.partitions)} "
-            f"committed={_lst(info.committed)} hw={_lst(info.hw)} lag={_lst(info.lag)}"
-            + ("" if self.coordinators is None
-               else f" coordinator={self.coordinators.broker_id}")))
+        coordinator = None if self.coordinators is None else self.coordinators.broker_id
+        return c.ok(cmd.cid, c.describe_group_payload(info, coordinator))
 
     def list_groups(self, cmd: c.ListGroups, slot: Slot, conn: Connection) -> bytes:
         pairs = self.groups.list_groups()
         if self.core.access.enabled:  # groups the user may not Describe are left out
             pairs = [(g, t) for g, t in pairs
                      if self.core.allowed(conn, Operation.DESCRIBE, ResourceType.GROUP, g)]
-        return c.ok(cmd.cid, "groups=" + _lst(f"{g}:{t}" for g, t in pairs))
+        return c.ok(cmd.cid, c.groups_payload(f"{g}:{t}" for g, t in pairs))
 
     def admin_delete_group(self, cmd: c.AdminDeleteGroup, slot: Slot, conn: Connection) -> None:
         d = maybeDeferred(self.groups.delete_group, cmd.group, cmd.topic)
-        self._later(cmd, d, lambda _: c.ok(cmd.cid, "deleted=true"), slot, conn)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, c.DELETED), slot, conn)
         return None
 
     def admin_reset_offsets(self, cmd: c.AdminResetOffsets, slot: Slot, conn: Connection) -> None:
         self._group_topic(cmd.topic, cmd.partition)
         d = maybeDeferred(self.groups.reset_offsets, cmd.group, cmd.topic, cmd.target,
                           cmd.partition)
-        self._later(cmd, d, lambda offsets: c.ok(
-            cmd.cid, "offsets=" + _lst(f"{p}:{o}" for p, o in sorted(offsets.items()))),
-            slot, conn)
+        self._later(cmd, d, lambda offsets: c.ok(cmd.cid, c.offsets_payload(offsets)),
+                    slot, conn)
         return None
 
     def admin_commit(self, cmd: c.AdminCommit, slot: Slot, conn: Connection) -> None:
@@ -189,5 +179,5 @@ class GroupHandlers(HandlerContext):
         self._check_commit_offset(cmd.topic, cmd.partition, cmd.offset)
         d = maybeDeferred(self.groups.admin_commit, cmd.group, cmd.topic, cmd.partition,
                           cmd.offset)
-        self._later(cmd, d, lambda _: c.ok(cmd.cid, "committed=true"), slot, conn)
+        self._later(cmd, d, lambda _: c.ok(cmd.cid, c.COMMITTED), slot, conn)
         return None
