@@ -36,7 +36,12 @@ from broker.v1 import codec as c
 
 log = logging.getLogger("skerry.handlers")
 
-Slot = list  # [reply line or None, correlation id as bytes]
+Slot = list
+"""A reply's place in the connection's order: ``[reply line or None, correlation id as
+bytes]``, to which ``broker.metrics`` appends ``started, weight, command`` when it times
+the request. A list, not a named record: one is made per pipelined PRODUCE and the
+compiled ``fill_produce_ok`` fills it in place; a ``dataclass(slots=True)`` measured 3.6
+times the cost (docs/performance.md, "The transport kit")."""
 
 
 class Connection(ProduceSink, Protocol):
