@@ -3,9 +3,9 @@ from, the attributes the shell sets, and how a handler answers later.
 
 Owns: ``Slot`` (``[reply line or None, correlation id as bytes]``, filled later by a handler
 that waits; a list because it is made per pipelined PRODUCE and the compiled
-``fill_produce_ok`` fills it in place), ``Connection``, ``HandlerContext`` (the base of the
-handler mixins: ``_later``, ``_render``, ``_answer``) and the small checks and formats more
-than one handler module uses.
+``fill_produce_ok`` fills it in place), ``Connection``, ``HandlerContext`` (the state the
+handler mixins read) and the small checks and constants more than one handler module
+uses.
 
 Must not import: Twisted's reactor, sockets, files. Only ``Deferred`` for waiting.
 """
@@ -13,17 +13,14 @@ Must not import: Twisted's reactor, sockets, files. Only ``Deferred`` for waitin
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any, Protocol
 
-from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from access import Operation, ResourceType
 from broker.core import BrokerCore, ProduceSink
 from broker.errors import (
     BadRequest,
-    InternalError,
     SkerryError,
     Unavailable,
 )
@@ -124,8 +121,9 @@ def _pull_reply(cid: str, result: Any) -> bytes:
 
 
 class HandlerContext:
-    """The state every handler mixin reads (set by ``Handlers.__init__`` and the shell) and
-    the helpers that answer a command later."""
+    """The state every handler mixin reads (set by ``Handlers.__init__`` and the shell);
+    ``Handlers`` (``dispatch``) gives them ``_later``, ``_render`` and ``_answer``, the
+    helpers that answer a command later."""
 
     core: BrokerCore
     groups: GroupService
@@ -134,36 +132,3 @@ class HandlerContext:
     consumer_groups: ConsumerGroupService | None = None
     coordinators: Any = None
     forward: Any = None
-
-    def _later(self, cmd: Any, d: Deferred[Any], render: Callable[[Any], bytes],
-               slot: Slot, conn: Connection) -> None:
-        """Fill ``slot`` from a Deferred result (or its error) and drain."""
-
-        def done(result: Any) -> None:
-            slot[0] = self._render(cmd, result, render)
-            conn.drain()
-
-        d.addBoth(done)
-
-    def _render(self, cmd: Any, result: Any, render: Callable[[Any], bytes]) -> bytes:
-        """The reply line for a Deferred's result: ``render(result)``, or the error line."""
-        if isinstance(result, Failure):
-            if isinstance(result.value, SkerryError):
-                return c.err(cmd.cid, result.value)
-            log.error("%s failed: %s", type(cmd).__name__, result.getTraceback())
-            return c.err(cmd.cid, InternalError())
-        try:
-            return render(result)
-        except SkerryError as error:
-            return c.err(cmd.cid, error)
-
-    def _answer(self, cmd: Any, d: Deferred[Any], render: Callable[[Any], bytes],
-                slot: Slot, conn: Connection) -> bytes | None:
-        """The reply at once when ``d`` has fired already (a control plane without etcd),
-        else ``_later``."""
-        if not d.called:
-            self._later(cmd, d, render, slot, conn)
-            return None
-        box: list[Any] = []
-        d.addBoth(box.append)
-        return self._render(cmd, box[0], render)
