@@ -20,7 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from broker.v1 import codec, replies
+from broker.v1 import codec
+from broker.v1.codec import replies
 from data import format as fmt
 from data import keys, reader, writer
 

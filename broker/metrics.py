@@ -185,6 +185,10 @@ class BrokerMetrics:
         self._groups: GroupsView | None = None
         self._replication: ReplicationStatusView | None = None
         self._factory: Any = None
+        self.transports: dict[str, tuple[Any, dict[str, int]]] = {"v1": (None, self.requests)}
+        """Transport -> (its connection factory, its requests per command): what
+        ``skerry_connections`` and ``skerry_requests_total`` show per transport (V1's
+        counts are ``requests``; the others' are their dispatch boundary's)."""
         self.control: Any = None
         """``broker.services.control.ControlPlane`` with ``cluster.etcd`` (its election
         counters are exported), None otherwise."""
@@ -199,6 +203,12 @@ class BrokerMetrics:
         self._groups = groups
         self._replication = replication
         self._factory = factory
+        self.transports["v1"] = (factory, self.requests)
+
+    def add_transport(self, name: str, factory: Any, counts: dict[str, int]) -> None:
+        """Show ``name``'s connections (``factory.connections``) and requests per command
+        (``counts``, its dispatch boundary's, ``broker.transport.boundary``)."""
+        self.transports[name] = (factory, counts)
 
     # --------------------------------------------------------------- hot paths
 
@@ -314,11 +324,12 @@ class _Collector:
         for kind in ("compiled", "python", "mixed"):
             implementation.add_metric([kind], 1.0 if kind == current else 0.0)
         yield implementation
-        if m._factory is not None:
-            connections = GaugeMetricFamily("skerry_connections", "Open client connections.",
-                                            labels=["transport"])
-            connections.add_metric(["v1"], float(len(m._factory.connections)))
-            yield connections
+        connections = GaugeMetricFamily("skerry_connections", "Open client connections, per "
+                                        "transport.", labels=["transport"])
+        for name, (factory, _) in m.transports.items():
+            if factory is not None:
+                connections.add_metric([name], float(len(factory.connections)))
+        yield connections
         if core is not None:
             yield from self._partitions(core, m._replication, topics)
         if m._groups is not None:
@@ -366,17 +377,21 @@ class _Collector:
 
     def _requests(self) -> Iterator[Metric]:
         m = self.m
-        counts = CounterMetricFamily("skerry_requests", "V1 requests received, per command "
-                                     "(INVALID: refused by the parser).", labels=["command"])
-        for command, value in sorted(m.requests.items()):
-            counts.add_metric([command], float(value))
+        counts = CounterMetricFamily(
+            "skerry_requests", "Requests received, per transport and command (V1 and TANK "
+            "commands, Kafka API and Iggy command names; INVALID: refused by the parser).",
+            labels=["command", "transport"])
+        for transport, (_, table) in m.transports.items():
+            for command, value in sorted(table.items()):
+                counts.add_metric([command, transport], float(value))
         yield counts
         latency = HistogramMetricFamily(
             "skerry_request_duration_seconds", "From the read that carried a V1 request to "
             "its reply queued for the socket, per command (pipelined PRODUCE: one "
-            "observation per read, weighted by its requests).", labels=["command"])
+            "observation per read, weighted by its requests).",
+            labels=["command", "transport"])
         for command, histogram in sorted(m.latency.items()):
-            latency.add_metric([command], histogram.buckets(), histogram.total)
+            latency.add_metric([command, "v1"], histogram.buckets(), histogram.total)
         yield latency
 
     def _partitions(self, core: BrokerCore, replication: ReplicationStatusView | None,

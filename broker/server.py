@@ -33,8 +33,10 @@ from broker.iggy.service import IggyService
 from broker.services.group_log import GroupStateLog
 from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
-from broker.v1.handlers import Handlers
+from broker.transport.listeners import Listener
+from broker.v1.handlers.dispatch import Handlers
 from broker.v1.protocol import V1Factory
+from broker.v1.service import v1_listener
 from data import speedups
 from data.errors import DataDirError
 from data.fs import OS_FS, FileLayer
@@ -107,36 +109,15 @@ class Broker:
             from broker.tls import TLSListener
 
             reactor = TLSListener(plain, self.tls)
-        port = reactor.listenTCP(self.config["port"], self.v1_factory, interface=host,
-                                 backlog=1024)
-        self.ports.append(port)
-        address = port.getHost()
-        cluster = self.config.cluster
-        if cluster is not None:
-            own = cluster.address(cluster.broker_id)
-            if own.port != address.port:
-                log.warning("listening on port %d but cluster.brokers gives broker %d the "
-                            "address %s: the other brokers will not reach this one",
-                            address.port, cluster.broker_id, own)
-        addresses = [f"v1={address.host}:{address.port}"]
-        if self.iggy is not None:
-            iggy_port = self.iggy.listen(reactor, host, self.config["iggy_port"])
-            self.ports.append(iggy_port)
-            iggy_address = iggy_port.getHost()
-            addresses.append(f"iggy={iggy_address.host}:{iggy_address.port}")
-        if self.kafka is not None:
-            kafka_port = self.kafka.listen(reactor, host, self.config["kafka_port"])
-            self.ports.append(kafka_port)
-            kafka_address = kafka_port.getHost()
-            addresses.append(f"kafka={kafka_address.host}:{kafka_address.port}")
+        addresses = []
+        for listener in self.listeners():
+            port = listener.listen(reactor, host, self.config[listener.setting])
+            self.ports.append(port)
+            address = port.getHost()
+            addresses.append(f"{listener.name}={address.host}:{address.port}")
         if self.console is not None:
             addresses.append(self.console.listen(plain, self.config["console.host"],
                                                  self.config["console_port"], tls=self.tls))
-        if self.tank is not None:
-            tank_port = self.tank.listen(reactor, host, self.config["tank_port"])
-            self.ports.append(tank_port)
-            tank_address = tank_port.getHost()
-            addresses.append(f"tank={tank_address.host}:{tank_address.port}")
         if self.metrics is not None:  # last: it reports the broker ready
             addresses.append(self.metrics.listen(plain, host, self.config["metrics_port"],
                                                  tls=self.tls))
@@ -144,17 +125,23 @@ class Broker:
             self.console.set_listeners(addresses)
         return addresses
 
+    def listeners(self) -> list[Listener]:
+        """The transports' listeners (``broker.transport.listeners``), in the order
+        ``listen`` opens them: V1, then Iggy, Kafka and TANK where configured."""
+        out = [v1_listener(self.v1_factory, self.config.cluster)]
+        out += [service.listener for service in (self.iggy, self.kafka, self.tank)
+                if service is not None]
+        return out
+
     def stop(self) -> Deferred[None]:
         """Stop accepting, answer what is in flight, flush and fsync, close the store."""
-        self.v1_factory.refusing = "broker is shutting down"
+        listeners = self.listeners()
+        for listener in listeners:
+            listener.refuse()
         if self.metrics is not None:
             self.metrics.stopping()  # /health: 503 stopping while in-flight work drains
         if self.iggy is not None:
-            self.iggy.stop()
-        if self.kafka is not None:
-            self.kafka.stop()
-        if self.tank is not None:
-            self.tank.stop()
+            self.iggy.stop()  # its heartbeat loop
         stops = [maybeDeferred(p.stopListening) for p in self.ports]
         self.ports.clear()
         clock = self.core.clock
@@ -168,10 +155,7 @@ class Broker:
             deadline = clock.seconds() + 5.0
 
             def check() -> None:
-                if (self.v1_factory.all_idle() and self.core.idle()
-                        and (self.iggy is None or self.iggy.all_idle())
-                        and (self.kafka is None or self.kafka.all_idle())
-                        and (self.tank is None or self.tank.all_idle())) \
+                if (self.core.idle() and all(listener.idle() for listener in listeners)) \
                         or clock.seconds() > deadline:
                     d.callback(None)
                 else:
@@ -413,6 +397,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
         metrics.metrics.broker_id = config.cluster.broker_id
     if metrics is not None:
         core.access.on_refused = metrics.metrics.refused
+        for name, service in (("iggy", iggy), ("kafka", kafka), ("tank", tank)):
+            if service is not None:
+                metrics.metrics.add_transport(name, service.factory,
+                                              service.factory.handlers.boundary.counts)
     tls = None
     if config["tls.cert"] is not None:
         from broker.tls import server_options
@@ -450,7 +438,7 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
     as leadership moves, and group commands for other coordinators forwarded to them.
     Returns the forwarding connections (closed at stop)."""
     from broker.services.coordinators import CoordinatorPartitions
-    from broker.v1.forward import FORWARD_CID_PREFIX
+    from broker.v1.handlers.forward import FORWARD_CID_PREFIX
     from groups.records import GROUPS_TOPIC, GROUPS_TOPIC_SETTINGS
     from replication.follower import Peers
 
@@ -673,7 +661,8 @@ def _check_peer_security(config: Config) -> None:
 
 LISTENER_SETTINGS = ("port", "iggy_port", "kafka_port", "tank_port", "console_port",
                      "metrics_port")
-"""Every setting that opens a listener, in the order ``Broker.listen`` opens them."""
+"""Every setting that opens a listener, in the order ``Broker.listen`` opens them (the
+transports' ``Broker.listeners()``, then the console and the metrics endpoint)."""
 
 
 def listener_addresses(config: Config) -> list[tuple[str, str, int]]:

@@ -1,5 +1,5 @@
 """Forwarding group commands in a cluster: the V1 line written for the coordinator parses
-back to the same command (``broker/v1/forward.py``), the relayed answer is the
+back to the same command (``broker/v1/handlers/forward.py``), the relayed answer is the
 coordinator's line with the client's correlation id, and ``CoordinatorPartitions`` loads a
 partition's groups when this broker starts leading it and unloads them when it stops."""
 
@@ -17,9 +17,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from broker.client.codec import parse_reply
 from broker.services.coordinators import CoordinatorPartitions, Route
 from broker.services.group_log import GroupStateLog
-from broker.v1 import commands as c
 from broker.v1.codec import Codec
-from broker.v1.forward import command_line, relay
+from broker.v1.codec import commands as c
+from broker.v1.handlers.forward import command_line, relay
 from groups.records import GROUPS_TOPIC, encode_value, offset_key, partition_for_group
 
 COMMANDS: list[Any] = [

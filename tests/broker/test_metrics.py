@@ -112,11 +112,13 @@ class TrafficTests:
                "V1|100|PING|", "hello")
         assert len(replies(tr)) == 102
         s = h.samples()
-        assert value(s, "skerry_requests_total", command="PRODUCE") == 100
-        assert value(s, "skerry_requests_total", command="PING") == 1
-        assert value(s, "skerry_requests_total", command="INVALID") == 1
-        assert value(s, "skerry_request_duration_seconds_count", command="PRODUCE") == 100
-        assert value(s, "skerry_request_duration_seconds_count", command="PING") == 1
+        assert value(s, "skerry_requests_total", command="PRODUCE", transport="v1") == 100
+        assert value(s, "skerry_requests_total", command="PING", transport="v1") == 1
+        assert value(s, "skerry_requests_total", command="INVALID", transport="v1") == 1
+        assert value(s, "skerry_request_duration_seconds_count", command="PRODUCE",
+                     transport="v1") == 100
+        assert value(s, "skerry_request_duration_seconds_count", command="PING",
+                     transport="v1") == 1
 
     def test_latency_is_measured_on_the_broker_clock(self, tmp_path: Path) -> None:
         """A long poll answered 2 s after it arrived lands in the 2.5 s bucket and not the
@@ -131,9 +133,9 @@ class TrafficTests:
         assert replies(tr) == ["V1|1|OK|messages=0:v hw=0"]
         s = h.samples()
         name = "skerry_request_duration_seconds"
-        assert value(s, name + "_bucket", command="CONSUME", le="1.0") == 0
-        assert value(s, name + "_bucket", command="CONSUME", le="2.5") == 1
-        assert value(s, name + "_sum", command="CONSUME") == 2.0
+        assert value(s, name + "_bucket", command="CONSUME", transport="v1", le="1.0") == 0
+        assert value(s, name + "_bucket", command="CONSUME", transport="v1", le="2.5") == 1
+        assert value(s, name + "_sum", command="CONSUME", transport="v1") == 2.0
 
     def test_every_fsync_is_timed(self, tmp_path: Path) -> None:
         """With fsync=always each group-commit fsync adds one observation of fsync latency."""
@@ -325,8 +327,8 @@ class EndToEndTests:
             s = scrape(body)
             assert value(s, "skerry_messages_in_total", topic="orders") == 10
             assert value(s, "skerry_messages_out_total", topic="orders") == 10
-            assert value(s, "skerry_requests_total", command="PRODUCE") == 10
-            assert value(s, "skerry_requests_total", command="CONSUME") == 1
+            assert value(s, "skerry_requests_total", command="PRODUCE", transport="v1") == 10
+            assert value(s, "skerry_requests_total", command="CONSUME", transport="v1") == 1
             assert value(s, "skerry_connections", transport="v1") == 1
             assert value(s, "skerry_partition_high_watermark", topic="orders", partition="0") == 9
             assert value(s, "skerry_fsync_seconds_count") >= 1

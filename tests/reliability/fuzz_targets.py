@@ -134,6 +134,25 @@ def _iggy(data: bytes) -> object:
     return decode_request(code % 1024 if data[4:5] != b"\xff" else code, data[4:])
 
 
+def _frames(data: bytes) -> object:
+    """The kit's length-prefixed splitter (``broker.transport.frames``) under Kafka's, TANK's
+    and Iggy's heads: never raises, and any split of the input gives the same frames."""
+    from broker.iggy.codec import request_splitter
+    from broker.kafka.codec import FrameSplitter as KafkaSplitter
+    from broker.tank.codec import FrameSplitter as TankSplitter
+
+    cut = data[0] % (len(data) + 1) if data else 0
+    out = []
+    for make in (lambda: KafkaSplitter(64), lambda: TankSplitter(64),
+                 lambda: request_splitter(64)):
+        whole = make().feed(data)
+        split = make()
+        if split.feed(data[:cut]) + split.feed(data[cut:]) != whole:
+            raise AssertionError(f"a split at {cut} changed the frames")
+        out.append(whole)
+    return out
+
+
 _IGGY_PERMS = _Permissions(_GlobalPermissions(read_servers=True), (
     (0, _StreamPermissions(send_messages=True, topics=((0, _TopicPermissions(
         read_topic=True)),))),))
@@ -253,6 +272,9 @@ TARGETS: dict[str, Target] = {
         b"partitions=[0 1 2] committed=[0 0 0] hw=[1 1 1] lag=[1 1 1] coordinator=2",
         b"V1|fwd-2|OK|groups=[g1:t g2:u iggy.consumer.7:orders]")),
     "record": Target("record", _record, (ValueError,), (_RECORD,)),
+    "frames": Target("frames", _frames, (), (
+        b"\x00\x00\x00\x03abc\x00\x00\x00\x00", b"\x01\x05\x00\x00\x00hello",
+        b"\x0b\x00\x00\x00\x01\x00\x00\x00payload", b"\xff\xff\xff\xff")),
     "groups_json": Target("groups_json", _json(groups_from_json), (ValueError,), (
         b'{"version": 1, "groups": [{"group": "g", "topic": "t", "generation": 2, '
         b'"assignor": "range", "partitions": 3, "members": [{"member_id": "c", '

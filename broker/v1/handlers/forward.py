@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from broker.v1 import commands as c
+from broker.v1.codec import commands as c
 
 __all__ = ["GROUP_COMMANDS", "FORWARD_CID_PREFIX", "command_line", "relay"]
 
