@@ -127,7 +127,7 @@ class GroupLog:
             try:
                 loaded.consumer_groups = consumer_groups_from_records(consumer)
             except ValueError as error:
-                where = sorted({self._where[key].split(" offset ")[0] for key in consumer})
+                where = sorted({_where(*self._where[key]).split(" offset ")[0] for key in consumer})
                 raise ValueError(f"{', '.join(where)}: {error}") from None
         return loaded
 

@@ -15,8 +15,9 @@ service (``groups=`` here).
 In a cluster, ``ClusterPlacement`` tells Kafka clients what they need (``Context.placement``):
 every live broker's Kafka address (``cluster.kafka_brokers``: Kafka's advertised listeners),
 each partition's leader, replicas and ISR (from etcd's records when ``cluster.etcd`` is set,
-else from the replication service's view of the operator's roles), and the group
-coordinator: the live broker of lowest id.
+else from the replication service's view of the operator's roles), and each group's
+coordinator: on etcd the leader of the group's partition of ``__skerry_groups``
+(``coordinators``), in the operator mode (no etcd) the live broker of lowest id.
 
 Must not import: the global reactor (it comes as an argument to ``listen``), the file
 layer.

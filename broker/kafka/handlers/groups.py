@@ -12,11 +12,12 @@ puts ``code_for(error)`` there).
 
 Rules of this layer (kafka-wire-notes §3.6-3.11, docs/kafka-groups.md):
 
-* FindCoordinator names one broker for every group: this one, or in a cluster
-  ``Context.placement``'s coordinator (the live broker of lowest id), and the other
-  members answer the group APIs with NOT_COORDINATOR_FOR_GROUP (16), which makes clients
-  ask FindCoordinator again (ListGroups there: no groups). Group state and committed
-  offsets are that broker's own files (docs/kafka-groups.md, "In a cluster");
+* FindCoordinator names the group's coordinator: this broker alone; on a cluster with etcd
+  the leader of the group's partition of ``__skerry_groups`` (``Context.placement``), with
+  COORDINATOR_LOAD_IN_PROGRESS while this broker loads that partition; in the operator mode
+  (a cluster without etcd) the live broker of lowest id, whose own files hold the groups.
+  A broker that is not the group's coordinator answers the group APIs NOT_COORDINATOR (16),
+  which makes clients ask FindCoordinator again;
 * JoinGroup v0 has no rebalance timeout: the coordinator uses the session timeout;
 * OffsetCommit v0 (no generation) and v1/v2 with generation -1 and member ``""`` are
   "simple" commits (accepted while the group has no live member, like Kafka); a partition
