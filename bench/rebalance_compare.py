@@ -6,7 +6,8 @@ first three is killed with SIGKILL.
 For each event (the join, the death) it measures, from the members' own ``on_assign`` /
 ``on_revoke`` callbacks and consumed messages (timestamped, merged):
 
-* **settle**: from the event (the newcomer's start; the kill) until every partition is
+* **settle**: from the event (for the join: the first assignment callback of any member
+  after the newcomer started, where the handover begins; the kill) until every partition is
   owned again and the group has its new shape (the newcomer owns some; the dead member
   none);
 * **longest stop of a survivor**: the longest a message waited (consumed minus the
@@ -58,7 +59,10 @@ MODES: dict[str, tuple[str, str]] = {
     "classic-cooperative": ("classic", "cooperative-sticky"),
     "kip848": ("consumer", ""),
 }
-"""Mode -> (group.protocol, partition.assignment.strategy)."""
+"""Mode -> (group.protocol, partition.assignment.strategy) of confluent-kafka members."""
+JAVA_MODES: dict[str, str] = {"kip848-java": "consumer"}
+"""Modes of Java kafka-clients members (tests/kafka/java, GroupMemberDriver): the
+group.protocol; they need ``java_classpath``."""
 
 
 @dataclass
@@ -130,7 +134,14 @@ def _owned(logs: dict[str, Path], until: float, dead: dict[str, float]
 
 
 def _member(port: int, topic: str, group: str, log: Path, name: str, mode: str,
-            stop: Path) -> subprocess.Popen[bytes]:
+            stop: Path, java_classpath: str | None = None) -> subprocess.Popen[bytes]:
+    if mode in JAVA_MODES:
+        if java_classpath is None:
+            raise ValueError(f"{mode} needs java_classpath")
+        return subprocess.Popen(
+            ["java", "-cp", java_classpath, "skerry.GroupMemberDriver", f"127.0.0.1:{port}",
+             topic, group, str(log), name, str(stop), JAVA_MODES[mode]],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     protocol, assignor = MODES[mode]
     args = [sys.executable, "-m", "tests.kafka.group_member", "--client", "ck",
             "--bootstrap", f"127.0.0.1:{port}", "--topic", topic, "--group", group,
@@ -190,8 +201,8 @@ def _produce(spec: str) -> int:
     return 0
 
 
-def run_scenario(workdir: Path, mode: str, *, rate: int = 300, steady_s: float = 3.0
-                 ) -> Outcome:
+def run_scenario(workdir: Path, mode: str, *, rate: int = 300, steady_s: float = 3.0,
+                 java_classpath: str | None = None) -> Outcome:
     """One run of ``mode`` in ``workdir`` (a broker of its own)."""
     config = {"kafka_port": 0, "storage": {"fsync": "never"},
               "groups": {"consumer_session_timeout_ms": SESSION_MS,
@@ -210,7 +221,8 @@ def run_scenario(workdir: Path, mode: str, *, rate: int = 300, steady_s: float =
         produced = -1
         try:
             for name in ("m0", "m1", "m2"):
-                procs[name] = _member(port, topic, group, logs[name], name, mode, stop)
+                procs[name] = _member(port, topic, group, logs[name], name, mode, stop,
+                                      java_classpath)
 
             def shape(members: set[str]) -> bool:
                 owned = _owned(logs, time.time(), dead)
@@ -223,10 +235,17 @@ def run_scenario(workdir: Path, mode: str, *, rate: int = 300, steady_s: float =
             _wait(lambda: all(any(e["e"] == "msg" for e in _events(logs[m]))
                               for m in ("m0", "m1", "m2")), 60, "messages to flow")
             time.sleep(steady_s)
-            joined = time.time()
-            procs["m3"] = _member(port, topic, group, logs["m3"], "m3", mode, stop)
+            procs["m3"] = _member(port, topic, group, logs["m3"], "m3", mode, stop,
+                                  java_classpath)
+            _wait(lambda: any(e["e"] == "start" for e in _events(logs["m3"])), 60,
+                  "the fourth member to start")
+            joined = next(e["t"] for e in _events(logs["m3"]) if e["e"] == "start")
             join_done = _wait(lambda: shape({"m0", "m1", "m2", "m3"}), 60,
                               "the fourth member to get partitions")
+            # the handover starts with the first callback after the newcomer started
+            # (a JVM may take seconds from its first line to its first heartbeat)
+            joined = min(e["t"] for log in logs.values() for e in _events(log)
+                         if e["e"] in ("assign", "revoke") and e["t"] >= joined)
             time.sleep(steady_s)
             owned = _owned(logs, time.time(), dead)
             victim = next(m for m in ("m0", "m1", "m2") if owned[m])

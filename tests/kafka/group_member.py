@@ -180,7 +180,8 @@ def main() -> int:
                         help="confluent-kafka's partition.assignment.strategy (classic)")
     args = parser.parse_args()
     _LOG = open(args.log, "a")  # noqa: SIM115 - kept open for the process's life
-    emit({"e": "start", "client": args.client, "api": args.api, "pid": os.getpid()})
+    emit({"e": "start", "client": args.client, "api": args.api, "pid": os.getpid(),
+          "t": time.time()})
     return kafka_python(args) if args.client == "kp" else confluent(args)
 
 
