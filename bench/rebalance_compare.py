@@ -21,6 +21,11 @@ every produced message was consumed, and the duplicates (each one a message the 
 member consumed and did not commit, or not).
 
     .venv/bin/python -m bench.rebalance_compare --runs 3
+    # and Java kafka-clients members too (mvn -q compile dependency:build-classpath
+    # -Dmdep.outputFile=target/classpath.txt in tests/kafka/java first):
+    .venv/bin/python -m bench.rebalance_compare --runs 3 \
+        --modes classic-eager,classic-cooperative,kip848,kip848-java \
+        --java-classpath "tests/kafka/java/target/classes:$(cat tests/kafka/java/target/classpath.txt)"
 
 Members are ``tests/kafka/group_member.py`` child processes (the test
 ``tests/kafka/test_kip848_clients.py`` runs the same scenario once, KIP-848 only). The
@@ -362,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rate", type=int, default=300, help="messages per second")
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--java-classpath", default="",
+                        help="kafka-clients' classpath (tests/kafka/java) for kip848-java")
     parser.add_argument("--produce", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.produce:
@@ -370,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     for run in range(args.runs):
         for mode in args.modes.split(","):
             with tempfile.TemporaryDirectory() as tmp:
-                outcome = run_scenario(Path(tmp), mode, rate=args.rate)
+                outcome = run_scenario(Path(tmp), mode, rate=args.rate,
+                                       java_classpath=args.java_classpath or None)
             print(f"run {run + 1}: {outcome.line()}", flush=True)
             results.setdefault(mode, []).append(outcome)
     print(f"\nmedians over {args.runs} runs ({args.rate} msg/s, 6 partitions, session "
