@@ -269,6 +269,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
         groups, clock, lambda: {name: topic.config.partitions
                                 for name, topic in store.topics.items()},
         other_protocol=kafka_groups.coordinator.live_protocol,
+        topic_id=lambda name: _topic_uuid(store, name),
         config=ConsumerConfig(
             session_timeout_ms=config["groups.consumer_session_timeout_ms"],
             heartbeat_interval_ms=config["groups.consumer_heartbeat_interval_ms"]),
@@ -379,6 +380,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
                              tokens=handlers.auth_tokens)
         kafka.ctx.producer_ids = _producer_ids(data_dir, control, fs)
         kafka.ctx.acls = handlers.acls  # CreateAcls/DescribeAcls/DeleteAcls
+        kafka.ctx.consumer_groups = consumer_groups  # ConsumerGroupHeartbeat/Describe
     tank = None
     if config["tank_port"] is not None:
         from broker.tank.service import TankService
@@ -553,6 +555,16 @@ def _admin_plane(config: Config, core: BrokerCore, handlers: Handlers,
             fs=fs)
     replication.set_leader_lookup(admin.leader_of, authoritative=control is not None)
     return admin
+
+
+def _topic_uuid(store: Any, name: str) -> Any:
+    """A store topic's own id as a ``uuid.UUID`` (what Kafka's Metadata tells clients;
+    KIP-848 assignments name topics by it), None for a topic without one."""
+    import uuid
+
+    topic = store.topics.get(name)
+    tid = None if topic is None else topic.config.topic_id
+    return uuid.UUID(hex=tid) if tid else None
 
 
 def _producer_ids(data_dir: str, control: Any, fs: Any) -> Any:

@@ -74,6 +74,9 @@ NEEDS: dict[str, str] = {
     "CREATE_ACLS": "Alter Cluster",
     "DESCRIBE_ACLS": "Describe Cluster",
     "DELETE_ACLS": "Alter Cluster",
+    "CONSUMER_GROUP_HEARTBEAT": "Read Group, Describe Topic (each subscribed topic name; "
+                                "else 29 for the whole request)",
+    "CONSUMER_GROUP_DESCRIBE": "Describe Group (per group)",
 }
 """Kafka's authorizer's choices (Kafka 3.x: Write on a topic implies IdempotentWrite for
 a producer id). Every API the Kafka listener serves has a row (tests/access)."""
@@ -174,6 +177,14 @@ def screen(ctx: Any, requester: Any, request: Any,
     if isinstance(request, (c.JoinGroupRequest, c.SyncGroupRequest, c.HeartbeatRequest,
                             c.LeaveGroupRequest)):
         return whole(s.check(Op.READ, GROUP, request.group_id), GROUP_DENIED)
+    if isinstance(request, c.ConsumerGroupHeartbeatRequest):
+        if not s.check(Op.READ, GROUP, request.group_id):
+            return None, error_response(request, GROUP_DENIED)
+        names = request.subscribed_topic_names or ()
+        return whole(all([s.check(Op.DESCRIBE, TOPIC, t) for t in names]), TOPIC_DENIED)
+    if isinstance(request, c.ConsumerGroupDescribeRequest):
+        return s.split(request, "group_ids", lambda g: s.check(Op.DESCRIBE, GROUP, g),
+                       GROUP_DENIED, error_response)
     if isinstance(request, c.AddOffsetsToTxnRequest):
         return whole(s.check(Op.READ, GROUP, request.group_id), GROUP_DENIED)
     if isinstance(request, c.DescribeGroupsRequest):

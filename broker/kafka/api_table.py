@@ -34,14 +34,16 @@ NOTES: dict[c.ApiKey, str] = {
                     "long poll; no fetch sessions; leader epoch checks (v9+)",
     c.ApiKey.LIST_OFFSETS: "latest, earliest, by time, max timestamp (v7); leader epoch (v4+)",
     c.ApiKey.METADATA: "topic ids (v10+), leader epochs (v7+); below, \"Topic ids\"",
-    c.ApiKey.OFFSET_COMMIT: "static members' instance id (v7+)",
-    c.ApiKey.OFFSET_FETCH: "all partitions (null topics, v2+), several groups (v8+)",
+    c.ApiKey.OFFSET_COMMIT: "static members' instance id (v7+); member epochs of consumer "
+                            "groups (v9+)",
+    c.ApiKey.OFFSET_FETCH: "all partitions (null topics, v2+), several groups (v8+), "
+                           "member epochs (v9+)",
     c.ApiKey.FIND_COORDINATOR: "batched keys (v4); transaction coordinator: 53",
     c.ApiKey.JOIN_GROUP: "static membership (v5+, `group.instance.id`)",
     c.ApiKey.HEARTBEAT: "",
     c.ApiKey.LEAVE_GROUP: "batched, by member or instance id (v3+)",
     c.ApiKey.SYNC_GROUP: "",
-    c.ApiKey.DESCRIBE_GROUPS: "",
+    c.ApiKey.DESCRIBE_GROUPS: "a consumer group or unknown id: Dead, 69 from v6",
     c.ApiKey.LIST_GROUPS: "state and type filters (v4+, v5+)",
     c.ApiKey.SASL_HANDSHAKE: "PLAIN (with `auth.tokens_file`; above, Security)",
     c.ApiKey.API_VERSIONS: "a higher version: error 35 in the v0 layout, with the list",
@@ -66,6 +68,10 @@ NOTES: dict[c.ApiKey, str] = {
     c.ApiKey.ADD_OFFSETS_TO_TXN: "no transactions: 35 in its layout",
     c.ApiKey.END_TXN: "no transactions: 35 in its layout",
     c.ApiKey.TXN_OFFSET_COMMIT: "no transactions: 35 in its layout",
+    c.ApiKey.CONSUMER_GROUP_HEARTBEAT: "KIP-848 (`group.protocol=consumer`): uniform and "
+                                       "range assignors, regex (v1), static members",
+    c.ApiKey.CONSUMER_GROUP_DESCRIBE: "epochs, current and target assignments, member type "
+                                      "(v1)",
 }
 
 

@@ -39,6 +39,7 @@ from broker.errors import (
 )
 from broker.kafka.codec import CorruptMessageSet, ErrorCode
 from broker.transport.errors import ErrorTable
+from groups import consumer_errors as consumer
 from groups.kafka_errors import (
     CoordinatorLoading,
     FencedInstanceId,
@@ -113,6 +114,18 @@ CODE_BY_ERROR: Mapping[type[BaseException], ErrorCode] = {
     OffsetMetadataTooLarge: ErrorCode.OFFSET_METADATA_TOO_LARGE,
     NotCoordinator: ErrorCode.NOT_COORDINATOR,
     CoordinatorLoading: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    # groups.consumer_errors: the KIP-848 consumer-group coordinator (its refusals'
+    # docstrings name these codes after "Kafka:")
+    consumer.FencedMemberEpoch: ErrorCode.FENCED_MEMBER_EPOCH,
+    consumer.StaleMemberEpoch: ErrorCode.STALE_MEMBER_EPOCH,
+    consumer.UnreleasedInstanceId: ErrorCode.UNRELEASED_INSTANCE_ID,
+    consumer.FencedInstanceId: ErrorCode.FENCED_INSTANCE_ID,
+    consumer.UnsupportedAssignor: ErrorCode.UNSUPPORTED_ASSIGNOR,
+    consumer.InvalidConsumerGroupRequest: ErrorCode.INVALID_REQUEST,
+    consumer.InvalidRegularExpression: ErrorCode.INVALID_REGULAR_EXPRESSION,
+    consumer.GroupIdNotFound: ErrorCode.GROUP_ID_NOT_FOUND,
+    consumer.GroupMaxSizeReached: ErrorCode.GROUP_MAX_SIZE_REACHED,
+    consumer.ConsumerGroupNotEmpty: ErrorCode.NON_EMPTY_GROUP,
 }
 """Skerry's exceptions -> Kafka error code; a class without a row takes its nearest
 base's."""

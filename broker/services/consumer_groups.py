@@ -48,6 +48,7 @@ from groups.consumer_effects import (
     HeartbeatReply,
     HeartbeatRequest,
     PersistConsumerGroup,
+    PersistOffsets,
     ScheduleRebalanceTimeout,
     ScheduleSessionTimeout,
 )
@@ -79,9 +80,13 @@ class ConsumerGroupService:
                  topic_counts: Callable[[], Mapping[str, int]], *,
                  config: ConsumerConfig | None = None,
                  other_protocol: Callable[[str], str | None] | None = None,
-                 state_log: GroupStateLog | None = None) -> None:
+                 state_log: GroupStateLog | None = None,
+                 topic_id: Callable[[str], uuid.UUID | None] | None = None) -> None:
         self._state_log = state_log
         self._topic_counts = topic_counts
+        self._topic_id = topic_id or (lambda name: None)
+        """A topic's own id (what Kafka's Metadata v10+ tells clients), None for a topic
+        without one: then the stand-in ``topic_id_for(name)``."""
         self._ids: dict[str, uuid.UUID] = {}
         other = other_protocol or (lambda group_id: None)
         self.coordinator = ConsumerGroupCoordinator(
@@ -99,7 +104,7 @@ class ConsumerGroupService:
         """Every topic's metadata by name."""
         out = {}
         for name, count in self._topic_counts().items():
-            topic = self._ids.get(name)
+            topic = self._topic_id(name) or self._ids.get(name)
             if topic is None:
                 topic = self._ids[name] = topic_id_for(name)
             out[name] = TopicMeta(topic, count)
@@ -192,6 +197,29 @@ class ConsumerGroupService:
         self.coordinator.commit_offsets(group_id, member_id, member_epoch,
                                         {(topic, partition): CommittedOffset(offset)})
         return self.groups.offsets_durable()
+
+    def commit_offsets(self, group_id: str, member_id: str, member_epoch: int,
+                       offsets: Mapping[tuple[str, int], CommittedOffset]
+                       ) -> Deferred[dict[tuple[str, int], Any]]:
+        """Kafka's OffsetCommit v9+ into a consumer group (``validate_offset_commit`` of the
+        coordinator; Kafka checks no partition ownership): each partition's outcome (None:
+        stored, else ``OffsetMetadataTooLarge``) once the shared offsets store holds them."""
+        now = self._open_now()
+        result = self.coordinator.commit_offsets(group_id, member_id, member_epoch, offsets)
+        outcomes = self._perform(result, now)
+        if any(isinstance(e, PersistOffsets) for e in result.effects):
+            return self.groups.offsets_durable().addCallback(lambda _: outcomes)
+        return succeed(outcomes)
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None,
+                              member_epoch: int) -> None:
+        """Kafka's OffsetFetch v9+ from a member (see the coordinator's method)."""
+        self._open_now()
+        self.coordinator.validate_offset_fetch(group_id, member_id, member_epoch)
+
+    def list_groups(self) -> list[tuple[str, str, str]]:
+        """``(group_id, "consumer", state)`` of every consumer group, sorted."""
+        return self.coordinator.list_groups()
 
     def metadata_changed(self) -> list[str]:
         """Topics were created, deleted or grew: groups whose subscription changed get a

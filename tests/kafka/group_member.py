@@ -108,6 +108,11 @@ def confluent(args: argparse.Namespace) -> int:
     }
     if args.api != "default":
         config.update({"api.version.request": False, "broker.version.fallback": args.api})
+    if args.protocol == "consumer":  # KIP-848: the coordinator sets session and heartbeat
+        del config["session.timeout.ms"], config["heartbeat.interval.ms"]
+        config["group.protocol"] = "consumer"
+    if args.assignor:
+        config["partition.assignment.strategy"] = args.assignor
     consumer = Consumer(config)
 
     def on_assign(c: Any, partitions: list[Any]) -> None:
@@ -124,13 +129,14 @@ def confluent(args: argparse.Namespace) -> int:
     while time.monotonic() < deadline:
         if args.stop and os.path.exists(args.stop):
             break
-        messages = consumer.consume(num_messages=500, timeout=0.2)
+        messages = consumer.consume(num_messages=500, timeout=args.batch_timeout)
         offsets: dict[int, int] = {}
         for message in messages:
             if message.error():
                 continue
             emit({"e": "msg", "p": message.partition(), "o": message.offset(),
-                  "v": message.value().decode()})
+                  "v": message.value().decode(), "t": time.time(),
+                  "ts": message.timestamp()[1] / 1000.0})
             seen.add((message.partition(), message.offset()))
             offsets[message.partition()] = message.offset() + 1
         if offsets:
@@ -166,9 +172,16 @@ def main() -> int:
     parser.add_argument("--heartbeat-ms", type=int, default=1000)
     parser.add_argument("--poll-interval-ms", type=int, default=10000)
     parser.add_argument("--max-seconds", type=float, default=60.0)
+    parser.add_argument("--batch-timeout", type=float, default=0.2,
+                        help="confluent-kafka: how long one consume() waits for a batch")
+    parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic",
+                        help="confluent-kafka's group.protocol (consumer: KIP-848)")
+    parser.add_argument("--assignor", default="",
+                        help="confluent-kafka's partition.assignment.strategy (classic)")
     args = parser.parse_args()
     _LOG = open(args.log, "a")  # noqa: SIM115 - kept open for the process's life
-    emit({"e": "start", "client": args.client, "api": args.api, "pid": os.getpid()})
+    emit({"e": "start", "client": args.client, "api": args.api, "pid": os.getpid(),
+          "t": time.time()})
     return kafka_python(args) if args.client == "kp" else confluent(args)
 
 

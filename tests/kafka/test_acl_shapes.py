@@ -89,3 +89,27 @@ def test_without_authentication_everything_stays_allowed(h: Harness) -> None:
     h.broker.core.access.authorizer = Authorizer(enabled=False)
     request = c.DescribeClusterRequest(_header(c.ApiKey.DESCRIBE_CLUSTER, 0), False)
     assert _respond(h, request, SimpleNamespace(principal=None)).error_code == 0
+
+
+def test_the_kip848_apis_need_read_group_describe_topic_and_describe_group(h: Harness
+                                                                             ) -> None:
+    """ConsumerGroupHeartbeat: another group answers 30, a subscribed topic the user may
+    not Describe 29, the allowed group and topic join; ConsumerGroupDescribe answers 30 for
+    the group the user may not Describe and describes the other."""
+    h.service.ctx.groups = h.broker.kafka_groups
+    h.service.ctx.consumer_groups = h.broker.consumer_groups
+
+    def beat(group: str, topic: str) -> int:
+        request = c.ConsumerGroupHeartbeatRequest(
+            _header(c.ApiKey.CONSUMER_GROUP_HEARTBEAT, 1), group,
+            "7b0a4cde-0000-4000-8000-000000000001", 0, rebalance_timeout_ms=1000,
+            subscribed_topic_names=(topic,), topic_partitions=())
+        return _respond(h, request, ALICE).error_code
+
+    assert beat("other", "orders") == 30
+    assert beat("billing", "payments") == 29
+    assert beat("billing", "orders") == 0
+    described = _respond(h, c.ConsumerGroupDescribeRequest(
+        _header(c.ApiKey.CONSUMER_GROUP_DESCRIBE, 1), ("billing", "other")), ALICE)
+    assert sorted((g.group_id, g.error_code, len(g.members)) for g in described.groups) == [
+        ("billing", 0, 1), ("other", 30, 0)]

@@ -53,7 +53,7 @@ from groups.store import groups_from_json, offset_metadata_from_json
 from replication.errors import ProducerStateError
 from replication.producer_state import ProducerStateManager, decode_snapshot, encode_snapshot
 from replication.roles import ReplicationCheckpoint
-from tests.reliability.kafka_fuzz import KAFKA_SEEDS, run_kafka
+from tests.reliability.kafka_fuzz import KAFKA_SEEDS, KIP848_SEEDS, run_kafka
 from tests.tank import fuzz as _tank_fuzz
 
 __all__ = ["Target", "TARGETS", "mutate"]
@@ -333,6 +333,9 @@ TARGETS: dict[str, Target] = {
     # The whole Kafka path (frame, codec, handlers, core, group services) in process,
     # with a sentinel connection that must stay served: tests/reliability/kafka_fuzz.py.
     "kafka": Target("kafka", run_kafka, (), KAFKA_SEEDS),
+    # the same path from KIP-848 frames only (ConsumerGroupHeartbeat/Describe v0-v1), so
+    # that the mutations stay near the consumer-group parsers and handlers
+    "kafka_kip848": Target("kafka_kip848", run_kafka, (), KIP848_SEEDS),
     # whole TANK byte streams through a live in-memory broker (tests/tank/fuzz.py)
     "tank": Target("tank", _tank_fuzz.run, (), _tank_fuzz.SEEDS),
 }

@@ -35,7 +35,7 @@ from twisted.python.failure import Failure
 from broker.auth import TokenStore, hash_token
 from tests.kafka.harness import Harness, i16, i32, request, string
 
-__all__ = ["KafkaFuzz", "KAFKA_SEEDS", "run_kafka"]
+__all__ = ["KafkaFuzz", "KAFKA_SEEDS", "KIP848_SEEDS", "run_kafka"]
 
 REBUILD_EVERY = 20_000
 SENTINEL_EVERY = 500
@@ -78,7 +78,38 @@ SASL_TOKEN = "fuzz-token"
 """The password of the fuzz broker's one SASL user, ``fuzzer``."""
 
 
-KAFKA_SEEDS: tuple[bytes, ...] = _golden_frames()
+def _kip848_frames() -> tuple[bytes, ...]:
+    """ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) frames, v0 and v1, as a
+    KIP-848 consumer sends them (flexible header, no size prefix): a join, a heartbeat
+    with owned partitions, a leave, a regex join, a describe."""
+    from broker.kafka import codec as c
+    from broker.kafka.codec.apis import SCHEMAS
+    from broker.kafka.codec.primitives import Writer
+    from broker.kafka.codec.schema import write_struct
+
+    def frame(key: int, version: int, body: Any) -> bytes:
+        w = Writer()
+        write_struct(SCHEMAS[key].request, w, body, version, True)
+        return i16(key) + i16(version) + i32(1) + string("fuzzer") + b"\x00" + w.getvalue()
+
+    member = "5f0c3b7e-0000-4000-8000-000000000001"
+    owned = (c.ConsumerTopicPartitions(bytes(range(16)), (0, 1)),)
+    beats = [
+        c.ConsumerGroupHeartbeatRequest(None, "g", "", 0, rebalance_timeout_ms=30000,  # type: ignore[arg-type]
+                                        subscribed_topic_names=("t1",), topic_partitions=()),
+        c.ConsumerGroupHeartbeatRequest(None, "g", member, 0, "static-1", "rack-a", 30000,  # type: ignore[arg-type]
+                                        ("t1",), "t.*", "uniform", ()),
+        c.ConsumerGroupHeartbeatRequest(None, "g", member, 3, topic_partitions=owned),  # type: ignore[arg-type]
+        c.ConsumerGroupHeartbeatRequest(None, "g", member, -1),  # type: ignore[arg-type]
+    ]
+    frames = [frame(68, v, b) for v in (0, 1) for b in beats]
+    describe = c.ConsumerGroupDescribeRequest(None, ("g", "other"), True)  # type: ignore[arg-type]
+    frames += [frame(69, v, describe) for v in (0, 1)]
+    return tuple(frames)
+
+
+KIP848_SEEDS: tuple[bytes, ...] = _kip848_frames()
+KAFKA_SEEDS: tuple[bytes, ...] = _golden_frames() + KIP848_SEEDS
 
 
 class _BugLog(logging.Handler):
@@ -115,6 +146,7 @@ class KafkaFuzz:
         self._tmp = Path(tempfile.mkdtemp(prefix="skerry-kafka-fuzz-"))
         harness = Harness(self._tmp, {"auto_create_topics": False})
         harness.service.ctx.groups = harness.broker.kafka_groups
+        harness.service.ctx.consumer_groups = harness.broker.consumer_groups
         harness.core.create_topic("t1", 2, 1, None, None, None)
         self._harness = harness
         self._sentinel = harness.connect()

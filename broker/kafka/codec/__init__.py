@@ -11,6 +11,7 @@ A package split by job; it re-exports the public names of its modules:
 * ``apis``: the tables, one ``ApiSchema`` per API, and ``SUPPORTED_VERSIONS`` (what the
   codec reads and writes); ``schema``: the words of the tables and their walker;
 * ``admin``: the admin APIs' messages and tables (CreateTopics, DeleteTopics, ...);
+* ``consumer``: the KIP-848 consumer-group APIs' messages and tables;
 * ``txn``: the transaction APIs' tables (not served: their layout answers 35);
 * ``wire``: ``parse_request`` -> request | ``UnsupportedRequest`` | ``MalformedRequest``,
   ``encode_response`` (and ``encode_response_chunks``, the same frame unjoined),
@@ -46,6 +47,8 @@ from broker.kafka.codec.columns import *  # noqa: F403
 from broker.kafka.codec.columns import __all__ as _columns
 from broker.kafka.codec.compression import *  # noqa: F403
 from broker.kafka.codec.compression import __all__ as _compression
+from broker.kafka.codec.consumer import *  # noqa: F403
+from broker.kafka.codec.consumer import __all__ as _consumer
 from broker.kafka.codec.error_codes import *  # noqa: F403
 from broker.kafka.codec.error_codes import __all__ as _error_codes
 from broker.kafka.codec.framing import *  # noqa: F403
@@ -61,5 +64,5 @@ from broker.kafka.codec.txn import __all__ as _txn
 from broker.kafka.codec.wire import *  # noqa: F403
 from broker.kafka.codec.wire import __all__ as _wire
 
-__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_admin, *_acls, *_txn, *_wire,
-           *_messages, *_compression, *_columns, *_batches]
+__all__ = [*_error_codes, *_framing, *_requests, *_responses, *_admin, *_acls, *_consumer,
+           *_txn, *_wire, *_messages, *_compression, *_columns, *_batches]

@@ -20,6 +20,7 @@ from broker.kafka.codec import requests as q
 from broker.kafka.codec import responses as p
 from broker.kafka.codec.acls import ACL_SCHEMAS
 from broker.kafka.codec.admin import ADMIN_SCHEMAS
+from broker.kafka.codec.consumer import CONSUMER_SCHEMAS
 from broker.kafka.codec.requests import ApiKey
 from broker.kafka.codec.schema import ApiSchema, Array, Field, Struct
 from broker.kafka.codec.txn import TXN_SCHEMAS
@@ -429,7 +430,7 @@ SYNC_GROUP = ApiSchema(
 # -- DescribeGroups (15), ListGroups (16), SaslHandshake (17), ApiVersions (18) ---------
 
 DESCRIBE_GROUPS = ApiSchema(
-    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", "0-5", "5+",
+    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", "0-6", "5+",
     Struct(q.DescribeGroupsRequest,
            F("groups", Array("string")),
            F("include_authorized_operations", "bool", "3+")),
@@ -438,6 +439,7 @@ DESCRIBE_GROUPS = ApiSchema(
            F("groups", Array(Struct(
                p.DescribedGroup,
                F("error_code", "int16"),
+               F("error_message", "string", "6+", nullable="6+", default=None),
                F("group_id", "string"),
                F("state", "string"),
                F("protocol_type", "string"),
@@ -538,6 +540,7 @@ SASL_AUTHENTICATE = ApiSchema(
 
 
 SCHEMAS: dict[int, ApiSchema] = {s.key: s for s in (*ADMIN_SCHEMAS, *TXN_SCHEMAS, *ACL_SCHEMAS,
+    *CONSUMER_SCHEMAS,
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
     JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
     SASL_HANDSHAKE, API_VERSIONS, INIT_PRODUCER_ID, SASL_AUTHENTICATE,

@@ -435,6 +435,8 @@ class DescribedGroup:
     members: tuple[DescribedGroupMember, ...] = ()
     authorized_operations: int = NO_AUTHORIZED_OPERATIONS
     """v3+."""
+    error_message: str | None = None
+    """v6+ (KIP-1043)."""
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,10 @@ class Context:
         self.acls: Any = None
         """``broker.services.acls.AclService``: the rules Kafka's ACL APIs manage (the
         shell sets it; ``None``: they answer SECURITY_DISABLED)."""
+        self.consumer_groups: Any = None
+        """``broker.services.consumer_groups.ConsumerGroupService``: KIP-848 consumer groups
+        (ConsumerGroupHeartbeat/Describe; the shell sets it; ``None``: those APIs answer
+        COORDINATOR_NOT_AVAILABLE and the classic group APIs see no consumer group)."""
         self.producer_ids: Any = None
         """``broker.services.producer_ids.ProducerIds``: InitProducerId's ids (the shell
         sets it; ``None``: InitProducerId answers COORDINATOR_NOT_AVAILABLE)."""

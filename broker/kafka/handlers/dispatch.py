@@ -41,6 +41,7 @@ from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, code_for
 from broker.kafka.handlers import acls, data, metadata, producers
 from broker.kafka.handlers.admin import ADMIN_HANDLERS, ADMIN_VERSIONS
+from broker.kafka.handlers.consumer import CONSUMER_HANDLERS, CONSUMER_VERSIONS
 from broker.kafka.handlers.context import Context
 from broker.kafka.handlers.groups import GROUP_HANDLERS, GROUP_VERSIONS
 from broker.transport.boundary import Boundary
@@ -117,7 +118,8 @@ def advertised_versions(*parts: dict[c.ApiKey, tuple[int, int]]
     codec's range, and capped to ``CLASSIC_ERA`` until ``modern_data_path``."""
     table: dict[c.ApiKey, tuple[int, int]] = {}
     for part in parts or (VERSIONS, metadata.VERSIONS, data.VERSIONS, GROUP_VERSIONS,
-                          ADMIN_VERSIONS, producers.VERSIONS, acls.VERSIONS):
+                          ADMIN_VERSIONS, producers.VERSIONS, acls.VERSIONS,
+                          CONSUMER_VERSIONS):
         table.update(part)
     if not modern_data_path(table):
         for key, (_low, high) in CLASSIC_ERA.items():
@@ -173,6 +175,7 @@ class KafkaHandlers:
             c.InitProducerIdRequest: producers.init_producer_id,
         }
         self.table.update(GROUP_HANDLERS)
+        self.table.update(CONSUMER_HANDLERS)
         self.table.update(ADMIN_HANDLERS)
         self.table.update(acls.ACL_HANDLERS)
         self.versions = advertised_versions()
@@ -324,6 +327,11 @@ def error_response(request: Any, code: int) -> c.Response | None:
             c.DescribedGroup(code, g, "", "", "") for g in request.groups))
     if isinstance(request, c.ListGroupsRequest):
         return c.ListGroupsResponse(code)
+    if isinstance(request, c.ConsumerGroupHeartbeatRequest):
+        return c.ConsumerGroupHeartbeatResponse(code)
+    if isinstance(request, c.ConsumerGroupDescribeRequest):
+        return c.ConsumerGroupDescribeResponse(tuple(
+            c.DescribedConsumerGroup(code, g) for g in request.group_ids))
     if isinstance(request, c.ApiVersionsRequest):
         return c.ApiVersionsResponse(code, ())
     if isinstance(request, c.InitProducerIdRequest):

@@ -146,6 +146,11 @@ def join_group(ctx: Context, request: c.JoinGroupRequest) -> Deferred[c.JoinGrou
     lists every member's metadata, and from v5 their group instance ids); static members
     (v5+ ``group.instance.id``) as ``groups.classic`` describes."""
     service = _service(ctx, request.group_id)
+    consumer = ctx.consumer_groups
+    if consumer is not None and consumer.live_protocol(request.group_id) is not None:
+        raise KafkaError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                         f"group {request.group_id} is a consumer group (KIP-848) with "
+                         f"members; the classic protocol cannot join it")
     v = request.header.api_version
     rebalance = request.rebalance_timeout_ms if v >= 1 else None
     d = _call(service.join, request.group_id, request.member_id,
@@ -257,12 +262,43 @@ def offset_commit(ctx: Context, request: c.OffsetCommitRequest
 
     generation = request.generation_id if request.header.api_version >= 1 else -1
     member_id = request.member_id if request.header.api_version >= 1 else ""
+    consumer = _consumer_group(ctx, request.group_id)
     try:
+        if consumer is not None:  # a KIP-848 group: the generation is the member epoch
+            _check_consumer_commit(consumer, request, generation, member_id)
+            d = _call(consumer.commit_offsets, request.group_id, member_id, generation,
+                      offsets)
+            return d.addCallback(respond)
         d = _call(service.commit_offsets, request.group_id, generation, member_id, offsets,
                   request.group_instance_id)
     except KafkaGroupError as refusal:
         return respond(refusal)  # the group's refusal, on every partition
     return d.addCallback(respond)
+
+
+def _consumer_group(ctx: Context, group_id: str) -> Any:
+    """The consumer group service when ``group_id`` is a KIP-848 consumer group here (with
+    or without members), else None."""
+    consumer = ctx.consumer_groups
+    if consumer is None or not consumer.is_consumer_group(group_id):
+        return None
+    return consumer
+
+
+def _check_consumer_commit(consumer: Any, request: c.OffsetCommitRequest, epoch: int,
+                           member_id: str) -> None:
+    """Kafka's ``ConsumerGroup.validateOffsetCommit``: a tool's commit (epoch < 0) into a
+    group without members is taken; else the member must exist (UNKNOWN_MEMBER_ID), must
+    use OffsetCommit v9+ (UNSUPPORTED_VERSION) and name its current epoch
+    (STALE_MEMBER_EPOCH)."""
+    group = consumer.coordinator.group(request.group_id)
+    if epoch < 0 and (group is None or not group.members):
+        return
+    if request.header.api_version < 9 and group is not None \
+            and member_id in group.members:
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                         "members of a consumer group commit with OffsetCommit v9 or above")
+    consumer.coordinator.validate_offset_commit(request.group_id, member_id, epoch)
 
 
 def _check_commit(ctx: Context, topic: str, partition: int, offset: int) -> int:
@@ -286,6 +322,10 @@ def offset_fetch(ctx: Context, request: c.OffsetFetchRequest) -> c.OffsetFetchRe
         try:
             if v < 8:  # one group: refused as a whole when it is coordinated elsewhere
                 _service(ctx, group.group_id)
+            consumer = _consumer_group(ctx, group.group_id)
+            if consumer is not None:  # v9+: a member names its epoch (STALE_MEMBER_EPOCH)
+                _call(consumer.validate_offset_fetch, group.group_id, group.member_id,
+                      group.member_epoch)
             topics = _fetch_group(ctx, service, group, v)
             answers.append(c.OffsetFetchGroupResponse(group.group_id, topics, 0))
         except KafkaGroupError as refusal:
@@ -341,16 +381,28 @@ DESCRIBE (no ACLs here)."""
 
 def describe_groups(ctx: Context, request: c.DescribeGroupsRequest
                     ) -> c.DescribeGroupsResponse:
-    """DescribeGroups v0-v5: state, protocol and members (metadata and assignment while
-    Stable, group instance ids from v4); an unknown group is ``Dead``."""
+    """DescribeGroups v0-v6: state, protocol and members (metadata and assignment while
+    Stable, group instance ids from v4); an unknown group is ``Dead``, and so is a KIP-848
+    consumer group, which is not a classic group (Kafka's answer; v6, KIP-1043, answers
+    both GROUP_ID_NOT_FOUND with a message instead)."""
     service = _service(ctx)
+    v = request.header.api_version
     operations = GROUP_OPERATIONS if request.include_authorized_operations \
         else c.NO_AUTHORIZED_OPERATIONS
     described = []
     committed = _offset_groups(service)
     for group_id in request.groups:
         view = _call(service.describe, group_id)
+        consumer = _consumer_group(ctx, group_id)
+        if consumer is not None and (view.state == "Dead" or
+                                     consumer.live_protocol(group_id) is not None):
+            described.append(_not_classic(group_id, v, f"group {group_id} is not a classic "
+                                          f"group: it is a consumer group (KIP-848)"))
+            continue
         state = "Empty" if view.state == "Dead" and group_id in committed else view.state
+        if state == "Dead":
+            described.append(_not_classic(group_id, v, f"group {group_id} not found"))
+            continue
         described.append(c.DescribedGroup(0, view.group_id, state, view.protocol_type,
                                           view.protocol, tuple(
             c.DescribedGroupMember(m.member_id, m.client_id, m.client_host, m.metadata,
@@ -359,30 +411,48 @@ def describe_groups(ctx: Context, request: c.DescribeGroupsRequest
     return c.DescribeGroupsResponse(tuple(described))
 
 
+def _not_classic(group_id: str, version: int, message: str) -> c.DescribedGroup:
+    """No classic group of that id: ``Dead`` with no error below v6, GROUP_ID_NOT_FOUND
+    with a message from v6."""
+    if version >= 6:
+        return c.DescribedGroup(int(ErrorCode.GROUP_ID_NOT_FOUND), group_id, "Dead", "", "",
+                                error_message=message)
+    return c.DescribedGroup(0, group_id, "Dead", "", "")
+
+
 def list_groups(ctx: Context, request: c.ListGroupsRequest) -> c.ListGroupsResponse:
-    """ListGroups v0-v5: every Kafka group (and every group id with committed offsets, Empty), its protocol type, (v4+) its state and (v5+)
-    its type, "classic" (none on a cluster member that does not coordinate them, as a
-    Kafka broker lists only its own groups). v4's states filter and v5's types filter
-    keep the groups they name (case-insensitive, as Kafka compares them)."""
+    """ListGroups v0-v5: every group, its protocol type, (v4+) its state and (v5+) its
+    type: "classic" for Kafka classic groups (and every group id with committed offsets
+    alone, Empty), "consumer" (protocol type "consumer") for KIP-848 consumer groups; none
+    on a cluster member that does not coordinate them, as a Kafka broker lists only its own
+    groups. v4's states filter and v5's types filter keep the groups they name
+    (case-insensitive, as Kafka compares them)."""
     if ctx.groups is not None and not _coordinates(ctx):
         return c.ListGroupsResponse(0, ())
     service = _service(ctx)
     states = {s.lower() for s in request.states_filter}
     types = {t.lower() for t in request.types_filter}
-    if types and "classic" not in types:
-        return c.ListGroupsResponse(0, ())
-    listed = []
+    listed: dict[str, c.ListedGroup] = {}
+    consumer_ids: set[str] = set()
+    if ctx.consumer_groups is not None:
+        for group_id, _type, state in _call(ctx.consumer_groups.list_groups):
+            consumer_ids.add(group_id)
+            listed[group_id] = c.ListedGroup(group_id, "consumer", state, "consumer")
     groups = dict(_call(service.list_groups))
-    for group_id in sorted(_offset_groups(service) - groups.keys()):
+    for group_id in sorted(_offset_groups(service) - groups.keys() - consumer_ids):
         groups[group_id] = ""  # a group known by its committed offsets alone: Empty
     for group_id, protocol_type in sorted(groups.items()):
         state = _call(service.describe, group_id).state
         if state == "Dead":
             state = "Empty"
-        if states and state.lower() not in states:
-            continue
-        listed.append(c.ListedGroup(group_id, protocol_type, state, "classic"))
-    return c.ListGroupsResponse(0, tuple(listed))
+        if group_id in consumer_ids and (state == "Empty" or ctx.consumer_groups.live_protocol(
+                group_id) is not None):
+            continue  # the consumer group's entry stands
+        listed[group_id] = c.ListedGroup(group_id, protocol_type, state, "classic")
+    return c.ListGroupsResponse(0, tuple(
+        g for _, g in sorted(listed.items())
+        if (not states or g.group_state.lower() in states)
+        and (not types or g.group_type.lower() in types)))
 
 
 def _offset_groups(service: Any) -> set[str]:
@@ -415,7 +485,7 @@ GROUP_VERSIONS: dict[c.ApiKey, tuple[int, int]] = {
     c.ApiKey.HEARTBEAT: (0, 4),
     c.ApiKey.LEAVE_GROUP: (0, 5),
     c.ApiKey.SYNC_GROUP: (0, 5),
-    c.ApiKey.DESCRIBE_GROUPS: (0, 5),
+    c.ApiKey.DESCRIBE_GROUPS: (0, 6),
     c.ApiKey.LIST_GROUPS: (0, 5),
 }
 """The versions these handlers serve (and ApiVersions advertises)."""
