@@ -14,7 +14,7 @@ registrations. Every other job is a part's:
 - ``leader_side``: the leader's answers to followers (REPLICA_FETCH, REPLICA_PULL and its
   long poll, REPLICA_EPOCH);
 - ``follower_side``: the follower's log copy and the ``ReplicaHandle`` the fetch loop
-  (``replication/follower.py``) drives.
+  (``replication/follower/``) drives.
 
 Without ``cluster`` none of the cluster parts changes how a single broker behaves.
 
@@ -337,7 +337,7 @@ class ReplicationService:
     # ------------------------------------------------------------------ the fetch loop's views
 
     def handle(self, topic: str, partition: int) -> ReplicaHandle:
-        """The follower-side view of one partition (``replication/follower.py`` drives it)."""
+        """The follower-side view of one partition (``replication/follower/`` drives it)."""
         return self._handle(self._slot(topic, partition))
 
     def handles(self) -> list[ReplicaHandle]:
