@@ -24,11 +24,11 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.process_collector import ProcessCollector
 from twisted.internet.interfaces import IReactorTime
 
-from broker.core.topics import INTERNAL_PREFIX
 from broker.errors import SkerryError
 from broker.metrics.health import Health
 from data import speedups
 from data.format import HEADER_SIZE
+from data.names import INTERNAL_PREFIX
 
 if TYPE_CHECKING:
     from broker.core import BrokerCore
