@@ -361,7 +361,6 @@ SIZE_ALLOWED = {
     Path("broker/core/core.py"),
     Path("broker/harness/runner.py"),
     Path("broker/services/replication/service.py"),
-    Path("data/log.py"),
     Path("bench/loadgen.py"),
 }
 
