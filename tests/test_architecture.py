@@ -360,7 +360,6 @@ SIZE_ALLOWED = {
     Path("broker/client/sync.py"),
     Path("broker/core/core.py"),
     Path("broker/harness/runner.py"),
-    Path("broker/services/replication/service.py"),
     Path("bench/loadgen.py"),
 }
 
