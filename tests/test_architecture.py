@@ -357,7 +357,6 @@ SIZE_ALLOWED = {
     Path("broker/server.py"),  # issue 30: one listener description (transport-kit)
     Path("broker/v1/codec.py"),  # issue 30: V1 moves to the codec/ layout (transport-kit)
     # Not split yet (issue 30, point 3: grab-bags); each row goes with its split:
-    Path("bench/loadgen.py"),
 }
 
 
