@@ -1,7 +1,8 @@
 """The access package's own exceptions.
 
 Owns: ``NotAuthorized`` (an authenticated principal asked for an operation its ACLs do not
-allow) and ``InvalidAcl`` (a rule that cannot be stored). Plain classes with no wire code:
+allow), ``InvalidAcl`` (a rule that cannot be stored) and ``InvalidPermissions`` (an Iggy
+permissions blob that cannot be read). Plain classes with no wire code:
 each transport maps them onto its own (V1 ``NOT_AUTHORIZED``, Iggy ``Unauthorized``).
 
 Must not import: Twisted, anything of ``broker``. Only ``data.refusal.SkerryError``.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from data.refusal import SkerryError
 
-__all__ = ["NotAuthorized", "InvalidAcl"]
+__all__ = ["NotAuthorized", "InvalidAcl", "InvalidPermissions"]
 
 
 class NotAuthorized(SkerryError):
@@ -33,3 +34,10 @@ class InvalidAcl(SkerryError):
     """An ACL binding or filter that is malformed (unknown operation, bad name...)."""
 
     description = "invalid ACL"
+
+
+class InvalidPermissions(InvalidAcl):
+    """An Iggy permissions blob (``access.iggy_permissions``) that ends early or has bytes
+    left over. The Iggy codec answers it as ``InvalidFormat``."""
+
+    description = "invalid permissions"

@@ -67,13 +67,15 @@ class DataDirLocked(DataDirError):
         self.pid = pid
 
 
-class TopicQuarantined(Exception):
+class TopicQuarantined(SkerryError):
     """A topic cannot be created: a quarantined topic of the same name (``~bad-<topic>``,
     moved aside because its ``topic.json`` could not be read) is waiting for the operator.
     Creating a new, empty topic there would collide with the documented repair (fix
     ``topic.json`` and rename the folder back)."""
 
-    def __init__(self, topic: str, path: str) -> None:
+    description = "topic is quarantined"
+
+    def __init__(self, topic: str, path: str = "its ~bad- folder") -> None:
         super().__init__(f"topic {topic} is quarantined at {path}")
         self.topic = topic
         self.path = path

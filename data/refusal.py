@@ -23,14 +23,14 @@ __all__ = ["SkerryError"]
 class SkerryError(Exception):
     """A failure a client is told about. ``str(error)`` is the message.
 
-    The message is one line without a ``|`` (docs/protocol.md: error messages are never
-    empty and never contain ``|`` or a line break), so any transport may send it as it is.
+    The message is kept as given (the ``description`` when none is): escaping it for a wire
+    is the transport's job (V1's ``ERR`` line replaces ``|`` and line breaks,
+    ``broker.v1.replies.err``; a Kafka error message carries them as they are).
     """
 
     description: ClassVar[str] = "internal error"
 
     def __init__(self, message: str | None = None) -> None:
         text = message if message else self.description
-        text = text.replace("|", "/").replace("\r", " ").replace("\n", " ").strip() or self.description
         super().__init__(text)
         self.message = text

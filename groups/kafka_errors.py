@@ -16,6 +16,8 @@ Must not import: Twisted, ``broker`` (no wire codes here), anything that does I/
 
 from __future__ import annotations
 
+from data.refusal import SkerryError
+
 __all__ = [
     "KafkaGroupError",
     "UnknownMemberId",
@@ -34,10 +36,13 @@ __all__ = [
 ]
 
 
-class KafkaGroupError(Exception):
+class KafkaGroupError(SkerryError):
     """Base of every refusal of the classic coordinator: a *peer* mistake or a normal
     protocol signal (rejoin, retry), never a bug in Skerry (bugs raise
-    ``groups.state.IllegalStateError``)."""
+    ``groups.state.IllegalStateError``). A ``SkerryError`` like every domain refusal, so a
+    handler boundary tells it from a bug in one ``except``."""
+
+    description = "the group coordinator refused the request"
 
 
 class UnknownMemberId(KafkaGroupError):

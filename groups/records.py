@@ -59,6 +59,7 @@ from types import MappingProxyType
 from typing import Any
 
 from data.keys import fnv1a_32
+from data.names import INTERNAL_PREFIX
 from groups.classic_group import ClassicGroup
 from groups.classic_store import classic_groups_to_json
 from groups.consumer_records import CONSUMER_KEY_LENGTHS
@@ -88,7 +89,7 @@ __all__ = [
     "KIND_KAFKA_GROUP",
 ]
 
-GROUPS_TOPIC = "__skerry_groups"
+GROUPS_TOPIC = f"{INTERNAL_PREFIX}groups"
 """The internal topic holding every group's state and committed offsets. Not named
 ``__consumer_offsets``: its records are Skerry's, and Kafka tools that decode that topic
 by name would misread them."""

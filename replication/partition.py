@@ -15,6 +15,9 @@ Offsets here are *last* offsets (inclusive, ``-1`` when nothing is held), as on 
 only the hot path keeps the leader's log end offsets (exclusive) so that it does no
 arithmetic. Time is a ``now_ms`` argument (milliseconds on a monotonic clock).
 
+The managed ISR (``replication.partition_isr``) and the epoch rules of a cluster
+(``replication.partition_epochs``) are their own modules, parts of ``PartitionReplication``.
+
 Must not import: Twisted, the store, sockets, ``time``. No I/O, no timers: the shell
 (``broker/services/replication/``) reads ``next_expiry_ms()`` and schedules the timer,
 and persists ``checkpoint()``.
@@ -25,8 +28,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from replication.epochs import EpochEntry, EpochHistory, EpochLookup, divergence_offset
+from replication.epochs import EpochEntry, EpochHistory
 from replication.errors import InvalidReplicaRequest, NotLeader
+from replication.partition_epochs import EpochLeadership
+from replication.partition_isr import ManagedIsr
 from replication.roles import ReplicationCheckpoint, Role, check_transition
 
 __all__ = [
@@ -133,7 +138,7 @@ class _Follower:
         self.in_isr = False
 
 
-class PartitionReplication:
+class PartitionReplication(ManagedIsr, EpochLeadership):
     """One partition's replication state on this broker (replica ``local_replica``, 0 on a
     single broker).
 
@@ -359,38 +364,6 @@ class PartitionReplication:
             epochs=self._history_pairs(self._history),
         )
 
-    def promotion_checkpoint(self, epoch: int) -> ReplicationCheckpoint:
-        """What to persist before ``promote(epoch)`` takes effect."""
-        history = EpochHistory(self._history.entries)
-        history.assign(epoch, self._leader_end)
-        members = self._promotion_isr()
-        return ReplicationCheckpoint(
-            role=Role.LEADER, leader_epoch=epoch, hw=self.hw, isr=members,
-            replica_offsets={}, local_replica=self._local,
-            epochs=self._history_pairs(history))
-
-    def fence_checkpoint(self, epoch: int) -> ReplicationCheckpoint:
-        """What to persist before ``fence(epoch)`` takes effect."""
-        history = EpochHistory(self._history.entries)
-        history.truncate_from(self._leader_end)
-        return ReplicationCheckpoint(
-            role=Role.FOLLOWER, leader_epoch=max(epoch, self._epoch), hw=self.hw,
-            isr=self.isr, replica_offsets={}, local_replica=self._local,
-            epochs=self._history_pairs(history))
-
-    def lookup_epoch(self, epoch: int) -> EpochLookup:
-        """Where ``epoch`` ends in this log (KIP-279, ``EpochHistory.lookup``)."""
-        return self._history.lookup(epoch, self._leader_end)
-
-    def divergence_offset(self, answer: EpochLookup) -> int:
-        """Where this log stops agreeing with a leader that answered ``answer`` for
-        ``last_epoch`` (``replication.epochs.divergence_offset``)."""
-        return divergence_offset(self._history, self._leader_end, answer)
-
-    def epochs_covering(self, start: int, end: int) -> list[EpochEntry]:
-        """The history entries labelling offsets ``[start, end)`` (sent with fetched data)."""
-        return self._history.covering(start, end)
-
     # ------------------------------------------------------------------ operations
 
     def leader_log_changed(self, next_offset: int, durable_offset: int) -> bool:
@@ -503,175 +476,6 @@ class PartitionReplication:
         else:
             self._role = Role.FOLLOWER
         return True
-
-    # ------------------------------------------------------------------ managed ISR
-
-    @property
-    def managed(self) -> bool:
-        """The ISR is the control plane's (``manage_isr``)."""
-        return self._managed
-
-    def manage_isr(self, committed: Collection[int]) -> None:
-        """From now on the ISR is the control plane's: ``committed`` (replica ids, this one
-        included or not) is the ISR etcd holds. The lag rule keeps running but only moves
-        ``desired_isr``; ``set_isr`` moves the ISR."""
-        self._managed = True
-        self.set_isr(committed)
-
-    def set_isr(self, committed: Collection[int], pending: Collection[int] | None = None) -> bool:
-        """The committed ISR (as etcd holds it) and the proposal in flight, if any
-        (Kafka KIP-497). ``hw`` waits for the *maximal* ISR, committed | pending: a shrink
-        counts only once committed, an expansion as soon as proposed. The min-ISR check of
-        acks=all counts the committed ISR. True when ``hw`` advanced."""
-        self._committed = frozenset(r for r in committed if r in self._followers)
-        self._pending = None if pending is None else \
-            frozenset(r for r in pending if r in self._followers)
-        self._recompute_bounds()
-        return self._advance_hw() if self._role is Role.LEADER else False
-
-    def grant_lag_window(self, now_ms: int) -> None:
-        """Committed ISR members the lag rule does not count yet (no report since this
-        leadership began) get a fresh lag window from ``now_ms``, as Kafka's ``makeLeader``
-        does: a new leader must not shrink the ISR before its followers had time to fetch."""
-        for replica in self._committed:
-            follower = self._followers[replica]
-            if not follower.in_isr:
-                follower.in_isr = True
-                follower.caught_up_ms = now_ms
-
-    @property
-    def committed_isr(self) -> tuple[int, ...]:
-        """The committed ISR with this replica, sorted (managed mode)."""
-        return tuple(sorted(self._committed | {self._local}))
-
-    def isr_settled(self) -> bool:
-        """The lag rule wants exactly the committed ISR (no proposal needed)."""
-        followers = self._followers
-        return all(followers[r].in_isr == (r in self._committed) for r in followers)
-
-    def desired_isr(self) -> tuple[int, ...]:
-        """What the lag rule says the ISR should be now (this replica included, sorted):
-        the followers caught up within the lag timeout."""
-        return tuple(sorted({self._local} | {r for r, f in self._followers.items()
-                                             if f.in_isr}))
-
-    def epoch_start_last_offset(self) -> int:
-        """The leader's last offset when its current epoch began (-1: none), the second bar
-        a follower must pass to be proposed for the ISR (``IsrView.propose_expand``)."""
-        for entry in reversed(self._history.entries):
-            if entry.epoch == self._epoch:
-                return entry.start_offset - 1
-        return self._leader_end - 1
-
-    # ------------------------------------------------------------------ clusters
-
-    def promote(self, epoch: int, now_ms: int, *, exact: bool = False) -> None:
-        """Become the leader of ``epoch`` (a cluster promotion; the shell picks an epoch
-        above every one it knows). The history gains ``(epoch, log end)``.
-
-        From FOLLOWER: the leader's ISR as last seen stays the ISR, its members get a fresh
-        lag window but unknown progress, so ``hw`` waits for their first fetch (or for
-        them to leave the ISR); nobody else is in sync (Kafka's ``makeLeader``). Already
-        leader (a restarted one whose leadership was not confirmed): only the epoch moves.
-        """
-        if epoch < self._epoch or (epoch == self._epoch and not (
-                exact and self._role is Role.FOLLOWER and self.last_epoch < epoch)):
-            raise ValueError(f"promotion to epoch {epoch} is not above epoch {self._epoch}")
-        self._history.assign(epoch, self._leader_end)
-        self._epoch = epoch
-        if self._role is Role.FOLLOWER:
-            check_transition(self._role, Role.LEADER)
-            members = set(self._committed) if self._managed else set(self._promotion_isr())
-            for replica, follower in self._followers.items():
-                follower.last_offset = -1
-                follower.leader_last_at_report = None
-                follower.in_isr = replica in members
-                follower.caught_up_ms = now_ms if follower.in_isr else None
-            self._role = Role.LEADER
-            self._leader_isr = None
-        self._recompute_bounds()
-        self._advance_hw()
-
-    def drop_silent(self, replica_id: int, now_ms: int) -> bool:
-        """A new leader could not reach ``replica_id``: if it is in the ISR only because the
-        old leader's ISR listed it (no report since the promotion), it leaves the ISR now
-        rather than after a whole lag timeout. True when the ISR changed (``hw`` may
-        advance)."""
-        follower = self._followers.get(replica_id)
-        if self._role is not Role.LEADER or follower is None or not follower.in_isr \
-                or follower.leader_last_at_report is not None:
-            return False
-        follower.in_isr = False
-        follower.caught_up_ms = None
-        self._expire(now_ms)
-        self._recompute_bounds()
-        self._advance_hw()
-        return True   # managed: only ``desired_isr`` moved
-
-    def fence(self, epoch: int) -> bool:
-        """A leader learnt of ``epoch`` (newer than its own) or the operator demoted it:
-        become a follower knowing ``epoch``. ``hw`` freezes until the new leader's first
-        answer; an epoch of ours that wrote nothing leaves the history. True when the role
-        changed."""
-        if epoch > self._epoch:
-            self._epoch = epoch
-        if self._role is Role.FOLLOWER:
-            return False
-        check_transition(self._role, Role.FOLLOWER)
-        self._role = Role.FOLLOWER
-        self._leader_isr = None
-        self._history.truncate_from(self._leader_end)
-        return True
-
-    def observe_epoch(self, epoch: int) -> bool:
-        """A follower heard of ``epoch``; True when it is newer than any it knew. A leader
-        must be fenced instead (``ValueError``)."""
-        if epoch <= self._epoch:
-            return False
-        if self._role is Role.LEADER:
-            raise ValueError(f"a leader of epoch {self._epoch} must be fenced by epoch {epoch}")
-        self._epoch = epoch
-        return True
-
-    def adopt_epochs(self, entries: list[EpochEntry]) -> bool:
-        """A follower is about to append records the leader labelled with ``entries``.
-        ``ValueError`` when they contradict the local history. True when it changed."""
-        return self._history.adopt(entries)
-
-    def follow(self, leader_hw: int, leader_isr: tuple[int, ...] | None = None) -> bool:
-        """A follower learnt its leader's ``hw`` (and ISR): its own ``hw`` becomes
-        ``min(leader hw, own last offset)`` (its last fsynced one under the fsync cap),
-        never moving backwards. True when ``hw`` advanced."""
-        if leader_isr is not None:
-            self._leader_isr = tuple(sorted(leader_isr))
-        if self._role is not Role.FOLLOWER:
-            return False
-        end = self._durable_end if self._cap else self._leader_end
-        if leader_hw + 1 < end:
-            end = leader_hw + 1
-        if end > self._hw_end:
-            self._hw_end = end
-            return True
-        return False
-
-    def truncated(self, next_offset: int, durable_offset: int) -> None:
-        """The local log was cut to end at ``next_offset``: ``hw`` and the history follow
-        (``hw`` only moves back when a promotion lost committed offsets)."""
-        self._leader_end = next_offset
-        self._durable_end = durable_offset
-        if self._hw_end > next_offset:
-            self._hw_end = next_offset
-        self._history.truncate_from(next_offset)
-        self._recompute_bounds()
-
-    def _promotion_isr(self) -> tuple[int, ...]:
-        if self._role is Role.LEADER:
-            return self._isr
-        return tuple(sorted(set(self.isr) | {self._local}))
-
-    @staticmethod
-    def _history_pairs(history: EpochHistory) -> tuple[tuple[int, int], ...]:
-        return tuple((e.epoch, e.start_offset) for e in history.entries)
 
     # ------------------------------------------------------------------ internals
 

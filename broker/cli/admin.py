@@ -22,6 +22,7 @@ from typing import Any
 from broker.cli.explain import unknown_topic
 from broker.cli.table import human_bytes, render_table
 from broker.client.aio import BrokerError, Connection, Reply, ToolError
+from data.names import IGGY_GROUP_PREFIX, IGGY_STORE_PREFIX
 
 __all__ = [
     "AlterTopic",
@@ -97,12 +98,12 @@ async def _metadata(conn: Connection, names: Sequence[str]) -> list[Reply]:
     return replies
 
 
-INTERNAL_TOPIC_PREFIX = "__iggy."
+INTERNAL_TOPIC_PREFIX = IGGY_STORE_PREFIX
 """Store topics of the Iggy transport's streams other than ``default`` (reserved: V1 may
 read them, not write them); ``topics list`` shows them only with ``--internal``."""
 
 
-INTERNAL_GROUP_PREFIX = "iggy.consumer."
+INTERNAL_GROUP_PREFIX = IGGY_GROUP_PREFIX
 """Groups the Iggy transport keeps for its consumer groups (reserved for it like the
 topics); ``groups list`` shows them only with ``--internal``."""
 

@@ -2,6 +2,9 @@
 
 Owns: argument parsing, turning configuration mistakes into one clear line and exit code 2,
 and dispatching to the subcommands. Must not contain broker logic.
+
+Must not import: ``broker.server`` (the shell). ``skerry serve`` runs the function the
+shell's entry point (``broker.__main__``) hands to ``main`` as ``serve``.
 """
 
 from __future__ import annotations
@@ -9,7 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from broker.cli.parsers import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 from broker.config import ConfigError, load_config, reference_markdown
@@ -29,9 +33,12 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"skerry: configuration error: {exc}", file=sys.stderr)
         return 2
-    from broker.server import run
-
-    return run(config)
+    serve: Callable[[Any], int] | None = getattr(args, "serve", None)
+    if serve is None:
+        print("skerry: serve runs from the shell's entry point (python -m broker serve, or "
+              "the skerry command)", file=sys.stderr)
+        return 2
+    return serve(config)
 
 
 def _config_reference(args: argparse.Namespace) -> int:
@@ -289,9 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *,
+         serve: Callable[[Any], int] | None = None) -> int:
+    """Run one ``skerry`` command. ``serve``: what ``skerry serve`` runs with the loaded
+    configuration (the shell's ``broker.server.run``; None: this process cannot serve)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.serve = serve
     return int(args.func(args))
 
 

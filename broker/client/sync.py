@@ -5,7 +5,9 @@ single, pipelined or as PRODUCE_BATCH batches, idempotent with a producer id; co
 long poll; FETCH, also ``enc=raw`` with the bytes after the reply line; OFFSETS and
 METADATA; the group member's JOIN/SYNC/HEARTBEAT/COMMIT/LEAVE/OFFSET; the admin commands)
 and the small typed answers it returns. Lines are encoded and parsed by
-``broker.client.codec``; an ``ERR`` answer raises the ``BrokerError`` of its code.
+``broker.client.codec``; an ``ERR`` answer raises the ``BrokerError`` of its code. The group
+commands (``broker.client.sync_groups``) and the admin commands (``broker.client.sync_admin``)
+are their own parts of ``Client``.
 
 The Spark source and sink run it in executors, so it must stay light.
 
@@ -44,7 +46,6 @@ from broker.client.codec import (
     encode_batch,
     encode_request,
     fnv1a_32,
-    group_heartbeat_args,
     int_field,
     is_plain_value,
     parse_fetch,
@@ -52,6 +53,8 @@ from broker.client.codec import (
     parse_messages,
     parse_reply,
 )
+from broker.client.sync_admin import AdminCalls
+from broker.client.sync_groups import Assignment, GroupCalls
 
 __all__ = [
     "MAX_BATCH_BYTES",
@@ -104,12 +107,6 @@ class Consumed:
     next_offset: int
 
 
-@dataclass(frozen=True)
-class Assignment:
-    """A JOIN or SYNC answer: the group's generation and this member's partitions."""
-
-    generation: int
-    partitions: tuple[int, ...]
 
 
 def _value_arg(key: bytes, value: bytes) -> tuple[bytes, bool]:
@@ -129,17 +126,9 @@ def _bytes(data: bytes | str, argument: str = "value") -> bytes:
                                          f"{type(data).__name__}")
 
 
-def _member(group: str, topic: str, member_id: str, generation: int | None = None) -> str:
-    """``<group> <topic> <member_id>[ <generation>]`` of a group request, each checked."""
-    check_name("group", group)
-    check_name("topic", topic)
-    check_name("member_id", member_id)
-    if generation is None:
-        return f"{group} {topic} {member_id}"
-    return f"{group} {topic} {member_id} {check_number('generation', generation)}"
 
 
-class Client:
+class Client(GroupCalls, AdminCalls):
     """One blocking V1 connection. Not thread-safe: use one per thread or task.
 
     ``bootstrap`` is ``host:port``; ``user`` and ``token`` send ``AUTH`` first; ``tls`` wraps
@@ -453,114 +442,7 @@ class Client:
 
     # ------------------------------------------------------------ group member
 
-    def join(self, group: str, topic: str, member_id: str, *, assignor: str | None = None,
-             session_timeout_ms: int | None = None) -> Assignment:
-        """JOIN the group; the answer is the new generation and this member's partitions."""
-        args = _member(group, topic, member_id)
-        if assignor is not None:
-            args += f" assignor={assignor}"
-        if session_timeout_ms is not None:
-            args += f" session_timeout_ms={session_timeout_ms}"
-        reply = self.call("JOIN", args)
-        return Assignment(reply.number("generation"), tuple(reply.ints("assigned")))
-
-    def sync(self, group: str, topic: str, member_id: str, generation: int) -> Assignment:
-        reply = self.call("SYNC", _member(group, topic, member_id, generation))
-        return Assignment(reply.number("generation"), tuple(reply.ints("assigned")))
-
-    def heartbeat(self, group: str, topic: str, member_id: str, generation: int) -> None:
-        """Keep the member's session; ``GenerationMismatchError`` means rejoin."""
-        self.call("HEARTBEAT", _member(group, topic, member_id, generation))
-
-    def commit(self, group: str, topic: str, member_id: str, generation: int, partition: int,
-               offset: int) -> None:
-        """Commit ``offset``, the next offset to read, for an assigned partition."""
-        self.call("COMMIT", f"{_member(group, topic, member_id, generation)} "
-                            f"{check_number('partition', partition)} "
-                            f"{check_number('offset', offset)}")
-
-    def leave(self, group: str, topic: str, member_id: str, generation: int) -> None:
-        self.call("LEAVE", _member(group, topic, member_id, generation))
-
-    def group_heartbeat(self, group: str, member_id: str, epoch: int, *,
-                        topics: Sequence[str] | None = None, regex: str | None = None,
-                        assignor: str | None = None, rebalance_timeout_ms: int | None = None,
-                        instance: str | None = None,
-                        owned: Iterable[tuple[str, int]] | None = None) -> GroupHeartbeat:
-        """One GROUP_HEARTBEAT of a KIP-848 consumer group (epoch 0 joins, -1 leaves, -2
-        leaves for now): consume exactly ``assigned`` of the answer, send ``owned`` when
-        what you consume changed, heartbeat every ``interval_ms``.
-        ``GenerationMismatchError``: stop consuming everything and join again."""
-        args = group_heartbeat_args(group, member_id, epoch, topics=topics, regex=regex,
-                                    assignor=assignor,
-                                    rebalance_timeout_ms=rebalance_timeout_ms,
-                                    instance=instance, owned=owned)
-        return GroupHeartbeat.from_reply(self.call("GROUP_HEARTBEAT", args))
-
-    def committed(self, group: str, topic: str, partition: int) -> int:
-        """The group's committed offset of a partition (0 when none: OFFSET)."""
-        return self.call("OFFSET", f"{check_name('group', group)} {check_name('topic', topic)} "
-                                   f"{check_number('partition', partition)}").number("offset")
-
     # ------------------------------------------------------------ admin
-
-    def create_topic(self, topic: str, partitions: int, replication_factor: int = 1, *,
-                     min_isr: int | None = None, retention_ms: int | None = None,
-                     retention_bytes: int | None = None) -> None:
-        args = (f"{check_name('topic', topic)} {check_number('partitions', partitions)} "
-                f"{check_number('replication_factor', replication_factor)}")
-        for name, value in (("min_isr", min_isr), ("retention_ms", retention_ms),
-                            ("retention_bytes", retention_bytes)):
-            if value is not None:
-                args += f" {name}={value}"
-        self.call("ADMIN_CREATE_TOPIC", args)
-
-    def delete_topic(self, topic: str) -> None:
-        self.call("ADMIN_DELETE_TOPIC", check_name("topic", topic))
-
-    def add_partitions(self, topic: str, total: int) -> None:
-        self.call("ADMIN_ADD_PARTITIONS",
-                  f"{check_name('topic', topic)} {check_number('total', total)}")
-
-    def alter_topic(self, topic: str, *, retention_ms: int | str | None = None,
-                    retention_bytes: int | str | None = None) -> Reply:
-        """Change retention (``"none"`` removes a limit); the answer holds the new values."""
-        args = check_name("topic", topic)
-        if retention_ms is not None:
-            args += f" retention_ms={retention_ms}"
-        if retention_bytes is not None:
-            args += f" retention_bytes={retention_bytes}"
-        return self.call("ADMIN_ALTER_TOPIC", args)
-
-    def describe_group(self, group: str, topic: str) -> Reply:
-        return self.call("DESCRIBE_GROUP",
-                         f"{check_name('group', group)} {check_name('topic', topic)}")
-
-    def list_groups(self) -> list[str]:
-        """``<group>:<topic>`` of every group."""
-        return self.call("LIST_GROUPS").items("groups")
-
-    def delete_group(self, group: str, topic: str) -> None:
-        self.call("ADMIN_DELETE_GROUP",
-                  f"{check_name('group', group)} {check_name('topic', topic)}")
-
-    def reset_offsets(self, group: str, topic: str, to: str | int,
-                      partition: int | None = None) -> dict[int, int]:
-        """Set committed offsets to ``earliest``, ``latest`` or an offset; the new ones."""
-        check_name("group", group)
-        check_name("topic", topic)
-        args = f"{group} {topic} {to}" + (f" partition={partition}" if partition is not None
-                                          else "")
-        out = {}
-        for item in self.call("ADMIN_RESET_OFFSETS", args).items("offsets"):
-            p, _, o = item.partition(":")
-            out[int(p)] = int(o)
-        return out
-
-    def admin_commit(self, group: str, topic: str, partition: int, offset: int) -> None:
-        self.call("ADMIN_COMMIT", f"{check_name('group', group)} {check_name('topic', topic)} "
-                                  f"{check_number('partition', partition)} "
-                                  f"{check_number('offset', offset)}")
 
 
 

@@ -43,10 +43,11 @@ from broker.core.ports import (
 )
 from broker.core.produce import ProduceCallback, ProducePipeline
 from broker.core.producers import Producers
-from broker.core.reads import PartitionSummary, Reads, Watermarks
+from broker.core.read_api import ReadApi
+from broker.core.reads import Reads, Watermarks
 from broker.core.topics import Topics
 from broker.errors import SkerryError
-from data.log import PartitionLog, RawReadResult, ReadResult
+from data.log import PartitionLog
 from data.store import Topic, TopicConfig
 
 __all__ = ["BrokerCore"]
@@ -54,7 +55,7 @@ __all__ = ["BrokerCore"]
 RunInThread = Callable[[Callable[[], Any]], Deferred[Any]]
 
 
-class BrokerCore:
+class BrokerCore(ReadApi):
     """Everything a transport may ask of the broker."""
 
     def __init__(self, config: Config, store: StoreView, clock: IReactorTime, *,
@@ -316,46 +317,3 @@ class BrokerCore:
         self._producers.forget(topic, partition)
         self._producer_states.forget(topic, partition)
 
-    # ---------------------------------------------------------------- reads
-
-    def hw(self, topic: str, partition: int) -> int:
-        """The partition's high watermark: its last committed offset (-1: none)."""
-        return self._reads.hw(topic, partition)
-
-    def earliest_offset(self, topic: str, partition: int) -> int:
-        """The partition's first retained offset (``KeyError``/``IndexError`` when it does
-        not exist)."""
-        return self._marks.earliest(topic, partition)
-
-    def read(self, topic_name: str, partition: int, offset: int,
-             max_messages: int | None, create: bool = True) -> tuple[ReadResult, int]:
-        """Committed messages from ``offset`` (``<= hw``), bounded by the configured limits."""
-        return self._reads.read(topic_name, partition, offset, max_messages, create)
-
-    def read_raw(self, topic_name: str, partition: int, offset: int,
-                 max_messages: int | None, create: bool = True) -> tuple[RawReadResult, int]:
-        """``read`` without decoding: the stored bytes and a count."""
-        return self._reads.read_raw(topic_name, partition, offset, max_messages, create)
-
-    def fetch_raw(self, topic_name: str, partition: int, offset: int, max_messages: int,
-                  max_bytes: int) -> tuple[RawReadResult, int, int]:
-        """Committed records as stored, with the caller's limits: ``(result, hw, first
-        retained offset)`` (``Reads.fetch_raw``)."""
-        return self._reads.fetch_raw(topic_name, partition, offset, max_messages, max_bytes)
-
-    def partition_summary(self, name: str, partition: int) -> PartitionSummary:
-        """A partition's offsets and size (``KeyError``/``IndexError`` when it does not exist)."""
-        return self._reads.partition_summary(name, partition)
-
-    def offset_for_timestamp(self, name: str, partition: int, timestamp_us: int) -> int | None:
-        """The first offset whose record timestamp is ``>= timestamp_us`` (None if none)."""
-        return self._reads.offset_for_timestamp(name, partition, timestamp_us)
-
-    def wait_for_data(self, topic: str, partition: int, offset: int,
-                      timeout_ms: int) -> Deferred[None]:
-        """Fires when a committed message at ``offset`` may exist, or after ``timeout_ms``."""
-        return self._reads.wait_for_data(topic, partition, offset, timeout_ms)
-
-    def notify_hw(self, topic: str, partition: int) -> None:
-        """Tell long polls that ``hw`` of a partition may have moved (replication events)."""
-        self._reads.notify_hw(topic, partition)

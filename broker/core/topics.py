@@ -28,11 +28,9 @@ from broker.core.ports import GroupEvents, ReplicationView, StoreView
 from broker.errors import BadRequest, NotLeader, StorageError
 from data.errors import TopicQuarantined
 from data.log import PartitionLog
+from data.names import INTERNAL_PREFIX
 from data.store import Topic, TopicConfig
 from groups.records import GROUPS_TOPIC_SETTINGS
-
-INTERNAL_PREFIX = "__skerry_"
-"""Names of the broker's own topics start with this."""
 
 __all__ = ["Topics"]
 

@@ -27,17 +27,16 @@ import random
 from typing import TYPE_CHECKING
 
 from broker.client.aio import ClientError, ConnectionLost, Reply
-from broker.harness.runner import (
+from broker.harness.consumer import (
     CONSUME_MAX,
     IDLE_POLL_S,
     LEFT,
     LIVE,
-    OFFSET_CHECK_INTERVAL_S,
-    PROBE_INTERVAL_S,
     MemberConnection,
     SimConsumer,
     _messages,
 )
+from broker.harness.runner import OFFSET_CHECK_INTERVAL_S, PROBE_INTERVAL_S
 
 if TYPE_CHECKING:
     from broker.harness.runner import Harness

@@ -29,10 +29,10 @@ from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, fail, succeed
 
-from broker.core.topics import INTERNAL_PREFIX
 from broker.errors import BadRequest, SkerryError, StorageError, Unavailable
 from data.atomic import read_json, write_atomic
 from data.fs import OS_FS, FileLayer
+from data.names import INTERNAL_PREFIX
 from replication.cluster import ClusterConfig
 from replication.control.admin import LocalMetadata
 from replication.control.keys import NO_LEADER, PartitionState

@@ -53,7 +53,7 @@ from broker.services.errors import (
 )
 from data.atomic import read_json, write_json_atomic
 from data.fs import OS_FS, FileLayer
-from data.names import MAX_NAME_CHARS, NAME_CHARS
+from data.names import IGGY_GROUP_PREFIX, IGGY_STORE_PREFIX, MAX_NAME_CHARS, NAME_CHARS
 from data.paths import is_valid_topic_name
 
 __all__ = [
@@ -75,9 +75,9 @@ log = logging.getLogger("skerry.iggy")
 CATALOG_FILE = "iggy.json"
 DEFAULT_STREAM_NAME = "default"
 DEFAULT_STREAM_ID = 0
-STORE_PREFIX = "__iggy."
-"""Store topics of streams other than ``default`` are ``__iggy.<n>``."""
-CONSUMER_GROUP_PREFIX = "iggy.consumer."
+STORE_PREFIX = IGGY_STORE_PREFIX
+"""Store topics of streams other than ``default`` are ``__iggy.<n>`` (``data.names``)."""
+CONSUMER_GROUP_PREFIX = IGGY_GROUP_PREFIX
 """The V1 group holding a plain Iggy consumer's offsets is ``iggy.consumer.<id>``."""
 _FORMAT_VERSION = 1
 

@@ -20,8 +20,8 @@ fsync) before the method returns. Hashing is slow on purpose (scrypt): the handl
 quick and runs on it. Refusals are ``broker.services.errors`` classes; the transport picks
 their wire codes.
 
-Must not import: Twisted, sockets, the core, the Iggy transport but its codec's
-``Permissions`` value (whose blob is also the stored form).
+Must not import: Twisted, sockets, the core, the Iggy transport (the ``Permissions`` value,
+whose blob is also the stored form, is the access layer's: ``access.iggy_permissions``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.iggy.codec.permissions import Permissions
+from access.errors import InvalidPermissions
+from access.iggy_permissions import Permissions
 from broker.services.errors import (
     InvalidPassword,
     InvalidTokenExpiry,
@@ -183,7 +184,7 @@ class UserStore:
         if doc is not None:
             try:
                 self._from_json(doc)
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, InvalidPermissions) as exc:
                 raise ValueError(f"{self.path}: damaged users file ({exc})") from exc
 
     @property

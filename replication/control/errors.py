@@ -3,10 +3,13 @@
 Owns: ``ControlError`` and its subclasses, raised by the pure rules of
 ``replication.control`` (key layout, stored values, ISR changes, txn builders).
 
-Must not import: ``broker`` (a domain package never does), Twisted, anything doing I/O.
+Must not import: ``broker`` (a domain package never does), Twisted, anything doing I/O;
+only ``data.refusal`` (the root every refusal derives from).
 """
 
 from __future__ import annotations
+
+from data.refusal import SkerryError
 
 __all__ = [
     "ControlError",
@@ -20,8 +23,11 @@ __all__ = [
 ]
 
 
-class ControlError(Exception):
-    """Base class of the control plane's errors."""
+class ControlError(SkerryError):
+    """Base class of the control plane's errors: refusals in the domain's words (the shell
+    answers them as ``BadRequest`` or ``Unavailable``)."""
+
+    description = "refused by the control plane's rules"
 
 
 class BadKey(ControlError):

@@ -173,6 +173,21 @@ class UserStoreTests:
             again.delete(again.get(0))
         assert status_for(caught.value) == Status.CANNOT_DELETE_USER
 
+    def test_a_damaged_permissions_blob_is_a_damaged_users_file(self, tmp_path):
+        """A user's stored permissions blob that does not parse stops the load with one
+        error naming the file, like any other damage (not an Iggy wire error)."""
+        users = UserStore(str(tmp_path), now_us=lambda: 100)
+        users.initialize("iggy", hash_password("iggy", n=16))
+        users.create("bob", hash_password("pw1", n=16), 1, Permissions.root())
+        path = tmp_path / "iggy-users.json"
+        doc = json.loads(path.read_text())
+        for user in doc["users"]:
+            if user["username"] == "bob":
+                user["permissions"] = user["permissions"][:-4]
+        path.write_text(json.dumps(doc))
+        with pytest.raises(ValueError, match="damaged users file"):
+            UserStore(str(tmp_path), now_us=lambda: 100)
+
 
 _TOPICS = {1: [(3, "t3"), (4, "t4")], 2: [(7, "__iggy.7"), (8, "__iggy.8")]}
 

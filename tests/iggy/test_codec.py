@@ -9,6 +9,7 @@ import struct
 
 import pytest
 
+from access.errors import InvalidPermissions
 from broker.errors import (
     BadRequest,
     NotLeader,
@@ -295,10 +296,13 @@ class PermissionsBlobTests:
     @pytest.mark.parametrize("blob", [ROOT_BLOB[:5], ROOT_BLOB + b"\x00", STREAM_BLOB[:-1],
                                       bytes(10) + b"\x01" + u32(1)])
     def test_truncated_or_long(self, blob):
-        """A blob that ends early or has bytes left over is InvalidFormat."""
+        """A blob that ends early or has bytes left over is InvalidFormat on the wire, and
+        the access layer's own refusal for the user store."""
         with pytest.raises(IggyError) as caught:
-            Permissions.decode(blob)
+            c.decode_permissions(blob)
         assert caught.value.status == Status.INVALID_FORMAT
+        with pytest.raises(InvalidPermissions):
+            Permissions.decode(blob)
 
 
 class ReplyTests:

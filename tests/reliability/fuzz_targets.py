@@ -162,9 +162,9 @@ def _iggy_permissions(data: bytes) -> object:
     """Iggy's permissions blob (CreateUser, UpdatePermissions, an old iggy-users.json) to
     ACL bindings and back (broker/iggy/access.py): only the blob's own refusal."""
     from broker.iggy.access import bindings_for, permissions_from
-    from broker.iggy.codec.permissions import Permissions
+    from broker.iggy.codec.permissions import decode_permissions
 
-    perms = Permissions.decode(data)
+    perms = decode_permissions(data)
     acls = bindings_for("fuzz-user", perms, lambda sid: [(sid % 7, f"t{sid % 5}")])
     return permissions_from("fuzz-user", acls, lambda name: (1, 2))
 

@@ -1,5 +1,5 @@
 """The cluster commands on the wire, both sides: the broker's codec parses the requests
-``replication/follower.py`` writes, and the follower (on ``broker.client.codec``) parses
+``replication/follower/`` writes, and the follower (on ``broker.client.codec``) parses
 the replies the codec formats, with record bytes of any value (commas, pipes, newlines, NUL) arriving unchanged."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from broker.iggy.access import Need
 from broker.iggy.errors import IggyError, Status
 from broker.iggy.handlers.context import Context, Session, all_done
 from broker.iggy.handlers.sessions import Sessions
-from broker.services.iggy_catalog import StreamEntry, TopicEntry, store_retention
+from broker.services.iggy_catalog import STORE_PREFIX, StreamEntry, TopicEntry, store_retention
 from broker.services.iggy_users import User
 
 __all__ = ["CatalogHandlers"]
@@ -119,7 +119,7 @@ class CatalogHandlers:
     def create_topic(self, session: Session, user: User, cmd: c.CreateTopic) -> bytes:
         stream = self.ctx.stream(cmd.stream)
         self.ctx.need_any(session, ((Need.CREATE_CLUSTER, None), (
-            Need.CREATE_TOPIC, cmd.name if stream.is_default else "__iggy.")))
+            Need.CREATE_TOPIC, cmd.name if stream.is_default else STORE_PREFIX)))
         if stream.is_default:
             self.catalog.sync_default()
         self.catalog.check_new_topic(stream, cmd.name)

@@ -24,10 +24,11 @@ from typing import Any, Protocol
 from twisted.internet.interfaces import IReactorTime
 
 from broker.core import BrokerCore
+from data.names import IGGY_STORE_PREFIX
 
 __all__ = ["Context", "NodeInfo", "Placement", "PartitionPlacement", "INTERNAL_TOPIC_PREFIXES"]
 
-INTERNAL_TOPIC_PREFIXES = ("__iggy.",)
+INTERNAL_TOPIC_PREFIXES = (IGGY_STORE_PREFIX,)
 """Store topics Kafka clients do not see (the Iggy transport's own topics)."""
 
 

@@ -16,8 +16,8 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from broker.config import TOPIC_EXTRA_KEYS
-from broker.core.topics import INTERNAL_PREFIX
 from broker.errors import BadRequest
+from data.names import INTERNAL_PREFIX
 from replication.control.keys import TopicRecord
 
 __all__ = ["CoreTopics"]

@@ -3,7 +3,7 @@
 Owns: ``FollowerLog``, copying a leader's log into this one (truncating to the divergence
 point, appending the leader's records unchanged, fsynced first under fsync=always, then
 taking the leader's ``hw`` and ISR), and ``ReplicaHandle``, the view of one partition that
-``replication/follower.py`` drives (it satisfies that module's ``ReplicaView``): epochs,
+``replication/follower/`` drives (it satisfies that module's ``ReplicaView``): epochs,
 truncation, appends, and the leader probe's confirm, conflict and unreachable reports.
 
 Must not import: the global reactor, sockets, the store's modules, ``replication.follower``

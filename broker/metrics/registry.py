@@ -1,51 +1,14 @@
-"""Metrics and health of one broker: the registry, what feeds it, and its HTTP endpoint.
+"""The metrics registry of one broker: ``BrokerMetrics`` (what the hot paths feed) and the
+collector that reads everything else at scrape time (the package docstring).
 
-Owns:
-
-- ``BrokerMetrics``: a private ``prometheus_client.CollectorRegistry`` per broker. The hot
-  paths feed plain ints and lock-free histograms on the reactor thread, once per batch or
-  per read, never per message: messages and bytes in (``broker.core.produce``) and out
-  (``broker.core.reads``) per topic, requests and their latency per command
-  (``broker.v1.protocol``; pipelined PRODUCE runs are counted in bulk and timed once per read,
-  weighted by their count). fsync latency comes from the group committer's thread through a
-  ``prometheus_client.Histogram`` (thread-safe; one observation per fsync). Everything else
-  is read when Prometheus scrapes, by a custom collector: connections, per-partition
-  offsets, size, ISR size and under-replication, and per-group lag, members and rebalances.
-- ``Health``: ``starting`` until recovery finished and every listener is up, then
-  ``ready``, then ``stopping`` once shutdown begins.
-- The HTTP endpoint on the broker's ``host`` and ``metrics_port`` (twisted.web on the
-  broker's reactor): ``/metrics`` (Prometheus text format) and ``/health`` (200 ``ready``,
-  else 503 with the state). ``StartupResponder`` answers 503 ``starting`` on the same
-  socket from a plain thread while the store recovers (the reactor is not running yet);
-  the reactor then adopts that socket, so no connection is refused in between.
-- Securing it like the V1 listener: with ``tls.cert``/``tls.key`` both the endpoint and the
-  startup responder speak HTTPS only; with ``auth.tokens_file`` (``HttpAuth``) ``/metrics``
-  wants the V1 users' credentials, as HTTP Basic (user and token) or ``Bearer <token>``,
-  checked in constant time by ``broker.auth.TokenStore``, and a refusal (401) is answered
-  after ``broker.auth.FIRST_DELAY_S`` on the reactor clock. ``/health`` stays open for
-  load balancers' and orchestrators' probes (it tells the state and nothing else). Like
-  the V1 listener, the endpoint refuses a non-loopback address without authentication.
-
-Latency is measured on the broker's clock (monotonic in ``skerry serve``; ``task.Clock`` in
-tests): from the read that carried a request to its reply being queued, in order, for the
-socket.
-
-Must not import: the store, groups or replication modules directly, or ``broker.v1.protocol``
-(which calls in here); it reads the objects it is given (``BrokerCore``, ``V1Factory``, the
-group and replication services, typed by the small protocols below) through their public
-methods, at scrape time, on the reactor thread.
+Must not import: the store, groups or replication modules directly, ``broker.v1.protocol``,
+Twisted's web.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
 import logging
-import select
-import socket
-import ssl
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -57,19 +20,15 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.exposition import choose_encoder, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.process_collector import ProcessCollector
-from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.interfaces import IReactorTime
-from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET, Site
 
-from broker.auth import FIRST_DELAY_S, TokenStore, bind_refusal, is_loopback
-from broker.core.topics import INTERNAL_PREFIX
 from broker.errors import SkerryError
-from broker.version import skerry_version
+from broker.metrics.health import Health
 from data import speedups
 from data.format import HEADER_SIZE
+from data.names import INTERNAL_PREFIX
 
 if TYPE_CHECKING:
     from broker.core import BrokerCore
@@ -88,23 +47,15 @@ class ReplicationStatusView(Protocol):
 
     def describe(self, topic: str, partition: int) -> Any: ...
 
-__all__ = [
-    "BrokerMetrics",
-    "Health",
-    "HttpAuth",
-    "MetricsService",
-    "StartupResponder",
-    "open_startup_listener",
-    "startup_tls_context",
-    "REQUEST_BUCKETS",
-    "FSYNC_BUCKETS",
-]
 
 log = logging.getLogger("skerry.metrics")
+
 
 REQUEST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                    0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Request latency buckets, seconds: from 100 µs (a pipelined PING) to long polls."""
+
+
 FSYNC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                  0.25, 0.5, 1.0, 2.5)
 
@@ -133,25 +84,6 @@ class _Histogram:
             out.append(("+Inf" if bound == float("inf") else repr(bound), float(running)))
         return out
 
-
-# ------------------------------------------------------------------------------ health
-
-class Health:
-    """``starting`` -> ``ready`` -> ``stopping``."""
-
-    STARTING = "starting"
-    READY = "ready"
-    STOPPING = "stopping"
-
-    def __init__(self) -> None:
-        self.state = self.STARTING
-
-    @property
-    def ready(self) -> bool:
-        return self.state == self.READY
-
-
-# ------------------------------------------------------------------------------ the registry
 
 class BrokerMetrics:
     """What the broker counts, and the registry Prometheus reads it from.
@@ -501,287 +433,3 @@ class _Collector:
                 committed.add_metric([group, topic, str(p)], float(offset))
         yield from (rebalances, members, lag_total, lag, committed, coordinator, kind, epoch,
                     member_epoch, member_partitions)
-
-
-# ------------------------------------------------------------------------------ HTTP
-
-class _Page(Resource):
-    isLeaf = True
-
-    def __init__(self, answer: Callable[[], tuple[int, bytes, bytes]]) -> None:
-        super().__init__()
-        self._answer = answer
-
-    def render_GET(self, request: Any) -> bytes:
-        status, content_type, body = self._answer()
-        request.setResponseCode(status)
-        request.setHeader(b"content-type", content_type)
-        request.setHeader(b"cache-control", b"no-store")
-        return body
-
-
-class HttpAuth:
-    """Who may read ``/metrics`` when authentication is configured: the V1 users, with the
-    same tokens. ``Authorization: Basic base64(<user>:<token>)`` (what Prometheus'
-    ``basic_auth`` sends) or ``Authorization: Bearer <token>`` (Prometheus'
-    ``authorization``; the token of any user). Never logs a token."""
-
-    REALM = b'Basic realm="skerry metrics", charset="UTF-8"'
-
-    def __init__(self, tokens: TokenStore, clock: IReactorTime) -> None:
-        self._tokens = tokens
-        self._clock = clock
-
-    def user_for(self, header: bytes | None) -> str | None:
-        """The user the ``Authorization`` header proves to be, or None."""
-        if not header:
-            return None
-        scheme, _, credentials = header.strip().partition(b" ")
-        scheme = scheme.lower()
-        try:
-            if scheme == b"basic":
-                decoded = base64.b64decode(credentials.strip(), validate=True).decode("utf-8")
-                user, colon, token = decoded.partition(":")
-                return user if colon and self._tokens.verify(user, token) else None
-            if scheme == b"bearer":
-                token = credentials.strip().decode("ascii")
-                found = None
-                for user in self._tokens.users:  # every user, so the time tells nothing
-                    if self._tokens.verify(user, token) and found is None:
-                        found = user
-                return found
-        except (binascii.Error, UnicodeDecodeError, ValueError):
-            return None
-        return None
-
-    def refuse(self, request: Any) -> Any:
-        """Answer 401 after the failed-attempt delay (on the reactor clock)."""
-        peer = request.getClientAddress()
-        log.warning("metrics: refused a request for /metrics from %s: %s",
-                    getattr(peer, "host", "?"),
-                    "bad credentials" if request.getHeader(b"authorization")
-                    else "no credentials")
-        request.setResponseCode(401)
-        request.setHeader(b"www-authenticate", self.REALM)
-        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-        request.setHeader(b"cache-control", b"no-store")
-
-        def answer() -> None:
-            request.write(b"authentication required\n")
-            request.finish()
-
-        call = self._clock.callLater(FIRST_DELAY_S, answer)
-        request.notifyFinish().addErrback(lambda _: call.cancel() if call.active() else None)
-        return NOT_DONE_YET
-
-
-class _MetricsPage(Resource):
-    """``/metrics`` in the format the scraper's Accept header asks for (Prometheus text by
-    default, OpenMetrics on request), as ``prometheus_client``'s own handlers do."""
-
-    isLeaf = True
-
-    def __init__(self, metrics: BrokerMetrics, auth: HttpAuth | None = None) -> None:
-        super().__init__()
-        self._metrics = metrics
-        self._auth = auth
-
-    def render_GET(self, request: Any) -> Any:
-        if self._auth is not None and \
-                self._auth.user_for(request.getHeader(b"authorization")) is None:
-            return self._auth.refuse(request)
-        accept = request.getHeader(b"accept")
-        encoder, content_type = choose_encoder(accept.decode("latin-1") if accept else "")
-        request.setHeader(b"content-type", content_type.encode())
-        request.setHeader(b"cache-control", b"no-store")
-        return encoder(self._metrics.registry)
-
-
-class _Root(Resource):
-    def render_GET(self, request: Any) -> bytes:
-        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-        return b"skerry: /metrics (Prometheus), /health\n"
-
-    def getChild(self, path: bytes, request: Any) -> Resource:
-        if path == b"":
-            return self
-        return super().getChild(path, request)
-
-
-def health_answer(health: Health) -> tuple[int, bytes, bytes]:
-    """``/health``: 200 ``ready``, else 503 and the state (``starting``, ``stopping``), on
-    the first line; the second says which Skerry answers (``skerry 0.1.0``)."""
-    return (200 if health.ready else 503), b"text/plain; charset=utf-8", \
-        b"%s\nskerry %s\n" % (health.state.encode(), skerry_version().encode())
-
-
-class MetricsService:
-    """The HTTP endpoint of one broker: ``/metrics`` and ``/health`` over twisted.web;
-    ``auth`` guards ``/metrics`` (None: open, loopback only)."""
-
-    def __init__(self, metrics: BrokerMetrics, auth: HttpAuth | None = None) -> None:
-        self.metrics = metrics
-        self.health = metrics.health
-        self.auth = auth
-        self.startup: StartupResponder | None = None
-        """Set by the shell when a ``StartupResponder`` holds the socket during startup."""
-        root = _Root()
-        root.putChild(b"metrics", _MetricsPage(metrics, auth))
-        root.putChild(b"health", _Page(lambda: health_answer(self.health)))
-        self.site = Site(root, timeout=30)
-        self.site.noisy = False
-        self._port: Any = None
-
-    @classmethod
-    def for_broker(cls, core: BrokerCore, factory: Any, clock: IReactorTime, *,
-                   groups: GroupsView | None = None,
-                   replication: ReplicationStatusView | None = None,
-                   tokens: TokenStore | None = None) -> MetricsService:
-        """Build the metrics of a broker and hook them into its core and V1 factory;
-        with ``tokens`` (the V1 users), ``/metrics`` needs their credentials."""
-        metrics = BrokerMetrics(clock)
-        metrics.bind(core, factory, groups, replication)
-        core.metrics = metrics
-        factory.metrics = metrics
-        return cls(metrics, None if tokens is None else HttpAuth(tokens, clock))
-
-    def listen(self, reactor: Any, host: str, port: int, tls: Any = None) -> str:
-        """Serve on ``host:port`` (taking over the startup socket if there is one), over
-        TLS when ``tls`` (``broker.tls.server_options``) is given, and report ready: call it
-        after every other listener is up. Returns ``metrics=<host>:<port>``. Refuses a
-        non-loopback ``host`` without authentication (``RuntimeError``)."""
-        if self.auth is None and not is_loopback(host):
-            raise RuntimeError(f"metrics: {bind_refusal(host, False)}")
-        factory: Any = self.site
-        if tls is not None:
-            from twisted.protocols.tls import TLSMemoryBIOFactory
-
-            factory = TLSMemoryBIOFactory(tls, False, self.site)
-        if self.startup is not None:
-            sock = self.startup.hand_over()
-            self.startup = None
-            try:
-                self._port = reactor.adoptStreamPort(sock.fileno(), sock.family, factory)
-            finally:
-                sock.close()  # the reactor holds its own duplicate
-        else:
-            self._port = reactor.listenTCP(port, factory, interface=host)
-        self.health.state = Health.READY
-        address = self._port.getHost()
-        return f"metrics={address.host}:{address.port}"
-
-    def stopping(self) -> None:
-        """Shutdown began: ``/health`` answers 503 ``stopping`` from now on."""
-        self.health.state = Health.STOPPING
-
-    def stop(self, passthrough: Any = None) -> Deferred[Any]:
-        """Stop listening; fires with ``passthrough`` (chain it after the shutdown)."""
-        port, self._port = self._port, None
-        if self.startup is not None:
-            self.startup.close()
-            self.startup = None
-        if port is None:
-            return succeed(passthrough)
-        return maybeDeferred(port.stopListening).addBoth(lambda _: passthrough)
-
-
-# ------------------------------------------------------------------------------ startup
-
-class StartupResponder:
-    """Answers every HTTP request with 503 ``starting`` from a daemon thread, on a socket
-    bound before the store opens (recovery blocks the reactor's thread, and the reactor is
-    not running yet). ``hand_over`` stops the thread and returns the listening socket, so
-    the reactor can adopt it without a gap. With ``tls`` every connection must complete a
-    TLS handshake first (a plain-text client is dropped)."""
-
-    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._tls = tls
-        self._sock = socket.create_server((host, port), family=family, backlog=128)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="skerry-startup-http",
-                                        daemon=True)
-        self._thread.start()
-
-    @property
-    def address(self) -> tuple[str, int]:
-        host, port = self._sock.getsockname()[:2]
-        return host, port
-
-    def _serve(self) -> None:
-        # poll(), not select(): a broker opening many segment files has descriptors above
-        # FD_SETSIZE (1024), where select() raises and the responder went silent.
-        poller = select.poll()
-        poller.register(self._sock, select.POLLIN)
-        while not self._stop.is_set():
-            try:
-                readable = poller.poll(50)
-            except OSError:
-                return
-            if not readable or self._stop.is_set():
-                continue
-            try:
-                conn, _ = self._sock.accept()
-            except (BlockingIOError, InterruptedError, ConnectionError):
-                continue
-            except OSError:
-                return
-            with conn:
-                self._answer(conn)
-
-    def _answer(self, conn: socket.socket) -> None:
-        conn.settimeout(0.5)
-        head = b""
-        try:
-            if self._tls is not None:
-                conn = self._tls.wrap_socket(conn, server_side=True)
-            while b"\r\n\r\n" not in head and b"\n\n" not in head and len(head) < 8192:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    break
-                head += chunk
-            path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
-            known = path.split(b"?", 1)[0] in (b"/health", b"/metrics", b"/")
-            body = b"starting\nskerry %s\n" % skerry_version().encode() if known \
-                else b"not found\n"
-            status = b"503 Service Unavailable" if known else b"404 Not Found"
-            conn.sendall(b"HTTP/1.1 %b\r\ncontent-type: text/plain; charset=utf-8\r\n"
-                         b"content-length: %d\r\nconnection: close\r\n\r\n%b"
-                         % (status, len(body), body))
-        except OSError:  # ssl.SSLError too: a plain-text client on an HTTPS port
-            pass
-        finally:
-            conn.close()  # the TLS wrapper, when there is one (the caller closes the rest)
-
-    def hand_over(self) -> socket.socket:
-        """Stop answering and return the listening socket (non-blocking)."""
-        self._stop.set()
-        self._thread.join()
-        self._sock.setblocking(False)
-        return self._sock
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sock.close()
-
-
-def startup_tls_context(cert_path: str, key_path: str) -> ssl.SSLContext:
-    """The startup responder's TLS settings: the broker's certificate, TLS 1.2 at least."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert_path, key_path)
-    return context
-
-
-def open_startup_listener(config: Any) -> StartupResponder | None:
-    """A ``StartupResponder`` on ``host:metrics_port`` (HTTPS when ``tls.cert`` is set), or
-    None when metrics are off. ``OSError`` when the port cannot be bound or the certificate
-    not used (the caller reports it and exits)."""
-    port = config["metrics_port"]
-    if port is None:
-        return None
-    tls = None
-    if config["tls.cert"] is not None:
-        tls = startup_tls_context(config["tls.cert"], config["tls.key"])
-    return StartupResponder(config["host"], port, tls)
