@@ -350,12 +350,10 @@ SIZE_SCOPE = ("broker", "groups", "replication", "data", "access", "bench")
 """The product packages and the benches; ``tests/`` mirrors them and is not measured."""
 SIZE_ALLOWED = {
     # Generated tables: none is over the limits today; list one here with its generator.
-    # Being rewritten by other branches of issue 30 right now (the coordinator removes
-    # these rows after merging them):
-    Path("broker/v1/handlers.py"),  # issue 30: V1 Handlers (56 methods, 910 lines)
-    Path("broker/core/produce.py"),  # issue 30: one produce path
-    Path("broker/server.py"),  # issue 30: one listener description for every transport
-    Path("broker/v1/codec.py"),  # issue 30: V1 moves to the codec/ layout (1,028 lines)
+    # Still to split (issue 30):
+    Path("broker/core/produce.py"),  # issue 30: one produce path (branch produce-path)
+    Path("broker/server.py"),  # issue 30: 823 lines, wiring of every service
+    Path("broker/v1/codec/__init__.py"),  # issue 30: V1's parser, 1,072 lines
 }
 
 
