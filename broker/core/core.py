@@ -269,25 +269,12 @@ class BrokerCore:
         """The partition a key goes to among ``partitions`` (FNV-1a)."""
         return self._produce.partition_for_key(key, partitions)
 
-    def produce(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
-                acks: str, callback: ProduceCallback) -> None:
-        """Queue one message; ``callback`` gets a ``ProduceResult`` or a ``SkerryError``."""
-        self._produce.produce(topic_name, partition, key, value, acks, callback)
-
-    def produce_batch(self, topic_name: str, partition: int, payloads: Sequence[bytes],
-                      user_headers: Sequence[bytes] | None, ids: Sequence[int] | None,
-                      origin_timestamps: Sequence[int] | None, acks: str,
-                      callback: ProduceCallback) -> None:
-        """Append a whole batch to one partition in one store append; answer once
-        (``ProducePipeline.produce_batch``)."""
-        self._produce.produce_batch(topic_name, partition, payloads, user_headers, ids,
-                                    origin_timestamps, acks, callback)
-
     def produce_framed(self, topic_name: str, partition: int, messages: bytes,
                        ends: Sequence[int] | None, acks: str,
                        callback: ProduceCallback, ack_timeout_ms: int | None = None,
                        producer: ProducerBatch | None = None) -> None:
-        """``produce_batch`` for messages already framed as records (Iggy's SendMessages);
+        """Append a whole batch of messages already framed as records (Iggy's SendMessages,
+        Kafka's Produce, TANK's produce) to one partition in one store append; answer once;
         ``ack_timeout_ms`` bounds an ``acks=all`` wait (None: ``replication.ack_timeout_ms``);
         ``producer``: the batch of a Kafka idempotent producer, checked and deduplicated
         (``ProducePipeline.produce_framed``)."""
@@ -297,7 +284,7 @@ class BrokerCore:
     def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
                             payloads: Sequence[bytes], acks: str, callback: ProduceCallback,
                             pid: str | None = None, seq: int | None = None) -> None:
-        """``produce_batch`` for keyed V1 messages (PRODUCE_BATCH), idempotent with
+        """``produce_framed`` for keyed V1 messages (PRODUCE_BATCH), idempotent with
         ``pid``/``seq`` (``ProducePipeline.produce_keyed_batch``)."""
         self._produce.produce_keyed_batch(topic_name, partition, keys, payloads, acks,
                                           callback, pid, seq)

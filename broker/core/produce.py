@@ -13,8 +13,8 @@ fsync per partition covers every append waiting at that moment); ``all`` once th
 replication service reports the offsets committed by the in-sync replicas. Answers go to
 the ``ProduceSink`` (the connection), one ``flush`` per sink per group of answers.
 
-Batch produces (``produce_batch``, ``produce_framed``, ``produce_keyed_batch``: Iggy's
-SendMessages, V1 PRODUCE_BATCH) skip the per-turn batch: one store append per request,
+Batch produces (``produce_framed``: Kafka's Produce, Iggy's SendMessages, TANK's produce;
+``produce_keyed_batch``: V1 PRODUCE_BATCH) skip the per-turn batch: one store append per request,
 answered once. Idempotent produces (``pid``/``seq``) consult ``producers.Producers``; a
 framed batch of a Kafka idempotent producer (``produce_framed`` with a ``ProducerBatch``)
 is checked against and recorded in ``idempotence.ProducerStates`` (KIP-98: fencing,
@@ -49,7 +49,7 @@ from broker.core.producers import (
 from broker.core.topics import Topics
 from broker.errors import BadRequest, SkerryError, StorageError
 from data.errors import KeyRequired
-from data.format import HEADER, HEADER_SIZE, key_header, keyless_framed, record_key
+from data.format import HEADER, HEADER_SIZE, key_header, keyless_framed
 from data.idempotence import batch_ids, stamp_ids
 from data.keys import fnv1a_32
 from data.log import PartitionLog
@@ -175,11 +175,6 @@ class ProducePipeline:
     def partition_for_key(self, key: bytes, partitions: int) -> int:
         """The partition a key goes to among ``partitions`` (FNV-1a, as V1 clients hash)."""
         return self._key_info(key)[0] % partitions
-
-    def produce(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
-                acks: str, callback: ProduceCallback) -> None:
-        """Queue one message; ``callback`` gets a ``ProduceResult`` or a ``SkerryError``."""
-        self.produce_to(topic_name, partition, key, value, acks, _CALLBACK_SINK, callback)
 
     def produce_to(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
                    acks: str, sink: ProduceSink, token: Any, pid: str | None = None,
@@ -433,35 +428,11 @@ class ProducePipeline:
 
     # ---------------------------------------------------------------- whole batches
 
-    def produce_batch(self, topic_name: str, partition: int, payloads: Sequence[bytes],
-                      user_headers: Sequence[bytes] | None, ids: Sequence[int] | None,
-                      origin_timestamps: Sequence[int] | None, acks: str,
-                      callback: Callable[[Any], None]) -> None:
-        """Append a whole batch to one partition in one store append; answer once.
-
-        For transports whose requests are batches already (Iggy's SendMessages). The
-        messages get consecutive offsets in order; ``ids`` of 0 become UUIDv4s; messages
-        ``produce`` queued earlier in this turn for the same partition land first.
-        ``callback`` gets one ``ProduceResult`` (``offset`` = the first message's) once the
-        batch is as durable as ``acks`` asks (the same rules as ``produce``), or a
-        ``SkerryError``. Refusals that change nothing raise at once: unknown topic (never
-        auto-created here), partition out of range, NOT_LEADER, a failed partition, and
-        ``BadRequest`` for input the store refuses.
-        """
-        plog = self._batch_target(topic_name, partition)
-        if self._by_name[topic_name].config.compacted and (
-                user_headers is None or any(record_key(h) is None for h in set(user_headers))):
-            self._refuse_keyless(topic_name)
-        first = self._append_batch(topic_name, partition, plog, payloads, user_headers, ids,
-                                   origin_timestamps, callback)
-        if first is not None:
-            self._batch_appended(topic_name, partition, plog, first, len(payloads), acks, callback)
-
     def _append_batch(self, topic_name: str, partition: int, plog: PartitionLog,
                       payloads: Sequence[bytes], user_headers: Sequence[bytes] | None,
                       ids: Sequence[int] | None, origin_timestamps: Sequence[int] | None,
                       callback: Callable[[Any], None]) -> int | None:
-        """The store append of ``produce_batch``: the first offset, or None after answering
+        """The store append of ``produce_keyed_batch``: the first offset, or None after answering
         ``callback`` with the partition's failure; ``BadRequest`` for input the store refuses
         (nothing written)."""
         try:
@@ -482,12 +453,18 @@ class ProducePipeline:
                        callback: Callable[[Any], None],
                        ack_timeout_ms: int | None = None,
                        producer: ProducerBatch | None = None) -> None:
-        """``produce_batch`` for messages already framed as records (Iggy's SendMessages
-        message area, ``ends`` its index table's end positions): the store stamps them in
-        one pass (``PartitionLog.append_framed``) instead of rebuilding every record.
+        """Append a whole batch to one partition in one store append; answer once. The
+        messages come framed as records (Iggy's SendMessages message area, ``ends`` its
+        index table's end positions; Kafka's and TANK's batches mapped to records): the
+        store stamps them in one pass (``PartitionLog.append_framed``).
 
-        The same offsets, ids, answers and refusals as ``produce_batch`` with the messages
-        split apart; ``BadRequest`` when the store refuses the framing. ``ack_timeout_ms``:
+        The messages get consecutive offsets in order; ids of 0 become UUIDv4s; messages
+        ``produce_to`` queued earlier in this turn for the same partition land first.
+        ``callback`` gets one ``ProduceResult`` (``offset`` = the first message's) once the
+        batch is as durable as ``acks`` asks, or a ``SkerryError``. Refusals that change
+        nothing raise at once: unknown topic (never auto-created here), partition out of
+        range, NOT_LEADER, a failed partition, and ``BadRequest`` when the store refuses
+        the framing. ``ack_timeout_ms``:
         how long ``acks=all`` waits (None: ``replication.ack_timeout_ms``; Kafka's produce
         carries the client's own).
 
@@ -576,7 +553,7 @@ class ProducePipeline:
     def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
                             payloads: Sequence[bytes], acks: str, callback: Callable[[Any], None],
                             pid: str | None = None, seq: int | None = None) -> None:
-        """``produce_batch`` for V1 messages (the additive PRODUCE_BATCH): each non-empty key
+        """A whole batch of V1 messages (the additive PRODUCE_BATCH): each non-empty key
         is stored as the key header, as ``produce`` stores it, and ``callback`` gets one
         ``BatchProduceResult`` (or a ``SkerryError``) once the batch is as durable as
         ``acks`` asks. The batch is appended with one store append, after every message was
