@@ -33,7 +33,7 @@ from typing import Any
 from twisted.internet.interfaces import IReactorTime
 
 from broker.connection import Connection, ConnectionFactory
-from broker.errors import BadRequest, SkerryError, Unauthenticated, Unavailable
+from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated, Unavailable
 from broker.v1 import codec
 from broker.v1.framing import TOO_LONG, LineFramer
 from broker.v1.handlers import Handlers
@@ -53,6 +53,16 @@ UNTERMINATED = ("unterminated line at end of input: a request ends with a line f
                 "not executed")
 """The BAD_REQUEST message for bytes after the last line feed when the client half-closes:
 they may be half a request from a client that died mid-write, so they are never run."""
+
+
+def fast_path_fault(cid: bytes) -> bytes:
+    """The answer to a fast-path PRODUCE whose handler raised something other than a
+    ``SkerryError`` (a bug): logged with its traceback and answered ``INTERNAL``, as
+    ``Handlers.dispatch`` answers one on the full path, and the connection keeps serving.
+    Called from inside the ``except`` block. (The fast path skips ``dispatch``; this is its
+    boundary until the transport kit's dispatch boundary serves both paths.)"""
+    log.exception("fast-path PRODUCE %r failed", cid)
+    return err(cid.decode(errors="replace"), InternalError())
 
 
 class V1Protocol(Connection):
@@ -156,6 +166,10 @@ class V1Protocol(Connection):
                                 produce_run(name, keys, values, acks_col[0], self, slots)
                             except SkerryError:
                                 pass  # refused as a run: answered one by one below
+                            except Exception:  # a bug: what was queued is unknown
+                                for cid in cids:
+                                    self._emit(fast_path_fault(cid))
+                                run = ()
                             else:
                                 pending.extend(slots)
                                 fast_count += len(slots)
@@ -173,6 +187,8 @@ class V1Protocol(Connection):
                             produce(name, None, key, value, acks, self, slot)
                         except SkerryError as error:
                             self._emit(err(cid.decode(), error))
+                        except Exception:
+                            self._emit(fast_path_fault(cid))
                         else:
                             pending.append(slot)
                         fast_count += 1
