@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
@@ -84,25 +85,6 @@ class BatchProduceResult:
     count: int
     duplicates: int
     hw: int
-
-
-class _CallbackSink:
-    """Adapts ``produce(..., callback)`` (one callable per message) to the sink interface."""
-
-    def produced(self, token: Any, partition: int, offset: int, hw: int,
-                 error: SkerryError | None) -> None:
-        token(error if error is not None else ProduceResult(partition, offset, hw))
-
-    def produced_run(self, tokens: Sequence[Any], partition: int, first_offset: int,
-                     hw: int) -> None:
-        for i, token in enumerate(tokens):
-            token(ProduceResult(partition, first_offset + i, hw))
-
-    def flush(self) -> None:
-        return None
-
-
-_CALLBACK_SINK = _CallbackSink()
 
 
 class _Batch:
@@ -320,13 +302,52 @@ class ProducePipeline:
                 sink.produced(token, partition, offset, self._hw(topic, partition), None)
             sink.flush()
 
-        if acks == "all":
-            self._replication.wait_for_all(topic, partition, offset).addCallbacks(
-                lambda _hw: answer(None), lambda failure: answer(_as_error(failure)))
-        elif acks != "0" and self._fsync == "always":
-            self._committer.wait(plog, offset + 1, answer)
+        self._when_durable(topic, partition, plog, offset + 1, acks, answer)
+
+    # ---------------------------------------------------------------- durable enough for acks
+
+    def _when_durable(self, topic: str, partition: int, plog: PartitionLog, end: int,
+                      acks: str, then: Callable[[SkerryError | None], None],
+                      ack_timeout_ms: int | None = None) -> None:
+        """The one rule every produce is answered by: ``then(None)`` once the partition's
+        messages below offset ``end`` are as durable as ``acks`` asks, or ``then(error)``.
+
+        ``0``, and ``1`` unless ``storage.fsync`` is ``always``: at once. ``1`` with
+        ``always``: once the group committer's fsync covers them (``durability.py``).
+        ``all``: once the in-sync replicas hold them (after that fsync, with ``always``);
+        ``ack_timeout_ms`` bounds that wait (None: ``replication.ack_timeout_ms``).
+        """
+        if acks != "0" and self._fsync == "always":
+            if acks == "all":
+                def synced(error: SkerryError | None) -> None:
+                    if error is not None:
+                        then(error)
+                    else:
+                        self._wait_all(topic, partition, end, then, ack_timeout_ms)
+
+                self._committer.wait(plog, end, synced)
+            else:
+                self._committer.wait(plog, end, then)
+        elif acks == "all":
+            self._wait_all(topic, partition, end, then, ack_timeout_ms)
         else:
-            answer(None)
+            then(None)
+
+    def _wait_all(self, topic: str, partition: int, end: int,
+                  then: Callable[[SkerryError | None], None],
+                  ack_timeout_ms: int | None) -> None:
+        """``then`` once the in-sync replicas hold the messages below ``end``."""
+        d = self._replication.wait_for_all(topic, partition, end - 1, ack_timeout_ms)
+        d.addCallbacks(lambda _hw: then(None), lambda failure: then(_as_error(failure)))
+
+    def _appended(self, topic: str, partition: int, waits_for_fsync: bool) -> None:
+        """After a store append: replication learns of it, and the long polls of the
+        partition wake unless an fsync is awaited first (the committer wakes them then)."""
+        self._replication.on_appended(topic, partition)
+        if not waits_for_fsync:
+            self._hw_changed(topic, partition)
+
+    # ---------------------------------------------------------------- this turn's append
 
     def flush(self) -> None:
         """Append every partition's queued messages: one store append per partition."""
@@ -358,44 +379,18 @@ class ProducePipeline:
             if state is not None:
                 for index, pid, seq in batch.idem:
                     state.record(pid, seq, first + index)
-        self._replication.on_appended(topic, partition)
-        always = self._fsync == "always"
-        if batch.mixed:
-            acks = batch.acks
-            quick = [i for i in range(count) if acks[i] == "0" or (acks[i] == "1" and not always)]
-            later = [i for i in range(count) if acks[i] == "1" and always]
-            waiting_all = [i for i in range(count) if acks[i] == "all"]
+        if batch.mixed:  # one group per acks level, in message order within each
+            levels: dict[str, list[int]] = {}
+            for index, level in enumerate(batch.acks):
+                levels.setdefault(level, []).append(index)
+            groups: dict[str, Sequence[int]] = dict(levels)
         else:
-            level = batch.acks[0]
-            everyone = range(count)
-            quick = everyone if level == "0" or (level == "1" and not always) else ()
-            later = everyone if level == "1" and always else ()
-            waiting_all = everyone if level == "all" else ()
-        if quick:
-            self._answer(batch, first, quick, None)
-        if not later and not waiting_all:
-            self._hw_changed(topic, partition)
-            return
-
-        def durable(error: SkerryError | None) -> None:
-            if later:
-                self._answer(batch, first, later, error)
-            if waiting_all:
-                if error is not None:
-                    self._answer(batch, first, waiting_all, error)
-                else:
-                    self._wait_all(batch, first, waiting_all)
-
-        if always:
-            self._committer.wait(plog, first + count, durable)
-        else:
-            self._hw_changed(topic, partition)
-            durable(None)
-
-    def _wait_all(self, batch: _Batch, first: int, group: Sequence[int]) -> None:
-        d = self._replication.wait_for_all(batch.topic, batch.partition, first + group[-1])
-        d.addCallbacks(lambda _hw: self._answer(batch, first, group, None),
-                       lambda failure: self._answer(batch, first, group, _as_error(failure)))
+            groups = {batch.acks[0]: range(count)}
+        self._appended(topic, partition,
+                       self._fsync == "always" and any(level != "0" for level in groups))
+        for level, group in groups.items():
+            self._when_durable(topic, partition, plog, first + group[-1] + 1, level,
+                               partial(self._answer, batch, first, group))
 
     def _answer(self, batch: _Batch, first: int, group: Sequence[int],
                 error: SkerryError | None) -> None:
@@ -614,7 +609,7 @@ class ProducePipeline:
                            state: ProducerState, pid: str, seq: int, count: int, acks: str,
                            callback: Callable[[Any], None]) -> None:
         """A batch the partition holds entirely: answered with its original first offset once
-        its last message is as durable as ``acks`` asks (as ``_answer_duplicate`` does)."""
+        its last message is as durable as ``acks`` asks (as a duplicate message is)."""
         first = state.offset_of(pid, seq)
         last = state.offset_of(pid, seq + count - 1)
         if first is None or last is None:
@@ -626,8 +621,8 @@ class ProducePipeline:
             else:
                 callback(BatchProduceResult(partition, first, 0, count, result.hw))
 
-        self._clock.callLater(0, self._answer_duplicate, topic_name, partition, plog, last, acks,
-                              _CALLBACK_SINK, held)
+        self._clock.callLater(0, self._batch_appended, topic_name, partition, plog, last, 1,
+                              acks, held, appended=False)
 
     def _batch_target(self, topic_name: str, partition: int) -> PartitionLog:
         """The partition a batch goes to, after the refusals that change nothing."""
@@ -640,28 +635,18 @@ class ProducePipeline:
     def _batch_appended(self, topic_name: str, partition: int, plog: PartitionLog, first: int,
                         count: int, acks: str, callback: Callable[[Any], None],
                         ack_timeout_ms: int | None = None, *, appended: bool = True) -> None:
-        """Answer ``callback`` once an appended batch is as durable as ``acks`` asks
-        (``appended=False``: a batch appended earlier, whose duplicate is being answered)."""
+        """Answer ``callback`` with a ``ProduceResult`` once an appended batch is as durable
+        as ``acks`` asks (``appended=False``: a batch appended earlier, whose duplicate is
+        being answered)."""
         if appended:
-            self._replication.on_appended(topic_name, partition)
+            self._appended(topic_name, partition, acks != "0" and self._fsync == "always")
 
         def answer(error: SkerryError | None) -> None:
             callback(error if error is not None
                      else ProduceResult(partition, first, self._hw(topic_name, partition)))
 
-        def durable(error: SkerryError | None) -> None:
-            if error is not None or acks != "all":
-                answer(error)
-                return
-            d = self._replication.wait_for_all(topic_name, partition, first + count - 1,
-                                               ack_timeout_ms)
-            d.addCallbacks(lambda _hw: answer(None), lambda failure: answer(_as_error(failure)))
-
-        if acks != "0" and self._fsync == "always":
-            self._committer.wait(plog, first + count, durable)
-        else:
-            self._hw_changed(topic_name, partition)
-            durable(None)
+        self._when_durable(topic_name, partition, plog, first + count, acks, answer,
+                           ack_timeout_ms)
 
 
 def _framed_ends(messages: bytes) -> list[int]:
