@@ -447,7 +447,7 @@ class ProducePipeline:
                        ends: Sequence[int] | None, acks: str,
                        callback: Callable[[Any], None],
                        ack_timeout_ms: int | None = None,
-                       producer: ProducerBatch | None = None) -> None:
+                       producer: ProducerBatch | None = None, *, create: bool = False) -> None:
         """Append a whole batch to one partition in one store append; answer once. The
         messages come framed as records (Iggy's SendMessages message area, ``ends`` its
         index table's end positions; Kafka's and TANK's batches mapped to records): the
@@ -457,10 +457,10 @@ class ProducePipeline:
         ``produce_to`` queued earlier in this turn for the same partition land first.
         ``callback`` gets one ``ProduceResult`` (``offset`` = the first message's) once the
         batch is as durable as ``acks`` asks, or a ``SkerryError``. Refusals that change
-        nothing raise at once: unknown topic (never auto-created here), partition out of
-        range, NOT_LEADER, a failed partition, and ``BadRequest`` when the store refuses
-        the framing. ``ack_timeout_ms``:
-        how long ``acks=all`` waits (None: ``replication.ack_timeout_ms``; Kafka's produce
+        nothing raise at once: ``UnknownTopic`` (auto-created instead when ``create`` and
+        ``auto_create_topics`` allow, as ``Topics.resolve`` says), ``InvalidTopicName``,
+        ``UnknownPartition``, NOT_LEADER, a failed partition, and ``BadRequest`` when the
+        store refuses the framing. ``ack_timeout_ms``: how long ``acks=all`` waits (None: ``replication.ack_timeout_ms``; Kafka's produce
         carries the client's own).
 
         With ``producer`` (one batch of a Kafka idempotent producer) the batch is checked
@@ -470,7 +470,7 @@ class ProducePipeline:
         ``acks`` asks; otherwise the records are appended with ids carrying the producer
         fields, and the batch is recorded.
         """
-        plog = self._batch_target(topic_name, partition)
+        plog = self._batch_target(topic_name, partition, create)
         if self._by_name[topic_name].config.compacted and keyless_framed(messages, ends):
             self._refuse_keyless(topic_name)
         if producer is not None and self._producer_states is not None:
@@ -624,9 +624,11 @@ class ProducePipeline:
         self._clock.callLater(0, self._batch_appended, topic_name, partition, plog, last, 1,
                               acks, held, appended=False)
 
-    def _batch_target(self, topic_name: str, partition: int) -> PartitionLog:
-        """The partition a batch goes to, after the refusals that change nothing."""
-        plog = self._topics.resolve(topic_name, partition, False).partitions[partition]
+    def _batch_target(self, topic_name: str, partition: int, create: bool = False
+                      ) -> PartitionLog:
+        """The partition a batch goes to, after the refusals that change nothing (the topic
+        auto-created first when ``create`` and ``auto_create_topics`` allow)."""
+        plog = self._topics.resolve(topic_name, partition, create).partitions[partition]
         self._topics.check_writable(topic_name, partition, plog)
         if (topic_name, partition) in self._batches:
             self.flush()
