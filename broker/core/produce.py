@@ -488,8 +488,11 @@ class ProducePipeline:
         count = plog.next_offset - first
         if self.metrics is not None:
             self.metrics.produced(topic_name, count, len(messages))
-        self._batch_appended(topic_name, partition, plog, first, count, acks, callback,
-                             ack_timeout_ms)
+        # _batch_appended inlined: the common path of three transports, one frame less.
+        self._appended(topic_name, partition, acks != "0" and self._fsync == "always")
+        self._when_durable(topic_name, partition, plog, first + count, acks,
+                           self._result_to(callback, topic_name, partition, first),
+                           ack_timeout_ms)
 
     def _produce_idempotent(self, topic_name: str, partition: int, plog: PartitionLog,
                             messages: bytes, ends: Sequence[int] | None, acks: str,
@@ -642,13 +645,20 @@ class ProducePipeline:
         being answered)."""
         if appended:
             self._appended(topic_name, partition, acks != "0" and self._fsync == "always")
+        self._when_durable(topic_name, partition, plog, first + count, acks,
+                           self._result_to(callback, topic_name, partition, first),
+                           ack_timeout_ms)
+
+    def _result_to(self, callback: Callable[[Any], None], topic_name: str, partition: int,
+                   first: int) -> Callable[[SkerryError | None], None]:
+        """What ``_when_durable`` calls to answer a batch: ``callback`` gets the error, or a
+        ``ProduceResult`` with the batch's first offset and the high watermark then."""
 
         def answer(error: SkerryError | None) -> None:
             callback(error if error is not None
                      else ProduceResult(partition, first, self._hw(topic_name, partition)))
 
-        self._when_durable(topic_name, partition, plog, first + count, acks, answer,
-                           ack_timeout_ms)
+        return answer
 
 
 def _framed_ends(messages: bytes) -> list[int]:

@@ -293,7 +293,7 @@ class V1Protocol(Connection):
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         self._out_bytes = 0
-        self.write_now(data)
+        self.write_chunks((data,))
 
     def drain(self) -> None:
         """Move every reply whose turn has come to the transport; then run a command that
@@ -338,8 +338,7 @@ class V1Protocol(Connection):
                      hw: int) -> None:
         fill_produce_ok(tokens, partition, first_offset, hw)  # compiled, or its twin
 
-    def flush(self) -> None:
-        self.drain()
+    flush = drain  # ProduceSink.flush: the answers of a group are in; write what is due
 
 
 class V1Factory(ConnectionFactory):
