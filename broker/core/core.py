@@ -104,7 +104,7 @@ class BrokerCore:
         self.produce_keyed_batch = self._produce.produce_keyed_batch
         """Append a whole batch of keyed V1 messages (PRODUCE_BATCH) in one store append,
         idempotent with ``pid``/``seq``; answer its callback once with a
-        ``BatchProduceResult`` or a ``SkerryError``
+        ``ProduceResult`` (with ``count`` and ``duplicates``) or a ``SkerryError``
         (``ProducePipeline.produce_keyed_batch``)."""
 
         self.access = AccessGate(Authorizer(enabled=False))

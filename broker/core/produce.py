@@ -56,35 +56,31 @@ from data.keys import fnv1a_32
 from data.log import PartitionLog
 from replication.producer_state import BatchMetadata, Continuation, add_sequence
 
-__all__ = ["BatchProduceResult", "ProduceCallback", "ProducePipeline", "ProduceResult",
-           "fnv1a_32"]
+__all__ = ["ProduceCallback", "ProducePipeline", "ProduceResult", "fnv1a_32"]
 
 log = logging.getLogger("skerry.core")
 
-ProduceCallback = Callable[[Any], None]  # called with ProduceResult or a SkerryError
-
-
 @dataclass(frozen=True, slots=True)
 class ProduceResult:
-    """What one produce answers: where the message (or a batch's first) went, and ``hw``."""
+    """What every produce answers: ``count`` messages went to offsets ``offset .. offset +
+    count - 1`` of ``partition`` and the high watermark was ``hw`` when it was answered.
+    ``duplicates``: an idempotent resend's first messages the partition already held (not
+    appended again); with ``count == 0`` (a resend held entirely) ``offset`` is where its
+    first message went originally."""
 
     partition: int
     offset: int
     hw: int
+    count: int = 1
+    duplicates: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class BatchProduceResult:
-    """What ``produce_keyed_batch`` answers: the batch's first ``duplicates`` messages were
-    already held (an idempotent resend: not appended again); the other ``count`` went to
-    offsets ``offset .. offset + count - 1``. With ``count == 0``, ``offset`` is where the
-    batch's first message went originally."""
-
-    partition: int
-    offset: int
-    count: int
-    duplicates: int
-    hw: int
+ProduceCallback = Callable[[ProduceResult | SkerryError], None]
+"""How a whole batch is answered (``produce_framed``, ``produce_keyed_batch``): once, with a
+``ProduceResult`` or the ``SkerryError`` that failed it, once it is as durable as ``acks``
+asks. The per-message entries (``produce_to``, ``produce_run``) answer the same fields
+through a ``ProduceSink`` instead (``produced(token, partition, offset, hw, error)``, then
+``flush``): its answers for one connection come in bulk, without a callable per message."""
 
 
 class _Batch:
@@ -426,7 +422,7 @@ class ProducePipeline:
     def _append_batch(self, topic_name: str, partition: int, plog: PartitionLog,
                       payloads: Sequence[bytes], user_headers: Sequence[bytes] | None,
                       ids: Sequence[int] | None, origin_timestamps: Sequence[int] | None,
-                      callback: Callable[[Any], None]) -> int | None:
+                      callback: ProduceCallback) -> int | None:
         """The store append of ``produce_keyed_batch``: the first offset, or None after answering
         ``callback`` with the partition's failure; ``BadRequest`` for input the store refuses
         (nothing written)."""
@@ -445,7 +441,7 @@ class ProducePipeline:
 
     def produce_framed(self, topic_name: str, partition: int, messages: bytes,
                        ends: Sequence[int] | None, acks: str,
-                       callback: Callable[[Any], None],
+                       callback: ProduceCallback,
                        ack_timeout_ms: int | None = None,
                        producer: ProducerBatch | None = None, *, create: bool = False) -> None:
         """Append a whole batch to one partition in one store append; answer once. The
@@ -491,19 +487,20 @@ class ProducePipeline:
         # _batch_appended inlined: the common path of three transports, one frame less.
         self._appended(topic_name, partition, acks != "0" and self._fsync == "always")
         self._when_durable(topic_name, partition, plog, first + count, acks,
-                           self._result_to(callback, topic_name, partition, first),
+                           self._result_to(callback, topic_name, partition, first, count),
                            ack_timeout_ms)
 
     def _produce_idempotent(self, topic_name: str, partition: int, plog: PartitionLog,
                             messages: bytes, ends: Sequence[int] | None, acks: str,
-                            callback: Callable[[Any], None], ack_timeout_ms: int | None,
+                            callback: ProduceCallback, ack_timeout_ms: int | None,
                             producer: ProducerBatch) -> None:
         """``produce_framed`` for one batch of an idempotent producer."""
         assert self._producer_states is not None
         ends = list(ends) if ends is not None else _framed_ends(messages)
         count = len(ends)
         if count == 0:
-            callback(ProduceResult(partition, plog.next_offset, self._hw(topic_name, partition)))
+            callback(ProduceResult(partition, plog.next_offset, self._hw(topic_name, partition),
+                                   0))
             return
         pid, epoch, base = producer.producer_id, producer.epoch, producer.base_sequence
         last_seq = add_sequence(base, count - 1)
@@ -542,18 +539,19 @@ class ProducePipeline:
 
         def done(result: Any) -> None:
             if type(result) is ProduceResult and skip:
-                result = ProduceResult(partition, answer_first, result.hw)
+                result = ProduceResult(partition, answer_first, result.hw, result.count, skip)
             callback(result)
 
         self._batch_appended(topic_name, partition, plog, first, count - skip, acks, done,
                              ack_timeout_ms)
 
     def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
-                            payloads: Sequence[bytes], acks: str, callback: Callable[[Any], None],
+                            payloads: Sequence[bytes], acks: str, callback: ProduceCallback,
                             pid: str | None = None, seq: int | None = None) -> None:
         """A whole batch of V1 messages (the additive PRODUCE_BATCH): each non-empty key
         is stored as the key header, as ``produce`` stores it, and ``callback`` gets one
-        ``BatchProduceResult`` (or a ``SkerryError``) once the batch is as durable as
+        ``ProduceResult`` with ``count`` and ``duplicates`` (or a ``SkerryError``) once the
+        batch is as durable as
         ``acks`` asks. The batch is appended with one store append, after every message was
         built (nothing is written when one is refused). Never creates a topic.
 
@@ -596,7 +594,7 @@ class ProducePipeline:
             if isinstance(result, SkerryError):
                 callback(result)
             else:
-                callback(BatchProduceResult(partition, result.offset, appended, skip, result.hw))
+                callback(ProduceResult(partition, result.offset, result.hw, appended, skip))
 
         first = self._append_batch(topic_name, partition, plog, payloads, headers, None, None, done)
         if first is None:
@@ -610,7 +608,7 @@ class ProducePipeline:
 
     def _answer_held_batch(self, topic_name: str, partition: int, plog: PartitionLog,
                            state: ProducerState, pid: str, seq: int, count: int, acks: str,
-                           callback: Callable[[Any], None]) -> None:
+                           callback: ProduceCallback) -> None:
         """A batch the partition holds entirely: answered with its original first offset once
         its last message is as durable as ``acks`` asks (as a duplicate message is)."""
         first = state.offset_of(pid, seq)
@@ -622,7 +620,7 @@ class ProducePipeline:
             if isinstance(result, SkerryError):
                 callback(result)
             else:
-                callback(BatchProduceResult(partition, first, 0, count, result.hw))
+                callback(ProduceResult(partition, first, result.hw, 0, count))
 
         self._clock.callLater(0, self._batch_appended, topic_name, partition, plog, last, 1,
                               acks, held, appended=False)
@@ -638,7 +636,7 @@ class ProducePipeline:
         return plog
 
     def _batch_appended(self, topic_name: str, partition: int, plog: PartitionLog, first: int,
-                        count: int, acks: str, callback: Callable[[Any], None],
+                        count: int, acks: str, callback: ProduceCallback,
                         ack_timeout_ms: int | None = None, *, appended: bool = True) -> None:
         """Answer ``callback`` with a ``ProduceResult`` once an appended batch is as durable
         as ``acks`` asks (``appended=False``: a batch appended earlier, whose duplicate is
@@ -646,17 +644,17 @@ class ProducePipeline:
         if appended:
             self._appended(topic_name, partition, acks != "0" and self._fsync == "always")
         self._when_durable(topic_name, partition, plog, first + count, acks,
-                           self._result_to(callback, topic_name, partition, first),
+                           self._result_to(callback, topic_name, partition, first, count),
                            ack_timeout_ms)
 
-    def _result_to(self, callback: Callable[[Any], None], topic_name: str, partition: int,
-                   first: int) -> Callable[[SkerryError | None], None]:
+    def _result_to(self, callback: ProduceCallback, topic_name: str, partition: int,
+                   first: int, count: int) -> Callable[[SkerryError | None], None]:
         """What ``_when_durable`` calls to answer a batch: ``callback`` gets the error, or a
         ``ProduceResult`` with the batch's first offset and the high watermark then."""
 
         def answer(error: SkerryError | None) -> None:
             callback(error if error is not None
-                     else ProduceResult(partition, first, self._hw(topic_name, partition)))
+                     else ProduceResult(partition, first, self._hw(topic_name, partition), count))
 
         return answer
 
