@@ -1,21 +1,27 @@
-"""The produce pipeline: from a transport's call to the answer, once the messages are as
-durable as ``acks`` asks.
+"""The produce pipeline: where every transport's produce ends, from the call to the answer
+once the messages are as durable as ``acks`` asks.
 
-The path of one V1 PRODUCE (``produce_to``): the topic is resolved (auto-created when
-allowed), the partition picked by the key's FNV-1a hash unless given, the write refusals
-checked (``Topics.check_writable``: NotLeader, a failed partition); the message joins its
-partition's ``_Batch`` for this reactor turn, and the first message of a turn schedules
-``flush`` with ``callLater(0)``. ``flush`` makes one store append per partition
-(``PartitionLog.append``: the records go to the page cache), then answers by ``acks``:
-``0`` (and ``1`` unless ``storage.fsync`` is ``always``) at once; ``1`` with fsync
-``always`` once the group committer's fsync covers the batch (``durability.py``: one
-fsync per partition covers every append waiting at that moment); ``all`` once the
-replication service reports the offsets committed by the in-sync replicas. Answers go to
-the ``ProduceSink`` (the connection), one ``flush`` per sink per group of answers.
+Every entry resolves the topic the same way (``Topics.resolve``: auto-created when the
+transport's request may create and ``auto_create_topics`` allows), checks the write
+refusals once (``Topics.check_writable``: NotLeader, a failed partition; refusals that
+change nothing raise at once), makes one store append per partition, and is answered by
+one rule, ``_when_durable``: ``0`` (and ``1`` unless ``storage.fsync`` is ``always``) at
+once; ``1`` with fsync ``always`` once the group committer's fsync covers the messages
+(``durability.py``: one fsync per partition covers every append waiting at that moment);
+``all`` once the replication service reports them committed by the in-sync replicas. Every
+answer carries a ``ProduceResult``'s fields.
 
-Batch produces (``produce_framed``: Kafka's Produce, Iggy's SendMessages, TANK's produce;
-``produce_keyed_batch``: V1 PRODUCE_BATCH) skip the per-turn batch: one store append per request,
-answered once. Idempotent produces (``pid``/``seq``) consult ``producers.Producers``; a
+Messages one at a time (``produce_to``: a V1 PRODUCE; ``produce_run``: the V1 fast path's
+run of one topic and acks level): the partition is picked by the key's FNV-1a hash unless
+given; the message joins its partition's ``_Batch`` for this reactor turn (whatever
+connection sent it), and the first message of a turn schedules ``flush`` with
+``callLater(0)``; ``flush`` appends each partition's batch (``PartitionLog.append``).
+Answers go to the ``ProduceSink`` (the connection), one ``flush`` per sink per group of
+answers.
+
+Whole batches (``produce_framed``: Kafka's Produce, Iggy's SendMessages, TANK's produce,
+records already framed; ``produce_keyed_batch``: V1 PRODUCE_BATCH) skip the per-turn batch:
+one store append per request, answered once through a ``ProduceCallback``. Idempotent produces (``pid``/``seq``) consult ``producers.Producers``; a
 framed batch of a Kafka idempotent producer (``produce_framed`` with a ``ProducerBatch``)
 is checked against and recorded in ``idempotence.ProducerStates`` (KIP-98: fencing,
 sequence checks, the last five batches deduplicated), its records' ids carrying its

@@ -2,19 +2,21 @@
 
 Owns: running the framer (``broker.v1.framing.LineFramer``, the one the framing tests test)
 over each read, the PRODUCE fast path (the codec's faster branch, ``Codec.scan_produce``,
-a run of plain PRODUCEs scanned in place at the framer's cursor, compiled or its twin; it feeds the same handler as a parsed PRODUCE,
-``Handlers.produce_message``), and the per-connection queue that keeps replies in request
+a run of plain PRODUCEs scanned in place at the framer's cursor, compiled or its twin; it
+feeds the same handler as a parsed PRODUCE, ``Handlers.produce_message``, and answers a bug
+under it ``INTERNAL`` as dispatch does: ``fast_path_fault``), and the per-connection queue that keeps replies in request
 order while some wait (fsync, acks=all, group writes, long polls). What every connection
 needs whatever its protocol (socket options, idle timeout, flow control, half-close, the
 connection limit) is ``broker.connection``'s.
 
 The PRODUCE path, socket to fsync: ``dataReceived`` -> ``LineFramer.take_fast`` (fast:
 a run scanned at the cursor; else a line -> ``lineReceived`` -> ``Codec.parse_command`` ->
-``Handlers.dispatch`` -> ``Handlers.produce``) -> ``Handlers.produce_message`` ->
-``BrokerCore.produce_to`` (queued in this turn's batch for the partition) ->
-``BrokerCore.flush`` (one append a partition a turn; the fsync as ``durability`` says) ->
-``V1Protocol.produced`` (the slot gets ``replies.produce_ok``) -> ``drain`` (replies in
-request order, one write per read).
+``Handlers.dispatch`` -> ``Handlers.produce``) -> ``Handlers.produce_message``, which is
+``ProducePipeline.produce_to`` (queued in this turn's batch for the partition) ->
+``ProducePipeline.flush`` (one append a partition a turn; answered when
+``_when_durable`` says) -> ``V1Protocol.produced`` (the slot gets ``replies.produce_ok``)
+-> ``drain`` (replies in request order, one write per read). docs/architecture.md lists the
+walk, measured by tests/test_produce_walk.py.
 
 Why not ``LineReceiver``: it re-splits the whole buffer for every line, which is quadratic
 on a burst of thousands of pipelined requests (``broker.v1.framing``).
