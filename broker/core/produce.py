@@ -462,8 +462,8 @@ class ProducePipeline:
         nothing raise at once: ``UnknownTopic`` (auto-created instead when ``create`` and
         ``auto_create_topics`` allow, as ``Topics.resolve`` says), ``InvalidTopicName``,
         ``UnknownPartition``, NOT_LEADER, a failed partition, and ``BadRequest`` when the
-        store refuses the framing. ``ack_timeout_ms``: how long ``acks=all`` waits (None: ``replication.ack_timeout_ms``; Kafka's produce
-        carries the client's own).
+        store refuses the framing. ``ack_timeout_ms``: how long ``acks=all`` waits (None:
+        ``replication.ack_timeout_ms``; Kafka's produce carries the client's own).
 
         With ``producer`` (one batch of a Kafka idempotent producer) the batch is checked
         first: ``InvalidProducerEpoch`` / ``OutOfOrderSequence`` raise at once (nothing
@@ -557,9 +557,9 @@ class ProducePipeline:
         """A whole batch of V1 messages (the additive PRODUCE_BATCH): each non-empty key
         is stored as the key header, as ``produce`` stores it, and ``callback`` gets one
         ``ProduceResult`` with ``count`` and ``duplicates`` (or a ``SkerryError``) once the
-        batch is as durable as
-        ``acks`` asks. The batch is appended with one store append, after every message was
-        built (nothing is written when one is refused). Never creates a topic.
+        batch is as durable as ``acks`` asks. The batch is appended with one store append,
+        after every message was built (nothing is written when one is refused). Never
+        creates a topic.
 
         With ``pid`` and ``seq`` the messages carry sequence numbers ``seq, seq + 1, ...``
         (as ``produce_to`` with pid/seq would give them one by one): messages whose number
