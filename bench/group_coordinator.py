@@ -46,16 +46,21 @@ class GroupCluster:
     """One etcd member and three brokers; ``ask(broker, line)`` sends one V1 request."""
 
     def __init__(self, workdir: Path, *, ttl_ms: int = TTL_MS,
-                 state_partitions: int = STATE_PARTITIONS) -> None:
+                 state_partitions: int = STATE_PARTITIONS,
+                 extra: dict[str, Any] | None = None, kafka: bool = False) -> None:
+        """``extra``: more settings for every broker (``{"iggy_port": 0}``); ``kafka``: each
+        broker also has a Kafka listener (``kafka_bootstrap``)."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.ttl_ms = ttl_ms
         self.state_partitions = state_partitions
         self.etcd = EtcdCluster(workdir, 1)
-        ports = free_ports(3)
-        brokers = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
+        ports = free_ports(6 if kafka else 3)
+        brokers = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports[:3])}
+        kafka_brokers = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports[3:])}
+        self.kafka_bootstrap = ",".join(kafka_brokers.values())
         self.procs: dict[int, BrokerProcess] = {}
-        for i, port in enumerate(ports):
-            config = {
+        for i, port in enumerate(ports[:3]):
+            config: dict[str, Any] = {
                 "log_level": "info",
                 "auto_create_topics": False,
                 "groups": {"state_topic_partitions": state_partitions},
@@ -65,7 +70,11 @@ class GroupCluster:
                 "cluster": {"broker_id": i, "brokers": brokers, "id": f"cg{ports[0]}",
                             "etcd": {"endpoints": self.etcd.endpoints,
                                      "lease_ttl_ms": ttl_ms}},
+                **(extra or {}),
             }
+            if kafka:
+                config["kafka_port"] = ports[3 + i]
+                config["cluster"]["kafka_brokers"] = kafka_brokers
             self.procs[i] = BrokerProcess(workdir / f"broker{i}", config, port=port)
 
     def start(self, *ids: int) -> None:

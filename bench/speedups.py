@@ -1,6 +1,7 @@
 """Each compiled per-message loop against its pure-Python twin, in process, no I/O.
 
-Owns: timing every function of ``data._cspeedups`` and ``broker.v1._cscan`` and its twin on
+Owns: timing every function of ``data._cspeedups`` and ``broker.v1._cscan`` (and the Kafka
+fetch loops of ``broker.kafka._cfetch`` on a compacted topic's run) and its twin on
 the benchmark's shapes (batches of 1,000 messages of 100 bytes, keys of 5-8 bytes, the V1
 PRODUCE lines the load generator sends): CPU time per message, best of five rounds. It is
 how docs/performance.md's "Compiled loops" table is made:
@@ -19,7 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from broker.v1 import codec, replies
+from broker.v1 import codec
+from broker.v1.codec import replies
 from data import format as fmt
 from data import keys, reader, writer
 
@@ -69,6 +71,13 @@ def main() -> int:
         return run
 
     slots = [[None, b"%d" % i] for i in range(N)]
+    # A compacted topic's run: one record in ten a tombstone (an empty stored value), each
+    # with a key; a fetch sends the tombstones as null values (``empty_is_null``).
+    compacted, compacted_ends = writer._build_records_py(
+        idb, [b"" if i % 10 == 0 else p for i, p in enumerate(payloads)], headers, None, 0, 1, 0)
+    compacted_ends = compacted_ends[1:]
+    kafka_c = _module("broker.kafka._cfetch")
+    from broker.kafka import mapping
     cases: list[tuple[str, Any, Any, tuple[Any, ...], int]] = [
         ("FNV-1a of an 8-byte key", keys._fnv1a_32_py, data_c and data_c.fnv1a_32, (b"user1234",), 1),
         ("build a batch of records (header, XXH3, key header)", writer._build_records_py,
@@ -87,6 +96,12 @@ def main() -> int:
          scan_c and scan_all(scan_c.scan_produce), (), N),
         ("fill PRODUCE replies", replies._fill_produce_ok_py, scan_c and scan_c.fill_produce_ok,
          (slots, 0, 0, 0), N),
+        ("Kafka fetch of a compacted topic: record batches v2, tombstones null",
+         mapping._record_batches_py, kafka_c and kafka_c.record_batches,
+         (compacted, compacted_ends, 1 << 30, True, False, -1, True), N),
+        ("Kafka fetch of a compacted topic: MessageSet v1, tombstones null",
+         mapping._message_set_py, kafka_c and kafka_c.message_set,
+         (compacted, compacted_ends, 1, 1 << 30, True, True), N),
     ]
     print("| per message (CPU ns, best of 5) | pure-Python twin | compiled | twin / compiled |")
     print("|---|---:|---:|---:|")

@@ -185,6 +185,10 @@ class BrokerMetrics:
         self._groups: GroupsView | None = None
         self._replication: ReplicationStatusView | None = None
         self._factory: Any = None
+        self.transports: dict[str, tuple[Any, dict[str, int]]] = {"v1": (None, self.requests)}
+        """Transport -> (its connection factory, its requests per command): what
+        ``skerry_connections`` and ``skerry_requests_total`` show per transport (V1's
+        counts are ``requests``; the others' are their dispatch boundary's)."""
         self.control: Any = None
         """``broker.services.control.ControlPlane`` with ``cluster.etcd`` (its election
         counters are exported), None otherwise."""
@@ -199,6 +203,12 @@ class BrokerMetrics:
         self._groups = groups
         self._replication = replication
         self._factory = factory
+        self.transports["v1"] = (factory, self.requests)
+
+    def add_transport(self, name: str, factory: Any, counts: dict[str, int]) -> None:
+        """Show ``name``'s connections (``factory.connections``) and requests per command
+        (``counts``, its dispatch boundary's, ``broker.transport.boundary``)."""
+        self.transports[name] = (factory, counts)
 
     # --------------------------------------------------------------- hot paths
 
@@ -314,11 +324,12 @@ class _Collector:
         for kind in ("compiled", "python", "mixed"):
             implementation.add_metric([kind], 1.0 if kind == current else 0.0)
         yield implementation
-        if m._factory is not None:
-            connections = GaugeMetricFamily("skerry_connections", "Open client connections.",
-                                            labels=["transport"])
-            connections.add_metric(["v1"], float(len(m._factory.connections)))
-            yield connections
+        connections = GaugeMetricFamily("skerry_connections", "Open client connections, per "
+                                        "transport.", labels=["transport"])
+        for name, (factory, _) in m.transports.items():
+            if factory is not None:
+                connections.add_metric([name], float(len(factory.connections)))
+        yield connections
         if core is not None:
             yield from self._partitions(core, m._replication, topics)
         if m._groups is not None:
@@ -366,17 +377,21 @@ class _Collector:
 
     def _requests(self) -> Iterator[Metric]:
         m = self.m
-        counts = CounterMetricFamily("skerry_requests", "V1 requests received, per command "
-                                     "(INVALID: refused by the parser).", labels=["command"])
-        for command, value in sorted(m.requests.items()):
-            counts.add_metric([command], float(value))
+        counts = CounterMetricFamily(
+            "skerry_requests", "Requests received, per transport and command (V1 and TANK "
+            "commands, Kafka API and Iggy command names; INVALID: refused by the parser).",
+            labels=["command", "transport"])
+        for transport, (_, table) in m.transports.items():
+            for command, value in sorted(table.items()):
+                counts.add_metric([command, transport], float(value))
         yield counts
         latency = HistogramMetricFamily(
             "skerry_request_duration_seconds", "From the read that carried a V1 request to "
             "its reply queued for the socket, per command (pipelined PRODUCE: one "
-            "observation per read, weighted by its requests).", labels=["command"])
+            "observation per read, weighted by its requests).",
+            labels=["command", "transport"])
         for command, histogram in sorted(m.latency.items()):
-            latency.add_metric([command], histogram.buckets(), histogram.total)
+            latency.add_metric([command, "v1"], histogram.buckets(), histogram.total)
         yield latency
 
     def _partitions(self, core: BrokerCore, replication: ReplicationStatusView | None,
@@ -445,11 +460,37 @@ class _Collector:
         coordinator = GaugeMetricFamily(
             "skerry_group_coordinator", "The broker coordinating the group (in a cluster "
             "each broker lists the groups it coordinates).", labels=labels)
+        kind = GaugeMetricFamily(
+            "skerry_group_info", "1 for each group on a topic; type is classic (JOIN/SYNC, "
+            "Kafka classic, Iggy) or consumer (KIP-848, GROUP_HEARTBEAT).",
+            labels=[*labels, "type"])
+        epoch = GaugeMetricFamily("skerry_group_epoch", "A consumer (KIP-848) group's group "
+                                  "epoch.", labels=labels)
+        member_epoch = GaugeMetricFamily("skerry_group_member_epoch", "Each member's epoch "
+                                         "in a consumer (KIP-848) group.",
+                                         labels=[*labels, "member"])
+        member_partitions = GaugeMetricFamily(
+            "skerry_group_member_partitions", "Partitions of the topic a consumer (KIP-848) "
+            "group's member owns (state=assigned) or waits for another member to give up "
+            "(state=pending).", labels=[*labels, "member", "state"])
         for group, topic in groups.list_groups():
             try:
                 info = groups.describe(group, topic)
             except SkerryError:
                 continue
+            group_type = getattr(info, "type", "classic")
+            kind.add_metric([group, topic, group_type], 1.0)
+            if group_type == "consumer":
+                epoch.add_metric([group, topic], float(info.group_epoch))
+                pending = dict(info.pending)
+                for member_id, member_epoch_value in info.member_epochs:
+                    member_epoch.add_metric([group, topic, member_id],
+                                            float(member_epoch_value))
+                for member_id, owned in info.members:
+                    member_partitions.add_metric([group, topic, member_id, "assigned"],
+                                                 float(len(owned)))
+                    member_partitions.add_metric([group, topic, member_id, "pending"],
+                                                 float(len(pending.get(member_id, ()))))
             rebalances.add_metric([group, topic], float(info.generation))
             members.add_metric([group, topic], float(len(info.members)))
             coordinator.add_metric([group, topic], float(broker_id))
@@ -458,7 +499,8 @@ class _Collector:
                                          strict=True):
                 lag.add_metric([group, topic, str(p)], float(behind))
                 committed.add_metric([group, topic, str(p)], float(offset))
-        yield from (rebalances, members, lag_total, lag, committed, coordinator)
+        yield from (rebalances, members, lag_total, lag, committed, coordinator, kind, epoch,
+                    member_epoch, member_partitions)
 
 
 # ------------------------------------------------------------------------------ HTTP

@@ -33,12 +33,15 @@ from broker.iggy.service import IggyService
 from broker.services.group_log import GroupStateLog
 from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
-from broker.v1.handlers import Handlers
+from broker.transport.listeners import Listener
+from broker.v1.handlers.dispatch import Handlers
 from broker.v1.protocol import V1Factory
+from broker.v1.service import v1_listener
 from data import speedups
 from data.errors import DataDirError
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
+from groups.consumer_records import consumer_state_records
 from groups.coordinator import GroupCoordinator
 from groups.records import state_records
 from replication.follower import (
@@ -106,36 +109,15 @@ class Broker:
             from broker.tls import TLSListener
 
             reactor = TLSListener(plain, self.tls)
-        port = reactor.listenTCP(self.config["port"], self.v1_factory, interface=host,
-                                 backlog=1024)
-        self.ports.append(port)
-        address = port.getHost()
-        cluster = self.config.cluster
-        if cluster is not None:
-            own = cluster.address(cluster.broker_id)
-            if own.port != address.port:
-                log.warning("listening on port %d but cluster.brokers gives broker %d the "
-                            "address %s: the other brokers will not reach this one",
-                            address.port, cluster.broker_id, own)
-        addresses = [f"v1={address.host}:{address.port}"]
-        if self.iggy is not None:
-            iggy_port = self.iggy.listen(reactor, host, self.config["iggy_port"])
-            self.ports.append(iggy_port)
-            iggy_address = iggy_port.getHost()
-            addresses.append(f"iggy={iggy_address.host}:{iggy_address.port}")
-        if self.kafka is not None:
-            kafka_port = self.kafka.listen(reactor, host, self.config["kafka_port"])
-            self.ports.append(kafka_port)
-            kafka_address = kafka_port.getHost()
-            addresses.append(f"kafka={kafka_address.host}:{kafka_address.port}")
+        addresses = []
+        for listener in self.listeners():
+            port = listener.listen(reactor, host, self.config[listener.setting])
+            self.ports.append(port)
+            address = port.getHost()
+            addresses.append(f"{listener.name}={address.host}:{address.port}")
         if self.console is not None:
             addresses.append(self.console.listen(plain, self.config["console.host"],
                                                  self.config["console_port"], tls=self.tls))
-        if self.tank is not None:
-            tank_port = self.tank.listen(reactor, host, self.config["tank_port"])
-            self.ports.append(tank_port)
-            tank_address = tank_port.getHost()
-            addresses.append(f"tank={tank_address.host}:{tank_address.port}")
         if self.metrics is not None:  # last: it reports the broker ready
             addresses.append(self.metrics.listen(plain, host, self.config["metrics_port"],
                                                  tls=self.tls))
@@ -143,17 +125,23 @@ class Broker:
             self.console.set_listeners(addresses)
         return addresses
 
+    def listeners(self) -> list[Listener]:
+        """The transports' listeners (``broker.transport.listeners``), in the order
+        ``listen`` opens them: V1, then Iggy, Kafka and TANK where configured."""
+        out = [v1_listener(self.v1_factory, self.config.cluster)]
+        out += [service.listener for service in (self.iggy, self.kafka, self.tank)
+                if service is not None]
+        return out
+
     def stop(self) -> Deferred[None]:
         """Stop accepting, answer what is in flight, flush and fsync, close the store."""
-        self.v1_factory.refusing = "broker is shutting down"
+        listeners = self.listeners()
+        for listener in listeners:
+            listener.refuse()
         if self.metrics is not None:
             self.metrics.stopping()  # /health: 503 stopping while in-flight work drains
         if self.iggy is not None:
-            self.iggy.stop()
-        if self.kafka is not None:
-            self.kafka.stop()
-        if self.tank is not None:
-            self.tank.stop()
+            self.iggy.stop()  # its heartbeat loop
         stops = [maybeDeferred(p.stopListening) for p in self.ports]
         self.ports.clear()
         clock = self.core.clock
@@ -167,10 +155,7 @@ class Broker:
             deadline = clock.seconds() + 5.0
 
             def check() -> None:
-                if (self.v1_factory.all_idle() and self.core.idle()
-                        and (self.iggy is None or self.iggy.all_idle())
-                        and (self.kafka is None or self.kafka.all_idle())
-                        and (self.tank is None or self.tank.all_idle())) \
+                if (self.core.idle() and all(listener.idle() for listener in listeners)) \
                         or clock.seconds() > deadline:
                     d.callback(None)
                 else:
@@ -286,14 +271,21 @@ def build_broker(config: Config, clock: IReactorTime, *,
         other_protocol=kafka_groups.coordinator.live_protocol,
         config=ConsumerConfig(
             session_timeout_ms=config["groups.consumer_session_timeout_ms"],
-            heartbeat_interval_ms=config["groups.consumer_heartbeat_interval_ms"]))
+            heartbeat_interval_ms=config["groups.consumer_heartbeat_interval_ms"]),
+        state_log=state_log)
+    if state_log is not None:
+        consumer_groups.load_groups(state_log.loaded.consumer_groups)
     core = BrokerCore(config, store, clock, replication=replication, groups=groups,
                       run_in_thread=run_in_thread)
 
     def group_records(partitions: int) -> dict[int, dict[bytes, bytes]]:
-        return state_records(coordinator.groups(), coordinator.committed(),
-                             coordinator.committed_metadata(),
-                             kafka_groups.coordinator.groups(), partitions)
+        records = state_records(coordinator.groups(), coordinator.committed(),
+                                coordinator.committed_metadata(),
+                                kafka_groups.coordinator.groups(), partitions)
+        for partition, more in consumer_state_records(
+                consumer_groups.coordinator.groups(), partitions).items():
+            records.setdefault(partition, {}).update(more)
+        return records
 
     if state_log is not None:
         state_log.attach(core, group_records)
@@ -306,6 +298,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
     core.access.authorizer = authorizer  # before the handlers: they bind the checked paths
     handlers = Handlers(core, groups, replication)
     handlers.consumer_groups = consumer_groups
+    # What /metrics and the console show of groups: classic and KIP-848 ones alike.
+    group_views = handlers.group_views()
     if config["auth.tokens_file"] is not None:
         from broker.auth import TokenStore
 
@@ -365,6 +359,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
             catalog=Catalog(data_dir, store_topics=core.topic_names, now_us=iggy_now_us, fs=fs),
             users=UserStore(data_dir, now_us=iggy_now_us, fs=fs),
             system_info=HostFacts(data_dir, clock))
+        if group_peers is not None:  # Iggy's group commands reach each group's coordinator
+            iggy.handlers.ctx.router.route_through(
+                handlers.coordinators, handlers.forward, _live_brokers(config, control))
+            iggy.handlers.sessions.number_clients_from(config.cluster.broker_id)
     kafka = None
     if config["kafka_port"] is not None:
         from broker.kafka.service import KafkaService
@@ -390,7 +388,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
     if config["metrics_port"] is not None:
         from broker.metrics import MetricsService
 
-        metrics = MetricsService.for_broker(core, factory, clock, groups=groups,
+        metrics = MetricsService.for_broker(core, factory, clock, groups=group_views,
                                             replication=replication,
                                             tokens=handlers.auth_tokens)
     if metrics is not None and control is not None:
@@ -399,6 +397,10 @@ def build_broker(config: Config, clock: IReactorTime, *,
         metrics.metrics.broker_id = config.cluster.broker_id
     if metrics is not None:
         core.access.on_refused = metrics.metrics.refused
+        for name, service in (("iggy", iggy), ("kafka", kafka), ("tank", tank)):
+            if service is not None:
+                metrics.metrics.add_transport(name, service.factory,
+                                              service.factory.handlers.boundary.counts)
     tls = None
     if config["tls.cert"] is not None:
         from broker.tls import server_options
@@ -415,7 +417,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
             cluster_view = ControlPlaneView(control, config.cluster,
                                             config.cluster.broker_id)
         console = ConsoleService.for_broker(
-            core, factory, clock, config=config, groups=groups, replication=replication,
+            core, factory, clock, config=config, groups=group_views, replication=replication,
             tokens=handlers.auth_tokens,
             counters=metrics.metrics if metrics is not None else None, cluster=cluster_view)
         console.data.access = handlers.acls
@@ -436,8 +438,8 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
     as leadership moves, and group commands for other coordinators forwarded to them.
     Returns the forwarding connections (closed at stop)."""
     from broker.services.coordinators import CoordinatorPartitions
-    from broker.v1.forward import FORWARD_CID_PREFIX
-    from groups.records import GROUPS_TOPIC
+    from broker.v1.handlers.forward import FORWARD_CID_PREFIX
+    from groups.records import GROUPS_TOPIC, GROUPS_TOPIC_SETTINGS
     from replication.follower import Peers
 
     cluster = config.cluster
@@ -448,13 +450,14 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
     def ensure_topic() -> None:
         if store.topic(GROUPS_TOPIC) is None:
             control.request_topic(GROUPS_TOPIC, state_log.partitions, rf, min_isr,
-                                  {"cleanup_policy": "compact"})
+                                  GROUPS_TOPIC_SETTINGS)
             clock.callLater(1.0, ensure_topic)
 
     clock.callLater(0.2, ensure_topic)
     coordinators = CoordinatorPartitions(cluster.broker_id, state_log, store, replication,
                                          clock, groups, kafka_groups,
-                                         leader_of=handlers.admin.leader_of)
+                                         leader_of=handlers.admin.leader_of,
+                                         consumer_groups=handlers.consumer_groups)
     coordinators.start()
 
     def forwarding_connect(address: Any) -> Deferred[Any]:
@@ -468,7 +471,28 @@ def _coordinators(config: Config, clock: IReactorTime, store: Store, core: Broke
                   request_timeout_ms=config["replication.request_timeout_ms"])
     handlers.coordinators = coordinators
     handlers.forward = peers.request
+    if state_log.legacy_pending:  # old group files: offsets of groups coordinated elsewhere
+        from broker.services.coordinators import LegacyImport
+        from broker.services.group_router import GroupRouter
+
+        router = GroupRouter(groups)
+        router.route_through(coordinators, peers.request, _live_brokers(config, control))
+        LegacyImport(state_log, router, clock,
+                     has_topic=lambda name: store.topic(name) is not None).start()
     return peers
+
+
+def _live_brokers(config: Config, control: Any) -> Callable[[], list[int]]:
+    """The ids of the cluster's live brokers (etcd's view when there is one)."""
+    cluster = config.cluster
+    assert cluster is not None
+
+    def live() -> list[int]:
+        if control is not None:
+            return sorted(control.view.brokers)
+        return sorted(cluster.brokers)
+
+    return live
 
 
 def _authorizer(config: Config) -> Any:
@@ -637,7 +661,8 @@ def _check_peer_security(config: Config) -> None:
 
 LISTENER_SETTINGS = ("port", "iggy_port", "kafka_port", "tank_port", "console_port",
                      "metrics_port")
-"""Every setting that opens a listener, in the order ``Broker.listen`` opens them."""
+"""Every setting that opens a listener, in the order ``Broker.listen`` opens them (the
+transports' ``Broker.listeners()``, then the console and the metrics endpoint)."""
 
 
 def listener_addresses(config: Config) -> list[tuple[str, str, int]]:

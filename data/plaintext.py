@@ -3,7 +3,7 @@
 Owns: ``MAX_KEY_BYTES``, ``BAD_VALUE_RE`` / ``BAD_KEY_RE`` (the characters a plain value or
 key may not hold) and ``is_plain_value`` / ``is_plain_key`` (may these bytes travel
 unencoded in a V1 line, or must they go as ``enc=b64``; docs/protocol.md: Names, numbers,
-keys and values). The broker's V1 codec (``broker.v1.commands``) and the Python client
+keys and values). The broker's V1 codec (``broker.v1.codec.commands``) and the Python client
 (``broker.client.codec``) both import it, so the two sides can never disagree.
 
 A neutral module like ``data.names``. Must not import: anything of Skerry, Twisted.

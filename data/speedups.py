@@ -8,7 +8,7 @@ built, or the xxhash symbol it needs is missing). The pure-Python twins are the 
 and live beside their callers: ``data.keys._fnv1a_32_py``, ``data.writer._build_records_py``,
 ``data.reader._verify_run_py``, ``data.reader._decode_run_py``,
 ``data.writer._stamp_framed_py``, ``data.format._consume_items_py``,
-``broker.v1.replies._fill_produce_ok_py``,
+``broker.v1.codec.replies._fill_produce_ok_py``,
 ``broker.v1.codec._scan_produce_py``, ``broker.kafka.mapping._message_set_py``; each of
 those modules binds its public name to the compiled function when ``load`` gives the
 module. ``tests/data/test_speedups_equivalence.py``, ``tests/broker/test_scan_equivalence.py``

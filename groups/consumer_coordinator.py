@@ -176,6 +176,39 @@ class ConsumerGroupCoordinator:
                     effects.append(self._arm_rebalance(group, member, now_ms))
         return Result(None, tuple(effects))
 
+    def load(self, groups: Iterable[ConsumerGroup], now_ms: int) -> Result[list[str]]:
+        """Take over groups read back from the group-state topic (a coordinator partition
+        this broker now leads): each replaces any group of that id held here, and its
+        members get timers as ``start`` arms them. The reply lists the ids taken."""
+        effects: list[ConsumerEffect] = []
+        taken: list[str] = []
+        for group in groups:
+            old = self._groups.get(group.group_id)
+            if old is not None:
+                effects += self._cancel_all(old)
+            self._groups[group.group_id] = group
+            taken.append(group.group_id)
+            for member in group.members.values():
+                effects.append(self._refresh(group, member, now_ms))
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    effects.append(self._arm_rebalance(group, member, now_ms))
+        return Result(taken, tuple(effects))
+
+    def unload(self, owned: Callable[[str], bool]) -> Result[list[str]]:
+        """Forget every group whose id ``owned`` says belongs to a coordinator partition
+        this broker no longer leads (their timers stop; the records keep them). The reply
+        lists the ids forgotten."""
+        gone = [group_id for group_id in sorted(self._groups) if owned(group_id)]
+        effects: list[ConsumerEffect] = []
+        for group_id in gone:
+            effects += self._cancel_all(self._groups.pop(group_id))
+        return Result(gone, tuple(effects))
+
+    @staticmethod
+    def _cancel_all(group: ConsumerGroup) -> list[ConsumerEffect]:
+        return [CancelTimer(key(group.group_id, member_id)) for member_id in group.members
+                for key in (consumer_session_key, consumer_rebalance_key)]
+
     def group(self, group_id: str) -> ConsumerGroup | None:
         """The live ``ConsumerGroup`` (do not mutate it), or None."""
         return self._groups.get(group_id)

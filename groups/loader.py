@@ -24,6 +24,8 @@ from typing import Any
 from data.names import is_valid_name
 from groups.classic_group import ClassicGroup
 from groups.classic_store import CLASSIC_FORMAT_VERSION, classic_groups_from_json
+from groups.consumer_group import ConsumerGroup
+from groups.consumer_records import CONSUMER_KEY_LENGTHS, consumer_groups_from_records
 from groups.coordinator import GroupKey
 from groups.group import Group
 from groups.records import (
@@ -47,6 +49,8 @@ class LoadedState:
     offsets: dict[GroupKey, dict[int, int]] = field(default_factory=dict)
     metadata: dict[GroupKey, dict[int, str]] = field(default_factory=dict)
     classic_groups: list[ClassicGroup] = field(default_factory=list)
+    consumer_groups: list[ConsumerGroup] = field(default_factory=list)
+    """KIP-848 consumer groups (``ConsumerGroupService.load_groups`` takes them)."""
 
 
 class GroupLog:
@@ -55,23 +59,23 @@ class GroupLog:
     def __init__(self) -> None:
         self.latest: dict[bytes, bytes] = {}
         """``{key: value}`` of every live key (what a cleaned partition would hold)."""
-        self._where: dict[bytes, str] = {}
+        self._where: dict[bytes, tuple[int, int]] = {}
+        """``{key: (partition, offset)}`` of each live key's record (named in errors)."""
 
     def apply(self, partition: int, offset: int, key: bytes, value: bytes) -> None:
         """Take one record: a value replaces the key's previous one, a tombstone deletes
         it. Key and value are decoded here so a bad record is named where it is."""
-        where = f"{GROUPS_TOPIC}/{partition} offset {offset}"
         try:
             decode_key(key)
             fields = decode_value(value)
         except ValueError as error:
-            raise ValueError(f"{where}: {error}") from None
+            raise ValueError(f"{_where(partition, offset)}: {error}") from None
         if fields is None:
             self.latest.pop(key, None)
             self._where.pop(key, None)
         else:
             self.latest[key] = value
-            self._where[key] = where
+            self._where[key] = (partition, offset)
 
     def apply_all(self, partition: int,
                   records: Iterable[tuple[int, bytes, bytes]]) -> None:
@@ -89,11 +93,15 @@ class GroupLog:
         """The state the live keys describe; ``ValueError`` naming the record for one
         whose value breaks the document rules."""
         loaded = LoadedState()
+        consumer: dict[bytes, bytes] = {}
         for key in sorted(self.latest):
             kind, *names = decode_key(key)
+            if kind in CONSUMER_KEY_LENGTHS:
+                consumer[key] = self.latest[key]
+                continue
             fields = decode_value(self.latest[key])
             assert fields is not None
-            where = self._where[key]
+            where = _where(*self._where[key])
             named = {"group", "topic", "group_id"} & fields.keys()
             if named:
                 raise ValueError(f"{where}: the value names {', '.join(sorted(named))}; "
@@ -115,7 +123,17 @@ class GroupLog:
                 if fields.get("metadata"):
                     loaded.metadata.setdefault((group, topic), {})[partition] = \
                         fields["metadata"]
+        if consumer:
+            try:
+                loaded.consumer_groups = consumer_groups_from_records(consumer)
+            except ValueError as error:
+                where = sorted({self._where[key].split(" offset ")[0] for key in consumer})
+                raise ValueError(f"{', '.join(where)}: {error}") from None
         return loaded
+
+
+def _where(partition: int, offset: int) -> str:
+    return f"{GROUPS_TOPIC}/{partition} offset {offset}"
 
 
 def _offset_fields(fields: dict[str, Any], where: str) -> None:

@@ -295,10 +295,12 @@ def _group_document(group: str, topic: str, reply: Reply) -> dict[str, Any]:
     committed = reply.ints("committed")
     hws = reply.ints("hw")
     lags = reply.ints("lag")
-    coordinator = reply.fields().get("coordinator")
-    return {
+    fields = reply.fields()
+    coordinator = fields.get("coordinator")
+    doc: dict[str, Any] = {
         "group": group,
         "topic": topic,
+        "type": fields.get("type", "classic"),
         "coordinator": None if coordinator is None else int(coordinator),
         "state": reply.field("state"),
         "generation": reply.number("generation"),
@@ -309,6 +311,16 @@ def _group_document(group: str, topic: str, reply: Reply) -> dict[str, Any]:
                         "lag": lag}
                        for p, c, h, lag in zip(partitions, committed, hws, lags, strict=True)],
     }
+    if doc["type"] == "consumer":  # KIP-848: epochs, and what each member still waits for
+        doc["group_epoch"] = reply.number("group_epoch")
+        doc["assignment_epoch"] = reply.number("assignment_epoch")
+        epochs = dict(item.split(":", 1) for item in reply.items("epochs"))
+        pending = {m: [int(p) for p in parts.split(",") if p]
+                   for m, _, parts in (i.partition(":") for i in reply.items("pending"))}
+        for member in members:
+            member["member_epoch"] = int(epochs.get(member["member_id"], -1))
+            member["pending"] = pending.get(member["member_id"], [])
+    return doc
 
 
 async def _pairs(conn: Connection) -> list[tuple[str, str]]:
@@ -379,6 +391,18 @@ def render_groups(docs: Sequence[dict[str, Any]]) -> str:
     detail = render_table(["topic", "partition", "member", "committed", "hw", "lag"], rows)
     coordinator = docs[0].get("coordinator")
     where = "" if coordinator is None else f" (coordinator: broker {coordinator})"
+    consumer = [d for d in docs if d.get("type") == "consumer"]
+    if consumer:  # KIP-848: the group's epochs and each member's epoch, owned and pending
+        first = consumer[0]
+        where += (f" (consumer group: group epoch {first['group_epoch']}, assignment epoch "
+                  f"{first['assignment_epoch']})")
+        members = render_table(
+            ["topic", "member", "epoch", "assigned", "pending"],
+            [[d["topic"], m["member_id"], m["member_epoch"],
+              ",".join(str(p) for p in m["partitions"]) or None,
+              ",".join(str(p) for p in m["pending"]) or None]
+             for d in consumer for m in d["members"]])
+        return f"group {docs[0]['group']}{where}\n{summary}\n{members}\n{detail}"
     return f"group {docs[0]['group']}{where}\n{summary}\n{detail}"
 
 

@@ -95,6 +95,11 @@ def _harness(args: argparse.Namespace) -> int:
         problems.append("--partitions must be at least 1")
     if args.produce_rate < 0:
         problems.append("--produce-rate must not be negative")
+    assignors = {"classic": ("round_robin", "range", "sticky"), "consumer": ("uniform", "range")}
+    assignor = args.assignor or assignors[args.protocol][0]
+    if assignor not in assignors[args.protocol]:
+        problems.append(f"--assignor {assignor} is not one of "
+                        f"{', '.join(assignors[args.protocol])} (--protocol {args.protocol})")
     if problems:
         for problem in problems:
             print(f"skerry harness: {problem}", file=sys.stderr)
@@ -104,7 +109,8 @@ def _harness(args: argparse.Namespace) -> int:
         host=host.strip("[]"), port=int(port), consumers=args.consumers,
         duration_s=args.duration,
         seed=args.seed if args.seed is not None else secrets.randbelow(1_000_000),
-        assignor=args.assignor, session_timeout_ms=args.session_timeout_ms,
+        assignor=assignor, session_timeout_ms=args.session_timeout_ms,
+        protocol=args.protocol,
         topic=args.topic or f"harness-{token}", group=args.group or f"harness-{token}",
         partitions=args.partitions, produce_rate=args.produce_rate,
         request_timeout_s=args.request_timeout, chart=args.chart, json_output=args.json)
@@ -189,9 +195,16 @@ def build_parser() -> argparse.ArgumentParser:
                               "settle time of max(2 s, 3 session timeouts)")
     harness.add_argument("--seed", type=int, help="seed of the chaos schedule (default: "
                                                   "random, printed in the report)")
-    harness.add_argument("--assignor", default="round_robin",
-                         choices=("round_robin", "range", "sticky"),
-                         help="assignor the members ask for (default round_robin)")
+    harness.add_argument("--protocol", default="classic", choices=("classic", "consumer"),
+                         help="classic: JOIN/SYNC/HEARTBEAT members (default); consumer: "
+                              "KIP-848 members driven by GROUP_HEARTBEAT (the session "
+                              "timeout is then the broker's "
+                              "groups.consumer_session_timeout_ms: pass the same value as "
+                              "--session-timeout-ms)")
+    harness.add_argument("--assignor",
+                         choices=("round_robin", "range", "sticky", "uniform"),
+                         help="assignor the members ask for (default round_robin; with "
+                              "--protocol consumer: uniform or range, default uniform)")
     harness.add_argument("--session-timeout-ms", dest="session_timeout_ms", type=int,
                          default=1000, help="the members' session timeout (default 1000)")
     harness.add_argument("--topic", help="topic to consume (default: a new harness-<random>)")

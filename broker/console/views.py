@@ -332,7 +332,8 @@ class ConsoleData:
                 continue
             rows.append({"group": group, "topic": topic, "state": info.state,
                          "generation": info.generation, "assignor": info.assignor,
-                         "members": len(info.members), "lag": sum(info.lag)})
+                         "members": len(info.members), "lag": sum(info.lag),
+                         "type": getattr(info, "type", "classic")})
         return {"groups": rows, "internal_hidden": hidden}
 
     def group(self, group: str, topic: str) -> dict[str, Any]:
@@ -344,10 +345,22 @@ class ConsoleData:
             raise ApiError(404, str(exc)) from None
         owner = {p: member for member, parts in info.members for p in parts}
         now = self.now()
+        kind = getattr(info, "type", "classic")
+        members: list[dict[str, Any]] = [{"member_id": m, "partitions": list(parts)}
+                                         for m, parts in info.members]
+        consumer: dict[str, Any] = {}
+        if kind == "consumer":  # KIP-848: the epochs and what each member waits for
+            epochs = dict(info.member_epochs)
+            pending = dict(info.pending)
+            for member in members:
+                member["member_epoch"] = epochs.get(member["member_id"])
+                member["pending"] = list(pending.get(member["member_id"], ()))
+            consumer = {"group_epoch": info.group_epoch,
+                        "assignment_epoch": info.assignment_epoch}
         return {
-            "group": group, "topic": topic, "state": info.state,
+            "group": group, "topic": topic, "state": info.state, "type": kind, **consumer,
             "generation": info.generation, "assignor": info.assignor,
-            "members": [{"member_id": m, "partitions": list(parts)} for m, parts in info.members],
+            "members": members,
             "partitions": [{"partition": p, "member": owner.get(p), "committed": c, "hw": h,
                             "lag": lag}
                            for p, c, h, lag in zip(info.partitions, info.committed, info.hw,

@@ -37,6 +37,7 @@ from data.errors import TopicQuarantined
 from data.log import PartitionLog
 from data.names import is_valid_name
 from data.store import Topic, TopicConfig
+from groups.records import GROUPS_TOPIC_SETTINGS
 
 INTERNAL_PREFIX = "__skerry_"
 """Names of the broker's own topics start with this."""
@@ -139,10 +140,12 @@ class Topics:
         if not name.startswith(INTERNAL_PREFIX):
             raise ValueError(f"{name} is not an internal topic name")
         try:
-            # Compacted: the latest record of each key is all a coordinator needs.
+            # Compacted: the latest record of each key is all a coordinator needs; small
+            # segments, so the cleaner reaches all but the last few MiB (what a loading
+            # coordinator reads beyond the latest records).
             topic = self._store.create_topic(name, TopicConfig(
                 partitions=partitions, replication_factor=replication_factor,
-                min_insync_replicas=min_insync_replicas, cleanup_policy="compact"))
+                min_insync_replicas=min_insync_replicas, **GROUPS_TOPIC_SETTINGS))
         except OSError as exc:
             raise StorageError(f"cannot create topic {name}: {exc.strerror}") from exc
         log.info("created internal topic %s (partitions=%d replication_factor=%d)", name,

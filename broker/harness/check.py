@@ -42,7 +42,9 @@ __all__ = [
 #: re-deliveries no rebalance explains and ``integrity`` a consumed value that differs from
 #: the value produced at that offset.
 INVARIANTS = ("exclusivity", "coverage", "fencing", "liveness", "durability", "duplicates",
-              "integrity")
+              "integrity", "processing")
+"""``processing`` (KIP-848 runs): a message the producer got acknowledged that no member
+consumed by the end of the run."""
 CHAOS_ACTIONS = ("kill", "pause", "restart", "add")
 _KEPT_MESSAGES = 50  # violation and error texts kept for the report (all are counted)
 
@@ -162,7 +164,15 @@ class Checker:
     is not the one produced at that offset).
     """
 
-    def __init__(self, session_timeout_ms: int, *, slack_s: float = 0.1) -> None:
+    def __init__(self, session_timeout_ms: int, *, slack_s: float = 0.1,
+                 incremental: bool = False) -> None:
+        self.incremental = incremental
+        """KIP-848 (GROUP_HEARTBEAT) members: partitions move one at a time within one
+        group epoch, so exclusivity is judged on who holds a partition at each moment
+        (``record_held``/``record_released``), not per generation; coverage is not
+        required at every instant (a partition being handed over has no owner for a
+        moment); and every produced message must have been consumed by the end."""
+        self._holders: dict[int, str] = {}
         self.session_s = session_timeout_ms / 1000.0
         self.slack_s = slack_s
         self.violations: Counter[str] = Counter()
@@ -255,9 +265,19 @@ class Checker:
         live to the send time of its last refresh acknowledged before ``obs.sent``."""
         self.observations.append(obs)
         self._generation(obs.generation, floor, obs.answered, "DESCRIBE_GROUP")
-        for member, parts in obs.members.items():
-            self._own(obs.generation, member, parts, obs.answered, "DESCRIBE_GROUP")
-        if obs.members:
+        if self.incremental:  # one answer never shows a partition owned twice
+            seen: dict[int, str] = {}
+            for member, parts in sorted(obs.members.items()):
+                for p in parts:
+                    other = seen.setdefault(p, member)
+                    if other != member:
+                        self.violate("exclusivity", obs.answered, f"DESCRIBE_GROUP: partition "
+                                     f"{p} owned by both {other} and {member} at group epoch "
+                                     f"{obs.generation}")
+        else:
+            for member, parts in obs.members.items():
+                self._own(obs.generation, member, parts, obs.answered, "DESCRIBE_GROUP")
+        if obs.members and not self.incremental:
             owned = {p for parts in obs.members.values() for p in parts}
             missing = sorted(set(range(obs.partitions)) - owned)
             if missing:
@@ -271,6 +291,35 @@ class Checker:
                              f"its last acknowledged refresh")
         for death in list(self._pending_deaths):
             self._judge(death, obs)
+
+    # ------------------------------------------------------------------ holding (KIP-848)
+
+    def record_held(self, member: str, partitions: Iterable[int], answered: float, *,
+                    anchors: Mapping[str, float]) -> None:
+        """A heartbeat answer (received at ``answered``) lets ``member`` consume
+        ``partitions`` from now on. A partition still held by another member that has not
+        sent the heartbeat releasing it is owned twice, unless that member may have been
+        fenced meanwhile: ``anchors`` maps each holder to the send time of its last
+        accepted heartbeat, and a holder silent for a session timeout before ``answered``
+        may have been fenced by the broker (the harness then stops counting it only when
+        it learns so)."""
+        for p in partitions:
+            holder = self._holders.get(p)
+            if holder is not None and holder != member:
+                anchor = anchors.get(holder, float("-inf"))
+                if answered < anchor + self.session_s:
+                    self.violate("exclusivity", answered,
+                                 f"partition {p} given to {member} while {holder} still held "
+                                 f"it (its release not sent; last heartbeat "
+                                 f"{answered - anchor:.3f} s before)")
+            self._holders[p] = member
+
+    def record_released(self, member: str, partitions: Iterable[int]) -> None:
+        """``member`` stopped consuming ``partitions`` (the heartbeat reporting it is about
+        to be sent; or it died, or was told it is fenced)."""
+        for p in partitions:
+            if self._holders.get(p) == member:
+                del self._holders[p]
 
     # ------------------------------------------------------------------ deaths
 
@@ -383,7 +432,13 @@ class Checker:
     # ------------------------------------------------------------------ end of run
 
     def finish(self, at: float) -> None:
-        """End-of-run checks: every consumed value is the one produced at that offset."""
+        """End-of-run checks: every consumed value is the one produced at that offset; with
+        KIP-848 members, every produced message was consumed."""
+        if self.incremental:
+            missing = sorted(set(self._produced) - set(self._delivered))
+            if missing:
+                self.violate("processing", at, f"{len(missing)} produced messages never "
+                             f"consumed, first {missing[:5]} (partition, offset)")
         for (partition, offset), seen in sorted(self._delivered.items()):
             produced = self._produced.get((partition, offset))
             if produced is not None and produced != seen.value:
@@ -462,7 +517,9 @@ def format_report(report: Mapping[str, Any]) -> str:
     lines = [
         f"skerry harness: {setup['consumers']} consumers, {setup['duration_s']:g} s of chaos, "
         f"session timeout {setup['session_timeout_ms']} ms, assignor {setup['assignor']}, "
-        f"seed {setup['seed']}",
+        + ("" if setup.get("protocol", "classic") == "classic"
+           else f"protocol {setup['protocol']} (GROUP_HEARTBEAT), ")
+        + f"seed {setup['seed']}",
         f"  broker {setup['bootstrap']}, topic {setup['topic']} ({setup['partitions']} "
         f"partitions), group {setup['group']}, ran {setup['elapsed_s']:.1f} s",
         f"violations: {report['violations']}  ("

@@ -80,6 +80,10 @@ class HarnessOptions:
     request_timeout_s: float = 5.0
     chart: str | None = None
     json_output: bool = False
+    protocol: str = "classic"
+    """``classic`` (JOIN/SYNC/HEARTBEAT) or ``consumer`` (KIP-848: GROUP_HEARTBEAT,
+    ``broker.harness.kip848``); with ``consumer`` the session timeout is the broker's
+    ``groups.consumer_session_timeout_ms`` and ``session_timeout_ms`` must name it."""
 
     @property
     def bootstrap(self) -> str:
@@ -100,13 +104,17 @@ class MemberConnection(Connection):
     refreshing request. ``request`` returns ERR answers instead of raising them: the
     harness records refusals as observations."""
 
+    refreshing: frozenset[str] = REFRESHING
+    """The commands whose acceptance refreshes the session (KIP-848 members: only
+    GROUP_HEARTBEAT)."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.last_refresh_ok = float("-inf")
         self.on_reply = self._note_refresh
 
     def _note_refresh(self, command: str, reply: Reply) -> None:
-        if reply.ok and command in REFRESHING:
+        if reply.ok and command in self.refreshing:
             self.last_refresh_ok = max(self.last_refresh_ok, reply.sent)
 
     async def request(self, command: str, args: str | bytes = "", *,
@@ -119,7 +127,8 @@ class MemberConnection(Connection):
     def refresh_anchor(self) -> float:
         """The latest moment the broker may have refreshed the member's session: the send
         time of its last accepted refreshing request, or of one still unanswered."""
-        unanswered = [sent for command, sent in self.unanswered() if command in REFRESHING]
+        unanswered = [sent for command, sent in self.unanswered()
+                      if command in self.refreshing]
         return max([self.last_refresh_ok, *unanswered])
 
 
@@ -433,7 +442,8 @@ class Harness:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options
         self.clock = clock
-        self.checker = Checker(options.session_timeout_ms)
+        self.checker = Checker(options.session_timeout_ms,
+                               incremental=options.protocol == "consumer")
         self.consumers: dict[str, SimConsumer] = {}
         self.stopping = False
         self.chaos_counts: Counter[str] = Counter()
@@ -451,6 +461,8 @@ class Harness:
         conn = await MemberConnection.open(Address(self.options.host, self.options.port),
                                            self.options.request_timeout_s, self.clock)
         assert isinstance(conn, MemberConnection)
+        if self.options.protocol == "consumer":  # KIP-848: only heartbeats refresh
+            conn.refreshing = frozenset({"GROUP_HEARTBEAT"})
         return conn
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -543,7 +555,14 @@ class Harness:
         if member_id is None:
             member_id = f"c{self._next_member:03d}"
             self._next_member += 1
-        consumer = self.consumers.get(member_id) or SimConsumer(self, member_id)
+        consumer = self.consumers.get(member_id)
+        if consumer is None:
+            if self.options.protocol == "consumer":
+                from broker.harness.kip848 import HeartbeatConsumer
+
+                consumer = HeartbeatConsumer(self, member_id)
+            else:
+                consumer = SimConsumer(self, member_id)
         self.consumers[member_id] = consumer
         try:
             await consumer.start()
@@ -642,6 +661,11 @@ class Harness:
         conn = await self.connect("prober")
         rng = random.Random(self.options.seed + 1)
         kinds = ("unknown_member", "stale_generation", "not_owner")
+        if opts.protocol == "consumer":
+            from broker.harness.kip848 import probe_consumer_group
+
+            await probe_consumer_group(self, conn, rng)
+            return
         count = 0
         last_offsets = self.clock()
         try:
@@ -754,7 +778,8 @@ class Harness:
         report["setup"] = {
             "bootstrap": opts.bootstrap, "consumers": opts.consumers,
             "duration_s": opts.duration_s, "session_timeout_ms": opts.session_timeout_ms,
-            "assignor": opts.assignor, "seed": opts.seed, "topic": opts.topic,
+            "assignor": opts.assignor, "protocol": opts.protocol, "seed": opts.seed,
+            "topic": opts.topic,
             "group": opts.group, "partitions": self.partitions,
             "produce_rate": opts.produce_rate,
             "elapsed_s": round(self.clock() - self.started, 3),

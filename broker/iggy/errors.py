@@ -71,6 +71,7 @@ from broker.services.errors import (
     UserInactive,
     UsernameTaken,
 )
+from broker.transport.errors import ErrorTable
 
 __all__ = ["Status", "IggyError", "STATUS_BY_ERROR", "REFUSALS", "status_for"]
 
@@ -134,13 +135,7 @@ REFUSALS: tuple[type[Exception], ...] = (IggyError, SkerryError, ServiceError)
 without a traceback)."""
 
 
-def status_for(error: BaseException) -> Status:
-    """The status that answers ``error``: its own for an ``IggyError``, the table's row for
-    the error's class or its nearest base class, ``ERROR`` (1) for anything else."""
-    if isinstance(error, IggyError):
-        return error.status
-    for cls in type(error).__mro__:
-        status = STATUS_BY_ERROR.get(cls)
-        if status is not None:
-            return status
-    return Status.ERROR
+status_for: ErrorTable[Status] = ErrorTable(
+    STATUS_BY_ERROR, Status.ERROR, carries=(IggyError, lambda e: e.status))  # type: ignore[attr-defined]
+"""The status that answers an exception: its own for an ``IggyError``, the table's row for
+the error's class or its nearest base class, ``ERROR`` (1) for anything else."""

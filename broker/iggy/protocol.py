@@ -1,6 +1,7 @@
 """The Iggy transport's Twisted protocol: framing and reply order for one TCP connection.
 
-Owns: splitting the byte stream into frames (``u32 length, u32 code, payload``), handing
+Owns: splitting the byte stream into frames (``u32 length, u32 code, payload``, with the
+kit's splitter, ``broker.iggy.codec.request_splitter``), handing
 each to ``IggyHandlers.dispatch`` and writing its reply; one request at a time per
 connection (Iggy's commands depend on what came before: a login, a join), so while a reply
 waits (an fsync, a group write, password hashing) the connection stops reading and the next
@@ -21,21 +22,19 @@ Must not import: the store, groups or replication; everything goes through the h
 from __future__ import annotations
 
 import logging
+from collections import deque
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
 
 from broker.connection import Connection, ConnectionFactory
-from broker.iggy.codec import REQUEST_HEAD, frame_error
+from broker.iggy.codec import FrameRefused, frame_error, request_splitter
 from broker.iggy.errors import Status
 from broker.iggy.handlers import IggyHandlers, Session
 
 __all__ = ["IggyProtocol", "IggyFactory"]
 
 log = logging.getLogger("skerry.iggy")
-
-_HEAD = REQUEST_HEAD.size
-_unpack_head = REQUEST_HEAD.unpack_from
 
 
 class IggyProtocol(Connection):
@@ -46,8 +45,8 @@ class IggyProtocol(Connection):
     def __init__(self, factory: IggyFactory) -> None:
         super().__init__(factory)
         self.max_frame = factory.max_frame_bytes
-        self._buffer = bytearray()
-        self._pos = 0
+        self._splitter = request_splitter(self.max_frame)
+        self._frames: deque[tuple[int, bytes] | FrameRefused] = deque()  # read, not run yet
         self._waiting = False  # a reply is not ready yet
         self._processing = False
         self.session: Session | None = None
@@ -59,8 +58,8 @@ class IggyProtocol(Connection):
         log.debug("iggy: client %d connected from %s", self.session.client_id, self.peer)
 
     def connection_ended(self) -> None:
-        self._buffer = bytearray()
-        self._pos = 0
+        self._splitter.clear()
+        self._frames.clear()
         if self.session is not None:
             self.handlers.close_session(self.session)
             log.debug("iggy: client %d disconnected", self.session.client_id)
@@ -69,9 +68,8 @@ class IggyProtocol(Connection):
         return f"iggy client {self.session.client_id if self.session else '?'}"
 
     def outstanding(self) -> bool:
-        """A reply not ready yet; a complete frame left in the buffer is outstanding only
-        while paused, which the base checks."""
-        return self._waiting
+        """A reply not ready yet, or a whole request read and not run yet."""
+        return self._waiting or bool(self._frames)
 
     def reading_blocked(self) -> bool:
         """One request at a time: no reading while a reply waits."""
@@ -83,18 +81,17 @@ class IggyProtocol(Connection):
     def last_words(self) -> None:
         """A partial frame at the end is dropped: the client stopped sending in its
         middle."""
-        if len(self._buffer) > self._pos:
+        if self._splitter.buffered:
             log.info("iggy: client %s shut down its side in the middle of a frame (%d bytes "
                      "dropped)", self.session.client_id if self.session else "?",
-                     len(self._buffer) - self._pos)
-        self._buffer = bytearray()
-        self._pos = 0
+                     self._splitter.buffered)
+        self._splitter.clear()
 
     # ---------------------------------------------------------------- framing
 
     def dataReceived(self, data: bytes) -> None:
         self._arm_idle()
-        self._buffer += data
+        self._frames.extend(self._splitter.feed(data))
         self._process()
 
     def _process(self) -> None:
@@ -102,33 +99,24 @@ class IggyProtocol(Connection):
             return
         self._processing = True
         try:
-            self._frames()
+            self._run_frames()
         finally:
             self._processing = False
         if self._read_closed:
             self._close_when_answered()
 
-    def _frames(self) -> None:
-        buf = self._buffer
+    def _run_frames(self) -> None:
+        frames = self._frames
         transport = self.transport
         dispatch = self.handlers.dispatch
         session = self.session
         assert session is not None
-        while not (self.paused or self._waiting or transport.disconnecting):
-            pos = self._pos
-            available = len(buf) - pos
-            if available < _HEAD:
-                break
-            length, code = _unpack_head(buf, pos)
-            if length < 4 or length - 4 > self.max_frame:
-                self._refuse(length)
+        while frames and not (self.paused or self._waiting or transport.disconnecting):
+            request = frames.popleft()
+            if type(request) is FrameRefused:
+                self._refuse(request)
                 return
-            end = pos + 4 + length
-            if len(buf) < end:
-                break
-            with memoryview(buf) as view:  # one copy of the frame, not two
-                payload = bytes(view[pos + _HEAD:end])
-            self._pos = end
+            code, payload = request  # type: ignore[misc]
             reply = dispatch(session, code, payload)
             if isinstance(reply, Deferred):
                 self._waiting = True
@@ -137,10 +125,6 @@ class IggyProtocol(Connection):
                     self._update_reading()
             else:
                 transport.write(reply)
-        pos = self._pos
-        if pos and (pos >= len(buf) or pos > 65536):
-            del buf[:pos]
-            self._pos = 0
 
     def _answer(self, frame: bytes) -> None:
         self._waiting = False
@@ -151,12 +135,11 @@ class IggyProtocol(Connection):
             self._update_reading()
             self._process()
 
-    def _refuse(self, length: int) -> None:
-        log.info("iggy: client %s sent a frame of length %d (limit %d); closing",
-                 self.session.client_id if self.session else "?", length, self.max_frame + 4)
-        self._buffer = bytearray()
-        self._pos = 0
-        self.transport.write(frame_error(Status.INVALID_FORMAT if length < 4
+    def _refuse(self, refused: FrameRefused) -> None:
+        log.info("iggy: client %s sent a %s; closing",
+                 self.session.client_id if self.session else "?", refused)
+        self._frames.clear()
+        self.transport.write(frame_error(Status.INVALID_FORMAT if refused.length < 4
                                          else Status.INVALID_COMMAND))
         self.transport.loseConnection()
 

@@ -39,6 +39,7 @@ from broker.services.iggy_users import (
     check_username,
     hash_password,
 )
+from broker.transport.listeners import Listener
 
 __all__ = ["IggyService", "is_loopback", "root_credentials", "DEFAULT_ROOT"]
 
@@ -160,14 +161,20 @@ class IggyService:
                 "iggy: could not migrate the permissions of user %r: %s", user.username,
                 failure.getErrorMessage()))
 
+    @property
+    def listener(self) -> Listener:
+        """The Iggy listener (``broker.transport.listeners``): ``prepare`` first, then the
+        bound address is what GetMe/GetClients report."""
+        return Listener("iggy", "iggy_port", self.factory, before=self.prepare,
+                        bound=self._bound)
+
     def listen(self, reactor: Any, host: str, port: int) -> Any:
         """Prepare (see ``prepare``) and listen; returns the listening port."""
-        self.prepare(host)
-        listening = reactor.listenTCP(port, self.factory, interface=host, backlog=1024)
-        address = listening.getHost()
+        return self.listener.listen(reactor, host, port)
+
+    def _bound(self, address: Any) -> None:
         self.node.ip = address.host
         self.node.tcp_port = address.port
-        return listening
 
     def stop(self) -> None:
         """Refuse new connections and stop the heartbeat loop."""

@@ -1,9 +1,10 @@
 /* broker.kafka._cfetch: the compiled loops of the Kafka data path, each the twin of a
  * pure-Python reference in broker/kafka/mapping.py:
  *
- *   message_set(raw, ends, magic, max_bytes, whole_first) -> (bytes, count) | None
- *   record_batches(raw, ends, max_bytes, whole_first, log_append_time, leader_epoch)
- *       -> (bytes, count) | None                       (Fetch v4+: record batches v2)
+ *   message_set(raw, ends, magic, max_bytes, whole_first[, empty_is_null])
+ *       -> (bytes, count) | None
+ *   record_batches(raw, ends, max_bytes, whole_first, log_append_time, leader_epoch
+ *                  [, empty_is_null]) -> (bytes, count) | None   (Fetch v4+: batches v2)
  *   frame_batch(body, count, ...) -> (messages, ends) | None   (Produce: one batch v2)
  *   crc32 / crc32c / crc32c_tables                      (checksums, for the tests)
  *
@@ -14,7 +15,8 @@
  * i ends at ends[i] in raw) -> an uncompressed MessageSet of magic 0 or 1 (offset, size,
  * CRC-32 over magic..value, attributes 0, CreateTime = (origin_timestamp or timestamp) //
  * 1000 for magic 1, key, value), as many whole messages as fit max_bytes, and the first one
- * whole when whole_first.
+ * whole when whole_first. With empty_is_null (a compacted topic, where an empty payload is
+ * the tombstone: docs/storage.md) an empty value goes out as Kafka's null value (length -1).
  *
  * It answers only the shapes it knows exactly: each record's user headers empty (a null
  * key) or exactly one key header (string or raw value of 1-255 bytes: the key). Anything
@@ -122,8 +124,9 @@ static PyObject *decline(void) {
 }
 
 static PyObject *message_set(PyObject *self, PyObject *args) {
-    PyObject *raw_obj, *ends_obj, *magic_obj, *max_obj, *whole_obj;
-    if (!PyArg_ParseTuple(args, "OOOOO", &raw_obj, &ends_obj, &magic_obj, &max_obj, &whole_obj))
+    PyObject *raw_obj, *ends_obj, *magic_obj, *max_obj, *whole_obj, *null_obj = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOO|O", &raw_obj, &ends_obj, &magic_obj, &max_obj,
+                          &whole_obj, &null_obj))
         return NULL;
     if (!PyBytes_CheckExact(raw_obj) || !PyList_CheckExact(ends_obj)
         || !PyLong_CheckExact(magic_obj) || !PyLong_CheckExact(max_obj))
@@ -136,7 +139,8 @@ static PyObject *message_set(PyObject *self, PyObject *args) {
     else if (overflow < 0) max_bytes = LLONG_MIN;
     else if (max_bytes == -1 && PyErr_Occurred()) return decline();
     int whole_first = PyObject_IsTrue(whole_obj);
-    if (whole_first < 0) return decline();
+    int empty_null = null_obj == NULL ? 0 : PyObject_IsTrue(null_obj);
+    if (whole_first < 0 || empty_null < 0) return decline();
 
     const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(raw_obj);
     Py_ssize_t raw_len = PyBytes_GET_SIZE(raw_obj);
@@ -199,7 +203,8 @@ static PyObject *message_set(PyObject *self, PyObject *args) {
             memset(p, 0xFF, 4);
             p += 4;
         }
-        be32(p, (uint32_t)payload_len);
+        if (empty_null && payload_len == 0) memset(p, 0xFF, 4);  /* a tombstone: null */
+        else be32(p, (uint32_t)payload_len);
         memcpy(p + 4, h + HEADER_SIZE, (size_t)payload_len);
         be32(o + 12, crc32_ieee(o + 16, (size_t)(message - 16)));
         o += message;
@@ -211,8 +216,8 @@ static PyObject *message_set(PyObject *self, PyObject *args) {
 
 /* ---------------------------------------------------------------- record batches v2
  *
- * record_batches(raw, ends, max_bytes, whole_first, log_append_time, leader_epoch)
- *     -> (bytes, count) | None
+ * record_batches(raw, ends, max_bytes, whole_first, log_append_time, leader_epoch
+ *                [, empty_is_null]) -> (bytes, count) | None
  *
  * The reference is broker/kafka/mapping.py's _record_batches_py: stored records -> record
  * batches v2 (one batch for the run; under LogAppendTime one per run of records appended in
@@ -222,6 +227,8 @@ static PyObject *message_set(PyObject *self, PyObject *args) {
  * is a header). It declines (None) whatever it does not know exactly: malformed user
  * headers, a "kafka.headers" list that does not decode, lengths that do not add up, ends
  * out of order, an offset over 2^63 - 1, an offset delta beyond int32, bad arguments.
+ * With empty_is_null (a compacted topic) an empty value is written as the null value
+ * (varint -1), the tombstone Kafka's compacted topics carry.
  * CRC-32C: SSE4.2's crc32 instruction where the CPU has it, else slicing-by-8 tables. */
 
 static uint32_t crc32c_table[8][256];
@@ -323,6 +330,7 @@ typedef struct {
     int64_t ts;
     const unsigned char *payload;
     Py_ssize_t payload_len;
+    int64_t value_len;             /* as sent: -1 (null) for a tombstone, else payload_len */
     const unsigned char *key;
     Py_ssize_t key_len;            /* -1: null */
     const unsigned char *uh;       /* user headers */
@@ -363,7 +371,7 @@ static int check_list(const unsigned char *b, Py_ssize_t n, int64_t *count, Py_s
 /* Record ``start..end``: its fields for a batch, ``lat`` choosing the timestamp; -1 to
  * decline. */
 static int parse_record(const unsigned char *b, Py_ssize_t start, Py_ssize_t end, int lat,
-                        rec_t *r, scratch_t *s) {
+                        int empty_null, rec_t *r, scratch_t *s) {
     if (end - start < HEADER_SIZE) return -1;
     const unsigned char *h = b + start;
     r->offset = le64(h + 24);
@@ -374,6 +382,7 @@ static int parse_record(const unsigned char *b, Py_ssize_t start, Py_ssize_t end
     r->payload_len = (Py_ssize_t)le32(h + 52);
     if (HEADER_SIZE + r->payload_len + header_len != end - start) return -1;
     r->payload = h + HEADER_SIZE;
+    r->value_len = empty_null && r->payload_len == 0 ? -1 : r->payload_len;
     r->uh = r->payload + r->payload_len;
     r->uh_len = header_len;
     r->key = NULL;
@@ -431,7 +440,7 @@ static int parse_record(const unsigned char *b, Py_ssize_t start, Py_ssize_t end
 static inline Py_ssize_t body_size(const rec_t *r, int64_t ts_delta, int64_t off_delta) {
     return 1 + varint_size(ts_delta) + varint_size(off_delta)
         + (r->key_len < 0 ? 1 : varint_size(r->key_len) + r->key_len)
-        + varint_size(r->payload_len) + r->payload_len
+        + varint_size(r->value_len) + r->payload_len
         + varint_size(r->listed + r->plain) + (r->list_len - r->list_skip) + r->plain_bytes;
 }
 
@@ -448,7 +457,7 @@ static unsigned char *write_record(unsigned char *o, const rec_t *r, int64_t ts_
         memcpy(o, r->key, (size_t)r->key_len);
         o += r->key_len;
     }
-    o = put_varint(o, r->payload_len);
+    o = put_varint(o, r->value_len);
     memcpy(o, r->payload, (size_t)r->payload_len);
     o += r->payload_len;
     o = put_varint(o, r->listed + r->plain);
@@ -512,9 +521,9 @@ static unsigned char *finish_batch(unsigned char *head, unsigned char *end, uint
 }
 
 static PyObject *record_batches(PyObject *self, PyObject *args) {
-    PyObject *raw_obj, *ends_obj, *max_obj, *whole_obj, *lat_obj, *epoch_obj;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &raw_obj, &ends_obj, &max_obj, &whole_obj, &lat_obj,
-                          &epoch_obj))
+    PyObject *raw_obj, *ends_obj, *max_obj, *whole_obj, *lat_obj, *epoch_obj, *null_obj = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOO|O", &raw_obj, &ends_obj, &max_obj, &whole_obj,
+                          &lat_obj, &epoch_obj, &null_obj))
         return NULL;
     if (!PyBytes_CheckExact(raw_obj) || !PyList_CheckExact(ends_obj)
         || !PyLong_CheckExact(max_obj) || !PyLong_CheckExact(epoch_obj))
@@ -529,7 +538,8 @@ static PyObject *record_batches(PyObject *self, PyObject *args) {
         return decline();
     int whole_first = PyObject_IsTrue(whole_obj);
     int lat = PyObject_IsTrue(lat_obj);
-    if (whole_first < 0 || lat < 0) return decline();
+    int empty_null = null_obj == NULL ? 0 : PyObject_IsTrue(null_obj);
+    if (whole_first < 0 || lat < 0 || empty_null < 0) return decline();
 
     const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(raw_obj);
     Py_ssize_t raw_len = PyBytes_GET_SIZE(raw_obj);
@@ -549,7 +559,7 @@ static PyObject *record_batches(PyObject *self, PyObject *args) {
         Py_ssize_t end = PyLong_AsSsize_t(item);
         if (end == -1 && PyErr_Occurred()) goto declined;
         if (end < pos || end > raw_len) goto declined;
-        if (parse_record(b, pos, end, lat, &r, &s) < 0) goto declined;
+        if (parse_record(b, pos, end, lat, empty_null, &r, &s) < 0) goto declined;
         int fresh = !in_batch || (lat && r.ts != base_ts);
         int64_t bts = fresh ? r.ts : base_ts;
         uint64_t boff = fresh ? r.offset : base_offset;
@@ -581,7 +591,7 @@ static PyObject *record_batches(PyObject *self, PyObject *args) {
     pos = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_ssize_t end = PyLong_AsSsize_t(PyList_GET_ITEM(ends_obj, i));
-        parse_record(b, pos, end, lat, &r, &s);
+        parse_record(b, pos, end, lat, empty_null, &r, &s);
         int fresh = head == NULL || (lat && r.ts != base_ts);
         if (fresh) {
             if (head != NULL)

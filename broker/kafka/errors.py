@@ -41,6 +41,7 @@ from broker.errors import (
     UnknownTopic,
 )
 from broker.kafka.codec import CorruptMessageSet, ErrorCode
+from broker.transport.errors import ErrorTable
 from groups.kafka_errors import (
     CoordinatorLoading,
     FencedInstanceId,
@@ -128,13 +129,8 @@ REFUSALS: tuple[type[Exception], ...] = (KafkaError, SkerryError, KafkaGroupErro
 traceback)."""
 
 
-def code_for(error: BaseException) -> ErrorCode:
-    """The code that answers ``error``: its own for a ``KafkaError``, the table's row for
-    the error's class or its nearest base class, -1 (UNKNOWN_SERVER_ERROR) otherwise."""
-    if isinstance(error, KafkaError):
-        return error.code
-    for cls in type(error).__mro__:
-        code = CODE_BY_ERROR.get(cls)
-        if code is not None:
-            return code
-    return ErrorCode.UNKNOWN_SERVER_ERROR
+code_for: ErrorTable[ErrorCode] = ErrorTable(
+    CODE_BY_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR,
+    carries=(KafkaError, lambda e: e.code))  # type: ignore[attr-defined]
+"""The code that answers an exception: its own for a ``KafkaError``, the table's row for
+the error's class or its nearest base class, -1 (UNKNOWN_SERVER_ERROR) otherwise."""

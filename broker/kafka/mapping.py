@@ -305,7 +305,8 @@ def _framed_loop(cols: MessageColumns, now_us: int) -> tuple[bytes, list[int]]:
 
 
 def _message_set_py(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int,
-                    whole_first: bool = True) -> tuple[bytes, int]:
+                    whole_first: bool = True, empty_is_null: bool = False
+                    ) -> tuple[bytes, int]:
     """Stored records (``raw``, each ending at ``ends[i]``) -> ``(MessageSet, count)``:
     as many whole messages as fit ``max_bytes``, and the first one whole even when it does
     not fit (when ``whole_first``): a partial first message stalls the clients, and Fetch
@@ -313,11 +314,14 @@ def _message_set_py(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int,
 
     Batch-first where the records are regular (the same size, and either no user headers
     or each exactly one key header): the messages are built as one numpy array, column by
-    column from the stored rows, and only the CRCs take a call per message. Anything else
-    takes the per-record loop (``message_set_loop``)."""
+    column from the stored rows, and only the CRCs take a call per message. Anything else,
+    and a compacted topic's run (``empty_is_null``: an empty value goes out as a null
+    value, its tombstone), takes the per-record loop (``message_set_loop``)."""
     n = len(ends)
     if n == 0:
         return b"", 0
+    if empty_is_null:
+        return message_set_loop(raw, ends, magic, max_bytes, whole_first, empty_is_null=True)
     size = ends[0]
     if ends[-1] != n * size or (n > 1 and ends[1] != 2 * size):
         return message_set_loop(raw, ends, magic, max_bytes, whole_first)
@@ -370,13 +374,15 @@ _cfetch = speedups.load("broker.kafka._cfetch")
 
 
 def _message_set_compiled(raw: bytes, ends: Sequence[int], magic: int, max_bytes: int,
-                          whole_first: bool = True) -> tuple[bytes, int]:
+                          whole_first: bool = True, empty_is_null: bool = False
+                          ) -> tuple[bytes, int]:
     """``message_set`` by ``broker.kafka._cfetch`` (one C call: framing, key, CRC-32 per
-    message), which declines (None) any shape but a null key or one key header, and then
-    the twin answers: the same bytes or error as the twin, by construction."""
-    got = _cfetch.message_set(raw, ends, magic, max_bytes, whole_first)
+    message, the tombstone rule), which declines (None) any shape but a null key or one
+    key header, and then the twin answers: the same bytes or error as the twin, by
+    construction."""
+    got = _cfetch.message_set(raw, ends, magic, max_bytes, whole_first, empty_is_null)
     if got is None:
-        return _message_set_py(raw, ends, magic, max_bytes, whole_first)
+        return _message_set_py(raw, ends, magic, max_bytes, whole_first, empty_is_null)
     return got
 
 
@@ -581,8 +587,7 @@ def _record_batches_py(raw: bytes, ends: Sequence[int], max_bytes: int,
     record's timestamp is its origin timestamp (the append time when that is 0), in ms.
     Key and headers as ``stored_kafka`` says; producer id, epoch and sequence -1; the
     partition leader epoch as given. ``empty_is_null``: an empty value goes out as a null
-    value (a compacted topic's tombstone, docs/storage.md; only this twin does that). The
-    reference of ``broker.kafka._cfetch``'s ``record_batches``."""
+    value (a compacted topic's tombstone, docs/storage.md). The reference of ``broker.kafka._cfetch``'s ``record_batches``."""
     unpack = _STORED.unpack_from
     out: list[bytes] = []
     size = 0
@@ -627,14 +632,16 @@ def _record_batches_py(raw: bytes, ends: Sequence[int], max_bytes: int,
 
 def _record_batches_compiled(raw: bytes, ends: Sequence[int], max_bytes: int,
                              whole_first: bool = True, log_append_time: bool = False,
-                             leader_epoch: int = -1) -> tuple[bytes, int]:
-    """``record_batches`` by ``broker.kafka._cfetch`` (one C call), which declines (None)
-    a shape it does not know exactly, and then the twin answers."""
+                             leader_epoch: int = -1, empty_is_null: bool = False
+                             ) -> tuple[bytes, int]:
+    """``record_batches`` by ``broker.kafka._cfetch`` (one C call, the tombstone rule
+    included), which declines (None) a shape it does not know exactly, and then the twin
+    answers."""
     got = _cfetch.record_batches(raw, ends, max_bytes, whole_first, log_append_time,
-                                 leader_epoch)
+                                 leader_epoch, empty_is_null)
     if got is None:
         return _record_batches_py(raw, ends, max_bytes, whole_first, log_append_time,
-                                  leader_epoch)
+                                  leader_epoch, empty_is_null)
     return got  # type: ignore[no-any-return]
 
 
@@ -645,5 +652,5 @@ pure-Python twin, the reference); the compiled loop runs when ``data.speedups`` 
 ``broker.kafka._cfetch``."""
 
 record_batches_loop = _record_batches_py
-"""The pure twin under its public name: what fetch uses on a compacted topic
-(``empty_is_null``), where the compiled loop has no tombstone rule."""
+"""The pure twin under its public name (the compiled loop has the same tombstone rule,
+``empty_is_null``, so fetch uses ``record_batches`` on compacted topics too)."""

@@ -35,6 +35,7 @@ from broker.core import BrokerCore
 from broker.kafka.handlers import Context, KafkaHandlers, NodeInfo
 from broker.kafka.handlers.context import PartitionPlacement, Placement
 from broker.kafka.protocol import KafkaFactory
+from broker.transport.listeners import Listener
 
 __all__ = ["KafkaService", "ClusterPlacement"]
 
@@ -130,24 +131,33 @@ class KafkaService:
             max_pending_output_bytes=config["limits.max_pending_output_bytes"],
             tokens=tokens)
 
-    def listen(self, reactor: Any, host: str, port: int) -> Any:
-        """Listen on ``host``:``port``; Metadata then advertises ``kafka.advertised``, else
-        the bound address (``ValueError`` for a wildcard address without
-        ``kafka.advertised``: clients cannot connect to 0.0.0.0; in a cluster
+    @property
+    def listener(self) -> Listener:
+        """The Kafka listener (``broker.transport.listeners``): Metadata then advertises
+        ``kafka.advertised``, else the bound address (``ValueError`` for a wildcard address
+        without ``kafka.advertised``: clients cannot connect to 0.0.0.0; in a cluster
         ``cluster.kafka_brokers`` says where each broker is)."""
+        return Listener("kafka", "kafka_port", self.factory, before=self._check_host,
+                        bound=self._advertise)
+
+    def listen(self, reactor: Any, host: str, port: int) -> Any:
+        """Listen on ``host``:``port`` (``listener``); returns the listening port."""
+        return self.listener.listen(reactor, host, port)
+
+    def _check_host(self, host: str) -> None:
         advertised = self.config["kafka.advertised"]
         if advertised is None and host in ("0.0.0.0", "::", "") and self.ctx.placement is None:
             raise ValueError(f"kafka.advertised: required with host {host!r}: Kafka clients "
                              "connect to the address Metadata gives them, and a wildcard "
                              "address is none (docs/kafka.md)")
-        listening = reactor.listenTCP(port, self.factory, interface=host, backlog=1024)
-        address = listening.getHost()
+
+    def _advertise(self, address: Any) -> None:
+        advertised = self.config["kafka.advertised"]
         if advertised is None:
             self.node.host, self.node.port = address.host, address.port
         else:
             name, _, number = advertised.rpartition(":")
             self.node.host, self.node.port = name.strip("[]"), int(number)
-        return listening
 
     def stop(self) -> None:
         """Refuse new connections."""

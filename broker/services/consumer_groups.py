@@ -16,10 +16,13 @@ module performs the effects it returns:
 * **the cross-protocol guard**: a group id live under V1 (or Kafka classic) is refused to
   consumer groups, and V1's JOIN refuses a group id live here.
 
-Persistence is not here yet: ``PersistConsumerGroup`` effects are counted but nothing is
-written, so a broker restart forgets consumer groups (members are answered
-``GENERATION_MISMATCH`` and rejoin; committed offsets are kept, they live in the shared
-store). ``groups.consumer_records`` has the records for the group-state topic.
+* **persistence**: a ``PersistConsumerGroup`` effect marks the group-state log
+  (``broker.services.group_log.GroupStateLog``) changed; its next write takes every
+  consumer group's records (``groups.consumer_records``) beside the classic groups' and
+  offsets. ``durable()`` fires once they are in ``__skerry_groups``: a heartbeat that
+  changed the group is answered only then, so an answer a member acts on survives a
+  restart or a coordinator failover. ``load_groups``/``unload_groups`` take over and
+  forget the groups of a coordinator partition (at start, and as leadership moves).
 
 Must not import: the global reactor (time comes from the injected ``clock``), transports.
 """
@@ -31,10 +34,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
 from broker.errors import Unavailable
+from broker.services.group_log import GroupStateLog
 from broker.services.groups import GroupService
 from broker.services.kafka_groups import SharedOffsetBook
 from groups.classic_effects import CancelTimer, CommittedOffset
@@ -47,7 +51,7 @@ from groups.consumer_effects import (
     ScheduleRebalanceTimeout,
     ScheduleSessionTimeout,
 )
-from groups.consumer_group import TopicMeta
+from groups.consumer_group import ConsumerGroup, TopicMeta
 from groups.effects import Result
 from groups.errors import PartitionNotOwned
 
@@ -74,7 +78,9 @@ class ConsumerGroupService:
     def __init__(self, groups: GroupService, clock: IReactorTime,
                  topic_counts: Callable[[], Mapping[str, int]], *,
                  config: ConsumerConfig | None = None,
-                 other_protocol: Callable[[str], str | None] | None = None) -> None:
+                 other_protocol: Callable[[str], str | None] | None = None,
+                 state_log: GroupStateLog | None = None) -> None:
+        self._state_log = state_log
         self._topic_counts = topic_counts
         self._ids: dict[str, uuid.UUID] = {}
         other = other_protocol or (lambda group_id: None)
@@ -134,6 +140,27 @@ class ConsumerGroupService:
         if partition not in held:
             raise PartitionNotOwned(f"partition {partition} of {topic} is not held by "
                                     f"{member_id} at epoch {member_epoch}")
+
+    def durable(self) -> Deferred[None]:
+        """Fires once the group-state topic holds every consumer-group change made so far
+        (at once without a state log)."""
+        return succeed(None) if self._state_log is None else self._state_log.durable()
+
+    def load_groups(self, groups: list[ConsumerGroup]) -> None:
+        """Take over consumer groups read back from ``__skerry_groups`` (at start, or a
+        coordinator partition this broker now leads): each member gets a full session
+        timeout from now, as after a Kafka coordinator failover."""
+        if self._closed or not groups:
+            return
+        now = self._now_ms()
+        self._perform(self.coordinator.load(groups, now), now)
+
+    def unload_groups(self, owned: Callable[[str], bool]) -> list[str]:
+        """Forget the consumer groups ``owned`` names (a coordinator partition this broker
+        no longer leads); their timers stop. Returns their ids."""
+        result = self.coordinator.unload(owned)
+        self._perform(result, self._now_ms())
+        return list(result.reply)
 
     def is_consumer_group(self, group_id: str) -> bool:
         """Whether this coordinator holds ``group_id`` (with or without members)."""
@@ -202,6 +229,8 @@ class ConsumerGroupService:
                 self._cancel(effect.key)
             elif isinstance(effect, PersistConsumerGroup):
                 self.persist_count += 1
+                if self._state_log is not None:
+                    self._state_log.changed()
         return result.reply
 
     def _cancel(self, key: str) -> None:

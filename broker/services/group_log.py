@@ -20,6 +20,11 @@ than anything in the topic: no broker writes them any more); the first write put
 records into the topic, and once that is durable each file is renamed
 ``<name>.migrated`` (kept as a backup, read by nothing). A crash in between repeats the
 migration at the next start, which appends nothing the topic already holds: idempotent.
+A cluster member (etcd) holds only the partitions it leads: its files' state is cut by
+partition (``legacy_pending``); each partition's part joins what the topic holds (the
+topic's values win: they are newer) when this broker becomes its coordinator (``lead``),
+or is sent to the partition's coordinator (``broker.services.coordinators.LegacyImport``);
+the files are renamed once every part is in the topic.
 
 Must not import: transports, the global reactor (time is the injected ``clock``).
 """
@@ -40,7 +45,12 @@ from data.atomic import read_json
 from data.fs import OS_FS, FileLayer
 from groups.classic_store import CLASSIC_GROUPS_FILE, classic_groups_from_json
 from groups.loader import GroupLog, LoadedState
-from groups.records import GROUPS_TOPIC, changes, partition_for_group
+from groups.records import (
+    GROUPS_TOPIC,
+    GROUPS_TOPIC_SEGMENT_BYTES,
+    changes,
+    partition_for_group,
+)
 from groups.store import (
     GROUPS_FILE,
     OFFSETS_FILE,
@@ -49,7 +59,8 @@ from groups.store import (
     offsets_from_json,
 )
 
-__all__ = ["GroupStateLog", "MIGRATED_SUFFIX", "LEGACY_FILES", "read_records"]
+__all__ = ["GroupStateLog", "MIGRATED_SUFFIX", "LEGACY_FILES", "read_records",
+           "split_by_partition", "with_missing"]
 
 log = logging.getLogger("skerry.groups")
 
@@ -74,6 +85,8 @@ class Producer(Protocol):
     """What the writer needs of ``broker.core.BrokerCore``."""
 
     def topic_config(self, name: str) -> Any: ...
+
+    def alter_topic(self, name: str, changes: Mapping[str, Any]) -> Any: ...
 
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                               min_insync_replicas: int) -> Any: ...
@@ -114,13 +127,20 @@ class GroupStateLog:
                     everything.merge(book)
         self.legacy = [name for name in LEGACY_FILES
                        if fs.exists(os.path.join(data_dir, name))]
-        if cluster and self.legacy:
-            log.warning("%s in %s: a cluster member's own group files are not migrated "
-                        "into %s (docs/cluster.md, Consumer groups); left as they are",
-                        ", ".join(self.legacy), data_dir, GROUPS_TOPIC)
-            self.legacy = []
         """The legacy JSON files found at start (migrated by the first write)."""
-        self.loaded = self._legacy_state() if self.legacy else everything.state()
+        self.legacy_pending: dict[int, LoadedState] = {}
+        """(Cluster) The legacy files' state of each partition not imported yet: imported
+        by ``lead`` when this broker becomes the partition's coordinator, or through the
+        coordinator (``legacy_forwarded``); the files are renamed once none is left."""
+        if cluster and self.legacy:
+            self.legacy_pending = split_by_partition(self._legacy_state(), self.partition_of)
+            log.warning("%s in %s: this cluster member's own group files from before %s; "
+                        "their groups and offsets are imported into it once (where the "
+                        "topic holds nothing newer), as each group's coordinator loads",
+                        ", ".join(self.legacy), data_dir, GROUPS_TOPIC)
+        self._cluster = cluster
+        self.loaded = (self._legacy_state() if self.legacy and not cluster
+                       else everything.state())
         """What the coordinators restore."""
         self._core: Producer | None = None
         self._snapshot: Snapshot | None = None
@@ -151,7 +171,20 @@ class GroupStateLog:
         Migrates the legacy files (their records, then the rename) when there are any."""
         self._core = core
         self._snapshot = snapshot
-        if self.legacy:
+        config = core.topic_config(GROUPS_TOPIC)
+        if self._owned is None and config is not None and config.segment_bytes is None:
+            # Created before the topic had its own segment size: give it one (the
+            # segments already written are cleaned as they are).
+            try:
+                core.alter_topic(GROUPS_TOPIC, {"segment_bytes": GROUPS_TOPIC_SEGMENT_BYTES})
+            except SkerryError as error:
+                log.warning("could not set %s's segment_bytes: %s", GROUPS_TOPIC, error)
+        if self._cluster:
+            if self.legacy and not self.legacy_pending:  # files that held nothing
+                self._migrated(None)
+            elif self._version:
+                self._schedule()
+        elif self.legacy:
             self.changed()
             self.durable().addCallbacks(self._migrated, self._migration_failed)
         elif self._version:
@@ -205,7 +238,45 @@ class GroupStateLog:
         loaded = book.state()
         self._held[partition] = dict(book.latest)
         self._owned.add(partition)
+        legacy = self.legacy_pending.pop(partition, None)
+        if legacy is not None:
+            loaded = with_missing(loaded, legacy)
+            # Written by the next write, once the coordinators hold the merged state.
+            self._clock.callLater(0, self._import_written, partition)
         return loaded
+
+    def _import_written(self, partition: int) -> None:
+        self.changed()
+        self._await_import(partition)
+
+    def _await_import(self, partition: int) -> None:
+        def done(_: object) -> None:
+            log.info("imported this broker's old group files' state of %s/%d",
+                     GROUPS_TOPIC, partition)
+            self._legacy_progress()
+
+        def failed(failure: Failure) -> None:
+            if not self.owns(partition):  # the next start imports again (idempotent)
+                log.warning("the old group files' state of %s/%d was not written before "
+                            "this broker stopped leading it; the files are kept",
+                            GROUPS_TOPIC, partition)
+                return
+            log.info("the old group files' state of %s/%d is not written yet (%s); "
+                     "waiting", GROUPS_TOPIC, partition, failure.getErrorMessage())
+            self._clock.callLater(1.0, self._await_import, partition)
+
+        self.durable().addCallbacks(done, failed)
+
+    def legacy_forwarded(self, partition: int) -> None:
+        """(Cluster) The legacy state of ``partition`` went to its coordinator."""
+        if self.legacy_pending.pop(partition, None) is not None:
+            log.info("sent this broker's old group files' offsets of %s/%d to their "
+                     "coordinator", GROUPS_TOPIC, partition)
+            self._legacy_progress()
+
+    def _legacy_progress(self) -> None:
+        if self.legacy and not self.legacy_pending:
+            self._migrated(None)
 
     def resign(self, partition: int) -> None:
         """(Cluster) This broker no longer leads ``partition``: nothing is written to it
@@ -325,3 +396,44 @@ def read_records(plog: Any) -> Iterator[tuple[int, bytes, bytes]]:
             break
         offset = result.next_offset
 
+
+def split_by_partition(state: LoadedState, partition_of: Callable[[str], int]
+                       ) -> dict[int, LoadedState]:
+    """``state`` cut into the partitions of ``__skerry_groups`` holding each group."""
+    parts: dict[int, LoadedState] = {}
+
+    def part(group: str) -> LoadedState:
+        return parts.setdefault(partition_of(group), LoadedState())
+
+    for grp in state.groups:
+        part(grp.group).groups.append(grp)
+    for key, offsets in state.offsets.items():
+        part(key[0]).offsets[key] = dict(offsets)
+    for key, metadata in state.metadata.items():
+        part(key[0]).metadata[key] = dict(metadata)
+    for classic in state.classic_groups:
+        part(classic.group_id).classic_groups.append(classic)
+    return parts
+
+
+def with_missing(loaded: LoadedState, legacy: LoadedState) -> LoadedState:
+    """``loaded`` (the topic's state) plus what ``legacy`` holds that it does not: a
+    group, a Kafka group, or one partition's committed offset. The topic's records are
+    newer than any old file, so they win wherever both have a value."""
+    groups = {(g.group, g.topic) for g in loaded.groups}
+    classic = {g.group_id for g in loaded.classic_groups}
+    offsets = {key: dict(value) for key, value in loaded.offsets.items()}
+    metadata = {key: dict(value) for key, value in loaded.metadata.items()}
+    for key, value in legacy.offsets.items():
+        held = offsets.setdefault(key, {})
+        for partition, offset in value.items():
+            if partition not in held:
+                held[partition] = offset
+                meta = legacy.metadata.get(key, {}).get(partition)
+                if meta:
+                    metadata.setdefault(key, {})[partition] = meta
+    return LoadedState(
+        groups=[*loaded.groups, *(g for g in legacy.groups if (g.group, g.topic) not in groups)],
+        offsets=offsets, metadata=metadata,
+        classic_groups=[*loaded.classic_groups,
+                        *(g for g in legacy.classic_groups if g.group_id not in classic)])

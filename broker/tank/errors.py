@@ -33,6 +33,7 @@ from broker.errors import (
     Unavailable,
 )
 from broker.tank.codec import ConsumeFlag, CreateTopicError, ProduceError
+from broker.transport.errors import ErrorTable
 
 __all__ = ["Codes", "CODES_BY_ERROR", "TankRefusal", "codes_for", "produce_code",
            "consume_flag", "create_topic_code"]
@@ -81,16 +82,10 @@ CODES_BY_ERROR: Mapping[type[BaseException], Codes] = {
 """Skerry's exceptions -> TANK codes; a class without a row takes its nearest base's."""
 
 
-def codes_for(error: BaseException) -> Codes:
-    """The codes that answer ``error`` (a ``TankRefusal`` carries its own; anything that
-    is not a ``SkerryError`` is a bug and answered as a system fault)."""
-    if isinstance(error, TankRefusal):
-        return error.codes
-    for cls in type(error).__mro__:
-        codes = CODES_BY_ERROR.get(cls)
-        if codes is not None:
-            return codes
-    return _IO
+codes_for: ErrorTable[Codes] = ErrorTable(
+    CODES_BY_ERROR, _IO, carries=(TankRefusal, lambda e: e.codes))  # type: ignore[attr-defined]
+"""The codes that answer an exception (a ``TankRefusal`` carries its own; anything that
+is not a ``SkerryError`` is a bug and answered as a system fault)."""
 
 
 def produce_code(error: BaseException) -> ProduceError:

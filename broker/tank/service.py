@@ -25,6 +25,7 @@ from broker.auth import is_loopback
 from broker.core import BrokerCore
 from broker.tank.handlers import TankHandlers
 from broker.tank.protocol import TankFactory
+from broker.transport.listeners import Listener
 
 __all__ = ["TankService", "tank_refusal"]
 
@@ -66,12 +67,20 @@ class TankService:
             idle_timeout_ms=config["limits.idle_timeout_ms"],
             max_pending_output_bytes=config["limits.max_pending_output_bytes"])
 
+    @property
+    def listener(self) -> Listener:
+        """The TANK listener (``broker.transport.listeners``): ``tank_refusal`` is checked
+        first (``ValueError``)."""
+        return Listener("tank", "tank_port", self.factory, before=self._check)
+
     def listen(self, reactor: Any, host: str, port: int) -> Any:
         """Check ``tank_refusal`` (``ValueError``) and listen; returns the listening port."""
+        return self.listener.listen(reactor, host, port)
+
+    def _check(self, host: str) -> None:
         refusal = tank_refusal(self.config)
         if refusal is not None:
             raise ValueError(refusal)
-        return reactor.listenTCP(port, self.factory, interface=host, backlog=1024)
 
     def stop(self) -> None:
         """Refuse new connections."""

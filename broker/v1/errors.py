@@ -35,6 +35,7 @@ from broker.errors import (
     Unavailable,
     UnknownCommand,
 )
+from broker.transport.errors import ErrorTable
 from groups.consumer_errors import (
     FencedInstanceId,
     FencedMemberEpoch,
@@ -114,23 +115,19 @@ CONSUMER_GROUP_ERRORS: Mapping[type[BaseException], type[SkerryError]] = {
 without a row takes its nearest base's."""
 
 
+_GROUP_REFUSALS: ErrorTable[type[SkerryError]] = ErrorTable(CONSUMER_GROUP_ERRORS,
+                                                            InternalError)
+
+
 def from_group_refusal(error: KafkaGroupError) -> SkerryError:
     """The V1 error answering a consumer-group refusal, with the refusal's message."""
-    for cls in type(error).__mro__:
-        target = CONSUMER_GROUP_ERRORS.get(cls)
-        if target is not None:
-            return target(str(error) or target.description)
-    return InternalError(str(error))
+    target = _GROUP_REFUSALS(error)
+    return target(str(error) or target.description)
 
 
-def code_for(error: BaseException) -> str:
-    """The V1 code that answers ``error``: its class's row or its nearest base's,
-    ``INTERNAL`` for an exception the table does not know."""
-    for cls in type(error).__mro__:
-        code = CODE_BY_ERROR.get(cls)
-        if code is not None:
-            return code
-    return "INTERNAL"
+code_for: ErrorTable[str] = ErrorTable(CODE_BY_ERROR, "INTERNAL")
+"""The V1 code that answers an exception: its class's row or its nearest base's,
+``INTERNAL`` for an exception the table does not know (``broker.transport.errors``)."""
 
 
 def for_code(code: str) -> type[SkerryError]:

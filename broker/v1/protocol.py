@@ -1,13 +1,13 @@
 """The V1 transport's Twisted protocol: framing, dispatch and reply order for one connection.
 
-Owns: running the framer (``broker.v1.framing.LineFramer``, the one the framing tests test)
+Owns: running the framer (``broker.v1.codec.framing.LineFramer``, the one the framing tests test)
 over each read, the PRODUCE fast path (the codec's faster branch, ``Codec.scan_produce``,
 a run of plain PRODUCEs scanned in place at the framer's cursor, compiled or its twin; it
-feeds the same handler as a parsed PRODUCE, ``Handlers.produce_message``, and answers a bug
-under it ``INTERNAL`` as dispatch does: ``fast_path_fault``), and the per-connection queue that keeps replies in request
-order while some wait (fsync, acks=all, group writes, long polls). What every connection
-needs whatever its protocol (socket options, idle timeout, flow control, half-close, the
-connection limit) is ``broker.connection``'s.
+feeds the same handler as a parsed PRODUCE, ``Handlers.produce_message``, and answers
+through the same boundary, ``Handlers.boundary``), and the per-connection queue that keeps
+replies in request order while some wait (fsync, acks=all, group writes, long polls). What
+every connection needs whatever its protocol (socket options, idle timeout, flow control,
+half-close, the connection limit) is ``broker.connection``'s.
 
 The PRODUCE path, socket to fsync: ``dataReceived`` -> ``LineFramer.take_fast`` (fast:
 a run scanned at the cursor; else a line -> ``lineReceived`` -> ``Codec.parse_command`` ->
@@ -19,7 +19,7 @@ a run scanned at the cursor; else a line -> ``lineReceived`` -> ``Codec.parse_co
 walk, measured by tests/test_produce_walk.py.
 
 Why not ``LineReceiver``: it re-splits the whole buffer for every line, which is quadratic
-on a burst of thousands of pipelined requests (``broker.v1.framing``).
+on a burst of thousands of pipelined requests (``broker.v1.codec.framing``).
 
 Must not import: the store, groups or replication directly; everything goes through the
 handlers and the core.
@@ -35,11 +35,11 @@ from typing import Any
 from twisted.internet.interfaces import IReactorTime
 
 from broker.connection import Connection, ConnectionFactory
-from broker.errors import BadRequest, InternalError, SkerryError, Unauthenticated, Unavailable
+from broker.errors import BadRequest, SkerryError, Unauthenticated, Unavailable
 from broker.v1 import codec
-from broker.v1.framing import TOO_LONG, LineFramer
-from broker.v1.handlers import Handlers
-from broker.v1.replies import PRODUCE_OK, err, fill_produce_ok, line_too_long_reply
+from broker.v1.codec.framing import TOO_LONG, LineFramer
+from broker.v1.codec.replies import PRODUCE_OK, err, fill_produce_ok, line_too_long_reply
+from broker.v1.handlers.dispatch import Handlers
 
 __all__ = ["V1Protocol", "V1Factory"]
 
@@ -55,16 +55,6 @@ UNTERMINATED = ("unterminated line at end of input: a request ends with a line f
                 "not executed")
 """The BAD_REQUEST message for bytes after the last line feed when the client half-closes:
 they may be half a request from a client that died mid-write, so they are never run."""
-
-
-def fast_path_fault(cid: bytes) -> bytes:
-    """The answer to a fast-path PRODUCE whose handler raised something other than a
-    ``SkerryError`` (a bug): logged with its traceback and answered ``INTERNAL``, as
-    ``Handlers.dispatch`` answers one on the full path, and the connection keeps serving.
-    Called from inside the ``except`` block. (The fast path skips ``dispatch``; this is its
-    boundary until the transport kit's dispatch boundary serves both paths.)"""
-    log.exception("fast-path PRODUCE %r failed", cid)
-    return err(cid.decode(errors="replace"), InternalError())
 
 
 class V1Protocol(Connection):
@@ -143,7 +133,8 @@ class V1Protocol(Connection):
         produce_run = self.handlers.produce_run
         pending = self._pending
         topic_names = self._topic_names
-        fast = self.authenticated and not self._core.closing
+        boundary = self.handlers.boundary
+        fast = self.authenticated and not boundary.shutting_down()
         metrics = self.factory.metrics  # broker.metrics: fast PRODUCEs counted once per read
         fast_count = 0
         started = metrics.now() if metrics is not None else 0.0
@@ -168,9 +159,12 @@ class V1Protocol(Connection):
                                 produce_run(name, keys, values, acks_col[0], self, slots)
                             except SkerryError:
                                 pass  # refused as a run: answered one by one below
-                            except Exception:  # a bug: what was queued is unknown
-                                for cid in cids:
-                                    self._emit(fast_path_fault(cid))
+                            except Exception as error:  # a bug: INTERNAL each, as dispatch
+                                self._emit(boundary.fault("PRODUCE", cids[0].decode(), error))
+                                for cid in cids[1:]:
+                                    self._emit(boundary.internal(cid.decode(), error))
+                                fast_count += len(cids)
+                                slot = [b"", cids[-1]]  # answered (for the metrics)
                                 run = ()
                             else:
                                 pending.extend(slots)
@@ -188,9 +182,9 @@ class V1Protocol(Connection):
                         try:
                             produce(name, None, key, value, acks, self, slot)
                         except SkerryError as error:
-                            self._emit(err(cid.decode(), error))
-                        except Exception:
-                            self._emit(fast_path_fault(cid))
+                            self._emit(boundary.refusal(cid.decode(), error))
+                        except Exception as error:  # a bug: INTERNAL, the connection stays
+                            self._emit(boundary.fault("PRODUCE", cid.decode(), error))
                         else:
                             pending.append(slot)
                         fast_count += 1

@@ -15,7 +15,7 @@ from broker.auth import hash_token
 from broker.kafka import access as kafka_access
 from broker.kafka.handlers.dispatch import advertised_versions
 from broker.v1 import access as v1_access
-from broker.v1.commands import ALL_COMMANDS, SECURITY_COMMANDS
+from broker.v1.codec.commands import ALL_COMMANDS, SECURITY_COMMANDS
 from tests.support import ROOT, BrokerProcess
 
 DOC = ROOT / "docs" / "security.md"

@@ -61,8 +61,8 @@ from broker.v1.codec import (
     replica_fetch_payload,
     role_payload,
 )
+from broker.v1.codec.replies import line_too_long_reply
 from broker.v1.errors import code_for
-from broker.v1.replies import line_too_long_reply
 
 CODEC = Codec()
 MAX = "9223372036854775807"

@@ -1,7 +1,7 @@
 """A bug under the PRODUCE fast path is answered, not a dropped connection: the fast path
-(runs of plain PRODUCE lines scanned in place) skips ``Handlers.dispatch``, so it has its own
-boundary (``broker.v1.protocol.fast_path_fault``) that answers ``INTERNAL`` exactly as
-``dispatch`` answers a bug on the full path."""
+(runs of plain PRODUCE lines scanned in place) skips ``Handlers.dispatch`` but answers
+through the same boundary (``Handlers.boundary``, ``broker.transport``), so a fault inside
+the core is ``INTERNAL`` exactly as ``dispatch`` answers it on the full path."""
 
 from __future__ import annotations
 

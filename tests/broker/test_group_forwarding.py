@@ -1,5 +1,5 @@
 """Forwarding group commands in a cluster: the V1 line written for the coordinator parses
-back to the same command (``broker/v1/forward.py``), the relayed answer is the
+back to the same command (``broker/v1/handlers/forward.py``), the relayed answer is the
 coordinator's line with the client's correlation id, and ``CoordinatorPartitions`` loads a
 partition's groups when this broker starts leading it and unloads them when it stops."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
+import uuid
 from typing import Any
 
 from twisted.internet.task import Clock
@@ -16,9 +17,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from broker.client.codec import parse_reply
 from broker.services.coordinators import CoordinatorPartitions, Route
 from broker.services.group_log import GroupStateLog
-from broker.v1 import commands as c
 from broker.v1.codec import Codec
-from broker.v1.forward import command_line, relay
+from broker.v1.codec import commands as c
+from broker.v1.handlers.forward import command_line, relay
 from groups.records import GROUPS_TOPIC, encode_value, offset_key, partition_for_group
 
 COMMANDS: list[Any] = [
@@ -35,6 +36,12 @@ COMMANDS: list[Any] = [
     c.AdminResetOffsets("x", "g", "t", 5, partition=1),
     c.AdminCommit("x", "g", "t", 1, 9),
     c.ListGroups("x"),
+    c.GroupHeartbeat("x", "g", "w1", 0, topics=("t", "u")),
+    c.GroupHeartbeat("x", "g", "w1", 0, topics=(), regex="a|b c", assignor="range",
+                     rebalance_timeout_ms=9000, instance="i1", owned=()),
+    c.GroupHeartbeat("x", "g", "w1", 4, owned=(("t", 0), ("u", 3))),
+    c.GroupHeartbeat("x", "g", "w1", -1),
+    c.GroupHeartbeat("x", "g", "w1", -2, instance="i1"),
 ]
 
 
@@ -177,6 +184,44 @@ class CoordinatorPartitionsTests(SynchronousTestCase):
         self.assertFalse(owned(next(f"h{i}" for i in range(100)
                                     if partition_for_group(f"h{i}", 4) != self.partition)))
         self.assertIs(self.coordinators.route("g").route, Route.FORWARD)
+
+    def test_consumer_groups_are_loaded_and_unloaded_with_their_partition(self) -> None:
+        """A KIP-848 group's records in the partition are handed to the consumer-group
+        service when this broker starts leading it (epochs and owned partitions as
+        written), and taken back when it stops."""
+        from groups.consumer_group import ConsumerGroup, ConsumerMember, TopicMeta
+        from groups.consumer_records import consumer_group_records
+        from groups.consumer_state import MemberState
+
+        topic = TopicMeta(uuid.uuid5(uuid.NAMESPACE_DNS, "t"), 2)
+        member = ConsumerMember("w1", client_id="c", client_host="h", topic_names=("t",),
+                                rebalance_timeout_ms=1000, member_epoch=4,
+                                previous_member_epoch=3, state=MemberState.STABLE,
+                                assigned={topic.topic_id: frozenset({0, 1})})
+        group = ConsumerGroup("g", group_epoch=4, assignment_epoch=4, members=[member],
+                              target={"w1": {topic.topic_id: frozenset({0, 1})}},
+                              topics={"t": topic}, assignor="uniform")
+        records = sorted(consumer_group_records(group).items())
+        self.store.logs[self.partition] = _Log([(i, k, v) for i, (k, v) in enumerate(records)])
+        consumer = _Groups()
+        replication = _Replication()  # not the one setUp's coordinators listen to
+        log = GroupStateLog(self.store, _scratch(self), self.clock, partitions=4,
+                            cluster=True)
+        coordinators = CoordinatorPartitions(
+            0, log, self.store, replication, self.clock, _Groups(), None,
+            leader_of=lambda topic, p: None, consumer_groups=consumer)
+        replication.change(self.partition, True)
+        self.clock.advance(0)
+        self.clock.advance(0)
+        self.assertIs(coordinators.route("g").route, Route.LOCAL)
+        self.assertEqual(consumer.calls, ["unload", "load"])
+        [loaded] = consumer.loaded[0]
+        self.assertEqual((loaded.group_epoch, loaded.members["w1"].member_epoch,
+                          loaded.members["w1"].assigned), (4, 4, {topic.topic_id: {0, 1}}))
+        replication.change(self.partition, False)
+        self.clock.advance(0)
+        self.assertEqual(consumer.calls, ["unload", "load", "unload"])
+        self.assertTrue(consumer.unloaded[-1]("g"))
 
     def test_no_leader_is_unavailable(self) -> None:
         """A partition without a leader (offline, or the topic being created) answers

@@ -86,6 +86,27 @@ def test_the_documented_session(tmp_path: Path) -> None:
         client.close()
 
 
+def test_describe_group_shows_each_kind_in_its_own_shape(tmp_path: Path) -> None:
+    """DESCRIBE_GROUP of a consumer group carries the additive fields; once its members
+    have left and the name is JOINed the classic way, the classic group is described
+    exactly as before (no type=, nothing added)."""
+    with BrokerProcess(tmp_path / "broker", {}) as proc:
+        client = proc.client()
+        assert "|OK|" in client.request("V1|1|ADMIN_CREATE_TOPIC|clicks 2 1")
+        assert "|OK|" in client.request("V1|2|GROUP_HEARTBEAT|dash w1 0 topics=clicks")
+        assert client.request("V1|3|DESCRIBE_GROUP|dash clicks") == (
+            "V1|3|OK|state=stable generation=1 assignor=uniform members=[w1:0,1] "
+            "partitions=[0 1] committed=[0 0] hw=[-1 -1] lag=[0 0] type=consumer "
+            "group_epoch=1 assignment_epoch=1 epochs=[w1:1] pending=[]")
+        assert "|OK|" in client.request("V1|4|GROUP_HEARTBEAT|dash w1 leave")
+        assert client.request("V1|5|JOIN|dash clicks c1") == \
+            "V1|5|OK|generation=1 assigned=[0 1]"
+        assert client.request("V1|6|DESCRIBE_GROUP|dash clicks") == (
+            "V1|6|OK|state=stable generation=1 assignor=round_robin members=[c1:0,1] "
+            "partitions=[0 1] committed=[0 0] hw=[-1 -1] lag=[0 0]")
+        client.close()
+
+
 def test_reserved_names_are_refused(tmp_path: Path) -> None:
     """The Iggy transport's internal topics cannot be subscribed to, and its consumer
     pseudo-groups cannot be used, through GROUP_HEARTBEAT (docs/protocol.md, Reserved

@@ -18,7 +18,12 @@ from twisted.trial.unittest import SynchronousTestCase
 from broker.errors import StorageError
 from broker.services.group_log import GroupStateLog
 from data.store import Store, TopicConfig
-from groups.records import GROUPS_TOPIC, offset_key, partition_for_group
+from groups.records import (
+    GROUPS_TOPIC,
+    GROUPS_TOPIC_SEGMENT_BYTES,
+    offset_key,
+    partition_for_group,
+)
 from tests.reliability.inmemory import InMemoryBroker
 
 LEGACY_GROUPS = {"version": 1, "groups": [
@@ -108,7 +113,26 @@ class RestartTests(SynchronousTestCase):
         config = s.broker.broker.core.topic_config(GROUPS_TOPIC)
         assert config is not None
         self.assertEqual((config.cleanup_policy, config.retention_ms), ("compact", None))
+        self.assertEqual(config.segment_bytes, GROUPS_TOPIC_SEGMENT_BYTES)
         self.assertEqual(s.ask("V1|3|METADATA|"), "V1|3|OK|topics=[t]")
+
+    def test_a_topic_from_before_gets_its_segment_size(self) -> None:
+        """A data directory whose topic was created with the store's default segments
+        (64 MiB: a loading coordinator would read up to that much uncleaned) has the
+        topic's own size set at start, its offsets kept."""
+        store = Store(str(self.dir))
+        store.create_topic(GROUPS_TOPIC, TopicConfig(partitions=1, cleanup_policy="compact"))
+        store.close()
+        s = _Session(self.dir)
+        s.topic("t", 1)
+        self.assertEqual(s.ask("V1|2|ADMIN_COMMIT|g t 0 3"), "V1|2|OK|committed=true")
+        s.close()
+        s = _Session(self.dir)
+        self.addCleanup(s.close)
+        config = s.broker.broker.core.topic_config(GROUPS_TOPIC)
+        assert config is not None
+        self.assertEqual(config.segment_bytes, GROUPS_TOPIC_SEGMENT_BYTES)
+        self.assertEqual(s.ask("V1|3|OFFSET|g t 0"), "V1|3|OK|offset=3")
 
     def test_only_changes_are_appended(self) -> None:
         """A commit appends its own offset record only, not the whole state again: ten
@@ -269,3 +293,60 @@ class WriterTests(SynchronousTestCase):
         self.log.changed()
         self.clock.advance(0)
         self.assertEqual(self.core.batches[1][:3], (p, [key], [b""]))
+
+
+class ConsumerGroupRestartTests(SynchronousTestCase):
+    """KIP-848 consumer groups (GROUP_HEARTBEAT) are records of the topic too."""
+
+    def setUp(self) -> None:
+        self.dir = Path(_scratch(self))
+
+    def test_restart_keeps_epochs_assignments_and_offsets(self) -> None:
+        """After a restart the members carry on with the epochs they were answered: the
+        same assignments and target, no rejoin, the hand-over in progress completes, and
+        the committed offset is read back."""
+        s = _Session(self.dir)
+        s.topic("clicks", 4, messages=3)
+        self.assertIn("epoch=1 ", s.ask("V1|1|GROUP_HEARTBEAT|dash w1 0 topics=clicks"))
+        self.assertEqual(
+            s.ask("V1|2|GROUP_HEARTBEAT|dash w2 0 topics=clicks"),
+            "V1|2|OK|member=w2 epoch=2 interval_ms=5000 assigned=[] "
+            "target=[clicks:2 clicks:3]")
+        self.assertEqual(
+            s.ask("V1|3|GROUP_HEARTBEAT|dash w1 1"),
+            "V1|3|OK|member=w1 epoch=1 interval_ms=5000 assigned=[clicks:0 clicks:1] "
+            "target=[clicks:0 clicks:1]")
+        self.assertEqual(s.ask("V1|4|COMMIT|dash clicks w1 1 0 2"), "V1|4|OK|committed=true")
+        s.close()
+
+        s = _Session(self.dir)
+        self.addCleanup(s.close)
+        self.assertEqual(s.ask("V1|5|OFFSET|dash clicks 0"), "V1|5|OK|offset=2")
+        # w2 is still waiting for clicks:2 and clicks:3, which w1 has not yet released.
+        self.assertEqual(
+            s.ask("V1|6|GROUP_HEARTBEAT|dash w2 2"),
+            "V1|6|OK|member=w2 epoch=2 interval_ms=5000 assigned=[] "
+            "target=[clicks:2 clicks:3]")
+        self.assertEqual(
+            s.ask("V1|7|GROUP_HEARTBEAT|dash w1 1 owned=clicks:0,clicks:1"),
+            "V1|7|OK|member=w1 epoch=2 interval_ms=5000 assigned=[clicks:0 clicks:1] "
+            "target=[clicks:0 clicks:1]")
+        self.assertEqual(
+            s.ask("V1|8|GROUP_HEARTBEAT|dash w2 2"),
+            "V1|8|OK|member=w2 epoch=2 interval_ms=5000 assigned=[clicks:2 clicks:3] "
+            "target=[clicks:2 clicks:3]")
+        self.assertEqual(s.ask("V1|9|COMMIT|dash clicks w2 2 3 1"), "V1|9|OK|committed=true")
+        # A JOIN into the name is still refused: the group's members came back with it.
+        self.assertIn("|ERR|BAD_REQUEST|", s.ask("V1|10|JOIN|dash clicks c9"))
+
+    def test_a_left_group_stays_left(self) -> None:
+        """Members that left are gone after a restart too (their records were replaced),
+        so their old epochs are refused and the name is free for JOIN once empty."""
+        s = _Session(self.dir)
+        s.topic("clicks", 2, messages=1)
+        s.ask("V1|1|GROUP_HEARTBEAT|solo w1 0 topics=clicks")
+        self.assertIn("epoch=-1 ", s.ask("V1|2|GROUP_HEARTBEAT|solo w1 leave"))
+        s.close()
+        s = _Session(self.dir)
+        self.addCleanup(s.close)
+        self.assertIn("|ERR|GENERATION_MISMATCH|", s.ask("V1|3|GROUP_HEARTBEAT|solo w1 1"))

@@ -112,11 +112,13 @@ class TrafficTests:
                "V1|100|PING|", "hello")
         assert len(replies(tr)) == 102
         s = h.samples()
-        assert value(s, "skerry_requests_total", command="PRODUCE") == 100
-        assert value(s, "skerry_requests_total", command="PING") == 1
-        assert value(s, "skerry_requests_total", command="INVALID") == 1
-        assert value(s, "skerry_request_duration_seconds_count", command="PRODUCE") == 100
-        assert value(s, "skerry_request_duration_seconds_count", command="PING") == 1
+        assert value(s, "skerry_requests_total", command="PRODUCE", transport="v1") == 100
+        assert value(s, "skerry_requests_total", command="PING", transport="v1") == 1
+        assert value(s, "skerry_requests_total", command="INVALID", transport="v1") == 1
+        assert value(s, "skerry_request_duration_seconds_count", command="PRODUCE",
+                     transport="v1") == 100
+        assert value(s, "skerry_request_duration_seconds_count", command="PING",
+                     transport="v1") == 1
 
     def test_latency_is_measured_on_the_broker_clock(self, tmp_path: Path) -> None:
         """A long poll answered 2 s after it arrived lands in the 2.5 s bucket and not the
@@ -131,9 +133,9 @@ class TrafficTests:
         assert replies(tr) == ["V1|1|OK|messages=0:v hw=0"]
         s = h.samples()
         name = "skerry_request_duration_seconds"
-        assert value(s, name + "_bucket", command="CONSUME", le="1.0") == 0
-        assert value(s, name + "_bucket", command="CONSUME", le="2.5") == 1
-        assert value(s, name + "_sum", command="CONSUME") == 2.0
+        assert value(s, name + "_bucket", command="CONSUME", transport="v1", le="1.0") == 0
+        assert value(s, name + "_bucket", command="CONSUME", transport="v1", le="2.5") == 1
+        assert value(s, name + "_sum", command="CONSUME", transport="v1") == 2.0
 
     def test_every_fsync_is_timed(self, tmp_path: Path) -> None:
         """With fsync=always each group-commit fsync adds one observation of fsync latency."""
@@ -178,6 +180,32 @@ class StateTests:
         s = h.samples()
         assert value(s, "skerry_group_members", **key) == 2
         assert value(s, "skerry_group_rebalances_total", **key) == 2
+
+    def test_consumer_group_type_epochs_and_pending(self, tmp_path: Path) -> None:
+        """A KIP-848 group (GROUP_HEARTBEAT) shows as type consumer with its group epoch,
+        each member's epoch, and what each owns and still waits for; a classic group on
+        the same broker shows as type classic."""
+        h = Harness(tmp_path, topics={"orders": {"partitions": 4}})
+        proto, tr = h.connect()
+        h.send(proto, "V1|1|GROUP_HEARTBEAT|dash w1 0 topics=orders",
+               "V1|2|GROUP_HEARTBEAT|dash w2 0 topics=orders",
+               "V1|3|GROUP_HEARTBEAT|dash w1 1", "V1|4|JOIN|analytics orders c1")
+        assert [r.split("|")[2] for r in replies(tr)] == ["OK"] * 4, replies(tr)
+        s = h.samples()
+        key = {"group": "dash", "topic": "orders"}
+        assert value(s, "skerry_group_info", type="consumer", **key) == 1
+        assert value(s, "skerry_group_info", type="classic", group="analytics",
+                     topic="orders") == 1
+        assert value(s, "skerry_group_epoch", **key) == 2
+        assert value(s, "skerry_group_member_epoch", member="w1", **key) == 1
+        assert value(s, "skerry_group_member_epoch", member="w2", **key) == 2
+        assert value(s, "skerry_group_member_partitions", member="w1", state="assigned",
+                     **key) == 2
+        assert value(s, "skerry_group_member_partitions", member="w2", state="assigned",
+                     **key) == 0
+        assert value(s, "skerry_group_member_partitions", member="w2", state="pending",
+                     **key) == 2
+        assert value(s, "skerry_group_members", **key) == 2
 
     def test_isr_size_and_under_replicated_partitions(self, tmp_path: Path) -> None:
         """A new replication-factor-2 partition is under-replicated (followers start
@@ -299,8 +327,8 @@ class EndToEndTests:
             s = scrape(body)
             assert value(s, "skerry_messages_in_total", topic="orders") == 10
             assert value(s, "skerry_messages_out_total", topic="orders") == 10
-            assert value(s, "skerry_requests_total", command="PRODUCE") == 10
-            assert value(s, "skerry_requests_total", command="CONSUME") == 1
+            assert value(s, "skerry_requests_total", command="PRODUCE", transport="v1") == 10
+            assert value(s, "skerry_requests_total", command="CONSUME", transport="v1") == 1
             assert value(s, "skerry_connections", transport="v1") == 1
             assert value(s, "skerry_partition_high_watermark", topic="orders", partition="0") == 9
             assert value(s, "skerry_fsync_seconds_count") >= 1

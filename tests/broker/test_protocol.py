@@ -408,7 +408,7 @@ class HalfCloseTests:
 
 
 class ServerFramingTests:
-    """The framing the server runs (``V1Protocol`` over ``broker.v1.framing.LineFramer``)
+    """The framing the server runs (``V1Protocol`` over ``broker.v1.codec.framing.LineFramer``)
     gives the same replies however the bytes arrive."""
 
     REQUESTS = (

@@ -117,7 +117,7 @@ tokens = st.lists(st.one_of(
 def test_fill_produce_ok(slots: list[Any], partition: int, first: int, hw: int) -> None:
     """Both fill the same replies into the same slots, and fail on the same token."""
     copy = [list(s) if isinstance(s, list) else s for s in slots]
-    from broker.v1 import replies
+    from broker.v1.codec import replies
 
     expected = outcome(replies._fill_produce_ok_py, slots, partition, first, hw)
     assert outcome(C.fill_produce_ok, copy, partition, first, hw) == expected
@@ -125,7 +125,7 @@ def test_fill_produce_ok(slots: list[Any], partition: int, first: int, hw: int) 
 
 
 def test_fill_produce_ok_replies() -> None:
-    from broker.v1 import replies
+    from broker.v1.codec import replies
 
     for impl in (C.fill_produce_ok, replies._fill_produce_ok_py):
         slots = [[None, b"a"], [None, b"7"]]

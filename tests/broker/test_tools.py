@@ -881,6 +881,36 @@ class GroupsTests:
         assert (missing.returncode, missing.stderr) == \
             (1, b"skerry groups describe: no consumer group g-none\n")
 
+    def test_describe_a_consumer_group(self, broker: BrokerProcess) -> None:
+        """groups describe of a KIP-848 group (GROUP_HEARTBEAT) shows its type, group and
+        assignment epochs, each member's epoch, what it owns and what it still waits for
+        (w2 waits for partitions 2 and 3 until w1 confirms giving them up)."""
+        client = broker.client()
+        assert client.request("V1|1|ADMIN_CREATE_TOPIC|t-kip 4 1").startswith("V1|1|OK")
+        for line in ("g-kip w1 0 topics=t-kip", "g-kip w2 0 topics=t-kip", "g-kip w1 1"):
+            assert "|OK|" in client.request(f"V1|2|GROUP_HEARTBEAT|{line}")
+        client.close()
+        [doc] = json.loads(skerry(broker, "groups", "describe", "g-kip", "--json").stdout)
+        assert (doc["type"], doc["state"], doc["generation"], doc["group_epoch"],
+                doc["assignment_epoch"]) == ("consumer", "reconciling", 2, 2, 2)
+        assert doc["members"] == [
+            {"member_id": "w1", "partitions": [0, 1], "member_epoch": 1, "pending": []},
+            {"member_id": "w2", "partitions": [], "member_epoch": 2, "pending": [2, 3]}]
+        text = skerry(broker, "groups", "describe", "g-kip").stdout.decode()
+        assert text.splitlines()[:8] == [
+            "group g-kip (consumer group: group epoch 2, assignment epoch 2)",
+            "TOPIC  STATE        GENERATION  ASSIGNOR  MEMBERS",
+            "t-kip  reconciling           2  uniform   w1, w2",
+            "",
+            "TOPIC  MEMBER  EPOCH  ASSIGNED  PENDING",
+            "t-kip  w1          1  0,1       -",
+            "t-kip  w2          2  -         2,3",
+            "",
+        ]
+        listed = json.loads(skerry(broker, "groups", "list", "--json").stdout)
+        assert [(g["topic"], g["members"]) for g in listed if g["group"] == "g-kip"] == \
+            [("t-kip", 2)]
+
     def test_delete_a_group_on_one_or_every_topic(self, broker: BrokerProcess) -> None:
         """groups delete forgets a group on --topic, or on every topic it consumes; an
         unknown group and a group with live members are refused (exit 1)."""

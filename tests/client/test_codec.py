@@ -95,7 +95,7 @@ class ReplyTests:
         """``headers=true`` items: the producer's timestamp apart from the append time and
         the ``<name b64>.<value b64>;...`` headers, before key and value, in the plain
         form (a value with ':') and in base64; what the broker's reply builder writes."""
-        from broker.v1.replies import consume_reply
+        from broker.v1.codec.replies import consume_reply
         from data.format import KIND_RAW, KIND_STRING, encode_user_headers, key_header
 
         class Rec:

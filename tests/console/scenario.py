@@ -151,3 +151,19 @@ def catch_up(broker: ConsoleBroker, partition: int, offset: int) -> None:
     generation = broker.api("groups/billing/orders").json()["generation"]
     with broker.client() as c:
         c.commit("billing", "orders", MEMBER, generation, partition, offset)
+
+
+def seed_consumer_group(broker: ConsoleBroker) -> None:
+    """A KIP-848 consumer group ``dash`` (GROUP_HEARTBEAT) on a new topic ``clicks`` of 4
+    partitions, caught mid-hand-over: ``w1`` (epoch 1) owns 0 and 1 and has not yet
+    confirmed giving 2 and 3 up, ``w2`` (epoch 2) owns nothing and waits for 2 and 3."""
+    client = broker.process.client()
+    try:
+        for line in ("ADMIN_CREATE_TOPIC|clicks 4 1",
+                     "GROUP_HEARTBEAT|dash w1 0 topics=clicks",
+                     "GROUP_HEARTBEAT|dash w2 0 topics=clicks",
+                     "GROUP_HEARTBEAT|dash w1 1"):
+            reply = client.request(f"V1|s|{line}")
+            assert "|OK|" in reply, reply
+    finally:
+        client.close()

@@ -32,6 +32,7 @@ from tests.console.scenario import (
     fill,
     get,
     produce_more,
+    seed_consumer_group,
     seed_internal,
 )
 from tests.support import ROOT, BrokerProcess
@@ -417,3 +418,33 @@ class InternalNamesTests:
         """``internal`` takes 1/0 or true/false; anything else is refused, naming it."""
         answer = with_internal.api("topics?internal=maybe")
         assert answer.status == 400 and "internal" in answer.json()["error"]
+
+
+@pytest.fixture(scope="module")
+def kip848(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]:
+    running = ConsoleBroker(tmp_path_factory.mktemp("console-kip848")).start()
+    try:
+        seed_consumer_group(running)
+        yield running
+    finally:
+        running.stop()
+
+
+class ConsumerGroupTests:
+    """KIP-848 consumer groups (GROUP_HEARTBEAT) in the console's API."""
+
+    def test_list_and_detail_show_type_epochs_and_pending(self, kip848: ConsoleBroker) -> None:
+        """The list says which groups are consumer groups; the detail has the group and
+        assignment epochs and, per member, its epoch, what it owns and what it waits
+        for."""
+        (row,) = [r for r in kip848.api("groups").json()["groups"] if r["group"] == "dash"]
+        assert (row["topic"], row["type"], row["state"], row["members"]) == \
+            ("clicks", "consumer", "reconciling", 2)
+        doc = kip848.api("groups/dash/clicks").json()
+        assert (doc["type"], doc["group_epoch"], doc["assignment_epoch"]) == \
+            ("consumer", 2, 2)
+        assert doc["members"] == [
+            {"member_id": "w1", "partitions": [0, 1], "member_epoch": 1, "pending": []},
+            {"member_id": "w2", "partitions": [], "member_epoch": 2, "pending": [2, 3]}]
+        assert [p["member"] for p in doc["partitions"]] == ["w1", "w1", None, None]
+

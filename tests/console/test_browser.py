@@ -30,6 +30,7 @@ from tests.console.scenario import (
     catch_up,
     fill,
     produce_more,
+    seed_consumer_group,
     seed_internal,
 )
 from tests.support import ROOT, debian_tool
@@ -367,3 +368,32 @@ class AccessPageTests:
         save(driver, "access.png")
         driver.find_element(By.ID, "logout").click()
         driver.execute_script("sessionStorage.clear()")
+
+
+@pytest.fixture(scope="module")
+def kip848(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleBroker]:
+    running = ConsoleBroker(tmp_path_factory.mktemp("console-browser-kip848")).start()
+    try:
+        seed_consumer_group(running)
+        yield running
+    finally:
+        running.stop()
+
+
+class ConsumerGroupPageTests:
+    """A KIP-848 consumer group (GROUP_HEARTBEAT) on the group pages."""
+
+    def test_type_epochs_and_pending_partitions(self, driver: Any,
+                                                kip848: ConsoleBroker) -> None:
+        """The list says the group is a consumer group; its page shows the group and
+        assignment epochs, and per member its epoch, its partitions and the ones it waits
+        for."""
+        open_page(driver, kip848.base + "/#/groups", "#groups-table tr[data-group='dash']")
+        assert text_of(driver, "#groups-table tr[data-group='dash'] .group-type") == "consumer"
+        open_page(driver, kip848.base + "/#/groups/dash/clicks", "#group-members")
+        assert "group epoch 2, assignment epoch 2" in text_of(driver, "#group-state")
+        rows = {member: texts(driver, f"#group-members tr[data-member='{member}'] td")
+                for member in ("w1", "w2")}
+        assert rows == {"w1": ["w1", "1", "0, 1", "–"], "w2": ["w2", "2", "(none)", "2, 3"]}
+        save(driver, "group-consumer.png")
+

@@ -77,19 +77,68 @@ def test_one_group_across_brokers_and_failover(cluster: GroupCluster) -> None:
     assert assigned(c.ask(b, "V1|11|SYNC|gg gt cb 2")) == (2, second)
 
 
-def test_restart_of_every_broker_keeps_groups_and_offsets(cluster: GroupCluster) -> None:
+@pytest.fixture
+def kafka_cluster(tmp_path: Path) -> Iterator[GroupCluster]:
+    c = GroupCluster(tmp_path, kafka=True)
+    try:
+        c.start()
+        c.ready()
+        c.create_topic("gt", 3)
+        yield c
+    finally:
+        c.close()
+
+
+def _kafka_commit(c: GroupCluster, group: str, offsets: dict[int, int]) -> None:
+    """Commit ``offsets`` of ``gt`` for Kafka group ``group`` (a consumer that assigns,
+    not subscribes: a commit outside any generation, as Kafka takes it)."""
+    ck = pytest.importorskip("confluent_kafka")
+    consumer = ck.Consumer({"bootstrap.servers": c.kafka_bootstrap, "group.id": group,
+                            "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[ck.TopicPartition("gt", p, o) for p, o in offsets.items()],
+                        asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _kafka_committed(c: GroupCluster, group: str) -> dict[int, int]:
+    ck = pytest.importorskip("confluent_kafka")
+    consumer = ck.Consumer({"bootstrap.servers": c.kafka_bootstrap, "group.id": group,
+                            "enable.auto.commit": False})
+    try:
+        got = consumer.committed([ck.TopicPartition("gt", p) for p in range(3)], timeout=20)
+    except ck.KafkaException as error:  # the coordinator still loading: ask again
+        raise AssertionError(str(error)) from error
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in got}
+
+
+def test_restart_of_every_broker_keeps_groups_and_offsets(
+        kafka_cluster: GroupCluster) -> None:
     """SIGTERM of all three brokers, then start again: every group's committed offsets
     and generation are served again, from any broker (the records are in the replicated
-    topic, loaded by each partition's new leader)."""
-    c = cluster
+    topic, loaded by each partition's new leader): V1 groups through V1, a Kafka group
+    through confluent-kafka."""
+    pytest.importorskip("confluent_kafka")
+    c = kafka_cluster
     wait(lambda: c.coordinator("keep") is not None, "a coordinator")
+    for proc in c.procs.values():  # every replica of the topic in its own small segments
+        settings = json.loads((proc.data_dir / "topics" / "__skerry_groups" /
+                               "topic.json").read_text())
+        assert settings["segment_bytes"] == 4 << 20, settings
     assert assigned(c.ask(0, "V1|1|JOIN|keep gt k1 session_timeout_ms=60000"))[0] == 1
     assert c.ask(1, "V1|2|COMMIT|keep gt k1 1 2 1") == "V1|2|OK|committed=true"
     assert c.ask(2, "V1|3|ADMIN_COMMIT|other gt 1 1") == "V1|3|OK|committed=true"
+    _kafka_commit(c, "kafka-keep", {0: 1, 2: 1})
+    assert _kafka_committed(c, "kafka-keep") == {0: 1, 1: -1001, 2: 1}
     for proc in c.procs.values():
         proc.stop()
     c.start()
     c.ready()
+    assert wait(lambda: _kafka_committed(c, "kafka-keep") == {0: 1, 1: -1001, 2: 1},
+                "the Kafka group's offsets after the restart", 60, step=0.5)
     for x in c.procs:
         assert wait(lambda x=x: c.ask(x, "V1|4|OFFSET|keep gt 2") == "V1|4|OK|offset=1",
                     "offsets after the restart")

@@ -128,3 +128,43 @@ class DamageTests(SynchronousTestCase):
         with self.assertRaises(ValueError) as caught:
             consumer_groups_from_records({**good, key: json.dumps(fields).encode()})
         self.assertIn("is held by", str(caught.exception))
+
+
+class GroupLogTests(SynchronousTestCase):
+    """``groups.loader.GroupLog`` reads consumer-group records beside the classic ones."""
+
+    def test_the_loader_rebuilds_consumer_groups_beside_offsets(self) -> None:
+        """A partition holding a consumer group's records and an offset loads both; a later
+        tombstone of a member (it left) removes it from the loaded group."""
+        from groups.loader import GroupLog
+        from groups.records import TOMBSTONE, encode_value, offset_key
+
+        _, group = _mid_handover()
+        log = GroupLog()
+        records = sorted(consumer_group_records(group).items())
+        records.append((offset_key("g", "t", 0), encode_value({"offset": 7})))
+        log.apply_all(3, [(i, k, v) for i, (k, v) in enumerate(records)])
+        loaded = log.state()
+        self.assertEqual([_snapshot(g) for g in loaded.consumer_groups], [_snapshot(group)])
+        self.assertEqual(loaded.offsets, {("g", "t"): {0: 7}})
+
+        leaver = sorted(group.members)[0]
+        log.apply(3, 100, consumer_member_key("g", leaver), TOMBSTONE)
+        log.apply(3, 101, consumer_target_key("g", leaver), TOMBSTONE)
+        [reloaded] = log.state().consumer_groups
+        self.assertEqual(sorted(reloaded.members), sorted(group.members)[1:])
+
+    def test_a_damaged_consumer_record_names_its_partition(self) -> None:
+        """A member record whose group record is missing refuses the load, naming the
+        partition and the group (state the broker cannot read is never dropped)."""
+        from groups.loader import GroupLog
+
+        _, group = _mid_handover()
+        log = GroupLog()
+        for i, (k, v) in enumerate(sorted(consumer_group_records(group).items())):
+            if k != consumer_group_key("g"):
+                log.apply(5, i, k, v)
+        with self.assertRaises(ValueError) as caught:
+            log.state()
+        self.assertIn("__skerry_groups/5", str(caught.exception))
+        self.assertIn("consumer group g", str(caught.exception))

@@ -311,6 +311,60 @@ class CommandLineTests:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+class IncrementalCheckerTests:
+    """The checker of ``--protocol consumer`` runs (KIP-848 members)."""
+
+    def test_a_partition_given_while_its_holder_has_not_released_it_is_owned_twice(
+            self) -> None:
+        """b is given partition 2 while a, heard from 0.1 s before, has not sent the
+        heartbeat releasing it: exclusivity is violated. Once a has released it, giving it
+        to c is fine."""
+        checker = Checker(SESSION_MS, incremental=True)
+        checker.record_held("a", [0, 1, 2], 1.0, anchors={})
+        checker.record_held("b", [2], 1.2, anchors={"a": 1.1})
+        assert checker.violations["exclusivity"] == 1
+        assert "partition 2 given to b while a still held it" in checker.messages[0]
+        checker.record_released("a", [1])
+        checker.record_held("c", [1], 1.3, anchors={"a": 1.25})
+        assert checker.violations["exclusivity"] == 1
+
+    def test_a_holder_silent_for_a_session_timeout_may_have_been_fenced(self) -> None:
+        """A holder whose last accepted heartbeat is a session timeout before the answer
+        may have been fenced by the broker: its partition going elsewhere is no
+        violation."""
+        checker = Checker(SESSION_MS, incremental=True)
+        checker.record_held("a", [0], 1.0, anchors={})
+        checker.record_held("b", [0], 1.6, anchors={"a": 1.05})
+        assert checker.violation_count == 0
+
+    def test_hand_over_within_one_epoch_is_not_a_generation_violation(self) -> None:
+        """Ownership moving between DESCRIBE_GROUP answers of one group epoch, and a
+        partition without an owner for a moment, are how KIP-848 hands partitions over; one
+        answer listing a partition under two members is a violation."""
+        checker = Checker(SESSION_MS, incremental=True)
+        checker.record_describe(_obs(0.1, {"a": (0, 1, 2, 3), "b": ()}, generation=2),
+                                floor=0, refreshed={})
+        checker.record_describe(_obs(0.2, {"a": (0, 1), "b": ()}, generation=2),
+                                floor=2, refreshed={})
+        checker.record_describe(_obs(0.3, {"a": (0, 1), "b": (2, 3)}, generation=2),
+                                floor=2, refreshed={})
+        assert checker.violation_count == 0
+        checker.record_describe(_obs(0.4, {"a": (0, 1, 2), "b": (2, 3)}, generation=2),
+                                floor=2, refreshed={})
+        assert checker.violations["exclusivity"] == 1
+
+    def test_a_produced_message_never_consumed_is_a_processing_violation(self) -> None:
+        """At the end every message the producer got acknowledged must have been consumed
+        (KIP-848 runs); classic runs do not judge it."""
+        for incremental, expected in ((True, 1), (False, 0)):
+            checker = Checker(SESSION_MS, incremental=incremental)
+            checker.record_produced(0, 0, b"m0")
+            checker.record_produced(0, 1, b"m1")
+            checker.record_delivery(checker.new_epoch(), 0, 0, b"m0", 0, 1.0)
+            checker.finish(2.0)
+            assert checker.violations["processing"] == expected
+
+
 class HarnessRunTests:
     def test_a_group_with_live_members_is_refused(
             self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -351,3 +405,28 @@ class HarnessRunTests:
         assert report["messages_produced"] > 0
         assert report["messages_consumed"] >= report["messages_unique"] > 0
         assert report["commits_acknowledged"] > 0 and report["offset_checks"] > 0
+
+    def test_a_consumer_protocol_chaos_run_finds_no_violation(self, tmp_path: Path) -> None:
+        """`python -m broker harness --protocol consumer`: KIP-848 members driven by
+        GROUP_HEARTBEAT under a few seconds of kills, pauses, restarts and adds exit 0: no
+        partition held by two members at once, every produced message consumed, fencing
+        probes refused, dead members' partitions reassigned."""
+        config = {"groups": {"consumer_session_timeout_ms": SESSION_MS,
+                             "consumer_heartbeat_interval_ms": 150}}
+        with BrokerProcess(tmp_path, config) as proc:
+            result = subprocess.run(
+                [sys.executable, "-m", "broker", "harness", "--bootstrap",
+                 f"127.0.0.1:{proc.port}", "--protocol", "consumer", "-n", "5",
+                 "--duration", "5", "--session-timeout-ms", str(SESSION_MS), "--seed", "3",
+                 "--json"], cwd=ROOT, capture_output=True, timeout=120)
+        assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+        report = json.loads(result.stdout)
+        assert report["passed"] is True and report["setup"]["protocol"] == "consumer"
+        assert report["violations"] == 0 and report["errors"] == 0, report
+        assert report["chaos"]["kill"] + report["chaos"]["pause"] >= 2
+        assert report["deaths"] >= 2 and report["deaths_unresolved"] == 0
+        assert report["fencing_probes"]["unknown_member"] >= 5
+        assert report["fencing_probes"]["epoch_ahead"] >= 5
+        assert report["messages_unique"] == report["messages_produced"] > 0
+        assert report["rebalances"] >= 5 + report["deaths"]  # group epochs: joins, fencings
+

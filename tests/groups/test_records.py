@@ -113,9 +113,20 @@ class KeyValueTests(SynchronousTestCase):
         self.assertEqual(encode_value({"offset": 5}), b'{"v":1,"offset":5}')
         self.assertEqual(decode_value(b'{"v":1,"offset":5}'), {"offset": 5})
         self.assertIsNone(decode_value(TOMBSTONE))
-        for raw in [b'{"offset":5}', b'{"v":2,"offset":5}', b"[1]", b"nope", b'{"v":"1"}']:
+        for raw in [b'{"offset":5}', b'{"v":2,"offset":5}', b"[1]", b"nope", b'{"v":"1"}',
+                    b'{"v":1,"offset":05}']:
             with self.assertRaises(ValueError, msg=raw):
                 decode_value(raw)
+
+    def test_offset_values_read_without_the_parser_read_as_json_would(self) -> None:
+        """The common offset value is read by a pattern (the loader's speed); every
+        value, matching or not, gives what the JSON parser gives."""
+        for raw in [b'{"v":1,"offset":0}', b'{"v":1,"offset":9223372036854775807}',
+                    b'{"v":1,"offset":12345678901234567890123}', b'{"v":1, "offset":3}',
+                    b'{"v":1,"offset":-1}', b'{"v":1,"offset":7,"metadata":"m"}']:
+            fields = json.loads(raw)
+            del fields["v"]
+            self.assertEqual(decode_value(raw), fields, raw)
 
 
 class StateRecordsTests(SynchronousTestCase):

@@ -1,6 +1,7 @@
 """Real admin clients against a real broker's Kafka listener, at their default settings:
 confluent-kafka's AdminClient (librdkafka) and kafka-python's KafkaAdminClient create,
-list, describe (configs too), alter and delete topics, list and describe groups."""
+list, describe (configs too, with their sources), alter and delete topics, list and
+describe groups."""
 
 from __future__ import annotations
 
@@ -65,6 +66,31 @@ class ConfluentAdminTests:
             refused.result(TIMEOUT)
         admin.delete_topics(["ck-admin"])["ck-admin"].result(TIMEOUT)
         assert "ck-admin" not in admin.list_topics(timeout=TIMEOUT).topics
+
+    def test_config_sources(self, port: int) -> None:
+        """A setting given at creation or SET later is DYNAMIC_TOPIC_CONFIG, the others
+        DEFAULT_CONFIG (``is_default``); a DELETE takes a setting back to the default."""
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        admin.create_topics([NewTopic("ck-src", 1, 1, config={"retention.ms": "60000"})]
+                            )["ck-src"].result(TIMEOUT)
+
+        def sources() -> dict[str, tuple[str, str, bool]]:
+            (future,) = admin.describe_configs([ConfigResource("topic", "ck-src")]).values()
+            return {k: (v.value, confluent_kafka.admin.ConfigSource(v.source).name, v.is_default)
+                    for k, v in future.result(TIMEOUT).items()}
+
+        described = sources()
+        assert described["retention.ms"] == ("60000", "DYNAMIC_TOPIC_CONFIG", False)
+        assert described["cleanup.policy"] == ("delete", "DEFAULT_CONFIG", True)
+        resource = ConfigResource("topic", "ck-src", incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact",
+                        incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+        (done,) = admin.incremental_alter_configs([resource]).values()
+        done.result(TIMEOUT)
+        described = sources()
+        assert described["cleanup.policy"] == ("compact", "DYNAMIC_TOPIC_CONFIG", False)
+        assert described["retention.ms"] == ("-1", "DEFAULT_CONFIG", True)
 
     def test_groups_are_listed_and_described(self, port: int) -> None:
         """A consumer in group ck-g commits; the group is listed and described."""

@@ -139,6 +139,29 @@ class KafkaPythonDefaultsTests:
             (b"k%d" % i, b"v%d" % i, headers, 1_700_000_000_000 + i) for i in range(5)]
 
 
+    def test_zstd_with_idempotence_on(self, port: int) -> None:
+        """kafka-python with ``enable_idempotence=True`` and ``compression_type="zstd"``
+        (its zstd codec is the zstandard package): the idempotent producer's batches come
+        back with keys, values, headers (a repeated name kept) and timestamps."""
+        from kafka import KafkaConsumer, KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}",
+                                 enable_idempotence=True, compression_type="zstd")
+        headers = [("h1", b"x"), ("h2", b"\x00\xff"), ("h1", b"y")]
+        for i in range(20):
+            producer.send("kp-zstd", key=b"k%d" % i, value=b"zstd value %d" % i * 20,
+                          headers=headers, partition=0,
+                          timestamp_ms=1_700_000_000_000 + i).get(timeout=20)
+        producer.close()
+        consumer = KafkaConsumer("kp-zstd", bootstrap_servers=f"127.0.0.1:{port}",
+                                 auto_offset_reset="earliest", consumer_timeout_ms=5000)
+        got = [m for _, m in zip(range(20), consumer, strict=False)]
+        consumer.close()
+        assert [(m.offset, m.key, m.value, m.headers, m.timestamp) for m in got] == [
+            (i, b"k%d" % i, b"zstd value %d" % i * 20, headers, 1_700_000_000_000 + i)
+            for i in range(20)]
+
+
 class KcatTests:
     def test_kcat_headers(self, port: int) -> None:
         """kcat -H on produce and %h on consume (Debian's kcat, librdkafka 2.0)."""

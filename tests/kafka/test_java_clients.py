@@ -79,8 +79,15 @@ def test_java_admin_client(classpath: str, port: int, tmp_path: Path) -> None:
         "listTopics": "ok true",
         "describeTopics": "ok partitions=3",
         "describeConfigs": "ok retention.ms=60000",
+        # set on the topic (at creation) / the broker's default, as Kafka reports them
+        "configSources": "ok retention.ms=60000/DYNAMIC_TOPIC_CONFIG "
+                         "segment.bytes=67108864/DEFAULT_CONFIG",
         "incrementalAlterConfigs": "ok retention.bytes=8192",
-        "alterConsumerGroupOffsets": "ok java-group",
+        # DELETE: back to the broker's default, reported as such
+        "deleteConfig": "ok retention.ms=-1/DEFAULT_CONFIG "
+                        "retention.bytes=8192/DYNAMIC_TOPIC_CONFIG",
+        "alterConsumerGroupOffsets": "ok java-group offset=5",
+        "resetConsumerGroupOffsets": "ok earliest=0 offset=0",
         "listConsumerGroups": "ok true",
         "describeConsumerGroups": "ok state=Empty",
         "listConsumerGroupOffsets": "ok offset=0",
@@ -101,13 +108,16 @@ def tool(classpath: str, main: str, port: int, *args: str) -> str:
 
 def test_kafka_topics_tool(classpath: str, port: int) -> None:
     """kafka-topics.sh's TopicCommand: create, list, describe (partitions, leader 0, the
-    topic's configs), alter the partition count, delete."""
+    configs set on the topic and not the broker's defaults, as Kafka shows them), alter
+    the partition count, delete."""
     topics = "org.apache.kafka.tools.TopicCommand"
     assert "Created topic tc-t." in tool(classpath, topics, port, "--create", "--topic", "tc-t",
-                                         "--partitions", "2", "--replication-factor", "1")
+                                         "--partitions", "2", "--replication-factor", "1",
+                                         "--config", "retention.ms=5000")
     assert "tc-t" in tool(classpath, topics, port, "--list").split()
     described = tool(classpath, topics, port, "--describe", "--topic", "tc-t")
-    assert "PartitionCount: 2" in described and "retention.ms=-1" in described
+    assert "PartitionCount: 2" in described and "retention.ms=5000" in described
+    assert "segment.bytes" not in described
     assert described.count("Leader: 0") == 2
     tool(classpath, topics, port, "--alter", "--topic", "tc-t", "--partitions", "3")
     assert "PartitionCount: 3" in tool(classpath, topics, port, "--describe", "--topic", "tc-t")
@@ -134,20 +144,30 @@ def test_kafka_consumer_groups_tool(classpath: str, port: int) -> None:
 
 def test_kafka_configs_tool(classpath: str, port: int) -> None:
     """kafka-configs.sh's ConfigCommand (in Kafka's core jar, kafka_2.13, in 4.x):
-    ``--describe`` shows a topic's settings, ``--alter --add-config`` changes one and the
-    next ``--describe`` shows the new value."""
+    ``--describe`` shows only the settings set on the topic (none after a plain create),
+    ``--alter --add-config`` sets one, which the next ``--describe`` shows as a
+    DYNAMIC_TOPIC_CONFIG; ``--describe --all`` shows the others as DEFAULT_CONFIG; and
+    ``--delete-config`` takes the topic back to the broker's default."""
     configs = "kafka.admin.ConfigCommand"
     tool(classpath, "org.apache.kafka.tools.TopicCommand", port, "--create", "--topic",
          "cfg-t", "--partitions", "1")
     topic = ("--entity-type", "topics", "--entity-name", "cfg-t")
     described = tool(classpath, configs, port, "--describe", *topic)
-    assert "configs for topic cfg-t are:" in described
-    assert "retention.ms=-1 " in described and "retention.ms=12345" not in described
+    assert "Dynamic configs for topic cfg-t are:" in described
+    assert "retention.ms=" not in described and "segment.bytes=" not in described
     altered = tool(classpath, configs, port, "--alter", *topic, "--add-config",
                    "retention.ms=12345")
     assert "Completed updating config for topic cfg-t." in altered
     described = tool(classpath, configs, port, "--describe", *topic)
-    assert "retention.ms=12345 " in described and "retention.ms=-1 " not in described
+    assert ("retention.ms=12345 sensitive=false "
+            "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=12345}") in described
+    assert "segment.bytes=" not in described
+    everything = tool(classpath, configs, port, "--describe", "--all", *topic)
+    assert ("segment.bytes=67108864 sensitive=false "
+            "synonyms={DEFAULT_CONFIG:segment.bytes=67108864}") in everything
+    assert "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=12345}" in everything
+    tool(classpath, configs, port, "--alter", *topic, "--delete-config", "retention.ms")
+    assert "retention.ms=" not in tool(classpath, configs, port, "--describe", *topic)
 
 
 def _offsets_by_partition(described: str, group: str) -> dict[int, tuple[int, int, int]]:

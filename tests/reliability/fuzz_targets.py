@@ -42,6 +42,7 @@ from broker.kafka.mapping import (
     record_batches,
 )
 from broker.services.acls import decode_acls
+from broker.services.group_router import group_view_from, groups_from
 from broker.v1.codec import Codec, CommandError
 from data.format import decode_record, encode_record
 from data.idempotence import batch_ids, parse_record_id
@@ -114,9 +115,42 @@ def _group_record(data: bytes) -> object:
     return book.state()
 
 
+def _group_router(data: bytes) -> object:
+    """A coordinator's answers as the Iggy transport reads them (``GroupRouter``): each
+    line as a reply, an OK one as DESCRIBE_GROUP's group and LIST_GROUPS' pairs."""
+    for line in data.split(b"\n"):
+        reply = parse_reply(line)
+        if reply.ok:
+            for parse in (group_view_from, groups_from):
+                try:
+                    parse(reply)
+                except ProtocolViolation:
+                    pass
+    return None
+
+
 def _iggy(data: bytes) -> object:
     code = int.from_bytes(data[:4].ljust(4, b"\0"), "little")
     return decode_request(code % 1024 if data[4:5] != b"\xff" else code, data[4:])
+
+
+def _frames(data: bytes) -> object:
+    """The kit's length-prefixed splitter (``broker.transport.frames``) under Kafka's, TANK's
+    and Iggy's heads: never raises, and any split of the input gives the same frames."""
+    from broker.iggy.codec import request_splitter
+    from broker.kafka.codec import FrameSplitter as KafkaSplitter
+    from broker.tank.codec import FrameSplitter as TankSplitter
+
+    cut = data[0] % (len(data) + 1) if data else 0
+    out = []
+    for make in (lambda: KafkaSplitter(64), lambda: TankSplitter(64),
+                 lambda: request_splitter(64)):
+        whole = make().feed(data)
+        split = make()
+        if split.feed(data[:cut]) + split.feed(data[cut:]) != whole:
+            raise AssertionError(f"a split at {cut} changed the frames")
+        out.append(whole)
+    return out
 
 
 _IGGY_PERMS = _Permissions(_GlobalPermissions(read_servers=True), (
@@ -233,7 +267,14 @@ TARGETS: dict[str, Target] = {
         b"V1|2|OK|messages=4:1700000000123:azE=:aGk=,5:7::/w== hw=5",
         b"V1|3|OK|messages=0:1795782611488:1700000000000:dHJhY2U=.YWJj;c3Jj.dGFuaw==:k1:a:b "
         b"hw=0")),
+    "group_router": Target("group_router", _group_router, (ProtocolViolation,), (
+        b"V1|fwd-1|OK|state=stable generation=4 assignor=range members=[a:0,1 b:2 c:] "
+        b"partitions=[0 1 2] committed=[0 0 0] hw=[1 1 1] lag=[1 1 1] coordinator=2",
+        b"V1|fwd-2|OK|groups=[g1:t g2:u iggy.consumer.7:orders]")),
     "record": Target("record", _record, (ValueError,), (_RECORD,)),
+    "frames": Target("frames", _frames, (), (
+        b"\x00\x00\x00\x03abc\x00\x00\x00\x00", b"\x01\x05\x00\x00\x00hello",
+        b"\x0b\x00\x00\x00\x01\x00\x00\x00payload", b"\xff\xff\xff\xff")),
     "groups_json": Target("groups_json", _json(groups_from_json), (ValueError,), (
         b'{"version": 1, "groups": [{"group": "g", "topic": "t", "generation": 2, '
         b'"assignor": "range", "partitions": 3, "members": [{"member_id": "c", '
@@ -244,11 +285,20 @@ TARGETS: dict[str, Target] = {
         b'"metadata": {"0": "md"}}]}')),
     "group_record": Target("group_record", _group_record, (ValueError,), (
         b'[1,"offset","g","t",0]\n{"v":1,"offset":5,"metadata":"md"}',
+        b'[1,"offset","g","t",1]\n{"v":1,"offset":4096}',  # read without the JSON parser
         b'[1,"group","g","t"]\n{"v":1,"generation":2,"assignor":"range","partitions":1,'
         b'"members":[{"member_id":"c","session_timeout_ms":10000,"assigned":[0]}]}',
         b'[1,"kafka_group","g"]\n{"v":1,"state":"Empty","generation":1,"protocol_type":null,'
         b'"protocol":null,"leader":null,"members":[]}',
-        b'[1,"offset","g","t",0]\n')),
+        b'[1,"offset","g","t",0]\n',
+        # KIP-848 consumer groups (groups/consumer_records.py), loaded beside the rest
+        b'[1,"consumer_group","g"]\n{"v":1,"epoch":3,"assignment_epoch":3,'
+        b'"assignor":"uniform","topics":[{"name":"t","id":'
+        b'"5c1e7a2e-9d3b-4f0e-8a61-0b6f3c2d9e48","partitions":2}]}',
+        b'[1,"consumer_member","g","m"]\n{"v":1,"instance_id":null,"rack_id":null,'
+        b'"client_id":"c","client_host":"h","topic_names":["t"],"topic_regex":null,'
+        b'"server_assignor":null,"rebalance_timeout_ms":1000,"epoch":3,'
+        b'"previous_epoch":2,"state":"STABLE","assigned":[],"revoking":[]}')),
     "topic_json": Target("topic_json", _json(TopicConfig.from_json), (ValueError,), (
         b'{"partitions": 3, "replication_factor": 1, "min_insync_replicas": 1, '
         b'"retention_ms": null, "retention_bytes": 1000}',

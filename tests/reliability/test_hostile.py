@@ -106,7 +106,8 @@ def _consumes_served(metrics_port: int) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
                                 timeout=10) as answer:
         text = answer.read().decode()
-    match = re.search(r'^skerry_requests_total\{command="CONSUME"\} (\S+)$', text, re.M)
+    match = re.search(r'^skerry_requests_total\{command="CONSUME",transport="v1"\} (\S+)$',
+                      text, re.M)
     return 0 if match is None else int(float(match.group(1)))
 
 

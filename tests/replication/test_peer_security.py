@@ -18,7 +18,7 @@ import yaml
 
 from broker.auth import AuthFileError, TokenStore, hash_token, read_peer_token
 from broker.config import ConfigError, config_from_mapping
-from broker.v1.handlers import BROKER_ONLY_COMMANDS
+from broker.v1.handlers.dispatch import BROKER_ONLY_COMMANDS
 from tests.replication.cluster_harness import TOPIC, Network
 from tests.support import ROOT
 

@@ -390,11 +390,13 @@
       el("td", {text: g.state}),
       el("td", {class: "num", text: g.members}),
       el("td", {class: "hide-narrow", text: g.assignor}),
+      el("td", {class: "group-type", text: g.type}),
       el("td", {class: "num" + (g.lag > 0 ? " lag-high" : ""), text: fmtNum(g.lag)})));
     return [
       el("h1", {text: "Groups"}),
       doc.groups.length ? table([{label: "group"}, {label: "topic"}, {label: "state"},
                                  {label: "members", cls: "num"}, {label: "assignor", cls: "hide-narrow"},
+                                 {label: "type"},
                                  {label: "lag", cls: "num"}], rows, {id: "groups-table"})
                         : el("p", {class: "muted", text: "No groups yet."}),
       internalToggle("groups", doc.internal_hidden),
@@ -403,9 +405,15 @@
 
   async function groupPage(group, topic) {
     const g = await api("groups/" + encodeURIComponent(group) + "/" + encodeURIComponent(topic));
-    const members = g.members.map(m => el("tr", {},
+    const consumer = g.type === "consumer";  // KIP-848: member epochs and pending partitions
+    const members = g.members.map(m => el("tr", {"data-member": m.member_id},
       el("td", {class: "mono", text: m.member_id}),
-      el("td", {text: m.partitions.length ? m.partitions.join(", ") : "(none)"})));
+      ...(consumer ? [el("td", {class: "num member-epoch", text: m.member_epoch})] : []),
+      el("td", {class: "assigned", text: m.partitions.length ? m.partitions.join(", ") : "(none)"}),
+      ...(consumer ? [el("td", {class: "pending", text: m.pending.length ? m.pending.join(", ") : "–"})] : [])));
+    const memberColumns = consumer
+      ? [{label: "member"}, {label: "epoch", cls: "num"}, {label: "partitions"}, {label: "pending"}]
+      : [{label: "member"}, {label: "partitions"}];
     const rows = g.partitions.map(p => el("tr", {"data-partition": p.partition},
       el("td", {class: "num", text: p.partition}),
       el("td", {class: "mono", text: p.member === null ? "–" : p.member}),
@@ -416,7 +424,9 @@
       el("h1", {}, "Group ", el("span", {text: g.group}), " on ", link(topicHref(g.topic), g.topic)),
       el("div", {class: "cards"},
         card("Lag", fmtNum(g.lag), "messages behind", {id: "group-lag"}),
-        card("State", g.state, "generation " + g.generation),
+        consumer ? card("State", g.state, "consumer group, group epoch " + g.group_epoch +
+                        ", assignment epoch " + g.assignment_epoch, {id: "group-state"})
+                 : card("State", g.state, "generation " + g.generation, {id: "group-state"}),
         card("Members", fmtNum(g.members.length), "assignor " + g.assignor)),
       el("h2", {text: "Lag per partition, last hour"}),
       lagChart(g.history),
@@ -426,7 +436,7 @@
       table([{label: "partition", cls: "num"}, {label: "member"}, {label: "committed", cls: "num"},
              {label: "hw", cls: "num"}, {label: "lag", cls: "num"}], rows, {id: "group-partitions"}),
       el("h2", {text: "Members"}),
-      g.members.length ? table([{label: "member"}, {label: "partitions"}], members, {id: "group-members"})
+      g.members.length ? table(memberColumns, members, {id: "group-members"})
                        : el("p", {class: "muted", text: "No live members."}),
     ];
   }

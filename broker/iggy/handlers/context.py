@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorTime
 
 from access.authorizer import AclFilter
@@ -35,6 +35,7 @@ from broker.iggy.access import NEEDS, Need, bindings_for, permissions_from
 from broker.iggy.codec import ConsumerKind, Identifier, PartitionInfo, StreamInfo, TopicInfo
 from broker.iggy.codec.permissions import Permissions
 from broker.iggy.errors import IggyError, Status
+from broker.services.group_router import GroupRouter
 from broker.services.groups import GroupService, all_done
 from broker.services.host_facts import SystemInfo
 from broker.services.iggy_catalog import (
@@ -106,6 +107,9 @@ class Context:
                  session_timeout_ms: int) -> None:
         self.core = core
         self.groups = groups
+        self.router = GroupRouter(groups)
+        """The group operations, at each group's coordinator (``route_through`` on a
+        cluster member with etcd; else all here)."""
         self.catalog = catalog
         self.users = users
         self.clock = clock
@@ -196,6 +200,41 @@ class Context:
                             f"consumer group {ident} not found")
         return group
 
+    def find_group(self, topic: TopicEntry, ident: Identifier) -> Deferred[GroupEntry]:
+        """``group``, and when the group is unknown here on a cluster, the groups every
+        coordinator holds for the topic adopted first (a group joined or given offsets
+        through another broker)."""
+        try:
+            return succeed(self.group(topic, ident))
+        except IggyError as missing:
+            if self.router.is_single():
+                return fail(missing)
+            error = missing
+
+        def listed(pairs: list[tuple[str, str]]) -> GroupEntry:
+            names = [g for g, t in pairs if t == topic.store]
+            if names:
+                self.catalog.adopt_groups(topic, names)
+            found = topic.group(ident.value)
+            if found is None:
+                raise error
+            return found
+
+        return self.router.list_groups().addCallback(listed)
+
+    def adopt_all(self, topic: TopicEntry) -> Deferred[None]:
+        """``adopt_groups`` with every coordinator's groups (a cluster), else this one's."""
+        if self.router.is_single():
+            self.adopt_groups(topic)
+            return succeed(None)
+
+        def listed(pairs: list[tuple[str, str]]) -> None:
+            names = [g for g, t in pairs if t == topic.store]
+            if names:
+                self.catalog.adopt_groups(topic, names)
+
+        return self.router.list_groups().addCallback(listed)
+
     def adopt_groups(self, topic: TopicEntry) -> None:
         """Give the V1 groups of the topic's store topic an Iggy id."""
         names = [g for g, t in self.groups.list_groups() if t == topic.store]
@@ -207,6 +246,13 @@ class Context:
         if consumer.kind is ConsumerKind.CONSUMER:
             return group_name_for_consumer(consumer.id.value)
         return self.group(topic, consumer.id).name
+
+    def find_offsets_group(self, topic: TopicEntry, consumer: c.Consumer) -> Deferred[str]:
+        """``offsets_group``, finding a consumer group at the coordinators when this broker
+        does not know its name (``find_group``)."""
+        if consumer.kind is ConsumerKind.CONSUMER:
+            return succeed(group_name_for_consumer(consumer.id.value))
+        return self.find_group(topic, consumer.id).addCallback(lambda group: group.name)
 
     # ================================================================ permissions <-> ACLs
 

@@ -43,6 +43,7 @@ from broker.services.groups import GroupService
 from broker.services.host_facts import SystemInfo
 from broker.services.iggy_catalog import Catalog
 from broker.services.iggy_users import User, UserStore
+from broker.transport.boundary import Boundary
 
 __all__ = ["IggyHandlers", "Handler"]
 
@@ -68,6 +69,11 @@ class IggyHandlers:
                  max_topics: int, session_timeout_ms: int) -> None:
         self.core = core
         self.users = users
+        self.boundary: Boundary[bytes] = Boundary(
+            "iggy", log, closing=lambda: core.closing, refusals=REFUSALS,
+            refused=_refused, internal=_internal)
+        """Every exception -> an error status (``broker.transport.boundary``); counts the
+        requests per command for ``/metrics``."""
         self.ctx = Context(core, groups, catalog, users, clock=clock, now_us=now_us,
                            run_in_thread=run_in_thread, system_info=system_info,
                            node=node or NodeInfo(), scrypt_n=scrypt_n, max_payload=max_payload,
@@ -203,22 +209,25 @@ class IggyHandlers:
         try:
             cmd = c.decode_request(code, payload)
         except IggyError as error:
+            self.boundary.count("INVALID")
             log.debug("iggy: client %d sent a bad request (code %d): %s", session.client_id,
                       code, error.message)
             return c.frame_error(error.status)
+        boundary = self.boundary
+        name = type(cmd).__name__
+        boundary.count(name)
         handler = self.table.get(type(cmd))
         if handler is None:
             return self.unknown_command(session, cmd)
-        if self.core.closing and type(cmd) is not c.Ping:
+        if boundary.shutting_down() and type(cmd) is not c.Ping:
             return c.frame_error(status_for(Unavailable("broker is shutting down")))
         session.command = type(cmd)
         try:
             result = handler(session, user, cmd)
         except REFUSALS as error:
-            return c.frame_error(status_for(error))
-        except Exception:
-            log.exception("iggy: handler for %s failed", type(cmd).__name__)
-            return c.frame_error(Status.ERROR)
+            return boundary.refusal(cmd, error)
+        except Exception as error:
+            return boundary.fault(name, cmd, error)
         if isinstance(result, Deferred):
             return result.addCallbacks(c.frame_ok, self._failed, errbackArgs=(cmd,))
         return c.frame_ok(result)
@@ -230,9 +239,16 @@ class IggyHandlers:
                     type(cmd).__name__)
         return c.frame_error(Status.INVALID_COMMAND)
 
-    @staticmethod
-    def _failed(failure: Failure, cmd: Any) -> bytes:
-        error = failure.value
-        if not isinstance(error, REFUSALS):
-            log.error("iggy: %s failed: %s", type(cmd).__name__, failure.getTraceback())
-        return c.frame_error(status_for(error))
+    def _failed(self, failure: Failure, cmd: Any) -> bytes:
+        return self.boundary.failed(type(cmd).__name__, cmd, failure.value,
+                                    failure.getTraceback())
+
+
+def _refused(cmd: Any, error: BaseException) -> bytes:
+    """A refusal's error status (``broker.iggy.errors.status_for``)."""
+    return c.frame_error(status_for(error))
+
+
+def _internal(cmd: Any, error: BaseException) -> bytes:
+    """A bug's status: ``ERROR`` (1)."""
+    return c.frame_error(Status.ERROR)

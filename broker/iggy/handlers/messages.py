@@ -18,6 +18,7 @@ import struct
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from broker.core import ProduceResult
 from broker.errors import SkerryError
@@ -83,9 +84,13 @@ class MessageHandlers:
         ctx.need(session, Need.READ_TOPIC, topic.store)
         if cmd.count == 0:
             raise IggyError(Status.INVALID_MESSAGES_COUNT, "count must be at least 1")
+        return _now_or_later(ctx.find_offsets_group(topic, cmd.consumer).addCallback(
+            self._poll_as, session, cmd, topic, config))
+
+    def _poll_as(self, group: str, session: Session, cmd: c.PollMessages, topic: TopicEntry,
+                 config: Any) -> bytes | Deferred[bytes]:
+        self.ctx.need(session, Need.READ_GROUP, group)
         consumer = cmd.consumer
-        group = ctx.offsets_group(topic, consumer)
-        ctx.need(session, Need.READ_GROUP, group)
         partition = cmd.partition_id
         if partition is None:
             if consumer.kind is ConsumerKind.CONSUMER_GROUP:
@@ -93,21 +98,32 @@ class MessageHandlers:
                 if membership is None:
                     raise IggyError(Status.CONSUMER_GROUP_MEMBER_NOT_FOUND,
                                     f"client {session.client_id} is not a member of {group}")
-                assigned = self.sessions.assigned(session, group, topic.store)
-                if not assigned:
-                    return _EMPTY_POLL
-                partition = assigned[membership.cursor % len(assigned)]
-                membership.cursor += 1
-            else:
-                partition = 0
+
+                def chosen(assigned: list[int]) -> bytes | Deferred[bytes]:
+                    if not assigned:
+                        return _EMPTY_POLL
+                    partition = assigned[membership.cursor % len(assigned)]
+                    membership.cursor += 1
+                    return self._poll(session, cmd, topic, config, group, partition)
+
+                d = self.sessions.assigned(session, group, topic.store)
+                return _now_or_later(d.addCallback(chosen))
+            partition = 0
+        return self._poll(session, cmd, topic, config, group, partition)
+
+    def _poll(self, session: Session, cmd: c.PollMessages, topic: TopicEntry, config: Any,
+              group: str, partition: int) -> bytes | Deferred[bytes]:
+        ctx = self.ctx
         ctx.check_partition(config, partition)
         store = topic.store
-        hw = self.core.hw(store, partition)
         strategy = cmd.strategy
+        if strategy is PollingKind.NEXT:
+            d = self.ctx.router.offset(group, store, partition)
+            return _now_or_later(d.addCallback(
+                lambda start: self._read(session, cmd, store, group, partition, start)))
+        hw = self.core.hw(store, partition)
         if strategy is PollingKind.OFFSET:
             start = cmd.value
-        elif strategy is PollingKind.NEXT:
-            start = self.groups.offset(group, store, partition)
         elif strategy is PollingKind.FIRST:
             start = self.core.partition_summary(store, partition).first_offset
         elif strategy is PollingKind.LAST:
@@ -116,9 +132,13 @@ class MessageHandlers:
         else:
             found = self.core.offset_for_timestamp(store, partition, cmd.value)
             start = hw + 1 if found is None or found > hw else found
+        return self._read(session, cmd, store, group, partition, start)
+
+    def _read(self, session: Session, cmd: c.PollMessages, store: str, group: str,
+              partition: int, start: int) -> bytes | Deferred[bytes]:
         result, hw = self.core.read_raw(store, partition, start, cmd.count, create=False)
         reply = c.encode_polled_prefix(partition, max(hw, 0), result.count) + result.raw
-        ctx.read_bytes += len(result.raw)
+        self.ctx.read_bytes += len(result.raw)
         if not (cmd.auto_commit and result.count):
             return reply
         d = self.sessions.commit(session, group, store, partition, result.next_offset)
@@ -146,41 +166,72 @@ class MessageHandlers:
     # ================================================================ consumer offsets
 
     def get_consumer_offset(self, session: Session, user: User,
-                            cmd: c.GetConsumerOffset) -> bytes:
-        topic, group, partition = self._offset_target(session, cmd)
-        committed = self.groups.offset(group, topic.store, partition)
-        if committed == 0:
-            return b""
-        hw = self.core.hw(topic.store, partition)
-        return c.encode_consumer_offset(partition, max(hw, 0), committed - 1)
+                            cmd: c.GetConsumerOffset) -> bytes | Deferred[bytes]:
+        def found(target: tuple[TopicEntry, str, int]) -> Deferred[bytes]:
+            topic, group, partition = target
+
+            def answer(committed: int) -> bytes:
+                if committed == 0:
+                    return b""
+                hw = self.core.hw(topic.store, partition)
+                return c.encode_consumer_offset(partition, max(hw, 0), committed - 1)
+
+            return self.ctx.router.offset(group, topic.store, partition).addCallback(answer)
+
+        return _now_or_later(self._offset_target(session, cmd).addCallback(found))
 
     def store_consumer_offset(self, session: Session, user: User,
                               cmd: c.StoreConsumerOffset) -> Deferred[bytes]:
-        topic, group, partition = self._offset_target(session, cmd)
-        hw = self.core.hw(topic.store, partition)
-        if cmd.offset > hw:
-            raise IggyError(Status.INVALID_OFFSET,
-                            f"offset {cmd.offset} is past the partition's current offset {hw}")
-        return self.sessions.commit(session, group, topic.store, partition,
-                                    cmd.offset + 1).addCallback(lambda _: b"")
+        def found(target: tuple[TopicEntry, str, int]) -> Deferred[None]:
+            topic, group, partition = target
+            hw = self.core.hw(topic.store, partition)
+            if cmd.offset > hw:
+                raise IggyError(Status.INVALID_OFFSET, f"offset {cmd.offset} is past the "
+                                f"partition's current offset {hw}")
+            return self.sessions.commit(session, group, topic.store, partition,
+                                        cmd.offset + 1)
+
+        return self._offset_target(session, cmd).addCallback(found).addCallback(
+            lambda _: b"")
 
     def delete_consumer_offset(self, session: Session, user: User,
                                cmd: c.DeleteConsumerOffset) -> Deferred[bytes]:
-        topic, group, partition = self._offset_target(session, cmd)
-        if self.groups.offset(group, topic.store, partition) == 0:
-            raise IggyError(Status.CONSUMER_OFFSET_NOT_FOUND,
-                            f"no stored offset for partition {partition}")
-        return self.sessions.commit(session, group, topic.store, partition,
-                                    0).addCallback(lambda _: b"")
+        def found(target: tuple[TopicEntry, str, int]) -> Deferred[None]:
+            topic, group, partition = target
 
-    def _offset_target(self, session: Session, cmd: Any) -> tuple[TopicEntry, str, int]:
+            def held(committed: int) -> Deferred[None]:
+                if committed == 0:
+                    raise IggyError(Status.CONSUMER_OFFSET_NOT_FOUND,
+                                    f"no stored offset for partition {partition}")
+                return self.sessions.commit(session, group, topic.store, partition, 0)
+
+            return self.ctx.router.offset(group, topic.store, partition).addCallback(held)
+
+        return self._offset_target(session, cmd).addCallback(found).addCallback(
+            lambda _: b"")
+
+    def _offset_target(self, session: Session, cmd: Any
+                       ) -> Deferred[tuple[TopicEntry, str, int]]:
         """The topic, the V1 group holding the consumer's offsets and the partition (0 when
         the command names none) of an offset command."""
         stream, topic, config = self.ctx.topic(cmd.stream, cmd.topic)
         topic_need, group_need = NEEDS[type(cmd)]
         self.ctx.need(session, topic_need, topic.store)
-        group = self.ctx.offsets_group(topic, cmd.consumer)
-        self.ctx.need(session, group_need, group)
-        partition = 0 if cmd.partition_id is None else cmd.partition_id
-        self.ctx.check_partition(config, partition)
-        return topic, group, partition
+
+        def found(group: str) -> tuple[TopicEntry, str, int]:
+            self.ctx.need(session, group_need, group)
+            partition = 0 if cmd.partition_id is None else cmd.partition_id
+            self.ctx.check_partition(config, partition)
+            return topic, group, partition
+
+        return self.ctx.find_offsets_group(topic, cmd.consumer).addCallback(found)
+
+
+def _now_or_later(d: Deferred[Any]) -> Any:
+    """The result of ``d`` when it has one already (a group served here: the reply is
+    written at once, as before there were coordinators), else ``d`` itself."""
+    if d.called and not d.paused and not isinstance(d.result, (Deferred, Failure)):
+        value = d.result
+        d.addErrback(lambda _: None)
+        return value
+    return d

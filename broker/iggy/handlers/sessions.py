@@ -3,7 +3,8 @@
 Owns: ``Sessions``: opening and closing a client's ``Session`` (client ids count from 1),
 the V1 member id that stands for a client in a group (``iggy-<boot>-<client id>``: a new
 ``boot`` per process, so members a previous run left behind are recognised and removed at
-start), joining, leaving and committing as that member through the ``GroupService``, the
+start), joining, leaving and committing as that member through the context's
+``GroupRouter`` (at the group's coordinator on a cluster), the
 heartbeat that keeps memberships alive (Iggy clients send none), and forgetting every
 group of a store topic that goes away.
 
@@ -13,18 +14,24 @@ Must not import: Twisted's reactor, sockets, files, the store, the protocol.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
+from typing import Any
 
-from twisted.internet.defer import Deferred, maybeDeferred, succeed
+from twisted.internet.defer import Deferred
 
 from broker.errors import SkerryError
 from broker.iggy.errors import IggyError, Status
 from broker.iggy.handlers.context import Context, Membership, Session, all_done, logged
+from broker.services.group_router import GroupView
 from data.keys import fnv1a_32
 
 __all__ = ["Sessions"]
 
 log = logging.getLogger("skerry.iggy")
+
+_IGGY_MEMBER = re.compile(r"iggy-[0-9a-f]+-([0-9]{1,10})")
+"""An Iggy client's member id: ``iggy-<boot>-<client id>``."""
 
 
 class Sessions:
@@ -84,21 +91,30 @@ class Sessions:
         return f"{self.member_prefix()}{session.client_id}"
 
     def member_client(self, member: str) -> int:
-        """The client id a member id stands for; a V1 member gets a hash with the top bit
-        set, which no Iggy client id has."""
-        prefix = self.member_prefix()
-        if member.startswith(prefix) and member[len(prefix):].isdigit():
-            return int(member[len(prefix):])
+        """The client id a member id stands for (an Iggy member of any broker of a cluster:
+        each numbers its clients in a range of its own, see ``number_clients_from``); a V1
+        member gets a hash with the top bit set, which no Iggy client id has."""
+        match = _IGGY_MEMBER.fullmatch(member)
+        if match is not None and int(match.group(1)) < 0x80000000:
+            return int(match.group(1))
         return fnv1a_32(member.encode("utf-8")) | 0x80000000
+
+    def number_clients_from(self, broker_id: int) -> None:
+        """(A cluster member) Number this broker's clients from ``broker_id * 2**24 + 1``,
+        so an Iggy member's client id names one client in the whole cluster (group
+        descriptions answer the same on every broker)."""
+        if self._next_client_id == 1:
+            self._next_client_id = (broker_id << 24) + 1
 
     # ================================================================ memberships
 
     def join(self, session: Session, membership: Membership) -> Deferred[None]:
-        """Join the group as ``session``'s member; the membership is recorded once the
-        group service has the member (unless the client left meanwhile)."""
+        """Join the group as ``session``'s member (at the group's coordinator); the
+        membership is recorded once the coordinator has the member (unless the client left
+        meanwhile)."""
         key = (membership.store, membership.group)
-        d = maybeDeferred(self.ctx.groups.join, membership.group, membership.store,
-                          self.member_id(session), session_timeout_ms=self.ctx.session_timeout_ms)
+        d = self.ctx.router.join(membership.group, membership.store, self.member_id(session),
+                                 session_timeout_ms=self.ctx.session_timeout_ms)
 
         def joined(_: object) -> None:
             if not session.closed and key not in session.memberships:
@@ -108,51 +124,67 @@ class Sessions:
 
     def leave(self, session: Session, membership: Membership) -> Deferred[None]:
         session.memberships.pop((membership.store, membership.group), None)
-        groups = self.ctx.groups
-        grp = groups.group(membership.group, membership.store)
+        router = self.ctx.router
         member = self.member_id(session)
-        if grp is None or member not in grp.members:
-            return succeed(None)
-        return groups.leave(membership.group, membership.store, member, grp.generation)
 
-    def assigned(self, session: Session, group: str, store: str) -> list[int]:
+        def seen(view: GroupView | None) -> Deferred[None] | None:
+            if view is None or member not in view.members:
+                return None
+            return router.leave(membership.group, membership.store, member, view.generation)
+
+        return router.view(membership.group, membership.store).addCallback(seen)
+
+    def assigned(self, session: Session, group: str, store: str) -> Deferred[list[int]]:
         """The partitions of ``store`` the group gives ``session``'s member now."""
-        grp = self.ctx.groups.group(group, store)
-        return grp.assigned(self.member_id(session)) if grp is not None else []
+        member = self.member_id(session)
+        return self.ctx.router.view(group, store).addCallback(
+            lambda view: view.assigned(member) if view is not None else [])
 
     def commit(self, session: Session, group: str, store: str, partition: int,
                next_offset: int) -> Deferred[None]:
         """Store ``next_offset`` (V1's "next to read") for ``group``: as a member when this
         client is one, as an admin write when the group has no live members."""
-        groups = self.ctx.groups
-        grp = groups.group(group, store)
+        router = self.ctx.router
         member = self.member_id(session)
-        if grp is not None and member in grp.members:
-            return groups.commit(group, store, member, grp.generation, partition, next_offset)
-        if grp is None or not grp.members:
-            return groups.admin_commit(group, store, partition, next_offset)
-        raise IggyError(Status.CONSUMER_GROUP_MEMBER_NOT_FOUND,
-                        f"client {session.client_id} is not a member of group {group}")
+
+        def seen(view: GroupView | None) -> Deferred[None]:
+            if view is not None and member in view.members:
+                return router.commit(group, store, member, view.generation, partition,
+                                     next_offset)
+            if view is None or not view.members:
+                return router.admin_commit(group, store, partition, next_offset)
+            raise IggyError(Status.CONSUMER_GROUP_MEMBER_NOT_FOUND,
+                            f"client {session.client_id} is not a member of group {group}")
+
+        return router.view(group, store).addCallback(seen)
 
     def forget_groups(self, store: str) -> Deferred[None]:
         """Leave and delete every group (and stored offsets) of a store topic going away."""
-        groups = self.ctx.groups
+        router = self.ctx.router
         waits = []
         for session in list(self._by_id.values()):
-            for key, membership in list(session.memberships.items()):
+            for membership in list(session.memberships.values()):
                 if membership.store == store:
-                    try:
-                        waits.append(self.leave(session, membership))
-                    except SkerryError:
-                        session.memberships.pop(key, None)
-        for group, topic in groups.list_groups():
-            if topic != store:
-                continue
-            try:
-                waits.append(groups.delete_group(group, topic))
-            except SkerryError as error:
-                log.warning("iggy: group %s on %s stays: %s", group, topic, error.message)
-        return all_done(waits)
+                    waits.append(self.leave(session, membership).addErrback(
+                        lambda f, m=membership: log.info(
+                            "iggy: leaving %s on %s: %s", m.group, store,
+                            f.getErrorMessage())))
+
+        def delete(pairs: list[tuple[str, str]]) -> Deferred[None]:
+            deletes = []
+            for group, topic in pairs:
+                if topic == store:
+                    d = router.delete_group(group, topic)
+                    d.addErrback(lambda f, g=group: log.warning(
+                        "iggy: group %s on %s stays: %s", g, store, f.getErrorMessage()))
+                    deletes.append(d)
+            return all_done(deletes)
+
+        leaves = all_done(waits)
+        if router.is_single():  # the leaves took effect already: delete at once
+            return all_done([leaves, router.list_groups().addCallback(delete)])
+        # Members leave first (at their coordinators), so the groups are empty when deleted.
+        return leaves.addCallback(lambda _: router.list_groups()).addCallback(delete)
 
     # ================================================================ timers and start
 
@@ -160,24 +192,25 @@ class Sessions:
         """Refresh the group membership of every connected client (the shell calls this
         every third of the session timeout: Iggy clients send no group heartbeats), and
         rejoin a membership the coordinator lost."""
-        groups = self.ctx.groups
         if self.ctx.core.closing:
             return
         for session in list(self._by_id.values()):
-            member = self.member_id(session)
             for membership in list(session.memberships.values()):
-                grp = groups.group(membership.group, membership.store)
-                try:
-                    if grp is not None and member in grp.members:
-                        groups.heartbeat(membership.group, membership.store, member,
-                                         grp.generation)
-                    else:
-                        logged(groups.join(membership.group, membership.store, member,
-                                           session_timeout_ms=self.ctx.session_timeout_ms),
-                               "rejoining a group")
-                except SkerryError as error:
-                    log.info("iggy: refreshing client %d in %s on %s: %s", session.client_id,
-                             membership.group, membership.store, error.message)
+                logged(self._refresh(session, membership), f"refreshing client "
+                       f"{session.client_id} in {membership.group} on {membership.store}")
+
+    def _refresh(self, session: Session, membership: Membership) -> Deferred[None]:
+        router = self.ctx.router
+        member = self.member_id(session)
+        group, store = membership.group, membership.store
+
+        def seen(view: GroupView | None) -> Deferred[Any]:
+            if view is not None and member in view.members:
+                return router.heartbeat(group, store, member, view.generation)
+            return router.join(group, store, member,
+                               session_timeout_ms=self.ctx.session_timeout_ms)
+
+        return router.view(group, store).addCallback(seen)
 
     def remove_stale_members(self) -> None:
         """Drop group members a previous run of the Iggy transport left behind (their

@@ -15,7 +15,7 @@ part every version shares (header v1: the client id stays an int16-length string
 ``wire`` reads the tagged fields where the api's table says the version is flexible.
 
 Must not import: Twisted, sockets, files, the core, the store, codec modules other than
-``primitives``.
+``primitives`` (the splitting itself is the kit's, ``broker.transport.frames``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.kafka.codec.primitives import INT32, Reader
+from broker.transport.frames import FrameSplitter as _Splitter
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -51,50 +52,34 @@ class FrameTooLarge:
         return f"frame of {self.size} bytes is over the {self.limit}-byte limit"
 
 
-class FrameSplitter:
+def _body(head: tuple[int, ...], body: bytes) -> bytes:
+    return body
+
+
+def _too_large(head: tuple[int, ...], limit: int) -> FrameTooLarge:
+    return FrameTooLarge(head[0], limit)
+
+
+class FrameSplitter(_Splitter[bytes]):
     """Cuts a byte stream into request frames (the bytes after each size prefix).
 
     ``feed(data)`` returns the frames completed by ``data``, in order; if a size prefix
     is refused, the list ends with one ``FrameTooLarge`` and every later ``feed`` returns
     ``[]``. Works for any chunking, one byte at a time included. Sans-I/O: the caller
-    owns the socket.
+    owns the socket. The splitting is ``broker.transport.frames``' (shared with Iggy and
+    TANK); this names Kafka's head.
     """
 
-    __slots__ = ("max_frame_bytes", "_buffer", "_failed")
+    __slots__ = ()
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 0:
             raise ValueError(f"max_frame_bytes must be >= 0, not {max_frame_bytes}")
-        self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray()
-        self._failed = False
+        super().__init__(INT32, 0, max_frame_bytes, frame=_body, refuse=_too_large)
 
     @property
-    def buffered(self) -> int:
-        """Bytes held for an incomplete frame."""
-        return len(self._buffer)
-
-    def feed(self, data: bytes) -> list[bytes | FrameTooLarge]:
-        if self._failed:
-            return []
-        buf = self._buffer
-        buf += data
-        out: list[bytes | FrameTooLarge] = []
-        pos = 0
-        while len(buf) - pos >= 4:
-            (size,) = INT32.unpack_from(buf, pos)
-            if size < 0 or size > self.max_frame_bytes:
-                self._failed = True
-                buf.clear()
-                out.append(FrameTooLarge(size, self.max_frame_bytes))
-                return out
-            if len(buf) - pos - 4 < size:
-                break
-            with memoryview(buf) as view:  # one copy of the frame, not two
-                out.append(bytes(view[pos + 4:pos + 4 + size]))
-            pos += 4 + size
-        del buf[:pos]
-        return out
+    def max_frame_bytes(self) -> int:
+        return self.max_body
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,8 @@ __all__ = ["ADMIN_HANDLERS", "ADMIN_VERSIONS", "TOPIC_CONFIGS", "TopicSetting"]
 TOPIC, BROKER = 2, 4
 """Kafka's ConfigResource types."""
 TOPIC_SOURCE, STATIC_BROKER_SOURCE, DEFAULT_SOURCE = 1, 4, 5
-"""Kafka's ConfigSource values."""
+"""Kafka's ConfigSource values (1: DYNAMIC_TOPIC_CONFIG, 4: STATIC_BROKER_CONFIG,
+5: DEFAULT_CONFIG)."""
 STRING, INT, LONG, LIST = 2, 3, 5, 7
 """Kafka's ConfigType values (DescribeConfigs v3+)."""
 SET, DELETE = 0, 1
@@ -234,7 +235,7 @@ def _create_topic(ctx: Context, topic: c.CreatableTopic, validate_only: bool
     config = ctx.core.topic_config(name)
     configs = None if config is None else tuple(
         c.CreatedTopicConfig(key, s.value(ctx, config), not s.alterable,
-                             TOPIC_SOURCE if s.own else DEFAULT_SOURCE)
+                             _source(ctx, s, config))
         for key, s in TOPIC_CONFIGS.items())
     return c.CreatedTopic(name, 0, None, topic_id_of(config), 0, partitions, factor, configs)
 
@@ -378,13 +379,37 @@ def describe_configs(ctx: Context, request: c.DescribeConfigsRequest
     return c.DescribeConfigsResponse(tuple(results))
 
 
+def _fresh(ctx: Context, config: TopicConfig) -> TopicConfig:
+    """The settings a topic of ``config``'s size would get from the broker if it were
+    created now with none given (the defaults ``create_topic`` copies in)."""
+    defaults = ctx.core.config.topic_defaults
+    return TopicConfig(partitions=config.partitions,
+                       replication_factor=config.replication_factor,
+                       min_insync_replicas=min(config.replication_factor,
+                                               defaults.min_insync_replicas),
+                       retention_ms=defaults.retention_ms,
+                       retention_bytes=defaults.retention_bytes,
+                       topic_id=config.topic_id,
+                       **{key: getattr(defaults, key) for key in TOPIC_EXTRA_KEYS})
+
+
+def _source(ctx: Context, setting: TopicSetting, config: TopicConfig) -> int:
+    """Kafka's ConfigSource of a topic setting: DYNAMIC_TOPIC_CONFIG when the topic's
+    value is its own (differs from what the broker gives a new topic), else
+    DEFAULT_CONFIG. Skerry copies the defaults into a topic when it is created, so a value
+    set on purpose to the default cannot be told apart and reads as DEFAULT_CONFIG."""
+    if setting.own and setting.value(ctx, config) != setting.value(ctx, _fresh(ctx, config)):
+        return TOPIC_SOURCE
+    return DEFAULT_SOURCE
+
+
 def _entry(ctx: Context, name: str, setting: TopicSetting, config: TopicConfig,
            request: c.DescribeConfigsRequest) -> c.ConfigEntry:
     value = setting.value(ctx, config)
-    source = TOPIC_SOURCE if setting.own else DEFAULT_SOURCE
+    source = _source(ctx, setting, config)
     synonyms = (c.ConfigSynonym(name, value, source),) if request.include_synonyms else ()
-    return c.ConfigEntry(name, value, not setting.alterable, source, not setting.own, False,
-                         synonyms, setting.config_type,
+    return c.ConfigEntry(name, value, not setting.alterable, source, source == DEFAULT_SOURCE,
+                         False, synonyms, setting.config_type,
                          setting.doc if request.include_documentation else None)
 
 

@@ -30,9 +30,7 @@ from broker.kafka.mapping import (
     framed_columns,
     framed_raw_batches,
     message_set,
-    message_set_loop,
     record_batches,
-    record_batches_loop,
 )
 
 __all__ = ["VERSIONS", "produce", "fetch", "list_offsets"]
@@ -386,20 +384,16 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
     result, hw, _first = core.fetch_raw(
         topic, index, offset, budget // RECORD_OVERHEAD[magic] + 1, budget)
     config = core.topic_config(topic)
-    if config is not None and config.cleanup_policy != "delete":
-        # A compacted topic: an empty value is a tombstone, served as Kafka's null value.
-        if magic == 2:
-            records, _count = record_batches_loop(
-                result.raw, result.ends, budget, whole_first,
-                config.message_timestamp_type == "LogAppendTime", epoch, empty_is_null=True)
-        else:
-            records, _count = message_set_loop(result.raw, result.ends, magic, budget,
-                                               whole_first, empty_is_null=True)
-    elif magic == 2:
-        records, _count = record_batches(result.raw, result.ends, budget, whole_first,
-                                         _log_append_time(ctx, topic), epoch)
+    # A compacted topic: an empty value is a tombstone, served as Kafka's null value.
+    compacted = config is not None and config.cleanup_policy != "delete"
+    if magic == 2:
+        records, _count = record_batches(
+            result.raw, result.ends, budget, whole_first,
+            config is not None and config.message_timestamp_type == "LogAppendTime", epoch,
+            empty_is_null=compacted)
     else:
-        records, _count = message_set(result.raw, result.ends, magic, budget, whole_first)
+        records, _count = message_set(result.raw, result.ends, magic, budget, whole_first,
+                                      empty_is_null=compacted)
     return c.FetchPartitionResponse(index, 0, hw + 1, records, hw + 1, first), offset
 
 

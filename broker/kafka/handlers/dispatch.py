@@ -35,6 +35,7 @@ from typing import Any, Final
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
+from broker.errors import Unavailable
 from broker.kafka import access
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, code_for
@@ -42,6 +43,7 @@ from broker.kafka.handlers import acls, data, metadata, producers
 from broker.kafka.handlers.admin import ADMIN_HANDLERS, ADMIN_VERSIONS
 from broker.kafka.handlers.context import Context
 from broker.kafka.handlers.groups import GROUP_HANDLERS, GROUP_VERSIONS
+from broker.transport.boundary import Boundary
 
 __all__ = ["KafkaHandlers", "Handler", "CLOSE", "error_response", "no_coordinator",
            "VERSIONS", "advertised_versions", "CLASSIC_ERA", "modern_data_path"]
@@ -155,6 +157,11 @@ class KafkaHandlers:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self.boundary: Boundary[Reply] = Boundary(
+            "kafka", log, closing=lambda: ctx.core.closing, refusals=REFUSALS,
+            refused=self._refused, internal=self._internal)
+        """Every exception -> the request's error layout (``broker.transport.boundary``);
+        counts the requests per API for ``/metrics``."""
         self.table: dict[type, Handler] = {
             c.ApiVersionsRequest: api_versions,
             c.MetadataRequest: metadata.metadata,
@@ -181,6 +188,9 @@ class KafkaHandlers:
         self.ctx.client_host = client_host
         self.ctx.requester = requester
         request = c.parse_request(frame)
+        boundary = self.boundary
+        if isinstance(request, (c.UnsupportedRequest, c.MalformedRequest)):
+            boundary.count("INVALID")
         if isinstance(request, c.UnsupportedRequest):
             h = request.header
             log.info("kafka: client %r sent api key %d version %d, which is not supported; "
@@ -190,6 +200,8 @@ class KafkaHandlers:
             log.info("kafka: malformed request (%s); closing the connection", request.reason)
             return CLOSE
         header = request.header
+        name = type(request).__name__.removesuffix("Request")
+        boundary.count(name)
         served = self.versions.get(c.ApiKey(header.api_key))
         if not isinstance(request, c.ApiVersionsRequest) and (
                 served is None or not served[0] <= header.api_version <= served[1]):
@@ -197,14 +209,15 @@ class KafkaHandlers:
                      "UNSUPPORTED_VERSION", header.client_id, type(request).__name__,
                      header.api_version)
             return self._encode(request, error_response(request, ErrorCode.UNSUPPORTED_VERSION))
+        if boundary.shutting_down() and not isinstance(request, c.ApiVersionsRequest):
+            return self._refused(request, Unavailable("broker is shutting down"))
         try:
             response = self.respond(request, requester)
         except REFUSALS as error:
-            log.debug("kafka: %s refused: %s", type(request).__name__, error)
-            return self._encode(request, error_response(request, code_for(error)))
-        except Exception:
-            log.exception("kafka: handler for %s failed", type(request).__name__)
-            return self._encode(request, error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR))
+            log.debug("kafka: %s refused: %s", name, error)
+            return boundary.refusal(request, error)
+        except Exception as error:
+            return boundary.fault(name, request, error)
         if isinstance(response, Deferred):
             return response.addCallbacks(
                 lambda r: None if r is None else encode(header, r),
@@ -241,14 +254,17 @@ class KafkaHandlers:
         return c.encode_response(request.header, response)
 
     def _failed(self, failure: Failure, request: Any) -> bytes | None:
-        error = failure.value
-        if isinstance(error, REFUSALS):
-            code = code_for(error)
-        else:
-            log.error("kafka: %s failed: %s", type(request).__name__, failure.getTraceback())
-            code = ErrorCode.UNKNOWN_SERVER_ERROR
-        response = error_response(request, code)
-        return None if response is None else c.encode_response(request.header, response)
+        return self.boundary.failed(  # type: ignore[return-value]
+            type(request).__name__.removesuffix("Request"), request, failure.value,
+            failure.getTraceback())
+
+    def _refused(self, request: Any, error: BaseException) -> Reply:
+        """A refusal in the request's error layout (``code_for``)."""
+        return self._encode(request, error_response(request, code_for(error)))
+
+    def _internal(self, request: Any, error: BaseException) -> Reply:
+        """A bug: -1 (UNKNOWN_SERVER_ERROR) in the request's error layout."""
+        return self._encode(request, error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR))
 
 
 def no_coordinator(ctx: Context, request: Any) -> c.Response | None:

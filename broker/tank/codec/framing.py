@@ -10,6 +10,9 @@ A frame announcing more than ``max_frame_size`` payload bytes gives a ``FrameToo
 object (not an exception): the shell logs it and closes the connection; the splitter
 yields nothing more afterwards. Which ids a server accepts is ``requests``' business.
 
+The splitting itself is the kit's (``broker.transport.frames``); this module names TANK's
+head.
+
 Must not import: Twisted, sockets, ``broker.core``, the store, ``broker.tank.client``.
 """
 
@@ -18,6 +21,8 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
+
+from broker.transport.frames import FrameSplitter as _Splitter
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -82,40 +87,29 @@ def encode_frame(msg_id: int, payload: bytes) -> bytes:
 PING_FRAME = encode_frame(MsgId.PING, b"")
 
 
-class FrameSplitter:
+def _frame(head: tuple[int, int], payload: bytes) -> Frame:
+    return Frame(head[0], payload)
+
+
+def _too_large(head: tuple[int, int], limit: int) -> FrameTooLarge:
+    return FrameTooLarge(head[0], head[1], limit)
+
+
+class FrameSplitter(_Splitter[Frame]):
     """Feed bytes in any chunk size; get back whole frames in order.
 
     ``feed`` returns a list of ``Frame`` and, at most once, a final ``FrameTooLarge``;
-    after that the splitter is broken and ignores further input.
+    after that the splitter is broken (``broken``) and ignores further input. The
+    splitting is ``broker.transport.frames``' (shared with Iggy and Kafka); this names
+    TANK's head.
     """
 
+    __slots__ = ()
+
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
-        self.max_frame_size = max_frame_size
-        self._buf = bytearray()
-        self.broken: FrameTooLarge | None = None
+        super().__init__(_HEADER, 1, max_frame_size, frame=_frame,  # type: ignore[arg-type]
+                         refuse=_too_large)  # type: ignore[arg-type]
 
     @property
-    def buffered(self) -> int:
-        return len(self._buf)
-
-    def feed(self, data: bytes) -> list[Frame | FrameTooLarge]:
-        if self.broken is not None:
-            return []
-        buf = self._buf
-        buf += data
-        out: list[Frame | FrameTooLarge] = []
-        pos = 0
-        while len(buf) - pos >= FRAME_HEADER_SIZE:
-            msg_id, size = _HEADER.unpack_from(buf, pos)
-            if size > self.max_frame_size:
-                self.broken = FrameTooLarge(msg_id, size, self.max_frame_size)
-                out.append(self.broken)
-                buf.clear()
-                return out
-            end = pos + FRAME_HEADER_SIZE + size
-            if end > len(buf):
-                break
-            out.append(Frame(msg_id, bytes(buf[pos + FRAME_HEADER_SIZE:end])))
-            pos = end
-        del buf[:pos]
-        return out
+    def max_frame_size(self) -> int:
+        return self.max_body

@@ -32,6 +32,7 @@ from broker.tank.handlers.catalog import CatalogHandlers
 from broker.tank.handlers.consume import ConsumeHandlers
 from broker.tank.handlers.context import Context
 from broker.tank.handlers.produce import ProduceHandlers
+from broker.transport.boundary import Boundary
 
 __all__ = ["TankHandlers", "Handler", "Unserved"]
 
@@ -53,6 +54,12 @@ class TankHandlers:
                  max_partitions_per_topic: int, max_read_bytes: int = 16 * 1024 * 1024
                  ) -> None:
         self.core = core
+        self.boundary: Boundary[bytes] = Boundary(
+            "tank", log, closing=lambda: core.closing, refusals=(),
+            refused=_no_refusal, internal=_fault)
+        """Every exception -> the request's system fault (``broker.transport.boundary``):
+        the handlers answer refusals per partition themselves, so what reaches it is a
+        bug; counts the requests per kind for ``/metrics``."""
         self.ctx = Context(core, clock, is_leader=is_leader,
                            max_message_bytes=max_message_bytes,
                            max_partitions_per_topic=max_partitions_per_topic,
@@ -89,21 +96,24 @@ class TankHandlers:
     def dispatch_request(self, req: c.Request) -> bytes | Deferred[bytes] | None:
         if type(req) is c.Ping:
             return None  # a peer's ping needs no answer
+        boundary = self.boundary
+        name = type(req).__name__
+        boundary.count(name)
         handler = self.table.get(type(req))
         if handler is None:
             return self.unknown_request(req)
+        if type(req) in _FAULT_SHAPED and boundary.shutting_down():
+            return self.fault_reply(req)  # TANK has no "unavailable": a system fault
         try:
             result = handler(req)
-        except Exception:
-            log.exception("tank: handler for %s failed", type(req).__name__)
-            return self.fault_reply(req)
+        except Exception as error:
+            return boundary.fault(name, req, error)
         if isinstance(result, Deferred):
             return result.addCallbacks(c.encode_reply, self._failed, errbackArgs=(req,))
         try:
             return c.encode_reply(result)
-        except Exception:
-            log.exception("tank: reply to %s could not be encoded", type(req).__name__)
-            return self.fault_reply(req)
+        except Exception as error:
+            return boundary.fault(f"{name} (encoding its reply)", req, error)
 
     def unknown_request(self, req: Any) -> None:
         """A request the codec parses but no handler serves: closed, as TANK does."""
@@ -112,8 +122,8 @@ class TankHandlers:
     def _failed(self, failure: Failure, req: Any) -> bytes | Failure:
         if failure.check(CancelledError):
             return failure  # its connection closed: nobody to answer
-        log.error("tank: %s failed: %s", type(req).__name__, failure.getTraceback())
-        return self.fault_reply(req)
+        return self.boundary.fault(type(req).__name__, req, failure.value,
+                                   failure.getTraceback())
 
     @staticmethod
     def fault_reply(req: Any) -> bytes:
@@ -132,3 +142,16 @@ class TankHandlers:
             return c.encode_reply(c.CreateTopicReply(req.request_id, req.topic,
                                                      c.CreateTopicError.SYSTEM_FAULT))
         raise Unserved(f"{type(req).__name__}: no way to report a system fault")
+
+
+_FAULT_SHAPED = (c.Produce, c.ProduceWithSeqnum, c.Consume, c.CreateTopic)
+"""The requests whose replies can say "system fault" (``fault_reply``): refused while the
+broker shuts down; the others (discovery, status) are still served."""
+
+
+def _no_refusal(req: Any, error: BaseException) -> bytes:
+    raise error  # refusals=(): never called
+
+
+def _fault(req: Any, error: BaseException) -> bytes:
+    return TankHandlers.fault_reply(req)

@@ -16,8 +16,13 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
 
@@ -48,11 +53,27 @@ public final class AdminDriver {
     }
 
     private static Map<String, String> configs(Admin admin) throws Exception {
+        return entries(admin).entrySet().stream().collect(
+                Collectors.toMap(Map.Entry::getKey, e -> String.valueOf(e.getValue().value())));
+    }
+
+    private static Map<String, ConfigEntry> entries(Admin admin) throws Exception {
         ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, TOPIC);
         Config config = admin.describeConfigs(List.of(resource)).all().get(30, TimeUnit.SECONDS)
                 .get(resource);
-        return config.entries().stream().collect(
-                Collectors.toMap(ConfigEntry::name, e -> String.valueOf(e.value())));
+        return config.entries().stream().collect(Collectors.toMap(ConfigEntry::name, e -> e));
+    }
+
+    /** "name=value/SOURCE" of one config. */
+    private static String sourced(Admin admin, String name) throws Exception {
+        ConfigEntry e = entries(admin).get(name);
+        return name + "=" + e.value() + "/" + e.source();
+    }
+
+    private static long committed(Admin admin, TopicPartition p) throws Exception {
+        Map<TopicPartition, OffsetAndMetadata> offsets = admin.listConsumerGroupOffsets(GROUP)
+                .partitionsToOffsetAndMetadata().get(30, TimeUnit.SECONDS);
+        return offsets.containsKey(p) ? offsets.get(p).offset() : -1;
     }
 
     public static void main(String[] args) throws Exception {
@@ -77,6 +98,8 @@ public final class AdminDriver {
                 return "partitions=" + d.partitions().size();
             });
             step("describeConfigs", () -> "retention.ms=" + configs(admin).get("retention.ms"));
+            step("configSources", () -> sourced(admin, "retention.ms") + " "
+                    + sourced(admin, "segment.bytes"));
             step("incrementalAlterConfigs", () -> {
                 ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, TOPIC);
                 Collection<AlterConfigOp> ops = List.of(new AlterConfigOp(
@@ -85,10 +108,38 @@ public final class AdminDriver {
                         .get(30, TimeUnit.SECONDS);
                 return "retention.bytes=" + configs(admin).get("retention.bytes");
             });
+            step("deleteConfig", () -> {
+                ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, TOPIC);
+                Collection<AlterConfigOp> ops = List.of(new AlterConfigOp(
+                        new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE));
+                admin.incrementalAlterConfigs(Map.of(resource, ops)).all()
+                        .get(30, TimeUnit.SECONDS);
+                return sourced(admin, "retention.ms") + " " + sourced(admin, "retention.bytes");
+            });
             step("alterConsumerGroupOffsets", () -> {
-                admin.alterConsumerGroupOffsets(GROUP, Map.of(p0, new OffsetAndMetadata(0)))
+                // 5 records in partition 0 first: Skerry refuses a commit past the log end
+                Properties p = new Properties();
+                p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, "127.0.0.1:" + args[0]);
+                try (KafkaProducer<String, String> producer = new KafkaProducer<>(p,
+                        new StringSerializer(), new StringSerializer())) {
+                    for (int i = 0; i < 5; i++) {
+                        producer.send(new ProducerRecord<>(TOPIC, 0, "k", "v" + i))
+                                .get(30, TimeUnit.SECONDS);
+                    }
+                }
+                admin.alterConsumerGroupOffsets(GROUP, Map.of(p0, new OffsetAndMetadata(5)))
                         .all().get(30, TimeUnit.SECONDS);
-                return GROUP;
+                return GROUP + " offset=" + committed(admin, p0);
+            });
+            step("resetConsumerGroupOffsets", () -> {
+                // what kafka-consumer-groups --reset-offsets --to-earliest does: the earliest
+                // offset from ListOffsets, committed for the group
+                long earliest = admin.listOffsets(Map.of(p0, OffsetSpec.earliest())).all()
+                        .get(30, TimeUnit.SECONDS).get(p0).offset();
+                admin.alterConsumerGroupOffsets(GROUP,
+                        Map.of(p0, new OffsetAndMetadata(earliest))).all()
+                        .get(30, TimeUnit.SECONDS);
+                return "earliest=" + earliest + " offset=" + committed(admin, p0);
             });
             step("listConsumerGroups", () -> {
                 Collection<ConsumerGroupListing> groups = admin.listConsumerGroups().all()

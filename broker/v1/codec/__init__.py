@@ -9,12 +9,20 @@ whatever it accepts ``parse_command`` accepts with the same fields). Checks run 
 ranges. All of them answer BAD_REQUEST (UNKNOWN_COMMAND for the second); existence,
 generation, membership and ownership are the handlers' business.
 
-The rest of the V1 wire lives next door: the command classes in ``broker.v1.commands``, every
-reply line in ``broker.v1.replies``, the line splitter in ``broker.v1.framing``. Their public
-names are re-exported here, so ``from broker.v1.codec import Produce, err`` keeps working.
+The rest of the V1 wire lives next door in this package: the command classes in
+``commands``, the argument checks in ``fields``, every reply line in ``replies``, the line
+splitter in ``framing``. This module re-exports their public names (``__all__``: the
+command classes, the command sets, the reply formatters, the framing names; 82 in all), so
+the handlers and the protocol use the codec as one namespace (``c.Produce``, ``c.err``).
+
+Imports, each for one reason: ``broker.errors`` (the refusals it raises), ``broker.v1.errors``
+(``code_for``, for a ``CommandError``'s text), ``access`` (the ACL vocabulary ADMIN_ACL_*
+arguments are parsed into), ``data.names`` (the one topic/group name pattern) and
+``data.speedups`` (which loads the compiled scanner, ``broker.v1._cscan``, or keeps the
+twin).
 
 Must not import: Twisted, sockets, the store, ``groups`` or ``replication``; it does no I/O
-and reads no clock. Only ``broker.errors`` is imported, for the error classes it raises.
+and reads no clock.
 """
 
 from __future__ import annotations
@@ -32,8 +40,8 @@ from access import AclBinding, InvalidAcl, Operation, PatternType, Permission, R
 from access.authorizer import AclFilter
 from access.model import parse_enum
 from broker.errors import BadRequest, SkerryError, UnknownCommand
-from broker.v1 import fields
-from broker.v1.commands import (
+from broker.v1.codec import fields
+from broker.v1.codec.commands import (
     ALL_COMMANDS,
     CLUSTER_COMMANDS,
     COMMANDS,
@@ -84,22 +92,35 @@ from broker.v1.commands import (
     is_plain_key,
     is_plain_value,
 )
-from broker.v1.errors import code_for
-from broker.v1.framing import LineSplitter, LineTooLong
-from broker.v1.replies import (
+from broker.v1.codec.framing import LineSplitter, LineTooLong
+from broker.v1.codec.replies import (
+    COMMITTED,
+    DELETED,
+    HEARTBEAT_OK,
+    LEFT,
     LINE_TOO_LONG_REPLY,
+    acls_added_payload,
+    acls_payload,
     admin_topic_payload,
+    altered_topic_payload,
     assignment_payload,
     broker_heartbeat_payload,
     broker_registered_payload,
     cluster_metadata_payload,
     consume_reply,
     consume_reply_raw,
+    describe_group_payload,
     err,
     fetch_raw_reply,
     fetch_reply,
     format_bool,
+    format_limit,
     format_list,
+    group_heartbeat_payload,
+    groups_payload,
+    offset_payload,
+    offsets_payload,
+    offsets_range_payload,
     ok,
     partition_leader_payload,
     produce_batch_payload,
@@ -110,11 +131,34 @@ from broker.v1.replies import (
     replica_pull_reply,
     replica_status_payload,
     role_payload,
+    topic_deleted_payload,
+    topic_metadata_payload,
+    topic_partitions_payload,
+    topics_payload,
 )
+from broker.v1.errors import code_for
 from data import speedups
 from data.names import NAME_PATTERN
 
 __all__ = [
+    "HEARTBEAT_OK",
+    "LEFT",
+    "COMMITTED",
+    "DELETED",
+    "format_limit",
+    "group_heartbeat_payload",
+    "offset_payload",
+    "describe_group_payload",
+    "groups_payload",
+    "offsets_payload",
+    "topic_deleted_payload",
+    "topic_partitions_payload",
+    "altered_topic_payload",
+    "topics_payload",
+    "topic_metadata_payload",
+    "offsets_range_payload",
+    "acls_added_payload",
+    "acls_payload",
     "AdminAclAdd",
     "AdminAclList",
     "AdminAclRemove",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from broker.errors import BadRequest, SkerryError
-from broker.v1.commands import BAD_VALUE_RE, is_plain_key, is_plain_value
+from broker.v1.codec.commands import BAD_VALUE_RE, is_plain_key, is_plain_value
 from broker.v1.errors import code_for, message_for
 from data import speedups
 from data.format import (
@@ -176,6 +176,148 @@ def partition_leader_payload(topic: str, partition: int, leader: int, isr: Seque
     (ADMIN_SET_PARTITION_LEADER)."""
     return (f"topic={topic} partition={partition} leader={leader} isr={format_list(isr)} "
             f"term={term} index={index}")
+
+
+HEARTBEAT_OK = "heartbeat=ok"
+"""HEARTBEAT's payload."""
+LEFT = "left=true"
+"""LEAVE's payload."""
+COMMITTED = "committed=true"
+"""COMMIT's and ADMIN_COMMIT's payload."""
+DELETED = "deleted=true"
+"""ADMIN_DELETE_GROUP's payload."""
+
+
+def format_limit(value: int | None) -> str:
+    """A retention or segment setting on the wire: the number, or ``none`` for no limit."""
+    return "none" if value is None else str(value)
+
+
+def group_heartbeat_payload(member_id: str, epoch: int, interval_ms: int,
+                            assigned: Iterable[tuple[str, int]],
+                            target: Iterable[tuple[str, int]]) -> str:
+    """GROUP_HEARTBEAT: ``member=<id> epoch=<n> interval_ms=<n> assigned=[t:p ...]
+    target=[t:p ...]``."""
+    return (f"member={member_id} epoch={epoch} interval_ms={interval_ms} "
+            f"assigned={format_list(f'{t}:{p}' for t, p in assigned)} "
+            f"target={format_list(f'{t}:{p}' for t, p in target)}")
+
+
+def offset_payload(offset: int) -> str:
+    """OFFSET: ``offset=<n>``."""
+    return f"offset={offset}"
+
+
+def describe_group_payload(info: Any, coordinator: int | None) -> str:
+    """DESCRIBE_GROUP: state, generation, assignor, ``members=[m:p,p ...]``, partitions,
+    committed offsets, hw and lag per partition; for a KIP-848 group (``info.type`` ==
+    ``"consumer"``) also type, group and assignment epochs, member epochs and pending
+    partitions; `` coordinator=<id>`` in a cluster."""
+    members = " ".join(f"{m}:{','.join(str(p) for p in parts)}" for m, parts in info.members)
+    extra = ""
+    if getattr(info, "type", "classic") == "consumer":
+        # additive; a classic group's reply is as it always was
+        pending = " ".join(f"{m}:{','.join(str(p) for p in parts)}" for m, parts in info.pending)
+        extra = (f" type={info.type} group_epoch={info.group_epoch} "
+                 f"assignment_epoch={info.assignment_epoch} "
+                 f"epochs={format_list(f'{m}:{e}' for m, e in info.member_epochs)} "
+                 f"pending=[{pending}]")
+    return (f"state={info.state} generation={info.generation} assignor={info.assignor} "
+            f"members=[{members}] partitions={format_list(info.partitions)} "
+            f"committed={format_list(info.committed)} hw={format_list(info.hw)} "
+            f"lag={format_list(info.lag)}" + extra
+            + ("" if coordinator is None else f" coordinator={coordinator}"))
+
+
+def groups_payload(pairs: Iterable[str]) -> str:
+    """LIST_GROUPS: ``groups=[<group>:<topic> ...]`` (``pairs`` already ``g:t``)."""
+    return "groups=" + format_list(pairs)
+
+
+def offsets_payload(offsets: dict[int, int]) -> str:
+    """ADMIN_RESET_OFFSETS: ``offsets=[<partition>:<offset> ...]``, by partition."""
+    return "offsets=" + format_list(f"{p}:{o}" for p, o in sorted(offsets.items()))
+
+
+def topic_deleted_payload(topic: str) -> str:
+    """ADMIN_DELETE_TOPIC: ``topic=<t> deleted=true``."""
+    return f"topic={topic} deleted=true"
+
+
+def topic_partitions_payload(topic: str, partitions: int) -> str:
+    """ADMIN_ADD_PARTITIONS: ``topic=<t> partitions=<n>``."""
+    return f"topic={topic} partitions={partitions}"
+
+
+def altered_topic_payload(topic: str, config: Any, named: set[str]) -> str:
+    """ADMIN_ALTER_TOPIC: the retention settings, then (additive) the compaction settings
+    when the topic is compacted or the request named one, and the segment settings when
+    set or named (``named``: the settings the request changed)."""
+    payload = (f"topic={topic} retention_ms={format_limit(config.retention_ms)} "
+               f"retention_bytes={format_limit(config.retention_bytes)}")
+    if config.cleanup_policy != "delete" or named & {"cleanup_policy", "min_compaction_lag_ms",
+                                                     "delete_retention_ms"}:
+        payload += (f" cleanup_policy={config.cleanup_policy} "
+                    f"min_compaction_lag_ms={config.min_compaction_lag_ms} "
+                    f"delete_retention_ms={config.delete_retention_ms}")
+    for name in ("segment_bytes", "segment_ms"):
+        if name in named or getattr(config, name) is not None:
+            payload += f" {name}={format_limit(getattr(config, name))}"
+    return payload
+
+
+def topics_payload(names: Iterable[str], brokers: dict[int, Any] | None = None, *,
+                   controller: int | None = None, with_controller: bool = False) -> str:
+    """METADATA without a topic: ``topics=[...]``; additive in a cluster: every broker's V1
+    address (``brokers=[<id>@<host:port> ...]``) and, with etcd, ``controller=<id>`` (-1:
+    none known)."""
+    payload = "topics=" + format_list(names)
+    if brokers is not None:
+        payload += " brokers=" + format_list(f"{b}@{a}" for b, a in brokers.items())
+        if with_controller:
+            payload += f" controller={-1 if controller is None else controller}"
+    return payload
+
+
+def topic_metadata_payload(topic: str, config: Any, roles: Sequence[str], hws: Sequence[int],
+                           under: Sequence[bool], summaries: Sequence[Any],
+                           leaders: tuple[Sequence[int], Sequence[int]] | None) -> str:
+    """METADATA <topic>: partitions, replication settings, per partition role, hw, earliest
+    and next offsets, under-replication; additive: record bytes and segment files (for
+    ``skerry topics describe``) and, in a cluster, ``leaders=[...] epochs=[...]``."""
+    return (f"topic={topic} partitions={config.partitions} "
+            f"replication_factor={config.replication_factor} "
+            f"min_insync_replicas={config.min_insync_replicas} roles={format_list(roles)} "
+            f"hw={format_list(hws)} "
+            f"earliest={format_list(ps.first_offset for ps in summaries)} "
+            f"next={format_list(ps.next_offset for ps in summaries)} "
+            f"under_replicated={format_list(format_bool(u) for u in under)}"
+            f" size={format_list(ps.size_bytes for ps in summaries)}"
+            f" segments={format_list(ps.segment_count for ps in summaries)}"
+            + ("" if leaders is None else
+               f" leaders={format_list(leaders[0])} epochs={format_list(leaders[1])}"))
+
+
+def offsets_range_payload(earliest: int, latest: int, offset: int | None = None,
+                          asked: bool = False) -> str:
+    """OFFSETS: ``earliest=<n> latest=<n>``; with a timestamp asked, `` offset=<n>`` (-1:
+    none at or after it)."""
+    payload = f"earliest={earliest} latest={latest}"
+    if asked:
+        payload += f" offset={-1 if offset is None else offset}"
+    return payload
+
+
+def acls_added_payload(count: int) -> str:
+    """ADMIN_ACL_ADD: ``added=<n>``."""
+    return f"added={count}"
+
+
+def acls_payload(entries: Iterable[str], removed: int | None = None) -> str:
+    """ADMIN_ACL_LIST: ``acls=[...]``; ADMIN_ACL_REMOVE: ``removed=<n> acls=[...]``
+    (``entries``: each binding as ``acl_entry`` writes it)."""
+    listed = "acls=" + format_list(entries)
+    return listed if removed is None else f"removed={removed} {listed}"
 
 
 def cluster_metadata_payload(topics: Iterable[str], brokers: Iterable[int]) -> str:

@@ -7,7 +7,7 @@ raises ``BadRequest`` with a message that names the field and quotes the client'
 (``show``: short, escaped).
 
 Must not import: Twisted, sockets, the store, ``groups``, ``replication``, or the codec
-(``broker.v1.codec`` imports this module); only ``broker.errors`` and ``broker.v1.commands``.
+(``broker.v1.codec`` imports this module); only ``broker.errors`` and ``broker.v1.codec.commands``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ import binascii
 import re
 
 from broker.errors import BadRequest
-from broker.v1.commands import BAD_KEY_RE, BAD_VALUE_RE, MAX_INT, MAX_KEY_BYTES, MAX_NAME_CHARS
+from broker.v1.codec.commands import (
+    BAD_KEY_RE,
+    BAD_VALUE_RE,
+    MAX_INT,
+    MAX_KEY_BYTES,
+    MAX_NAME_CHARS,
+)
 from data.names import is_valid_name
 
 __all__ = [

@@ -12,9 +12,10 @@ Must not import: Twisted, the services.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
-from broker.v1 import commands as c
+from broker.v1.codec import commands as c
 
 __all__ = ["GROUP_COMMANDS", "FORWARD_CID_PREFIX", "command_line", "relay"]
 
@@ -22,7 +23,7 @@ FORWARD_CID_PREFIX = "fwd-"
 
 GROUP_COMMANDS: tuple[type, ...] = (
     c.Join, c.Sync, c.Heartbeat, c.Leave, c.Commit, c.Offset, c.DescribeGroup,
-    c.AdminDeleteGroup, c.AdminResetOffsets, c.AdminCommit,
+    c.AdminDeleteGroup, c.AdminResetOffsets, c.AdminCommit, c.GroupHeartbeat,
 )
 
 
@@ -49,11 +50,32 @@ def command_line(cmd: Any, cid: str) -> bytes:
         args = f"{cmd.group} {cmd.topic} {cmd.target}" + _options(partition=cmd.partition)
     elif kind is c.AdminCommit:
         args = f"{cmd.group} {cmd.topic} {cmd.partition} {cmd.offset}"
+    elif kind is c.GroupHeartbeat:
+        args = _group_heartbeat_args(cmd)
     elif kind is c.ListGroups:
         args = ""
     else:
         raise TypeError(f"{kind.__name__} is not forwarded")
     return f"V1|{cid}|{cmd.name}|{args}\n".encode()
+
+
+_EPOCH_WORDS = {-1: "leave", -2: "leave_static"}
+
+
+def _group_heartbeat_args(cmd: Any) -> str:
+    # Every option the client sent, as it parsed: the regex always base64 (any pattern
+    # survives the trip), absent options stay absent ("unchanged" to the coordinator).
+    epoch = _EPOCH_WORDS.get(cmd.member_epoch, str(cmd.member_epoch))
+    options: dict[str, Any] = {
+        "topics": None if cmd.topics is None else ",".join(cmd.topics),
+        "regex": None if cmd.regex is None
+        else base64.b64encode(cmd.regex.encode("utf-8")).decode("ascii"),
+        "enc": None if cmd.regex is None else "b64",
+        "assignor": cmd.assignor, "rebalance_timeout_ms": cmd.rebalance_timeout_ms,
+        "instance": cmd.instance,
+        "owned": None if cmd.owned is None else ",".join(f"{t}:{p}" for t, p in cmd.owned),
+    }
+    return f"{cmd.group} {cmd.member_id} {epoch}" + _options(**options)
 
 
 def relay(reply: Any, cid: str) -> bytes:
