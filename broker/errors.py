@@ -38,6 +38,9 @@ from replication.errors import (
 __all__ = [
     "SkerryError",
     "BadRequest",
+    "UnknownTopic",
+    "UnknownPartition",
+    "InvalidTopicName",
     "UnknownCommand",
     "Unavailable",
     "Unauthenticated",
@@ -68,6 +71,18 @@ class BadRequest(SkerryError):
     """A malformed envelope, invalid arguments, or a request that cannot apply."""
 
     description = "malformed envelope or invalid command arguments"
+
+
+class UnknownTopic(BadRequest):
+    """No such topic, and the request may not create it (``auto_create_topics``)."""
+
+
+class UnknownPartition(BadRequest):
+    """The topic has (or would have) fewer partitions than the request names."""
+
+
+class InvalidTopicName(BadRequest):
+    """A name no topic may have (``data.names``); nothing is created."""
 
 
 class UnknownCommand(SkerryError):

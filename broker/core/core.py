@@ -17,7 +17,7 @@ Must not import: transports, sockets. Time comes from the injected ``clock``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from twisted.internet.defer import Deferred, DeferredList, succeed
@@ -29,7 +29,6 @@ from broker.core.access import AccessGate
 from broker.core.durability import GroupCommitter
 from broker.core.idempotence import (
     LogSnapshotStore,
-    ProducerBatch,
     ProducerStates,
     ProducerStateStore,
 )
@@ -41,7 +40,7 @@ from broker.core.ports import (
     ReplicationView,
     StoreView,
 )
-from broker.core.produce import ProduceCallback, ProducePipeline
+from broker.core.produce import ProducePipeline
 from broker.core.producers import Producers
 from broker.core.read_api import ReadApi
 from broker.core.reads import Reads, Watermarks
@@ -96,6 +95,18 @@ class BrokerCore(ReadApi):
         self.produce_run = self._produce.produce_run
         """Queue a run of messages of one topic with one acks level, one call for the run
         (``ProducePipeline.produce_run``: everything checked before anything is queued)."""
+        self.produce_framed = self._produce.produce_framed
+        """Append a whole batch of messages already framed as records (Kafka's Produce,
+        Iggy's SendMessages, TANK's produce) to one partition in one store append; answer
+        its callback once, with a ``ProduceResult`` or a ``SkerryError``
+        (``ProducePipeline.produce_framed``: topic resolution and auto-create with
+        ``create=True``, refusals, a Kafka idempotent producer's batch checked and
+        deduplicated, acks)."""
+        self.produce_keyed_batch = self._produce.produce_keyed_batch
+        """Append a whole batch of keyed V1 messages (PRODUCE_BATCH) in one store append,
+        idempotent with ``pid``/``seq``; answer its callback once with a
+        ``ProduceResult`` (with ``count`` and ``duplicates``) or a ``SkerryError``
+        (``ProducePipeline.produce_keyed_batch``)."""
 
         self.access = AccessGate(Authorizer(enabled=False))
         """Who may do what (``broker/core/access.py``): the shell puts the configured
@@ -269,39 +280,6 @@ class BrokerCore(ReadApi):
     def partition_for_key(self, key: bytes, partitions: int) -> int:
         """The partition a key goes to among ``partitions`` (FNV-1a)."""
         return self._produce.partition_for_key(key, partitions)
-
-    def produce(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
-                acks: str, callback: ProduceCallback) -> None:
-        """Queue one message; ``callback`` gets a ``ProduceResult`` or a ``SkerryError``."""
-        self._produce.produce(topic_name, partition, key, value, acks, callback)
-
-    def produce_batch(self, topic_name: str, partition: int, payloads: Sequence[bytes],
-                      user_headers: Sequence[bytes] | None, ids: Sequence[int] | None,
-                      origin_timestamps: Sequence[int] | None, acks: str,
-                      callback: ProduceCallback) -> None:
-        """Append a whole batch to one partition in one store append; answer once
-        (``ProducePipeline.produce_batch``)."""
-        self._produce.produce_batch(topic_name, partition, payloads, user_headers, ids,
-                                    origin_timestamps, acks, callback)
-
-    def produce_framed(self, topic_name: str, partition: int, messages: bytes,
-                       ends: Sequence[int] | None, acks: str,
-                       callback: ProduceCallback, ack_timeout_ms: int | None = None,
-                       producer: ProducerBatch | None = None) -> None:
-        """``produce_batch`` for messages already framed as records (Iggy's SendMessages);
-        ``ack_timeout_ms`` bounds an ``acks=all`` wait (None: ``replication.ack_timeout_ms``);
-        ``producer``: the batch of a Kafka idempotent producer, checked and deduplicated
-        (``ProducePipeline.produce_framed``)."""
-        self._produce.produce_framed(topic_name, partition, messages, ends, acks, callback,
-                                     ack_timeout_ms, producer)
-
-    def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
-                            payloads: Sequence[bytes], acks: str, callback: ProduceCallback,
-                            pid: str | None = None, seq: int | None = None) -> None:
-        """``produce_batch`` for keyed V1 messages (PRODUCE_BATCH), idempotent with
-        ``pid``/``seq`` (``ProducePipeline.produce_keyed_batch``)."""
-        self._produce.produce_keyed_batch(topic_name, partition, keys, payloads, acks,
-                                          callback, pid, seq)
 
     def flush(self) -> None:
         """Append every partition's queued messages now."""

@@ -1,21 +1,27 @@
-"""The produce pipeline: from a transport's call to the answer, once the messages are as
-durable as ``acks`` asks.
+"""The produce pipeline: where every transport's produce ends, from the call to the answer
+once the messages are as durable as ``acks`` asks.
 
-The path of one V1 PRODUCE (``produce_to``): the topic is resolved (auto-created when
-allowed), the partition picked by the key's FNV-1a hash unless given, the write refusals
-checked (``Topics.check_writable``: NotLeader, a failed partition); the message joins its
-partition's ``_Batch`` for this reactor turn, and the first message of a turn schedules
-``flush`` with ``callLater(0)``. ``flush`` makes one store append per partition
-(``PartitionLog.append``: the records go to the page cache), then answers by ``acks``:
-``0`` (and ``1`` unless ``storage.fsync`` is ``always``) at once; ``1`` with fsync
-``always`` once the group committer's fsync covers the batch (``durability.py``: one
-fsync per partition covers every append waiting at that moment); ``all`` once the
-replication service reports the offsets committed by the in-sync replicas. Answers go to
-the ``ProduceSink`` (the connection), one ``flush`` per sink per group of answers.
+Every entry resolves the topic the same way (``Topics.resolve``: auto-created when the
+transport's request may create and ``auto_create_topics`` allows), checks the write
+refusals once (``Topics.check_writable``: NotLeader, a failed partition; refusals that
+change nothing raise at once), makes one store append per partition, and is answered by
+one rule, ``_when_durable``: ``0`` (and ``1`` unless ``storage.fsync`` is ``always``) at
+once; ``1`` with fsync ``always`` once the group committer's fsync covers the messages
+(``durability.py``: one fsync per partition covers every append waiting at that moment);
+``all`` once the replication service reports them committed by the in-sync replicas. Every
+answer carries a ``ProduceResult``'s fields.
 
-Batch produces (``produce_batch``, ``produce_framed``, ``produce_keyed_batch``: Iggy's
-SendMessages, V1 PRODUCE_BATCH) skip the per-turn batch: one store append per request,
-answered once. Idempotent produces (``pid``/``seq``) consult ``producers.Producers``; a
+Messages one at a time (``produce_to``: a V1 PRODUCE; ``produce_run``: the V1 fast path's
+run of one topic and acks level): the partition is picked by the key's FNV-1a hash unless
+given; the message joins its partition's ``_Batch`` for this reactor turn (whatever
+connection sent it), and the first message of a turn schedules ``flush`` with
+``callLater(0)``; ``flush`` appends each partition's batch (``PartitionLog.append``).
+Answers go to the ``ProduceSink`` (the connection), one ``flush`` per sink per group of
+answers.
+
+Whole batches (``produce_framed``: Kafka's Produce, Iggy's SendMessages, TANK's produce,
+records already framed; ``produce_keyed_batch``: V1 PRODUCE_BATCH) skip the per-turn batch:
+one store append per request, answered once through a ``ProduceCallback``. Idempotent produces (``pid``/``seq``) consult ``producers.Producers``; a
 framed batch of a Kafka idempotent producer (``produce_framed`` with a ``ProducerBatch``)
 is checked against and recorded in ``idempotence.ProducerStates`` (KIP-98: fencing,
 sequence checks, the last five batches deduplicated), its records' ids carrying its
@@ -30,6 +36,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
@@ -49,60 +56,37 @@ from broker.core.producers import (
 from broker.core.topics import Topics
 from broker.errors import BadRequest, SkerryError, StorageError
 from data.errors import KeyRequired
-from data.format import HEADER, HEADER_SIZE, key_header, keyless_framed, record_key
+from data.format import HEADER, HEADER_SIZE, key_header, keyless_framed
 from data.idempotence import batch_ids, stamp_ids
 from data.keys import fnv1a_32
 from data.log import PartitionLog
 from replication.producer_state import BatchMetadata, Continuation, add_sequence
 
-__all__ = ["BatchProduceResult", "ProduceCallback", "ProducePipeline", "ProduceResult",
-           "fnv1a_32"]
+__all__ = ["ProduceCallback", "ProducePipeline", "ProduceResult", "fnv1a_32"]
 
 log = logging.getLogger("skerry.core")
 
-ProduceCallback = Callable[[Any], None]  # called with ProduceResult or a SkerryError
-
-
 @dataclass(frozen=True, slots=True)
 class ProduceResult:
-    """What one produce answers: where the message (or a batch's first) went, and ``hw``."""
+    """What every produce answers: ``count`` messages went to offsets ``offset .. offset +
+    count - 1`` of ``partition`` and the high watermark was ``hw`` when it was answered.
+    ``duplicates``: an idempotent resend's first messages the partition already held (not
+    appended again); with ``count == 0`` (a resend held entirely) ``offset`` is where its
+    first message went originally."""
 
     partition: int
     offset: int
     hw: int
+    count: int = 1
+    duplicates: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class BatchProduceResult:
-    """What ``produce_keyed_batch`` answers: the batch's first ``duplicates`` messages were
-    already held (an idempotent resend: not appended again); the other ``count`` went to
-    offsets ``offset .. offset + count - 1``. With ``count == 0``, ``offset`` is where the
-    batch's first message went originally."""
-
-    partition: int
-    offset: int
-    count: int
-    duplicates: int
-    hw: int
-
-
-class _CallbackSink:
-    """Adapts ``produce(..., callback)`` (one callable per message) to the sink interface."""
-
-    def produced(self, token: Any, partition: int, offset: int, hw: int,
-                 error: SkerryError | None) -> None:
-        token(error if error is not None else ProduceResult(partition, offset, hw))
-
-    def produced_run(self, tokens: Sequence[Any], partition: int, first_offset: int,
-                     hw: int) -> None:
-        for i, token in enumerate(tokens):
-            token(ProduceResult(partition, first_offset + i, hw))
-
-    def flush(self) -> None:
-        return None
-
-
-_CALLBACK_SINK = _CallbackSink()
+ProduceCallback = Callable[[ProduceResult | SkerryError], None]
+"""How a whole batch is answered (``produce_framed``, ``produce_keyed_batch``): once, with a
+``ProduceResult`` or the ``SkerryError`` that failed it, once it is as durable as ``acks``
+asks. The per-message entries (``produce_to``, ``produce_run``) answer the same fields
+through a ``ProduceSink`` instead (``produced(token, partition, offset, hw, error)``, then
+``flush``): its answers for one connection come in bulk, without a callable per message."""
 
 
 class _Batch:
@@ -175,11 +159,6 @@ class ProducePipeline:
     def partition_for_key(self, key: bytes, partitions: int) -> int:
         """The partition a key goes to among ``partitions`` (FNV-1a, as V1 clients hash)."""
         return self._key_info(key)[0] % partitions
-
-    def produce(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
-                acks: str, callback: ProduceCallback) -> None:
-        """Queue one message; ``callback`` gets a ``ProduceResult`` or a ``SkerryError``."""
-        self.produce_to(topic_name, partition, key, value, acks, _CALLBACK_SINK, callback)
 
     def produce_to(self, topic_name: str, partition: int | None, key: bytes, value: bytes,
                    acks: str, sink: ProduceSink, token: Any, pid: str | None = None,
@@ -325,13 +304,52 @@ class ProducePipeline:
                 sink.produced(token, partition, offset, self._hw(topic, partition), None)
             sink.flush()
 
-        if acks == "all":
-            self._replication.wait_for_all(topic, partition, offset).addCallbacks(
-                lambda _hw: answer(None), lambda failure: answer(_as_error(failure)))
-        elif acks != "0" and self._fsync == "always":
-            self._committer.wait(plog, offset + 1, answer)
+        self._when_durable(topic, partition, plog, offset + 1, acks, answer)
+
+    # ---------------------------------------------------------------- durable enough for acks
+
+    def _when_durable(self, topic: str, partition: int, plog: PartitionLog, end: int,
+                      acks: str, then: Callable[[SkerryError | None], None],
+                      ack_timeout_ms: int | None = None) -> None:
+        """The one rule every produce is answered by: ``then(None)`` once the partition's
+        messages below offset ``end`` are as durable as ``acks`` asks, or ``then(error)``.
+
+        ``0``, and ``1`` unless ``storage.fsync`` is ``always``: at once. ``1`` with
+        ``always``: once the group committer's fsync covers them (``durability.py``).
+        ``all``: once the in-sync replicas hold them (after that fsync, with ``always``);
+        ``ack_timeout_ms`` bounds that wait (None: ``replication.ack_timeout_ms``).
+        """
+        if acks != "0" and self._fsync == "always":
+            if acks == "all":
+                def synced(error: SkerryError | None) -> None:
+                    if error is not None:
+                        then(error)
+                    else:
+                        self._wait_all(topic, partition, end, then, ack_timeout_ms)
+
+                self._committer.wait(plog, end, synced)
+            else:
+                self._committer.wait(plog, end, then)
+        elif acks == "all":
+            self._wait_all(topic, partition, end, then, ack_timeout_ms)
         else:
-            answer(None)
+            then(None)
+
+    def _wait_all(self, topic: str, partition: int, end: int,
+                  then: Callable[[SkerryError | None], None],
+                  ack_timeout_ms: int | None) -> None:
+        """``then`` once the in-sync replicas hold the messages below ``end``."""
+        d = self._replication.wait_for_all(topic, partition, end - 1, ack_timeout_ms)
+        d.addCallbacks(lambda _hw: then(None), lambda failure: then(_as_error(failure)))
+
+    def _appended(self, topic: str, partition: int, waits_for_fsync: bool) -> None:
+        """After a store append: replication learns of it, and the long polls of the
+        partition wake unless an fsync is awaited first (the committer wakes them then)."""
+        self._replication.on_appended(topic, partition)
+        if not waits_for_fsync:
+            self._hw_changed(topic, partition)
+
+    # ---------------------------------------------------------------- this turn's append
 
     def flush(self) -> None:
         """Append every partition's queued messages: one store append per partition."""
@@ -363,44 +381,18 @@ class ProducePipeline:
             if state is not None:
                 for index, pid, seq in batch.idem:
                     state.record(pid, seq, first + index)
-        self._replication.on_appended(topic, partition)
-        always = self._fsync == "always"
-        if batch.mixed:
-            acks = batch.acks
-            quick = [i for i in range(count) if acks[i] == "0" or (acks[i] == "1" and not always)]
-            later = [i for i in range(count) if acks[i] == "1" and always]
-            waiting_all = [i for i in range(count) if acks[i] == "all"]
+        if batch.mixed:  # one group per acks level, in message order within each
+            levels: dict[str, list[int]] = {}
+            for index, level in enumerate(batch.acks):
+                levels.setdefault(level, []).append(index)
+            groups: dict[str, Sequence[int]] = dict(levels)
         else:
-            level = batch.acks[0]
-            everyone = range(count)
-            quick = everyone if level == "0" or (level == "1" and not always) else ()
-            later = everyone if level == "1" and always else ()
-            waiting_all = everyone if level == "all" else ()
-        if quick:
-            self._answer(batch, first, quick, None)
-        if not later and not waiting_all:
-            self._hw_changed(topic, partition)
-            return
-
-        def durable(error: SkerryError | None) -> None:
-            if later:
-                self._answer(batch, first, later, error)
-            if waiting_all:
-                if error is not None:
-                    self._answer(batch, first, waiting_all, error)
-                else:
-                    self._wait_all(batch, first, waiting_all)
-
-        if always:
-            self._committer.wait(plog, first + count, durable)
-        else:
-            self._hw_changed(topic, partition)
-            durable(None)
-
-    def _wait_all(self, batch: _Batch, first: int, group: Sequence[int]) -> None:
-        d = self._replication.wait_for_all(batch.topic, batch.partition, first + group[-1])
-        d.addCallbacks(lambda _hw: self._answer(batch, first, group, None),
-                       lambda failure: self._answer(batch, first, group, _as_error(failure)))
+            groups = {batch.acks[0]: range(count)}
+        self._appended(topic, partition,
+                       self._fsync == "always" and any(level != "0" for level in groups))
+        for level, group in groups.items():
+            self._when_durable(topic, partition, plog, first + group[-1] + 1, level,
+                               partial(self._answer, batch, first, group))
 
     def _answer(self, batch: _Batch, first: int, group: Sequence[int],
                 error: SkerryError | None) -> None:
@@ -433,35 +425,11 @@ class ProducePipeline:
 
     # ---------------------------------------------------------------- whole batches
 
-    def produce_batch(self, topic_name: str, partition: int, payloads: Sequence[bytes],
-                      user_headers: Sequence[bytes] | None, ids: Sequence[int] | None,
-                      origin_timestamps: Sequence[int] | None, acks: str,
-                      callback: Callable[[Any], None]) -> None:
-        """Append a whole batch to one partition in one store append; answer once.
-
-        For transports whose requests are batches already (Iggy's SendMessages). The
-        messages get consecutive offsets in order; ``ids`` of 0 become UUIDv4s; messages
-        ``produce`` queued earlier in this turn for the same partition land first.
-        ``callback`` gets one ``ProduceResult`` (``offset`` = the first message's) once the
-        batch is as durable as ``acks`` asks (the same rules as ``produce``), or a
-        ``SkerryError``. Refusals that change nothing raise at once: unknown topic (never
-        auto-created here), partition out of range, NOT_LEADER, a failed partition, and
-        ``BadRequest`` for input the store refuses.
-        """
-        plog = self._batch_target(topic_name, partition)
-        if self._by_name[topic_name].config.compacted and (
-                user_headers is None or any(record_key(h) is None for h in set(user_headers))):
-            self._refuse_keyless(topic_name)
-        first = self._append_batch(topic_name, partition, plog, payloads, user_headers, ids,
-                                   origin_timestamps, callback)
-        if first is not None:
-            self._batch_appended(topic_name, partition, plog, first, len(payloads), acks, callback)
-
     def _append_batch(self, topic_name: str, partition: int, plog: PartitionLog,
                       payloads: Sequence[bytes], user_headers: Sequence[bytes] | None,
                       ids: Sequence[int] | None, origin_timestamps: Sequence[int] | None,
-                      callback: Callable[[Any], None]) -> int | None:
-        """The store append of ``produce_batch``: the first offset, or None after answering
+                      callback: ProduceCallback) -> int | None:
+        """The store append of ``produce_keyed_batch``: the first offset, or None after answering
         ``callback`` with the partition's failure; ``BadRequest`` for input the store refuses
         (nothing written)."""
         try:
@@ -479,17 +447,23 @@ class ProducePipeline:
 
     def produce_framed(self, topic_name: str, partition: int, messages: bytes,
                        ends: Sequence[int] | None, acks: str,
-                       callback: Callable[[Any], None],
+                       callback: ProduceCallback,
                        ack_timeout_ms: int | None = None,
-                       producer: ProducerBatch | None = None) -> None:
-        """``produce_batch`` for messages already framed as records (Iggy's SendMessages
-        message area, ``ends`` its index table's end positions): the store stamps them in
-        one pass (``PartitionLog.append_framed``) instead of rebuilding every record.
+                       producer: ProducerBatch | None = None, *, create: bool = False) -> None:
+        """Append a whole batch to one partition in one store append; answer once. The
+        messages come framed as records (Iggy's SendMessages message area, ``ends`` its
+        index table's end positions; Kafka's and TANK's batches mapped to records): the
+        store stamps them in one pass (``PartitionLog.append_framed``).
 
-        The same offsets, ids, answers and refusals as ``produce_batch`` with the messages
-        split apart; ``BadRequest`` when the store refuses the framing. ``ack_timeout_ms``:
-        how long ``acks=all`` waits (None: ``replication.ack_timeout_ms``; Kafka's produce
-        carries the client's own).
+        The messages get consecutive offsets in order; ids of 0 become UUIDv4s; messages
+        ``produce_to`` queued earlier in this turn for the same partition land first.
+        ``callback`` gets one ``ProduceResult`` (``offset`` = the first message's) once the
+        batch is as durable as ``acks`` asks, or a ``SkerryError``. Refusals that change
+        nothing raise at once: ``UnknownTopic`` (auto-created instead when ``create`` and
+        ``auto_create_topics`` allow, as ``Topics.resolve`` says), ``InvalidTopicName``,
+        ``UnknownPartition``, NOT_LEADER, a failed partition, and ``BadRequest`` when the
+        store refuses the framing. ``ack_timeout_ms``: how long ``acks=all`` waits (None:
+        ``replication.ack_timeout_ms``; Kafka's produce carries the client's own).
 
         With ``producer`` (one batch of a Kafka idempotent producer) the batch is checked
         first: ``InvalidProducerEpoch`` / ``OutOfOrderSequence`` raise at once (nothing
@@ -498,7 +472,7 @@ class ProducePipeline:
         ``acks`` asks; otherwise the records are appended with ids carrying the producer
         fields, and the batch is recorded.
         """
-        plog = self._batch_target(topic_name, partition)
+        plog = self._batch_target(topic_name, partition, create)
         if self._by_name[topic_name].config.compacted and keyless_framed(messages, ends):
             self._refuse_keyless(topic_name)
         if producer is not None and self._producer_states is not None:
@@ -516,19 +490,23 @@ class ProducePipeline:
         count = plog.next_offset - first
         if self.metrics is not None:
             self.metrics.produced(topic_name, count, len(messages))
-        self._batch_appended(topic_name, partition, plog, first, count, acks, callback,
-                             ack_timeout_ms)
+        # _batch_appended inlined: the common path of three transports, one frame less.
+        self._appended(topic_name, partition, acks != "0" and self._fsync == "always")
+        self._when_durable(topic_name, partition, plog, first + count, acks,
+                           self._result_to(callback, topic_name, partition, first, count),
+                           ack_timeout_ms)
 
     def _produce_idempotent(self, topic_name: str, partition: int, plog: PartitionLog,
                             messages: bytes, ends: Sequence[int] | None, acks: str,
-                            callback: Callable[[Any], None], ack_timeout_ms: int | None,
+                            callback: ProduceCallback, ack_timeout_ms: int | None,
                             producer: ProducerBatch) -> None:
         """``produce_framed`` for one batch of an idempotent producer."""
         assert self._producer_states is not None
         ends = list(ends) if ends is not None else _framed_ends(messages)
         count = len(ends)
         if count == 0:
-            callback(ProduceResult(partition, plog.next_offset, self._hw(topic_name, partition)))
+            callback(ProduceResult(partition, plog.next_offset, self._hw(topic_name, partition),
+                                   0))
             return
         pid, epoch, base = producer.producer_id, producer.epoch, producer.base_sequence
         last_seq = add_sequence(base, count - 1)
@@ -567,20 +545,21 @@ class ProducePipeline:
 
         def done(result: Any) -> None:
             if type(result) is ProduceResult and skip:
-                result = ProduceResult(partition, answer_first, result.hw)
+                result = ProduceResult(partition, answer_first, result.hw, result.count, skip)
             callback(result)
 
         self._batch_appended(topic_name, partition, plog, first, count - skip, acks, done,
                              ack_timeout_ms)
 
     def produce_keyed_batch(self, topic_name: str, partition: int, keys: Sequence[bytes],
-                            payloads: Sequence[bytes], acks: str, callback: Callable[[Any], None],
+                            payloads: Sequence[bytes], acks: str, callback: ProduceCallback,
                             pid: str | None = None, seq: int | None = None) -> None:
-        """``produce_batch`` for V1 messages (the additive PRODUCE_BATCH): each non-empty key
+        """A whole batch of V1 messages (the additive PRODUCE_BATCH): each non-empty key
         is stored as the key header, as ``produce`` stores it, and ``callback`` gets one
-        ``BatchProduceResult`` (or a ``SkerryError``) once the batch is as durable as
-        ``acks`` asks. The batch is appended with one store append, after every message was
-        built (nothing is written when one is refused). Never creates a topic.
+        ``ProduceResult`` with ``count`` and ``duplicates`` (or a ``SkerryError``) once the
+        batch is as durable as ``acks`` asks. The batch is appended with one store append,
+        after every message was built (nothing is written when one is refused). Never
+        creates a topic.
 
         With ``pid`` and ``seq`` the messages carry sequence numbers ``seq, seq + 1, ...``
         (as ``produce_to`` with pid/seq would give them one by one): messages whose number
@@ -621,7 +600,7 @@ class ProducePipeline:
             if isinstance(result, SkerryError):
                 callback(result)
             else:
-                callback(BatchProduceResult(partition, result.offset, appended, skip, result.hw))
+                callback(ProduceResult(partition, result.offset, result.hw, appended, skip))
 
         first = self._append_batch(topic_name, partition, plog, payloads, headers, None, None, done)
         if first is None:
@@ -635,9 +614,9 @@ class ProducePipeline:
 
     def _answer_held_batch(self, topic_name: str, partition: int, plog: PartitionLog,
                            state: ProducerState, pid: str, seq: int, count: int, acks: str,
-                           callback: Callable[[Any], None]) -> None:
+                           callback: ProduceCallback) -> None:
         """A batch the partition holds entirely: answered with its original first offset once
-        its last message is as durable as ``acks`` asks (as ``_answer_duplicate`` does)."""
+        its last message is as durable as ``acks`` asks (as a duplicate message is)."""
         first = state.offset_of(pid, seq)
         last = state.offset_of(pid, seq + count - 1)
         if first is None or last is None:
@@ -647,44 +626,43 @@ class ProducePipeline:
             if isinstance(result, SkerryError):
                 callback(result)
             else:
-                callback(BatchProduceResult(partition, first, 0, count, result.hw))
+                callback(ProduceResult(partition, first, result.hw, 0, count))
 
-        self._clock.callLater(0, self._answer_duplicate, topic_name, partition, plog, last, acks,
-                              _CALLBACK_SINK, held)
+        self._clock.callLater(0, self._batch_appended, topic_name, partition, plog, last, 1,
+                              acks, held, appended=False)
 
-    def _batch_target(self, topic_name: str, partition: int) -> PartitionLog:
-        """The partition a batch goes to, after the refusals that change nothing."""
-        plog = self._topics.resolve(topic_name, partition, False).partitions[partition]
+    def _batch_target(self, topic_name: str, partition: int, create: bool = False
+                      ) -> PartitionLog:
+        """The partition a batch goes to, after the refusals that change nothing (the topic
+        auto-created first when ``create`` and ``auto_create_topics`` allow)."""
+        plog = self._topics.resolve(topic_name, partition, create).partitions[partition]
         self._topics.check_writable(topic_name, partition, plog)
         if (topic_name, partition) in self._batches:
             self.flush()
         return plog
 
     def _batch_appended(self, topic_name: str, partition: int, plog: PartitionLog, first: int,
-                        count: int, acks: str, callback: Callable[[Any], None],
+                        count: int, acks: str, callback: ProduceCallback,
                         ack_timeout_ms: int | None = None, *, appended: bool = True) -> None:
-        """Answer ``callback`` once an appended batch is as durable as ``acks`` asks
-        (``appended=False``: a batch appended earlier, whose duplicate is being answered)."""
+        """Answer ``callback`` with a ``ProduceResult`` once an appended batch is as durable
+        as ``acks`` asks (``appended=False``: a batch appended earlier, whose duplicate is
+        being answered)."""
         if appended:
-            self._replication.on_appended(topic_name, partition)
+            self._appended(topic_name, partition, acks != "0" and self._fsync == "always")
+        self._when_durable(topic_name, partition, plog, first + count, acks,
+                           self._result_to(callback, topic_name, partition, first, count),
+                           ack_timeout_ms)
+
+    def _result_to(self, callback: ProduceCallback, topic_name: str, partition: int,
+                   first: int, count: int) -> Callable[[SkerryError | None], None]:
+        """What ``_when_durable`` calls to answer a batch: ``callback`` gets the error, or a
+        ``ProduceResult`` with the batch's first offset and the high watermark then."""
 
         def answer(error: SkerryError | None) -> None:
             callback(error if error is not None
-                     else ProduceResult(partition, first, self._hw(topic_name, partition)))
+                     else ProduceResult(partition, first, self._hw(topic_name, partition), count))
 
-        def durable(error: SkerryError | None) -> None:
-            if error is not None or acks != "all":
-                answer(error)
-                return
-            d = self._replication.wait_for_all(topic_name, partition, first + count - 1,
-                                               ack_timeout_ms)
-            d.addCallbacks(lambda _hw: answer(None), lambda failure: answer(_as_error(failure)))
-
-        if acks != "0" and self._fsync == "always":
-            self._committer.wait(plog, first + count, durable)
-        else:
-            self._hw_changed(topic_name, partition)
-            durable(None)
+        return answer
 
 
 def _framed_ends(messages: bytes) -> list[int]:

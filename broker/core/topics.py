@@ -25,10 +25,17 @@ from typing import Any
 
 from broker.config import TOPIC_EXTRA_KEYS, Config, TopicSettings
 from broker.core.ports import GroupEvents, ReplicationView, StoreView
-from broker.errors import BadRequest, NotLeader, StorageError
+from broker.errors import (
+    BadRequest,
+    InvalidTopicName,
+    NotLeader,
+    StorageError,
+    UnknownPartition,
+    UnknownTopic,
+)
 from data.errors import TopicQuarantined
 from data.log import PartitionLog
-from data.names import INTERNAL_PREFIX
+from data.names import INTERNAL_PREFIX, is_valid_name
 from data.store import Topic, TopicConfig
 from groups.records import GROUPS_TOPIC_SETTINGS
 
@@ -79,35 +86,42 @@ class Topics:
     # ---------------------------------------------------------------- lookups
 
     def resolve(self, name: str, partition: int | None, create: bool) -> Topic:
-        """The topic, after checking ``partition`` against its count.
+        """The topic, after checking ``partition`` against its count: the one place a
+        request's topic is resolved and the auto-create policy applied, whatever the
+        transport.
 
-        A missing topic is auto-created with the defaults when ``create`` and
-        ``auto_create_topics`` allow it, but only once the request passed its checks: a
-        partition beyond the would-be count is refused first and creates nothing.
+        A missing topic is auto-created with the defaults when ``create`` (the request and
+        its transport allow it) and ``auto_create_topics`` allow it, but only once the
+        request passed its checks: a partition beyond the would-be count is refused first
+        (``UnknownPartition``) and creates nothing. ``InvalidTopicName`` for a missing
+        topic whose name no topic may have, else ``UnknownTopic`` when it may not be
+        created (both ``BadRequest``: V1 answers them so).
         """
         topic = self._store.topic(name)
         if topic is None:
+            if not is_valid_name(name):
+                raise InvalidTopicName(f"invalid topic name {name!r}")
             if not (create and self._config["auto_create_topics"]):
-                raise BadRequest("unknown topic")
+                raise UnknownTopic("unknown topic")
             defaults = self._config.topic_defaults
             if partition is not None and partition >= defaults.partitions:
-                raise BadRequest(f"partition {partition} out of range; topic {name} would "
-                                 f"have {defaults.partitions} partitions")
+                raise UnknownPartition(f"partition {partition} out of range; topic {name} "
+                                       f"would have {defaults.partitions} partitions")
             if self.remote_create is not None:
                 self.remote_create(name, defaults)
                 raise NotLeader(f"topic {name} is being created across the cluster; retry "
                                 "in a moment")
             return self._create(name, defaults)
         if partition is not None and partition >= topic.config.partitions:
-            raise BadRequest(f"partition {partition} out of range; topic {name} has "
-                             f"{topic.config.partitions} partitions")
+            raise UnknownPartition(f"partition {partition} out of range; topic {name} has "
+                                   f"{topic.config.partitions} partitions")
         return topic
 
     def require(self, name: str) -> Topic:
-        """The topic; ``BadRequest("unknown topic")`` when there is none (never creates)."""
+        """The topic; ``UnknownTopic`` when there is none (never creates)."""
         topic = self._store.topic(name)
         if topic is None:
-            raise BadRequest("unknown topic")
+            raise UnknownTopic("unknown topic")
         return topic
 
     def topic_names(self) -> list[str]:

@@ -27,6 +27,7 @@ from broker.errors import (
     InternalError,
     InvalidGroupRequest,
     InvalidReplicaRequest,
+    InvalidTopicName,
     KeyRequired,
     NotLeader,
     ReplicationTimeout,
@@ -36,6 +37,8 @@ from broker.errors import (
     Unauthenticated,
     Unavailable,
     UnknownCommand,
+    UnknownPartition,
+    UnknownTopic,
 )
 from broker.kafka.codec import CorruptMessageSet, ErrorCode
 from broker.transport.errors import ErrorTable
@@ -74,6 +77,9 @@ class KafkaError(Exception):
 CODE_BY_ERROR: Mapping[type[BaseException], ErrorCode] = {
     # broker.errors: the broker's own refusals
     BadRequest: ErrorCode.CORRUPT_MESSAGE,  # input the store refuses: a produce's batch
+    UnknownTopic: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,  # the core's topic resolution
+    UnknownPartition: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    InvalidTopicName: ErrorCode.INVALID_TOPIC_EXCEPTION,
     UnknownCommand: ErrorCode.UNKNOWN_SERVER_ERROR,
     Unavailable: ErrorCode.LEADER_NOT_AVAILABLE,  # shutting down: retriable, clients retry
     Unauthenticated: ErrorCode.TOPIC_AUTHORIZATION_FAILED,

@@ -2,19 +2,21 @@
 
 Owns: running the framer (``broker.v1.codec.framing.LineFramer``, the one the framing tests test)
 over each read, the PRODUCE fast path (the codec's faster branch, ``Codec.scan_produce``,
-a run of plain PRODUCEs scanned in place at the framer's cursor, compiled or its twin; it feeds the same handler as a parsed PRODUCE,
-``Handlers.produce_message``), and the per-connection queue that keeps replies in request
-order while some wait (fsync, acks=all, group writes, long polls). What every connection
-needs whatever its protocol (socket options, idle timeout, flow control, half-close, the
-connection limit) is ``broker.connection``'s.
+a run of plain PRODUCEs scanned in place at the framer's cursor, compiled or its twin; it
+feeds the same handler as a parsed PRODUCE, ``Handlers.produce_message``, and answers
+through the same boundary, ``Handlers.boundary``), and the per-connection queue that keeps
+replies in request order while some wait (fsync, acks=all, group writes, long polls). What
+every connection needs whatever its protocol (socket options, idle timeout, flow control,
+half-close, the connection limit) is ``broker.connection``'s.
 
 The PRODUCE path, socket to fsync: ``dataReceived`` -> ``LineFramer.take_fast`` (fast:
 a run scanned at the cursor; else a line -> ``lineReceived`` -> ``Codec.parse_command`` ->
-``Handlers.dispatch`` -> ``Handlers.produce``) -> ``Handlers.produce_message`` ->
-``BrokerCore.produce_to`` (queued in this turn's batch for the partition) ->
-``BrokerCore.flush`` (one append a partition a turn; the fsync as ``durability`` says) ->
-``V1Protocol.produced`` (the slot gets ``replies.produce_ok``) -> ``drain`` (replies in
-request order, one write per read).
+``Handlers.dispatch`` -> ``Handlers.produce``) -> ``Handlers.produce_message``, which is
+``ProducePipeline.produce_to`` (queued in this turn's batch for the partition) ->
+``ProducePipeline.flush`` (one append a partition a turn; answered when
+``_when_durable`` says) -> ``V1Protocol.produced`` (the slot gets ``replies.produce_ok``)
+-> ``drain`` (replies in request order, one write per read). docs/architecture.md lists the
+walk, measured by tests/test_produce_walk.py.
 
 Why not ``LineReceiver``: it re-splits the whole buffer for every line, which is quadratic
 on a burst of thousands of pipelined requests (``broker.v1.codec.framing``).
@@ -287,7 +289,7 @@ class V1Protocol(Connection):
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         self._out_bytes = 0
-        self.write_now(data)
+        self.write_chunks((data,))
 
     def drain(self) -> None:
         """Move every reply whose turn has come to the transport; then run a command that
@@ -332,8 +334,7 @@ class V1Protocol(Connection):
                      hw: int) -> None:
         fill_produce_ok(tokens, partition, first_offset, hw)  # compiled, or its twin
 
-    def flush(self) -> None:
-        self.drain()
+    flush = drain  # ProduceSink.flush: the answers of a group are in; write what is due
 
 
 class V1Factory(ConnectionFactory):

@@ -1,8 +1,8 @@
 """The SendMessages message area: checking it, splitting it, and building it for clients.
 
 Owns: ``INDEX_SIZE`` (the 16-byte index entry), ``check_messages`` and ``split_messages``
-(the message area -> end positions for ``BrokerCore.produce_framed``, or the lists
-``BrokerCore.produce_batch`` takes), ``encode_messages`` (payloads -> the area a client
+(the message area -> end positions for ``BrokerCore.produce_framed``, or the payload and
+header lists), ``encode_messages`` (payloads -> the area a client
 sends) and ``message_sizes`` (the area -> each message's size, for the index). Message
 bytes (the 64-byte header) use the constants of ``data.format``: stored records are Iggy
 messages. A malformed area raises ``IggyError`` with the status that answers it.

@@ -32,7 +32,6 @@ from broker.kafka.mapping import (
     message_set,
     record_batches,
 )
-from data.names import is_valid_name
 
 __all__ = ["VERSIONS", "produce", "fetch", "list_offsets"]
 
@@ -121,20 +120,12 @@ def _all_fired(ds: list[Deferred[Any]]) -> Deferred[None]:
     return done
 
 
-def _topic_for_write(ctx: Context, name: str, partition: int) -> None:
-    """Refuse (error 3) a produce to an unknown topic or partition; create the topic first
-    when ``auto_create_topics`` allows (as V1's PRODUCE does, and Kafka's broker)."""
-    core = ctx.core
-    config = core.topic_config(name) if ctx.visible(name) else None
-    if config is None:
-        if not is_valid_name(name):
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"invalid topic name {name!r}")
-        if not (ctx.visible(name) and ctx.auto_create_topics):
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}")
-        config = core.resolve(name, None, True).config
-    if not 0 <= partition < config.partitions:
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                         f"partition {partition} of {name} does not exist")
+def _refuse_hidden(ctx: Context, name: str) -> None:
+    """Another transport's own topics (``__iggy.*``) are unknown to Kafka clients; every
+    other name is resolved by the core (``Topics.resolve``: unknown topic, invalid name,
+    partition out of range, auto-create as ``auto_create_topics`` says)."""
+    if not ctx.visible(name):
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}")
 
 
 MAX_ACK_WAIT_MS = 300_000
@@ -209,9 +200,10 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
                        ack_timeout_ms: int | None = None, version: int = 0
                        ) -> c.ProducePartitionResponse | Deferred[c.ProducePartitionResponse]:
     index = part.index
-    _topic_for_write(ctx, topic, index)
+    _refuse_hidden(ctx, topic)
     records = part.records
     if not records:
+        ctx.core.resolve(topic, index, True)  # nothing to append: still the topic's refusals
         return c.ProducePartitionResponse(index, 0, -1)
     if c.is_batch_v2(records):
         parts = _framed_v2(ctx, records)
@@ -221,14 +213,14 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
         parts = [(*_framed_v01(ctx, records), None)]
     parts = [part for part in parts if part[1]]
     if not parts:
+        ctx.core.resolve(topic, index, True)
         return c.ProducePartitionResponse(index, 0, -1)
-    log_append = _log_append_time(ctx, topic)
     answers: list[Deferred[Any]] = []
     for n, (messages, ends, producer) in enumerate(parts):
         d: Deferred[Any] = Deferred()
         try:
             ctx.core.produce_framed(topic, index, messages, ends, acks, d.callback,
-                                    ack_timeout_ms, producer)
+                                    ack_timeout_ms, producer, create=True)
         except REFUSALS as error:
             if n == 0:
                 raise
@@ -242,6 +234,7 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
         for result in results:
             if type(result) is not ProduceResult:
                 return c.ProducePartitionResponse(index, int(code_for(result)), -1)
+        log_append = _log_append_time(ctx, topic)  # the topic exists now
         return c.ProducePartitionResponse(index, 0, results[0].offset,
                                           ctx.now_us() // 1000 if log_append else -1,
                                           ctx.core.earliest_offset(topic, index))

@@ -740,7 +740,7 @@ def acl_entry(binding: AclBinding) -> str:
 _Parser: TypeAlias = Callable[[str, str], Any]
 
 
-# The common PRODUCE shape, validated in one C-level match (see Codec.parse_produce_fast):
+# The common PRODUCE shape, validated in one C-level match (see _scan_produce_py):
 # printable ASCII only, single spaces, optional acks=. Key: no ',', '|' or ':'; value: no
 # ',' or '|'; cid: no '|'. PRODUCE_LINE_RE also matches the line's terminator, so the
 # transport can walk a whole read with ``match(buf, pos)`` without slicing lines.
@@ -750,7 +750,6 @@ _FAST_KEY = rb"([\x21-\x2b\x2d-\x39\x3b-\x7b\x7d\x7e]{0,255})"
 _FAST_VALUE = rb"([\x21-\x2b\x2d-\x7b\x7d\x7e]*)"
 _FAST_BODY = (rb"V1\|" + _FAST_CID + rb"\|PRODUCE\|" + _FAST_TOPIC + rb" " + _FAST_KEY + rb":"
               + _FAST_VALUE + rb"(?: acks=(0|1|all))?\r?")
-_PRODUCE_FAST_RE = re.compile(_FAST_BODY)
 PRODUCE_LINE_RE = re.compile(_FAST_BODY + rb"\n")
 _match_produce_line = PRODUCE_LINE_RE.match
 FAST_ACKS = {None: "1", b"0": "0", b"1": "1", b"all": "all"}
@@ -763,8 +762,8 @@ ProduceRun: TypeAlias = "list[tuple[bytes, bytes, bytes, bytes, str, int]]"
 def _scan_produce_py(buffer: bytes, pos: int, most: int, max_line: int,
                      max_value: int) -> tuple[ProduceRun, int]:
     """The PRODUCE fast path over a read: at most ``most`` plain PRODUCE lines from ``pos``
-    (``PRODUCE_LINE_RE``, then ``Codec.fast_match_ok``'s rules with ``max_value``, and at
-    most ``max_line`` bytes each with the terminator), as ``(cid, topic, key, value, acks,
+    (``PRODUCE_LINE_RE``, then the rules the regex cannot say, and at most ``max_line``
+    bytes each with the terminator), as ``(cid, topic, key, value, acks,
     start)`` with acks ``"0"``, ``"1"`` or ``"all"``; and the position after the last one.
     Stops at the first line of another shape and at the end of ``buffer``.
 
@@ -777,6 +776,8 @@ def _scan_produce_py(buffer: bytes, pos: int, most: int, max_line: int,
         match = _match_produce_line(buffer, pos)
         if match is None:
             break
+        # The rules the regex cannot say: the value's size; topics starting with "__" take
+        # the full path (the handlers check reserved names); the names "." and "..".
         if match.end(4) - match.start(4) > max_value or buffer.startswith(b"__", match.start(2)) \
                 or (match.end(2) - match.start(2) <= 2 and match.group(2).strip(b".") == b""):
             break
@@ -845,35 +846,11 @@ class Codec:
         }
         assert self._parsers.keys() == ALL_COMMANDS.keys() | SECURITY_COMMANDS.keys()
 
-    def parse_produce_fast(self, line: bytes) -> tuple[bytes, bytes, bytes, bytes, str] | None:
-        """The hot path: ``(cid, topic, key, value, acks)`` for a plain, printable-ASCII
-        PRODUCE line in its common shape (single spaces, optionally ``acks=``), or None.
-
-        None means "not this shape", never "invalid": the caller then uses
-        ``parse_command``, which gives the same command or the precise error. Whatever this
-        accepts, ``parse_command`` accepts with the same fields (a property test pins it).
-        """
-        match = _PRODUCE_FAST_RE.fullmatch(line)
-        if match is None or not self.fast_match_ok(match):
-            return None
-        cid, topic, key, value, acks = match.groups()
-        return cid, topic, key, value, FAST_ACKS[acks]
-
     def scan_produce(self, buffer: bytes, pos: int, most: int,
                      max_line: int) -> tuple[ProduceRun, int]:
         """The framer's fast path (``LineFramer.take_fast``): the run of plain PRODUCE lines
         at ``pos`` under this codec's value limit (``scan_produce``: compiled or its twin)."""
         return scan_produce(buffer, pos, most, max_line, self._max_value)
-
-    def fast_match_ok(self, match: re.Match[bytes]) -> bool:
-        """The rules the fast regex cannot say: value size and the names '.'/'..'. Topics
-        starting with ``__`` take the full path too, where the handlers check reserved
-        names (``broker.v1.handlers.dispatch``)."""
-        if match.end(4) - match.start(4) > self._max_value:
-            return False
-        if match.string.startswith(b"__", match.start(2)):
-            return False
-        return match.end(2) - match.start(2) > 2 or match.group(2).strip(b".") != b""
 
     def parse_command(self, line: bytes) -> Command | None:
         """Parse one request line given WITHOUT its ``\\n`` terminator.

@@ -84,11 +84,15 @@ class Handlers(ReplicationHandlers, AdminHandlers):
             refused=_refused, internal=_internal)
         """Every exception -> an ERR line (``broker.transport.boundary``); the PRODUCE fast
         path (``broker.v1.protocol``) answers through it too."""
-        # The one PRODUCE handler is the core's pipeline entry itself, bound here so the
-        # fast path pays no extra call per message (see ``produce_message`` below).
-        self.produce_message = core.produce_to  # type: ignore[method-assign]
+        self.produce_message: Callable[..., None] = core.produce_to
+        """The one PRODUCE handler: a parsed PRODUCE comes here through ``produce``, and the
+        transport's fast path (the codec's ``scan_produce``) straight from the framer. It is
+        the core's entry itself (``BrokerCore.produce_to``), so the fast path pays no extra
+        call per message; with ACLs on, ``_checked_produce``. The result goes to
+        ``sink.produced`` with the slot as its token; refusals that change nothing (unknown
+        topic, NOT_LEADER...) raise ``SkerryError`` at once."""
         if core.access.enabled:  # ACLs: the fast path checks Write too (broker/v1/access.py)
-            self.produce_message = self._checked_produce  # type: ignore[method-assign]
+            self.produce_message = self._checked_produce
             self.produce_run = self._checked_produce_run  # type: ignore[method-assign]
         self.table: dict[type, Callable[[Any, Slot, Connection], bytes | None]] = {
             c.Ping: self.ping,
@@ -330,15 +334,6 @@ class Handlers(ReplicationHandlers, AdminHandlers):
         self.produce_message(cmd.topic, cmd.partition, cmd.key.encode(), cmd.value, cmd.acks,
                              conn, slot, cmd.pid, cmd.seq)
         return None
-
-    def produce_message(self, topic: str, partition: int | None, key: bytes, value: bytes,
-                        acks: str, sink: ProduceSink, slot: Slot, pid: str | None = None,
-                        seq: int | None = None) -> None:
-        """The one PRODUCE handler: a parsed PRODUCE comes here through ``produce``, and the
-        transport's fast path (the codec's ``scan_produce``) straight from the framer. The
-        result goes to ``sink.produced`` with ``slot`` as its token; refusals that change
-        nothing (unknown topic, NOT_LEADER...) raise ``SkerryError`` at once."""
-        self.core.produce_to(topic, partition, key, value, acks, sink, slot, pid, seq)
 
     def produce_run(self, topic: str, keys: Sequence[bytes], values: Sequence[bytes],
                     acks: str, sink: ProduceSink, slots: Sequence[Slot]) -> None:
