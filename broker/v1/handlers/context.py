@@ -26,10 +26,10 @@ from broker.errors import (
 )
 from broker.services.consumer_groups import ConsumerGroupService
 from broker.services.groups import GroupService
-from broker.services.iggy_catalog import CONSUMER_GROUP_PREFIX, STORE_PREFIX
 from broker.services.replication import ReplicationService
 from broker.transport.boundary import Boundary
 from broker.v1 import codec as c
+from data.names import IGGY_GROUP_PREFIX, IGGY_STORE_PREFIX
 
 log = logging.getLogger("skerry.handlers")
 
@@ -78,6 +78,7 @@ BROKER_ONLY_COMMANDS = frozenset((
     "ADMIN_CREATE_TOPIC", "ADMIN_REGISTER_BROKER", "ADMIN_BROKER_HEARTBEAT",
     "ADMIN_SET_PARTITION_LEADER", "ADMIN_GET_METADATA",
 ))
+
 """Commands only a broker principal may send on a cluster member with authentication on
 (``Handlers.peer_users``): they move a partition's ISR, ``hw``, leadership or the cluster's
 metadata (docs/replication.md, Security between brokers). Listed by wire name, so a command
@@ -86,7 +87,7 @@ added later under one of these names is gated the moment it exists."""
 
 def _reserved_topic(topic: str) -> BadRequest:
     return BadRequest(f"topic {topic} is reserved for the Iggy transport's internal use "
-                      f"(names starting with {STORE_PREFIX}): over V1 it can be read, not "
+                      f"(names starting with {IGGY_STORE_PREFIX}): over V1 it can be read, not "
                       f"created, written, changed or consumed in a group")
 
 
@@ -94,11 +95,11 @@ def _check_reserved(cmd: Any) -> None:
     """``BadRequest`` for a V1 command that would create, write or change the Iggy
     transport's internal topics or consumer pseudo-groups."""
     kind = type(cmd)
-    if kind in _TOPIC_WRITES and cmd.topic.startswith(STORE_PREFIX):
+    if kind in _TOPIC_WRITES and cmd.topic.startswith(IGGY_STORE_PREFIX):
         raise _reserved_topic(cmd.topic)
-    if kind in _GROUP_WRITES and cmd.group.startswith(CONSUMER_GROUP_PREFIX):
+    if kind in _GROUP_WRITES and cmd.group.startswith(IGGY_GROUP_PREFIX):
         raise BadRequest(f"group {cmd.group} is reserved for the Iggy transport's internal "
-                         f"use (names starting with {CONSUMER_GROUP_PREFIX}): over V1 its "
+                         f"use (names starting with {IGGY_GROUP_PREFIX}): over V1 its "
                          f"offsets can be read, not changed")
 
 

@@ -37,7 +37,6 @@ from broker.services.consumer_groups import ConsumerGroupService
 from broker.services.coordinators import Route
 from broker.services.group_views import GroupViews
 from broker.services.groups import GroupService
-from broker.services.iggy_catalog import STORE_PREFIX
 from broker.services.replication import ReplicationService
 from broker.transport.boundary import Boundary
 from broker.v1 import access as v1_access
@@ -61,6 +60,7 @@ from broker.v1.handlers.context import (
 )
 from broker.v1.handlers.forward import FORWARD_CID_PREFIX, GROUP_COMMANDS, command_line, relay
 from broker.v1.handlers.replication import ReplicationHandlers
+from data.names import IGGY_STORE_PREFIX
 from groups.consumer_effects import HeartbeatRequest
 from groups.kafka_errors import KafkaGroupError
 from groups.records import GROUPS_TOPIC
@@ -394,7 +394,7 @@ class Handlers(ReplicationHandlers, AdminHandlers):
         return None
 
     def consume(self, cmd: c.Consume, slot: Slot, conn: Connection) -> bytes | None:
-        if cmd.topic.startswith(STORE_PREFIX) and self.core.topic_config(cmd.topic) is None:
+        if cmd.topic.startswith(IGGY_STORE_PREFIX) and self.core.topic_config(cmd.topic) is None:
             raise _reserved_topic(cmd.topic)  # read it if it exists; never auto-create it
         if not cmd.detail:  # the common form: straight from the stored bytes, no records
             raw, hw = self.core.read_raw(cmd.topic, cmd.partition, cmd.offset, cmd.max_messages)
@@ -498,7 +498,7 @@ class Handlers(ReplicationHandlers, AdminHandlers):
         if service is None:
             raise BadRequest("GROUP_HEARTBEAT is not enabled on this broker")
         for topic in cmd.topics or ():
-            if topic.startswith(STORE_PREFIX):
+            if topic.startswith(IGGY_STORE_PREFIX):
                 raise _reserved_topic(topic)
         ids = {name: meta.topic_id for name, meta in service.topics().items()}
         owned = None
