@@ -118,8 +118,9 @@ class ProduceSink(Protocol):
     """Where produce results go: a transport connection, answered in bulk.
 
     ``produced`` is called once per message (``error`` set when it failed, and then
-    ``offset`` and ``hw`` are -1); ``flush`` once per sink after each group of results, so a
-    connection writes all its replies of a batch at once. Optionally a sink also has
+    ``offset`` and ``hw`` are -1); ``drain`` once per sink after each group of results, so a
+    connection writes all its replies of a batch at once (the core's own ``flush`` is
+    something else: appending the turn's batches to the store). Optionally a sink also has
     ``produced_run(tokens, partition, first_offset, hw)``: the successes of a run of
     messages with consecutive offsets that all go to it, ``tokens[i]`` at
     ``first_offset + i``, in one call (the V1 connection has it; a sink without it gets
@@ -129,4 +130,4 @@ class ProduceSink(Protocol):
     def produced(self, token: Any, partition: int, offset: int, hw: int,
                  error: SkerryError | None) -> None: ...
 
-    def flush(self) -> None: ...
+    def drain(self) -> None: ...

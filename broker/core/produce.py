@@ -16,7 +16,7 @@ run of one topic and acks level): the partition is picked by the key's FNV-1a ha
 given; the message joins its partition's ``_Batch`` for this reactor turn (whatever
 connection sent it), and the first message of a turn schedules ``flush`` with
 ``callLater(0)``; ``flush`` appends each partition's batch (``PartitionLog.append``).
-Answers go to the ``ProduceSink`` (the connection), one ``flush`` per sink per group of
+Answers go to the ``ProduceSink`` (the connection), one ``drain`` per sink per group of
 answers.
 
 Whole batches (``produce_framed``: Kafka's Produce, Iggy's SendMessages, TANK's produce,
@@ -86,7 +86,7 @@ ProduceCallback = Callable[[ProduceResult | SkerryError], None]
 ``ProduceResult`` or the ``SkerryError`` that failed it, once it is as durable as ``acks``
 asks. The per-message entries (``produce_to``, ``produce_run``) answer the same fields
 through a ``ProduceSink`` instead (``produced(token, partition, offset, hw, error)``, then
-``flush``): its answers for one connection come in bulk, without a callable per message."""
+``drain``): its answers for one connection come in bulk, without a callable per message."""
 
 
 class _Batch:
@@ -302,7 +302,7 @@ class ProducePipeline:
                 sink.produced(token, partition, -1, -1, error)
             else:
                 sink.produced(token, partition, offset, self._hw(topic, partition), None)
-            sink.flush()
+            sink.drain()
 
         self._when_durable(topic, partition, plog, offset + 1, acks, answer)
 
@@ -396,7 +396,7 @@ class ProducePipeline:
 
     def _answer(self, batch: _Batch, first: int, group: Sequence[int],
                 error: SkerryError | None) -> None:
-        """Hand each message's result to its sink, then flush each sink once."""
+        """Hand each message's result to its sink, then drain each sink once."""
         partition = batch.partition
         sinks, tokens = batch.sinks, batch.tokens
         if error is not None:
@@ -411,7 +411,7 @@ class ProducePipeline:
             run = getattr(sink, "produced_run", None)  # optional (ports.ProduceSink)
             if run is not None and same.count(sink) == stop - start:  # C-level count
                 run(tokens[start:stop], partition, first + start, hw)
-                sink.flush()
+                sink.drain()
                 return
         touched: dict[int, ProduceSink] = {}
         for index in group:
@@ -421,7 +421,7 @@ class ProducePipeline:
             sink.produced(tokens[index], partition, offset, hw, error)
             touched[id(sink)] = sink
         for sink in touched.values():
-            sink.flush()
+            sink.drain()
 
     # ---------------------------------------------------------------- whole batches
 

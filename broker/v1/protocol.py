@@ -334,7 +334,7 @@ class V1Protocol(Connection):
                      hw: int) -> None:
         fill_produce_ok(tokens, partition, first_offset, hw)  # compiled, or its twin
 
-    flush = drain  # ProduceSink.flush: the answers of a group are in; write what is due
+    # ProduceSink.drain is ``drain`` above: the answers of a group are in; write what is due.
 
 
 class V1Factory(ConnectionFactory):

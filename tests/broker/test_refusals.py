@@ -197,7 +197,7 @@ class _NoSink:
     def produced(self, token: Any, partition: int, offset: int, hw: int, error: Any) -> None:
         pass
 
-    def flush(self) -> None:
+    def drain(self) -> None:
         pass
 
 
