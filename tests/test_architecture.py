@@ -10,6 +10,8 @@
   table (``broker.tank.errors``), to codes the reference TANK client knows.
 - The Kafka table (``broker.kafka.errors``) maps the same classes, and the Kafka group
   coordinator's (``groups.kafka_errors``) with a code each.
+- The reply slot (``broker.transport.slots``) is indexed by its positions' names, never by
+  a bare number.
 """
 
 from __future__ import annotations
@@ -414,6 +416,29 @@ def error_roots() -> tuple[type[BaseException], ...]:
     return (SkerryError, *others)
 
 
+SLOT_NAMES = {"slot", "entry", "token", "last_slot"}
+"""What the modules of the reply slot call one (``broker.transport.slots``)."""
+
+
+def bare_slot_indexes(root: Path) -> list[str]:
+    """In every ``broker/`` module that imports ``broker.transport.slots``: a slot indexed
+    by a bare number (``slot[0]``, ``pending[0][0]``) instead of a position's name."""
+    found = []
+    for rel, _module in python_modules(root, "broker"):
+        source = (root / rel).read_text(encoding="utf-8")
+        if "broker.transport.slots" not in source:
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+                    and isinstance(node.slice.value, int)):
+                continue
+            value = node.value
+            if isinstance(value, ast.Name) and value.id in SLOT_NAMES \
+                    or isinstance(value, ast.Subscript):
+                found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
 def _write(root: Path, files: dict[str, str]) -> Path:
     for rel, text in files.items():
         path = root / rel
@@ -533,3 +558,22 @@ class SizeRuleTests:
             "pkg/big.py:1: class Big has 36 methods",
             "pkg/long.py: 801 lines",
         ]
+
+
+class SlotRuleTests:
+    def test_no_slot_is_indexed_by_a_bare_number(self) -> None:
+        """Every place of a reply slot is read and written by its name (REPLY, CID, T0,
+        WEIGHT, CMD), in every module that uses the record."""
+        assert bare_slot_indexes(ROOT) == []
+
+    def test_the_slot_rule_fails_on_planted_indexes(self, tmp_path: Path) -> None:
+        """``slot[0]`` and ``pending[0][0]`` are found in a module of the slot; named
+        positions, other names and modules that do not use the slot pass."""
+        root = _write(tmp_path, {
+            "broker/v1/p.py": "from broker.transport.slots import REPLY\n"
+                              "slot[0] = b''\nx = pending[0][0]\n"
+                              "slot[REPLY] = b''\ny = pending[0][REPLY]\nz = tokens[1]\n",
+            "broker/v1/other.py": "slot[0] = b''\n",
+        })
+        assert bare_slot_indexes(root) == ["broker/v1/p.py:2: slot[0]",
+                                           "broker/v1/p.py:3: pending[0][0]"]

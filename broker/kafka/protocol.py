@@ -40,6 +40,7 @@ from broker.connection import Connection, ConnectionFactory
 from broker.kafka.codec import FrameSplitter, FrameTooLarge
 from broker.kafka.handlers import CLOSE, KafkaHandlers
 from broker.kafka.sasl import SaslGate, Step
+from broker.transport.slots import REPLY
 
 __all__ = ["KafkaProtocol", "KafkaFactory", "MAX_IN_FLIGHT"]
 
@@ -61,7 +62,7 @@ class KafkaProtocol(Connection):
         super().__init__(factory)
         self._splitter = FrameSplitter(factory.max_frame_bytes)
         self._frames: deque[bytes] = deque()  # read, not dispatched yet
-        self._replies: deque[list[Any]] = deque()  # [reply or _PENDING], in request order
+        self._replies: deque[list[Any]] = deque()  # slots [reply or _PENDING], in request order
         self._out: list[bytes] = []
         self._processing = False
         self._closing = False  # a CLOSE was dispatched: read and run nothing more
@@ -191,7 +192,7 @@ class KafkaProtocol(Connection):
             self.transport.loseConnection()
 
     def _answer(self, reply: bytes | None, slot: list[Any]) -> None:
-        slot[0] = reply
+        slot[REPLY] = reply
         if self.transport is None:
             return
         if self._replies and self._replies[0] is slot:
@@ -206,7 +207,7 @@ class KafkaProtocol(Connection):
         replies = self._replies
         out = self._out
         while replies:
-            value = replies[0][0]
+            value = replies[0][REPLY]
             if value is _PENDING:
                 return
             replies.popleft()

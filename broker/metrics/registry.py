@@ -26,6 +26,7 @@ from twisted.internet.interfaces import IReactorTime
 
 from broker.errors import SkerryError
 from broker.metrics.health import Health
+from broker.transport.slots import CMD, REPLY, T0, WEIGHT
 from data import speedups
 from data.format import HEADER_SIZE
 from data.names import INTERNAL_PREFIX
@@ -171,21 +172,21 @@ class BrokerMetrics:
         """Count a request and stamp its reply slot ``[reply, cid]`` with the arrival time,
         a weight and the command: ``[reply, cid, t0, 1, command]``."""
         self.requests[command] = self.requests.get(command, 0) + 1
-        slot += (self.now(), 1, command)
+        slot += (self.now(), 1, command)  # at T0, WEIGHT, CMD (broker.transport.slots)
 
     def fast_produced(self, count: int, last_slot: list[Any], started: float) -> None:
         """``count`` PRODUCE lines of one read took the fast path; ``last_slot`` is the
         last one's reply slot. Its latency stands for all of them (they are answered
         together, in order, and it is answered last)."""
         self.requests["PRODUCE"] = self.requests.get("PRODUCE", 0) + count
-        if last_slot[0] is None:
-            last_slot += (started, count, "PRODUCE")
+        if last_slot[REPLY] is None:
+            last_slot += (started, count, "PRODUCE")  # T0, WEIGHT, CMD
         else:
             self._observe("PRODUCE", self.now() - started, count)
 
     def answered(self, slot: list[Any]) -> None:
         """The reply of a stamped slot was queued for the socket."""
-        self._observe(slot[4], self.now() - slot[2], slot[3])
+        self._observe(slot[CMD], self.now() - slot[T0], slot[WEIGHT])
 
     def refused(self, operation: str, resource_type: str) -> None:
         """An ACL refused a request (``broker.core.access.AccessGate``)."""

@@ -7,6 +7,8 @@ instead of each keeping its own copy.
   their requests with.
 - ``boundary``: ``Boundary``, the dispatch boundary: every exception answered in the
   transport's shape (INTERNAL for a bug), the shutting-down check, requests per command.
+- ``slots``: ``Slot``, a reply's place in a connection's order (a list), and the names of
+  its positions (``REPLY``, ``CID``, ``T0``, ``WEIGHT``, ``CMD``).
 - ``listeners``: ``Listener``, one transport's listening socket, which ``broker.server``
   loops over to listen, refuse and wait.
 

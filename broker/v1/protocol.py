@@ -36,6 +36,7 @@ from twisted.internet.interfaces import IReactorTime
 
 from broker.connection import Connection, ConnectionFactory
 from broker.errors import BadRequest, SkerryError, Unauthenticated, Unavailable
+from broker.transport.slots import CID, REPLY, T0
 from broker.v1 import codec
 from broker.v1.codec.framing import TOO_LONG, LineFramer
 from broker.v1.codec.replies import PRODUCE_OK, err, fill_produce_ok, line_too_long_reply
@@ -257,13 +258,13 @@ class V1Protocol(Connection):
         if metrics is not None:
             metrics.received(cmd.name, slot)  # stamps the slot; timed once answered
         reply = self.handlers.dispatch(cmd, slot, self)
-        if metrics is not None and (reply is not None or slot[0] is not None
+        if metrics is not None and (reply is not None or slot[REPLY] is not None
                                     and not self._pending):
             metrics.answered(slot)  # answered now; queued slots are timed in drain
         if reply is not None:
             self._emit(reply)
-        elif slot[0] is not None and not self._pending:
-            self._emit(slot[0])  # answered synchronously after all
+        elif slot[REPLY] is not None and not self._pending:
+            self._emit(slot[REPLY])  # answered synchronously after all
         else:
             self._pending.append(slot)
             if type(cmd) is not codec.Produce:
@@ -297,12 +298,12 @@ class V1Protocol(Connection):
         pending = self._pending
         out = self._out
         cmd_slots = self._cmd_slots
-        while pending and pending[0][0] is not None:
+        while pending and pending[0][REPLY] is not None:
             entry = pending.popleft()
-            line = entry[0]
+            line = entry[REPLY]
             if cmd_slots:
                 cmd_slots.discard(id(entry))
-            if len(entry) > 2:  # stamped by broker.metrics
+            if len(entry) > T0:  # stamped by broker.metrics
                 self.factory.metrics.answered(entry)
             out.append(line)
             self._out_bytes += len(line)
@@ -326,9 +327,9 @@ class V1Protocol(Connection):
     def produced(self, token: Any, partition: int, offset: int, hw: int,
                  error: SkerryError | None) -> None:
         if error is None:
-            token[0] = PRODUCE_OK % (token[1], partition, offset, hw)  # replies.produce_ok
+            token[REPLY] = PRODUCE_OK % (token[CID], partition, offset, hw)  # replies.produce_ok
         else:
-            token[0] = err(token[1].decode(), error)
+            token[REPLY] = err(token[CID].decode(), error)
 
     def produced_run(self, tokens: Sequence[Any], partition: int, first_offset: int,
                      hw: int) -> None:

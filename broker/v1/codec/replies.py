@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from broker.errors import BadRequest, SkerryError
+from broker.transport.slots import CID, REPLY
 from broker.v1.codec.commands import BAD_VALUE_RE, is_plain_key, is_plain_value
 from broker.v1.errors import code_for, message_for
 from data import speedups
@@ -112,7 +113,7 @@ def _fill_produce_ok_py(tokens: Sequence[Any], partition: int, first_offset: int
     offset = first_offset
     try:
         for token in tokens:
-            token[0] = PRODUCE_OK % (token[1], partition, offset, hw)
+            token[REPLY] = PRODUCE_OK % (token[CID], partition, offset, hw)
             offset += 1
     except (TypeError, IndexError):
         i = offset - first_offset

@@ -17,11 +17,11 @@ from broker.errors import (
     BadRequest,
 )
 from broker.services.cluster_admin import AdminPlane, Applied
+from broker.transport.slots import Slot
 from broker.v1 import codec as c
 from broker.v1.handlers.context import (
     Connection,
     HandlerContext,
-    Slot,
 )
 
 log = logging.getLogger("skerry.handlers")

@@ -1,9 +1,7 @@
-"""What every V1 handler module shares: the reply slot, the connection a command came
+"""What every V1 handler module shares: the connection a command came
 from, the attributes the shell sets, and how a handler answers later.
 
-Owns: ``Slot`` (``[reply line or None, correlation id as bytes]``, filled later by a handler
-that waits; a list because it is made per pipelined PRODUCE and the compiled
-``fill_produce_ok`` fills it in place), ``Connection``, ``HandlerContext`` (the state the
+Owns: ``Connection``, ``HandlerContext`` (the state the
 handler mixins read) and the small checks and constants more than one handler module
 uses.
 
@@ -33,12 +31,6 @@ from data.names import IGGY_GROUP_PREFIX, IGGY_STORE_PREFIX
 
 log = logging.getLogger("skerry.handlers")
 
-Slot = list
-"""A reply's place in the connection's order: ``[reply line or None, correlation id as
-bytes]``, to which ``broker.metrics`` appends ``started, weight, command`` when it times
-the request. A list, not a named record: one is made per pipelined PRODUCE and the
-compiled ``fill_produce_ok`` fills it in place; a ``dataclass(slots=True)`` measured 3.6
-times the cost (docs/performance.md, "The transport kit")."""
 
 
 class Connection(ProduceSink, Protocol):

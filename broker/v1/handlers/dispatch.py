@@ -5,9 +5,10 @@ the order of the checks a command needs after the codec's syntax checks (existen
 ranges -> generation and ownership -> the operation), and the wire text of every success.
 
 A handler is called as ``handler(cmd, slot, conn)`` and either returns the reply line
-(answered at once) or returns ``None`` after arranging to put the line into ``slot[0]`` and
+(answered at once) or returns ``None`` after arranging to put the line into ``slot[REPLY]`` and
 call ``conn.drain()`` later (produce, acks=all, group writes, long polls). The connection
-is also the ``ProduceSink`` produce results go to; ``slot[1]`` holds the correlation id.
+is also the ``ProduceSink`` produce results go to; ``slot[CID]`` holds the correlation id
+(``broker.transport.slots``).
 
 Must not import: Twisted's reactor, sockets, files. Only ``Deferred`` for waiting.
 """
@@ -39,6 +40,7 @@ from broker.services.group_views import GroupViews
 from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
 from broker.transport.boundary import Boundary
+from broker.transport.slots import REPLY, Slot
 from broker.v1 import access as v1_access
 from broker.v1 import codec as c
 from broker.v1.errors import from_group_refusal
@@ -53,7 +55,6 @@ from broker.v1.handlers.context import (
     _WRITE,
     BROKER_ONLY_COMMANDS,
     Connection,
-    Slot,
     _check_reserved,
     _reserved_topic,
     _unreachable,
@@ -237,7 +238,7 @@ class Handlers(ReplicationHandlers, AdminHandlers):
         """Fill ``slot`` from a Deferred result (or its error) and drain."""
 
         def done(result: Any) -> None:
-            slot[0] = self._render(cmd, result, render)
+            slot[REPLY] = self._render(cmd, result, render)
             conn.drain()
 
         d.addBoth(done)
@@ -298,7 +299,7 @@ class Handlers(ReplicationHandlers, AdminHandlers):
             return False, c.err(cmd.cid, Unauthenticated("invalid user or token"))
 
         def answer(reply: bytes) -> None:
-            slot[0] = reply
+            slot[REPLY] = reply
             conn.drain()
 
         def run(ok: bool, reply: bytes) -> None:
@@ -382,9 +383,9 @@ class Handlers(ReplicationHandlers, AdminHandlers):
 
         def done(result: Any) -> None:
             if isinstance(result, SkerryError):
-                slot[0] = c.err(cmd.cid, result)
+                slot[REPLY] = c.err(cmd.cid, result)
             else:
-                slot[0] = c.ok(cmd.cid, c.produce_batch_payload(
+                slot[REPLY] = c.ok(cmd.cid, c.produce_batch_payload(
                     result.partition, result.offset, result.count, result.hw,
                     result.duplicates if idempotent else None))
             conn.drain()

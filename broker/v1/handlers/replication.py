@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import logging
 
+from broker.transport.slots import Slot
 from broker.v1 import codec as c
 from broker.v1.handlers.context import (
     _PULL_DEFAULT_BYTES,
     _PULL_MAX_BYTES,
     Connection,
     HandlerContext,
-    Slot,
     _pull_reply,
 )
 
