@@ -1,0 +1,494 @@
+"""Skerry's Kafka face against Apache Kafka itself, on the same machine in the same run.
+
+Starts, in turn and each round on fresh data directories and free loopback ports:
+
+* **Apache Kafka 4.3.1** (``org.apache.kafka:kafka_2.13`` from Maven Central, classpath
+  from ``mvn dependency:build-classpath`` on ``bench/apache/pom.xml``): one KRaft process,
+  combined controller + broker, the settings of Kafka's shipped single-node
+  ``config/server.properties`` (everything else default: no fsync per write), the JVM
+  options of ``kafka-server-start.sh`` (``-Xmx1G -Xms1G``, G1);
+* **Skerry**: one broker, ``storage.fsync: interval`` (the nearest durability: Kafka
+  leaves writes in the page cache and never fsyncs a segment before it rolls).
+
+Against each it runs, with ``--messages`` 100-byte records per row:
+
+* produce, 1 and 6 partitions, acks=1 and acks=all, with librdkafka (confluent-kafka,
+  ``produce_batch``, as ``bench.kafka``) and with Kafka's ``ProducerPerformance``;
+* consume the full topic from the start with librdkafka (``assign``) and with Kafka's
+  ``ConsumerPerformance`` (a consumer group; its fetch rate, without the group join);
+* end-to-end latency p50/p99/p99.9 at a fixed 20,000 msgs/s for ``--latency-seconds``: a
+  librdkafka producer stamps the send time into each value and a librdkafka consumer in
+  the same process reads it back (the first second is warm-up and not counted);
+* the broker's CPU seconds per million messages for every row (``/proc/<pid>/stat``) and
+  its peak resident memory (``VmHWM``).
+
+Prints one table: medians over ``--rounds`` with ranges, and Skerry/Kafka per row. With
+``--write-doc`` it rewrites the text between ``<!-- apache:begin -->`` and
+``<!-- apache:end -->`` in docs/performance.md. Not measured yet: the 3-broker cluster row.
+
+Must not import: broker internals (both brokers are driven as a user would).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.iggy import _cpu_seconds, machine
+from bench.kafka import _consume as rdkafka_consume
+from bench.kafka import _produce as rdkafka_produce
+from bench.report import MarkerError
+from bench.serve import REPO_ROOT, start_serve, stop_serve
+from bench.servers import free_port
+
+__all__ = ["Row", "Sample", "run", "render", "write_doc", "main", "kafka_classpath"]
+
+POM_DIR = REPO_ROOT / "bench" / "apache"
+BEGIN = "<!-- apache:begin -->"
+END = "<!-- apache:end -->"
+DOC = REPO_ROOT / "docs" / "performance.md"
+SIZE = 100
+LATENCY_RATE = 20_000
+BATCH_BYTES = 1_000_000
+"""librdkafka's batch.size for both: under Kafka's default message.max.bytes (1 MiB)."""
+
+# kafka-server-start.sh: KAFKA_HEAP_OPTS and KAFKA_JVM_PERFORMANCE_OPTS as Kafka ships them.
+JVM_OPTS = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+            "-Djava.awt.headless=true"]
+TOOL_OPTS = ["-Xmx512M"]  # kafka-run-class.sh's heap for the tools
+
+
+@dataclass
+class Sample:
+    """One row's figure in one round: a rate (msgs/s, MB/s) or a latency (ms)."""
+
+    value: float
+    mb_s: float | None = None
+    cpu_s_per_m: float | None = None
+
+
+@dataclass
+class Row:
+    name: str
+    unit: str  # "msgs/s" or "ms"
+    skerry: list[Sample] = field(default_factory=list)
+    kafka: list[Sample] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------ the brokers
+
+
+def kafka_classpath() -> str:
+    """Kafka's broker and tools (4.3.1) from ~/.m2 (Maven Central the first time)."""
+    out = POM_DIR / "target" / "classpath.txt"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mvn", "-B", "-q", "dependency:build-classpath",
+                               f"-Dmdep.outputFile={out}"], cwd=POM_DIR, capture_output=True,
+                              text=True, timeout=900)
+        if done.returncode != 0:
+            raise RuntimeError(done.stdout[-3000:] + done.stderr[-3000:])
+    return out.read_text().strip()
+
+
+@dataclass
+class Broker:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def cpu(self) -> float:
+        return _cpu_seconds(self.proc.pid) or 0.0
+
+    def peak_rss_mb(self) -> float | None:
+        try:
+            with open(f"/proc/{self.proc.pid}/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return None
+
+
+def _server_properties(data: Path, port: int, controller: int) -> str:
+    # Kafka 4.3's config/server.properties, the single-node combined mode it ships
+    return "\n".join([
+        "process.roles=broker,controller", "node.id=1",
+        f"controller.quorum.bootstrap.servers=127.0.0.1:{controller}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+        "inter.broker.listener.name=PLAINTEXT",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "num.network.threads=3", "num.io.threads=8", "socket.send.buffer.bytes=102400",
+        "socket.receive.buffer.bytes=102400", "socket.request.max.bytes=104857600",
+        f"log.dirs={data}", "num.partitions=1", "num.recovery.threads.per.data.dir=1",
+        "offsets.topic.replication.factor=1", "share.coordinator.state.topic.replication.factor=1",
+        "share.coordinator.state.topic.min.isr=1", "transaction.state.log.replication.factor=1",
+        "transaction.state.log.min.isr=1", "log.retention.hours=168",
+        "log.segment.bytes=1073741824", "log.retention.check.interval.ms=300000", ""])
+
+
+def _wait_port(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: float) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"not listening after {timeout:.0f} s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def apache_kafka(workdir: Path, classpath: str) -> Iterator[Broker]:
+    port, controller = free_port(), free_port()
+    props = workdir / "server.properties"
+    props.write_text(_server_properties(workdir / "kafka-logs", port, controller))
+    cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    fmt = subprocess.run(["java", *TOOL_OPTS, "-cp", classpath, "kafka.tools.StorageTool",
+                          "format", "--standalone", "-t", cluster, "-c", str(props)],
+                         capture_output=True, text=True, timeout=180)
+    if fmt.returncode != 0:
+        raise RuntimeError(f"kafka-storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
+    log = workdir / "kafka.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["java", *JVM_OPTS, "-cp", classpath, "kafka.Kafka", str(props)],
+                                stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+    try:
+        _wait_port(proc, port, log, 180)
+        yield Broker("kafka", proc, port)
+    finally:
+        _stop(proc)
+
+
+@contextmanager
+def skerry(workdir: Path, python: str = sys.executable) -> Iterator[Broker]:
+    proc, port, _log = start_serve(workdir, {
+        "data_dir": str(workdir / "data"), "port": 0, "kafka_port": 0, "log_level": "warning",
+        "storage": {"fsync": "interval"}, "limits": {"max_pending_output_bytes": 8 << 20},
+    }, "kafka", python)
+    try:
+        yield Broker("skerry", proc, port)
+    finally:
+        stop_serve(proc)
+
+
+# --------------------------------------------------------------------------------- workloads
+
+
+def _create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(t, p, 1) for t, p in topics.items()],
+                                  operation_timeout=60, request_timeout=60)
+    for future in futures.values():
+        future.result(timeout=90)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # every partition has a leader
+        meta = admin.list_topics(timeout=10).topics
+        if all(t in meta and len(meta[t].partitions) == p
+               and all(pm.leader >= 0 for pm in meta[t].partitions.values())
+               for t, p in topics.items()):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topics {sorted(topics)} have no leaders")
+
+
+def _java_tool(classpath: str, main: str, args: Sequence[str], timeout: float) -> str:
+    done = subprocess.run(["java", *TOOL_OPTS, "-cp", classpath, main, *args],
+                          capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{main} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def producer_performance(classpath: str, bootstrap: str, topic: str, messages: int,
+                         acks: str) -> tuple[float, float]:
+    """Kafka's ProducerPerformance, unthrottled; its own (msgs/s, MB/s)."""
+    out = _java_tool(classpath, "org.apache.kafka.tools.ProducerPerformance", [
+        "--topic", topic, "--num-records", str(messages), "--record-size", str(SIZE),
+        "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+        f"acks={acks}"], 600)
+    # "N records sent, X records/sec (Y MB/sec), ..." -- the last such line is the total
+    line = [ln for ln in out.splitlines() if "records sent" in ln][-1]
+    rate = float(line.split(",")[1].split()[0])
+    mb = float(line.split("(")[1].split()[0])
+    return rate, mb
+
+
+def consumer_performance(classpath: str, bootstrap: str, topic: str,
+                         messages: int) -> tuple[float, float]:
+    """Kafka's ConsumerPerformance; its fetch rate (msgs/s, MB/s), the group join left out."""
+    out = _java_tool(classpath, "org.apache.kafka.tools.ConsumerPerformance", [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(messages),
+        "--timeout", "60000", "--group", f"perf-{uuid.uuid4().hex[:8]}"], 600)
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    header = [h.strip() for h in lines[-2].split(",")]
+    values = [v.strip() for v in lines[-1].split(",")]
+    row = dict(zip(header, values, strict=False))
+    if int(row["data.consumed.in.nMsg"]) < messages:
+        raise RuntimeError(f"ConsumerPerformance read {row['data.consumed.in.nMsg']} of {messages}")
+    return float(row["fetch.nMsg.sec"]), float(row["fetch.MB.sec"])
+
+
+def e2e_latency(bootstrap: str, topic: str, seconds: float, rate: int = LATENCY_RATE
+                ) -> tuple[float, float, float]:
+    """p50/p99/p99.9 ms from librdkafka send to librdkafka receive at ``rate`` msgs/s."""
+    from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                         "fetch.min.bytes": 1})
+    consumer.list_topics(topic, timeout=10)
+    consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
+    consumer.consume(num_messages=1, timeout=1.0)  # the assignment's offset is known
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "1"})
+    producer.list_topics(topic, timeout=10)
+    pad = b"x" * (SIZE - 20)
+    samples: list[float] = []
+    stop = threading.Event()
+    warm_until = time.perf_counter_ns() + 1_000_000_000
+    total = int(rate * (seconds + 1))
+
+    def read() -> None:
+        got = 0
+        while got < total and not stop.is_set():
+            for msg in consumer.consume(num_messages=1000, timeout=0.1):
+                if msg.error() is not None:
+                    continue
+                now = time.perf_counter_ns()
+                sent = int(msg.value()[:20])
+                got += 1
+                if sent >= warm_until:
+                    samples.append((now - sent) / 1e6)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    began = time.perf_counter()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.perf_counter() - began) * rate))
+        while sent < due:
+            producer.produce(topic, b"%020d" % time.perf_counter_ns() + pad, partition=0)
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.0005)
+    producer.flush(30)
+    reader.join(timeout=30)
+    stop.set()
+    consumer.close()
+    if len(samples) < rate * seconds * 0.9:
+        raise RuntimeError(f"latency run received {len(samples)} of ~{int(rate * seconds)} samples")
+    samples.sort()
+
+    def pct(q: float) -> float:
+        return samples[min(len(samples) - 1, int(q * len(samples)))]
+
+    return pct(0.50), pct(0.99), pct(0.999)
+
+
+# ------------------------------------------------------------------------------- one round
+
+
+PRODUCE = [(p, acks) for p in (1, 6) for acks in ("1", "all")]
+
+
+def _measure(broker: Broker, messages: int, step: Callable[[], tuple[float, float | None]]
+             ) -> Sample:
+    cpu = broker.cpu()
+    value, mb = step()
+    used = broker.cpu() - cpu
+    return Sample(value, mb, used / messages * 1e6 if messages else None)
+
+
+def one_round(broker: Broker, classpath: str, messages: int, latency_s: float
+              ) -> dict[str, Sample]:
+    topics = {f"{tool}-p{p}-a{acks}": p for tool in ("rd", "pp") for p, acks in PRODUCE}
+    topics["lat"] = 1
+    _create_topics(broker.bootstrap, topics)
+    got: dict[str, Sample] = {}
+    for p, acks in PRODUCE:
+        def rd(p: int = p, acks: str = acks) -> tuple[float, float]:
+            elapsed = rdkafka_produce(broker.port, messages, SIZE, p, acks, topic=f"rd-p{p}-a{acks}",
+                                      batch_bytes=BATCH_BYTES)
+            return messages / elapsed, messages * SIZE / elapsed / 1e6
+
+        got[f"produce {p}p acks={acks}, librdkafka"] = _measure(broker, messages, rd)
+        got[f"produce {p}p acks={acks}, ProducerPerformance"] = _measure(
+            broker, messages, lambda p=p, acks=acks: producer_performance(
+                classpath, broker.bootstrap, f"pp-p{p}-a{acks}", messages, acks))
+    for p in (1, 6):
+        def rdc(p: int = p) -> tuple[float, float]:
+            read, payload, elapsed = rdkafka_consume(broker.port, messages, p, 120,
+                                                     topic=f"rd-p{p}-a1")
+            if read != messages:
+                raise RuntimeError(f"librdkafka read {read} of {messages}")
+            return read / elapsed, payload / elapsed / 1e6
+
+        got[f"consume {p}p, librdkafka"] = _measure(broker, messages, rdc)
+        got[f"consume {p}p, ConsumerPerformance"] = _measure(
+            broker, messages, lambda p=p: consumer_performance(
+                classpath, broker.bootstrap, f"pp-p{p}-a1", messages))
+    cpu = broker.cpu()
+    p50, p99, p999 = e2e_latency(broker.bootstrap, "lat", latency_s)
+    per_m = (broker.cpu() - cpu) / (LATENCY_RATE * (latency_s + 1)) * 1e6
+    for name, value in (("p50", p50), ("p99", p99), ("p99.9", p999)):
+        got[f"end-to-end {name} at 20k msgs/s, ms"] = Sample(value, None, per_m)
+    rss = broker.peak_rss_mb()
+    if rss is not None:
+        got["broker peak RSS, MB"] = Sample(rss)
+    return got
+
+
+def run(*, rounds: int, messages: int, latency_s: float, python: str = sys.executable,
+        progress: Callable[[str], None] = lambda _s: None) -> list[Row]:
+    classpath = kafka_classpath()
+    rows: dict[str, Row] = {}
+    for r in range(rounds):
+        for name, start in (("skerry", lambda w: skerry(w, python)),
+                            ("kafka", lambda w: apache_kafka(w, classpath))):
+            workdir = Path(tempfile.mkdtemp(prefix=f"skerry-vs-apache-{name}-"))
+            try:
+                with start(workdir) as broker:
+                    progress(f"round {r + 1}/{rounds}: {name} on {broker.bootstrap}")
+                    for row, sample in one_round(broker, classpath, messages, latency_s).items():
+                        entry = rows.setdefault(row, Row(row, "ms" if "ms" in row or "MB" in row
+                                                         else "msgs/s"))
+                        getattr(entry, name).append(sample)
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+    return list(rows.values())
+
+
+# ----------------------------------------------------------------------------------- table
+
+
+def _fmt(v: float) -> str:
+    if v >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if v >= 1e4:
+        return f"{v / 1e3:.0f}k"
+    if v >= 100:
+        return f"{v:.0f}"
+    return f"{v:.2f}"
+
+
+def _cell(samples: list[Sample]) -> str:
+    if not samples:
+        return "-"
+    values = [s.value for s in samples]
+    med = statistics.median(values)
+    text = _fmt(med)
+    if len(values) > 1:
+        text += f" ({_fmt(min(values))}–{_fmt(max(values))})"
+    mbs = [s.mb_s for s in samples if s.mb_s is not None]
+    if mbs:
+        text += f", {statistics.median(mbs):.1f} MB/s"
+    return text
+
+
+def _cpu(samples: list[Sample]) -> str:
+    cpus = [s.cpu_s_per_m for s in samples if s.cpu_s_per_m is not None]
+    return f"{statistics.median(cpus):.1f}" if cpus else "-"
+
+
+def render(rows: list[Row], header: str) -> str:
+    lines = [header, "",
+             "| row | Skerry | Apache Kafka | Skerry/Kafka | broker CPU s per M msgs, Skerry / Kafka |",
+             "|---|---|---|---|---|"]
+    for row in rows:
+        s = statistics.median(x.value for x in row.skerry) if row.skerry else 0.0
+        k = statistics.median(x.value for x in row.kafka) if row.kafka else 0.0
+        ratio = f"{s / k:.2f}" if k else "-"
+        lines.append(f"| {row.name} | {_cell(row.skerry)} | {_cell(row.kafka)} | {ratio} | "
+                     f"{_cpu(row.skerry)} / {_cpu(row.kafka)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _header(rounds: int, messages: int, latency_s: float) -> str:
+    load = os.getloadavg()
+    return (f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine()} "
+            f"(Python {platform.python_version()}, Apache Kafka 4.3.1 on "
+            f"{_java_version()}); load average {load[0]:.1f} (1 min) before the table was "
+            f"printed. {rounds} round(s), {messages:,} x {SIZE}-byte records per row, "
+            f"latency {latency_s:g} s at {LATENCY_RATE:,} msgs/s; medians (min–max). Skerry "
+            f"`storage.fsync: interval`; Kafka defaults (no fsync: the page cache only). "
+            f"Throughput rows: higher is better; latency, CPU and RSS rows: lower is better.")
+
+
+def _java_version() -> str:
+    try:
+        out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60)
+        return out.stderr.splitlines()[0].replace('"', "")
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return "java"
+
+
+def write_doc(table: str, path: Path = DOC) -> None:
+    """Replace the text between the apache markers of ``path`` with ``table``."""
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    begins = [i for i, ln in enumerate(lines) if ln.strip() == BEGIN]
+    ends = [i for i, ln in enumerate(lines) if ln.strip() == END]
+    if len(begins) != 1 or len(ends) != 1 or begins[0] > ends[0]:
+        raise MarkerError(f"expected one {BEGIN} line followed by one {END} line in {path}")
+    block = BEGIN + "\n" + table.strip("\n") + "\n" + END + "\n"
+    path.write_text("".join(lines[:begins[0]]) + block + "".join(lines[ends[0] + 1:]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--messages", type=int, default=1_000_000,
+                        help="records per produce/consume row")
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--write-doc", action="store_true",
+                        help="rewrite the Apache Kafka table in docs/performance.md")
+    args = parser.parse_args(argv)
+    rows = run(rounds=max(1, args.rounds), messages=args.messages, latency_s=args.latency_seconds,
+               progress=lambda s: print(s, file=sys.stderr, flush=True))
+    table = render(rows, _header(args.rounds, args.messages, args.latency_seconds))
+    print(table)
+    if args.write_doc:
+        write_doc(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
