@@ -334,9 +334,15 @@ PRODUCE = [(p, acks) for p in (1, 6) for acks in ("1", "all")]
 
 
 def _measure(broker: Broker, messages: int, step: Callable[[], tuple[float, float | None]]
-             ) -> Sample:
+             ) -> Sample | None:
+    """One row; a row that fails is reported on stderr and left out of this round (its
+    cell shows the other rounds, or "-"), so one bad row does not lose the whole run."""
     cpu = broker.cpu()
-    value, mb = step()
+    try:
+        value, mb = step()
+    except Exception as exc:  # noqa: BLE001 - any failure of a client or tool: report, go on
+        print(f"{broker.name}: a row failed: {exc!r}"[:2000], file=sys.stderr, flush=True)
+        return None
     used = broker.cpu() - cpu
     return Sample(value, mb, used / messages * 1e6 if messages else None)
 
@@ -346,7 +352,7 @@ def one_round(broker: Broker, classpath: str, messages: int, latency_s: float
     topics = {f"{tool}-p{p}-a{acks}": p for tool in ("rd", "pp") for p, acks in PRODUCE}
     topics["lat"] = 1
     _create_topics(broker.bootstrap, topics)
-    got: dict[str, Sample] = {}
+    got: dict[str, Sample | None] = {}
     for p, acks in PRODUCE:
         def rd(p: int = p, acks: str = acks) -> tuple[float, float]:
             elapsed = rdkafka_produce(broker.port, messages, SIZE, p, acks, topic=f"rd-p{p}-a{acks}",
@@ -369,15 +375,20 @@ def one_round(broker: Broker, classpath: str, messages: int, latency_s: float
         got[f"consume {p}p, ConsumerPerformance"] = _measure(
             broker, messages, lambda p=p: consumer_performance(
                 classpath, broker.bootstrap, f"pp-p{p}-a1", messages))
-    cpu = broker.cpu()
-    p50, p99, p999 = e2e_latency(broker.bootstrap, "lat", latency_s)
-    per_m = (broker.cpu() - cpu) / (LATENCY_RATE * (latency_s + 1)) * 1e6
-    for name, value in (("p50", p50), ("p99", p99), ("p99.9", p999)):
-        got[f"end-to-end {name} at 20k msgs/s, ms"] = Sample(value, None, per_m)
+    latency: list[float] = []
+
+    def lat() -> tuple[float, None]:
+        latency.extend(e2e_latency(broker.bootstrap, "lat", latency_s))
+        return latency[0], None
+
+    total = int(LATENCY_RATE * (latency_s + 1))
+    if (first := _measure(broker, total, lat)) is not None:
+        for name, value in zip(("p50", "p99", "p99.9"), latency, strict=True):
+            got[f"end-to-end {name} at 20k msgs/s, ms"] = Sample(value, None, first.cpu_s_per_m)
     rss = broker.peak_rss_mb()
     if rss is not None:
         got["broker peak RSS, MB"] = Sample(rss)
-    return got
+    return {name: sample for name, sample in got.items() if sample is not None}
 
 
 def run(*, rounds: int, messages: int, latency_s: float, python: str = sys.executable,
@@ -439,7 +450,7 @@ def render(rows: list[Row], header: str) -> str:
     for row in rows:
         s = statistics.median(x.value for x in row.skerry) if row.skerry else 0.0
         k = statistics.median(x.value for x in row.kafka) if row.kafka else 0.0
-        ratio = f"{s / k:.2f}" if k else "-"
+        ratio = f"{s / k:.2f}" if k and row.skerry else "-"
         lines.append(f"| {row.name} | {_cell(row.skerry)} | {_cell(row.kafka)} | {ratio} | "
                      f"{_cpu(row.skerry)} / {_cpu(row.kafka)} |")
     return "\n".join(lines) + "\n"

@@ -63,3 +63,21 @@ def test_the_table_gives_medians_ranges_and_the_ratio() -> None:
     line = [ln for ln in table.splitlines() if ln.startswith("| produce")][0]
     assert "250k (200k–300k)" in line and "500k (400k–600k)" in line
     assert "| 0.50 |" in line and "2.0 / 1.0" in line
+
+
+def test_a_failing_row_is_left_out_and_the_table_shows_a_dash(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    class Dead:
+        name = "kafka"
+
+        def cpu(self) -> float:
+            return 1.0
+
+    def broken() -> tuple[float, float]:
+        raise RuntimeError("ProducerPerformance failed")
+
+    assert bench._measure(Dead(), 1000, broken) is None  # type: ignore[arg-type]
+    assert "ProducerPerformance failed" in capsys.readouterr().err
+    row = bench.Row("produce 1p acks=1, librdkafka", "msgs/s", skerry=[bench.Sample(1000.0)])
+    line = bench.render([row], "h").splitlines()[-1]
+    assert line.startswith("| produce 1p acks=1, librdkafka | 1000 | - | - |"), line
