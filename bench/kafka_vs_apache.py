@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import base64
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -456,12 +455,12 @@ def render(rows: list[Row], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _header(rounds: int, messages: int, latency_s: float) -> str:
+def _header(rounds: int, messages: int, latency_s: float, command: str) -> str:
     load = os.getloadavg()
-    return (f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine()} "
-            f"(Python {platform.python_version()}, Apache Kafka 4.3.1 on "
-            f"{_java_version()}); load average {load[0]:.1f} (1 min) before the table was "
-            f"printed. {rounds} round(s), {messages:,} x {SIZE}-byte records per row, "
+    return (f"Command: `{command}`.\n\n"
+            f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {machine()} "
+            f"(Apache Kafka 4.3.1 on {_java_version()}); load average {load[0]:.1f} (1 min) "
+            f"when the table was printed. {rounds} round(s), {messages:,} x {SIZE}-byte records per row, "
             f"latency {latency_s:g} s at {LATENCY_RATE:,} msgs/s; medians (min–max). Skerry "
             f"`storage.fsync: interval`; Kafka defaults (no fsync: the page cache only). "
             f"Throughput rows: higher is better; latency, CPU and RSS rows: lower is better.")
@@ -498,7 +497,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = run(rounds=max(1, args.rounds), messages=args.messages, latency_s=args.latency_seconds,
                progress=lambda s: print(s, file=sys.stderr, flush=True))
-    table = render(rows, _header(args.rounds, args.messages, args.latency_seconds))
+    command = " ".join([".venv/bin/python -m bench.kafka_vs_apache", *(argv if argv is not None
+                                                                       else sys.argv[1:])])
+    table = render(rows, _header(args.rounds, args.messages, args.latency_seconds, command))
     print(table)
     if args.write_doc:
         write_doc(table)
