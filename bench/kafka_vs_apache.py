@@ -24,7 +24,11 @@ Against each it runs, with ``--messages`` 100-byte records per row:
 
 Prints one table: medians over ``--rounds`` with ranges, and Skerry/Kafka per row. With
 ``--write-doc`` it rewrites the text between ``<!-- apache:begin -->`` and
-``<!-- apache:end -->`` in docs/performance.md. Not measured yet: the 3-broker cluster row.
+``<!-- apache:end -->`` in docs/performance.md. ``--cluster`` adds two rows per round on
+three brokers (RF 3, acks=all, min ISR 2; librdkafka produce to 3 partitions and consume them
+back): Skerry's brokers on one etcd member (``cluster.etcd``, the topic declared in their
+configuration) against three combined KRaft nodes with static voters; CPU summed over the
+three.
 
 Must not import: broker internals (both brokers are driven as a user would).
 """
@@ -207,14 +211,159 @@ def skerry(workdir: Path, python: str = sys.executable) -> Iterator[Broker]:
         stop_serve(proc)
 
 
+@dataclass
+class Cluster:
+    """Three brokers measured as one: CPU summed, peak RSS the largest."""
+
+    name: str
+    members: list[Broker]
+
+    @property
+    def port(self) -> int:
+        return self.members[0].port
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.members)
+
+    def cpu(self) -> float:
+        return sum(b.cpu() for b in self.members)
+
+    def peak_rss_mb(self) -> float | None:
+        return max((b.peak_rss_mb() or 0.0) for b in self.members) or None
+
+
+CLUSTER_TOPIC = "cluster"
+
+
+@contextmanager
+def apache_kafka_cluster(workdir: Path, classpath: str) -> Iterator[Cluster]:
+    """Three combined KRaft nodes (static voters), the shipped settings otherwise."""
+    ports = [(free_port(), free_port()) for _ in range(3)]
+    voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_p, c) in enumerate(ports))
+    cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i, (port, controller) in enumerate(ports):
+            node = workdir / f"node{i + 1}"
+            node.mkdir()
+            props = node / "server.properties"
+            text = _server_properties(node / "kafka-logs", port, controller)
+            text = text.replace("node.id=1", f"node.id={i + 1}").replace(
+                f"controller.quorum.bootstrap.servers=127.0.0.1:{controller}",
+                f"controller.quorum.voters={voters}")
+            for key in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                        "share.coordinator.state.topic.replication.factor"):
+                text = text.replace(f"{key}=1", f"{key}=3")
+            props.write_text(text)
+            fmt = subprocess.run(["java", *TOOL_OPTS, "-cp", classpath, "kafka.tools.StorageTool",
+                                  "format", "-t", cluster, "-c", str(props)],
+                                 capture_output=True, text=True, timeout=180)
+            if fmt.returncode != 0:
+                raise RuntimeError(f"kafka-storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
+            with open(node / "kafka.log", "wb") as out:
+                procs.append(subprocess.Popen(
+                    ["java", *JVM_OPTS, "-cp", classpath, "kafka.Kafka", str(props)],
+                    stdout=out, stderr=out, stdin=subprocess.DEVNULL))
+        for i, proc in enumerate(procs):
+            _wait_port(proc, ports[i][0], workdir / f"node{i + 1}" / "kafka.log", 240)
+        yield Cluster("kafka", [Broker("kafka", proc, port)
+                                for proc, (port, _c) in zip(procs, ports, strict=True)])
+    finally:
+        for proc in procs:
+            _stop(proc)
+
+
+@contextmanager
+def skerry_cluster(workdir: Path) -> Iterator[Cluster]:
+    """One etcd member and three brokers (``cluster.etcd``, Kafka listeners), fsync interval;
+    the topic is declared in the configuration: 3 partitions, RF 3, min ISR 2."""
+    from bench.replication_scenario import free_ports
+    from tests.control.real_etcd import EtcdCluster
+    from tests.support import BrokerProcess
+
+    (workdir / "etcd").mkdir()
+    etcd = EtcdCluster(workdir / "etcd", 1)
+    procs: dict[int, BrokerProcess] = {}
+    try:
+        ports = free_ports(6)
+        brokers = {i: f"127.0.0.1:{ports[i]}" for i in range(3)}
+        kafka = {i: f"127.0.0.1:{ports[3 + i]}" for i in range(3)}
+        for i in range(3):
+            procs[i] = BrokerProcess(workdir / f"broker{i}", {
+                "log_level": "warning", "auto_create_topics": False, "kafka_port": ports[3 + i],
+                "storage": {"fsync": "interval"},
+                "limits": {"max_pending_output_bytes": 8 << 20},
+                "topics": {CLUSTER_TOPIC: {"partitions": 3, "replication_factor": 3,
+                                           "min_insync_replicas": 2}},
+                "cluster": {"broker_id": i, "brokers": brokers, "kafka_brokers": kafka,
+                            "id": f"bench-{ports[0]}",
+                            "etcd": {"endpoints": etcd.endpoints, "lease_ttl_ms": 5000}},
+            }, port=ports[i])
+        for proc in procs.values():
+            proc.start(timeout=90)
+        members = []
+        for i, proc in procs.items():
+            assert proc.proc is not None
+            members.append(Broker("skerry", proc.proc, ports[3 + i]))
+        yield Cluster("skerry", members)
+    finally:
+        for proc in procs.values():
+            proc.stop()
+        etcd.stop()
+
+
+def _wait_whole_isr(bootstrap: str, topic: str, partitions: int, timeout: float = 120) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(timeout=10).topics.get(topic)
+        if meta is not None and len(meta.partitions) == partitions and all(
+                pm.leader >= 0 and len(pm.isrs) == 3 for pm in meta.partitions.values()):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{topic}: no leader with the whole ISR on every partition")
+
+
+def cluster_round(cluster: Cluster, messages: int) -> dict[str, Sample]:
+    """Produce acks=all to 3 partitions (RF 3, min ISR 2) with librdkafka, then read back."""
+    if cluster.name == "kafka":
+        _create_topics(cluster.bootstrap, {CLUSTER_TOPIC: 3}, replicas=3,
+                       config={"min.insync.replicas": "2"})
+    _wait_whole_isr(cluster.bootstrap, CLUSTER_TOPIC, 3)
+    got: dict[str, Sample | None] = {}
+
+    def produce() -> tuple[float, float]:
+        elapsed = rdkafka_produce(cluster.port, messages, SIZE, 3, "all", topic=CLUSTER_TOPIC,
+                                  batch_bytes=BATCH_BYTES)
+        return messages / elapsed, messages * SIZE / elapsed / 1e6
+
+    def consume() -> tuple[float, float]:
+        read, payload, elapsed = rdkafka_consume(cluster.port, messages, 3, 120,
+                                                 topic=CLUSTER_TOPIC)
+        if read != messages:
+            raise RuntimeError(f"librdkafka read {read} of {messages}")
+        return read / elapsed, payload / elapsed / 1e6
+
+    got["3 brokers RF 3 min ISR 2: produce 3p acks=all, librdkafka"] = _measure(
+        cluster, messages, produce)  # type: ignore[arg-type]
+    got["3 brokers RF 3 min ISR 2: consume 3p, librdkafka"] = _measure(
+        cluster, messages, consume)  # type: ignore[arg-type]
+    return {name: sample for name, sample in got.items() if sample is not None}
+
+
 # --------------------------------------------------------------------------------- workloads
 
 
-def _create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+def _create_topics(bootstrap: str, topics: dict[str, int], replicas: int = 1,
+                   config: dict[str, str] | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(t, p, 1) for t, p in topics.items()],
+    futures = admin.create_topics([NewTopic(t, p, replicas, config=config or {})
+                                   for t, p in topics.items()],
                                   operation_timeout=60, request_timeout=60)
     for future in futures.values():
         future.result(timeout=90)
@@ -391,7 +540,7 @@ def one_round(broker: Broker, classpath: str, messages: int, latency_s: float
 
 
 def run(*, rounds: int, messages: int, latency_s: float, python: str = sys.executable,
-        progress: Callable[[str], None] = lambda _s: None) -> list[Row]:
+        cluster: bool = False, progress: Callable[[str], None] = lambda _s: None) -> list[Row]:
     classpath = kafka_classpath()
     rows: dict[str, Row] = {}
     for r in range(rounds):
@@ -405,6 +554,20 @@ def run(*, rounds: int, messages: int, latency_s: float, python: str = sys.execu
                         entry = rows.setdefault(row, Row(row, "ms" if "ms" in row or "MB" in row
                                                          else "msgs/s"))
                         getattr(entry, name).append(sample)
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+        if not cluster:
+            continue
+        for name, start_cluster in (("skerry", skerry_cluster),
+                                    ("kafka", lambda w: apache_kafka_cluster(w, classpath))):
+            workdir = Path(tempfile.mkdtemp(prefix=f"skerry-vs-apache-{name}-cluster-"))
+            try:
+                with start_cluster(workdir) as members:
+                    progress(f"round {r + 1}/{rounds}: {name}, 3 brokers on {members.bootstrap}")
+                    for row, sample in cluster_round(members, messages).items():
+                        getattr(rows.setdefault(row, Row(row, "msgs/s")), name).append(sample)
+            except Exception as exc:  # noqa: BLE001 - the cluster row is optional: report it
+                progress(f"round {r + 1}/{rounds}: {name} 3-broker cluster failed: {exc!r}"[:3000])
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
     return list(rows.values())
@@ -492,11 +655,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=1_000_000,
                         help="records per produce/consume row")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--cluster", action="store_true",
+                        help="also the 3-broker rows (RF 3, acks=all, min ISR 2): Skerry on "
+                             "etcd against a 3-node KRaft cluster")
     parser.add_argument("--write-doc", action="store_true",
                         help="rewrite the Apache Kafka table in docs/performance.md")
     args = parser.parse_args(argv)
     rows = run(rounds=max(1, args.rounds), messages=args.messages, latency_s=args.latency_seconds,
-               progress=lambda s: print(s, file=sys.stderr, flush=True))
+               cluster=args.cluster, progress=lambda s: print(s, file=sys.stderr, flush=True))
     command = " ".join([".venv/bin/python -m bench.kafka_vs_apache", *(argv if argv is not None
                                                                        else sys.argv[1:])])
     table = render(rows, _header(args.rounds, args.messages, args.latency_seconds, command))

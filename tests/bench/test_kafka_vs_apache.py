@@ -81,3 +81,22 @@ def test_a_failing_row_is_left_out_and_the_table_shows_a_dash(
     row = bench.Row("produce 1p acks=1, librdkafka", "msgs/s", skerry=[bench.Sample(1000.0)])
     line = bench.render([row], "h").splitlines()[-1]
     assert line.startswith("| produce 1p acks=1, librdkafka | 1000 | - | - |"), line
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_java_and_maven(), reason="needs java 17 and mvn")
+def test_the_three_broker_rows_move_every_message_on_both_clusters(tmp_path: Path) -> None:
+    from tests.control.real_etcd import etcd_binary
+
+    etcd_binary()  # installs Debian's etcd-server, or skips with the reason
+    for name, start in (("skerry", bench.skerry_cluster),
+                        ("kafka", lambda w: bench.apache_kafka_cluster(w, bench.kafka_classpath()))):
+        workdir = tmp_path / name
+        workdir.mkdir()
+        with start(workdir) as cluster:
+            assert len(cluster.members) == 3
+            rows = bench.cluster_round(cluster, 2000)
+        # both rows measured (a failed row would be missing), and every message moved
+        assert sorted(rows) == ["3 brokers RF 3 min ISR 2: consume 3p, librdkafka",
+                                "3 brokers RF 3 min ISR 2: produce 3p acks=all, librdkafka"], name
+        assert all(sample.value > 0 for sample in rows.values()), name
