@@ -25,15 +25,18 @@ import pytest
 #: Names whose use means an external program (or a JVM) is needed.
 SYSTEM = re.compile(
     r"\bdebian_tool\(|\betcd_binary\b|\bEtcdCluster\b|\breal_etcd\b"
-    r"|shutil\.which\(\"go\"\)|\bpyspark\b"
+    r"|shutil\.which\(\"(go|etcd)\"\)|\bpyspark\b"
+    r"|\bGroupCluster\b|\brun_target\b"  # bench/'s etcd-backed clusters
 )
-#: Names whose use means a subprocess or a real loopback server is started.
+#: Names whose use means a subprocess or a real loopback server is started (bench/'s
+#: cluster and server helpers included).
 INTEGRATION = re.compile(
     r"\bsubprocess\b|\bPopen\b|\bBrokerProcess\b|\bFaultyBrokerProcess\b|\bLoadProcess\b"
     r"|\bcrash_trial\b|\bgroup_crash_trial\b|\bprocess_fault_trial\b|\bConsoleBroker\b"
     r"|\bstart_kafka_broker\b|\biggy_port_of\b|\btank_port_of\b|\blistenTCP\b"
     r"|\bserverFromString\b|\bTCP4ServerEndpoint\b|\bHTTPServer\b|\bmultiprocessing\b"
-    r"|\.bind\(\("
+    r"|\.bind\(\(|\bClusterSpec\b|\bstart_responder\b"
+    r"|\brun_refclient\b|\brun_(steady|leader_crash|follower_crash)\b"
 )
 
 _by_module: dict[str, tuple[str, ...]] = {}
