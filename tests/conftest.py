@@ -7,8 +7,9 @@
   loopback port. Every ``system`` test is ``integration`` too (the program runs as a
   process), so ``-m "not integration"`` leaves only in-process tests.
 
-A test module is marked by the helpers its source names (the tables below): one test of a
-file that starts a process marks the whole file, which errs on the side of the quick loop
+A test module is marked by the helpers its source names (the tables below), and takes the
+marks of the test modules it imports from: one test of a file that starts a process marks
+the whole file, which errs on the side of the quick loop
 staying quick. A module that knows better sets ``MARKERS = (...)`` (names of the markers it
 takes, possibly none) and is not scanned. Spark's fixtures mark by use: ``spark`` (a JVM) is
 ``system``, its ``broker`` fixture ``integration``. ``tests/test_markers.py`` holds the
@@ -17,6 +18,7 @@ scan to a few files whose marks are known.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -39,21 +41,31 @@ INTEGRATION = re.compile(
     r"|\brun_refclient\b|\brun_(steady|leader_crash|follower_crash)\b"
 )
 
+#: ``from tests.<...>.test_x import ...``: a test module that uses another one's helpers.
+_TEST_IMPORT = re.compile(r"^from (tests(?:\.\w+)*\.test_\w+) import", re.M)
+TESTS = Path(__file__).resolve().parent
+
 _by_module: dict[str, tuple[str, ...]] = {}
 
 
+@functools.cache
 def markers_of(path: Path, declared: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """The markers a test module takes: ``declared`` (its ``MARKERS``) when it says, else
     what its source names."""
     if declared is not None:
         return tuple(declared)
     source = path.read_text(encoding="utf-8")
-    found = []
+    found = set()
     if SYSTEM.search(source):
-        found += ["system", "integration"]
+        found |= {"system", "integration"}
     elif INTEGRATION.search(source):
-        found.append("integration")
-    return tuple(found)
+        found.add("integration")
+    # What it runs of another test module (docs pages replayed in order, say) counts too.
+    for dotted in set(_TEST_IMPORT.findall(source)):
+        other = TESTS.parent.joinpath(*dotted.split(".")).with_suffix(".py")
+        if other.is_file() and other != path:
+            found |= set(markers_of(other))
+    return tuple(sorted(found, reverse=True))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
