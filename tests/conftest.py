@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 names.add("integration")
         for name in sorted(names):
             item.add_marker(getattr(pytest.mark, name))
+
+
+@pytest.fixture(autouse=True)
+def _close_in_memory_clusters() -> Iterator[None]:
+    """After each test, close the stores of the in-memory clusters it built
+    (``tests/replication/cluster_harness.py``): left open, their segment files and locks
+    pile up in the test process, past 1,024 descriptors by the end of the suite."""
+    yield
+    harness = sys.modules.get("tests.replication.cluster_harness")
+    if harness is not None:
+        for network in list(harness.Network.unclosed):
+            network.close()
