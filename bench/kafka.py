@@ -72,11 +72,12 @@ def _start_broker(workdir: Path, fsync: str, python: str) -> tuple[subprocess.Po
     return proc, port
 
 
-def _produce(port: int, messages: int, size: int, partitions: int, acks: str) -> float:
+def _produce(port: int, messages: int, size: int, partitions: int, acks: str,
+             topic: str = "bench", batch_bytes: int = 4 << 20) -> float:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 5,
-                         "batch.num.messages": 10000, "batch.size": 4 << 20,
+                         "batch.num.messages": 10000, "batch.size": batch_bytes,
                          "queue.buffering.max.messages": 2_000_000,
                          "queue.buffering.max.kbytes": 2 << 20, "acks": acks,
                          "message.max.bytes": 8 << 20,
@@ -89,7 +90,7 @@ def _produce(port: int, messages: int, size: int, partitions: int, acks: str) ->
     def report(err: object, _msg: object) -> None:
         errors.append(err)
 
-    producer.list_topics("bench", timeout=10)  # metadata first: not part of the rate
+    producer.list_topics(topic, timeout=10)  # metadata first: not part of the rate
     # produce_batch: one Python call per 10,000 messages (librdkafka still batches them
     # per partition itself), so the client's Python cost does not hide the broker's.
     chunk = 10_000
@@ -100,11 +101,11 @@ def _produce(port: int, messages: int, size: int, partitions: int, acks: str) ->
     while sent < messages:
         n = min(chunk, messages - sent)
         batch = batches[turn % partitions][:n]
-        queued = producer.produce_batch("bench", batch, partition=turn % partitions,
+        queued = producer.produce_batch(topic, batch, partition=turn % partitions,
                                         on_delivery=report)
         while queued < n:  # the local queue was full: wait for deliveries, send the rest
             producer.poll(0.05)
-            queued += producer.produce_batch("bench", batch[queued:],
+            queued += producer.produce_batch(topic, batch[queued:],
                                              partition=turn % partitions, on_delivery=report)
         sent += n
         turn += 1
@@ -116,7 +117,8 @@ def _produce(port: int, messages: int, size: int, partitions: int, acks: str) ->
     return elapsed
 
 
-def _consume(port: int, messages: int, partitions: int, timeout: float) -> tuple[int, int, float]:
+def _consume(port: int, messages: int, partitions: int, timeout: float,
+             topic: str = "bench") -> tuple[int, int, float]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "bench",
@@ -131,10 +133,10 @@ def _consume(port: int, messages: int, partitions: int, timeout: float) -> tuple
                          "fetch.queue.backoff.ms": 10})
     # Metadata first, as the producer does: a partition assigned before the client knows
     # its leader waits for librdkafka's 500 ms offset-query timer before its first fetch.
-    consumer.list_topics("bench", timeout=10)
+    consumer.list_topics(topic, timeout=10)
     read = 0
     began = time.monotonic()
-    consumer.assign([TopicPartition("bench", p, OFFSET_BEGINNING) for p in range(partitions)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     deadline = began + timeout
     while read < messages and time.monotonic() < deadline:
         batch = consumer.consume(num_messages=10000, timeout=0.5)

@@ -9,7 +9,7 @@ What is checked:
 - their ``#anchor`` fragments: when the target is a markdown page (or the page itself), the
   anchor must be one GitHub makes for one of its headings (``heading_anchors``);
 - code spans that name a repository path (``broker/iggy/codec.py``, ``tests/spark/``,
-  ``tests/broker/test_codec*.py``), relative to the repository root as the pages write
+  ``tests/v1/test_codec*.py``), relative to the repository root as the pages write
   them: the path must exist (a glob must match something). Spans with placeholders
   (``topics/<topic>/``) and paths in the reader's working directory (``./skerry-data``)
   name files a running broker or pipeline makes, not repository files, and are skipped.

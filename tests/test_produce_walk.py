@@ -85,7 +85,7 @@ def walk(run: Callable[[], Any]) -> list[str]:
 
 
 def v1_walk(tmp_path: Path, line: bytes) -> list[str]:
-    from tests.broker.test_protocol import Harness
+    from tests.v1.test_protocol import Harness
 
     h = Harness(tmp_path, storage={"fsync": "interval"}, topics={"orders": {"partitions": 1}})
     proto, transport = h.connect()

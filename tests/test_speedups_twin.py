@@ -19,12 +19,12 @@ import pytest
 from tests.support import ROOT
 
 TWIN_MODULES = (
-    "tests/broker/test_codec.py",
-    "tests/broker/test_codec_data.py",
-    "tests/broker/test_codec_fast.py",
-    "tests/broker/test_codec_framing.py",
-    "tests/broker/test_codec_properties.py",
-    "tests/broker/test_protocol.py",
+    "tests/v1/test_codec.py",
+    "tests/v1/test_codec_data.py",
+    "tests/v1/test_codec_fast.py",
+    "tests/v1/test_codec_framing.py",
+    "tests/v1/test_codec_properties.py",
+    "tests/v1/test_protocol.py",
     "tests/data/test_format.py",
     "tests/data/test_store.py",
     "tests/data/test_log.py",

@@ -9,7 +9,7 @@
  * start) with acks "0", "1" or "all", stopping at the first line that is not that shape,
  * past the limits, or at the end of the buffer; ``pos`` after the last one taken.
  * data/speedups.py decides whether this module runs (SKERRY_NO_EXTENSIONS=1: never);
- * tests/broker/test_scan_equivalence.py holds it to the reference on arbitrary bytes.
+ * tests/v1/test_scan_equivalence.py holds it to the reference on arbitrary bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -5,13 +5,13 @@ coordinator with nothing committed lost, moved back or read again."""
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 import pytest
 
 from bench.group_coordinator import TTL_MS
 from bench.group_failover import KAFKA_GROUP, V1_GROUP, check, run
+from tests.support import debian_tool
 
 
 def _ev(group: str, name: str, ev: str, t: float, p: int, offset: int
@@ -43,12 +43,12 @@ def test_reading_committed_messages_again_after_the_kill_is_caught() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd is not installed")
 def test_one_kill_of_the_coordinator_under_load() -> None:
     """Every check of the run passes (``run`` raises naming what went wrong otherwise),
     and both groups are served again within TTL + 4 s: the target is TTL + 2 s, which
     the bench's 20 runs meet at the median (docs/cluster.md) and once missed by 0.2 s;
     one run on a CI machine busy with other tests gets 2 s more."""
+    debian_tool("etcd", "etcd-server")  # a skip locally when missing, a failure in CI
     pytest.importorskip("confluent_kafka")
     (took,) = run(1, quiet=True)
     assert took <= TTL_MS / 1000 + 4, took

@@ -1,8 +1,8 @@
 """The console in a real browser: what a person opening it sees.
 
 Debian's headless ``chromium``, driven through Debian's ``chromium-driver`` by Selenium
-(both installed by ``tests.support.debian_tool`` when missing; skipped with a reason when
-that cannot be done), against a real ``skerry serve`` with the console on: two topics with
+(both installed by ``.ci/install-tools``; missing, skipped with a reason, failed in CI:
+``tests.support.debian_tool``), against a real ``skerry serve`` with the console on: two topics with
 messages, a group that falls behind. The assertions read the rendered page: the rows,
 texts and chart a person looks at.
 

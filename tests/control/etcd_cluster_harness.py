@@ -64,6 +64,7 @@ class EtcdNetwork(Network):
                                    run_in_thread=node.run_in_thread,
                                    connect=self._connector(broker_id),
                                    etcd_transport=gateway)
+        self.built.append(node.broker)
         node.alive = True
         return node.broker
 

@@ -1,8 +1,7 @@
 """Real etcd members for tests: ``etcd`` processes on free 127.0.0.1 ports in a tmp dir.
 
-Owns: ``etcd_binary`` (finds ``etcd``; when it is missing, installs Debian's
-``etcd-server`` with ``apt-get`` if running as root with apt available, else skips the test
-with a one-line reason) and ``EtcdCluster`` (starts 1..n members with short heartbeat and
+Owns: ``etcd_binary`` (finds ``etcd``, Debian's ``etcd-server`` that ``.ci/install-tools``
+installs; missing, the test skips with a one-line reason, or fails when ``CI`` is set) and ``EtcdCluster`` (starts 1..n members with short heartbeat and
 election timeouts, waits for ``/health``, kills a member with SIGKILL, stops all).
 
 Must not import: the broker. Only the processes it started are ever signalled, by pid.
@@ -21,8 +20,8 @@ __all__ = ["etcd_binary", "EtcdCluster"]
 
 
 def etcd_binary() -> str:
-    """The ``etcd`` binary's path, installing Debian's etcd-server or skipping the test
-    when that cannot be done (``tests.support.debian_tool``)."""
+    """The ``etcd`` binary's path; a skip when it is missing (a failure in CI:
+    ``tests.support.debian_tool``)."""
     return debian_tool("etcd", "etcd-server")
 
 

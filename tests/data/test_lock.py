@@ -1,6 +1,6 @@
 """The data directory's lock (``data.lock``) as the store takes it: one open store per
 directory, refused before recovery touches anything, released by ``close``; and a data
-directory path that is a file. Across real processes: tests/broker/test_server_e2e.py."""
+directory path that is a file. Across real processes: tests/server/test_server_e2e.py."""
 
 from __future__ import annotations
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from broker.v1.replies import err
-
 from broker.errors import BadRequest
+from broker.v1.codec.replies import err
 from data.refusal import SkerryError
 from groups.kafka_errors import KafkaGroupError, UnknownMemberId
 

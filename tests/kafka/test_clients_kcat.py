@@ -1,8 +1,8 @@
 """Debian's kcat (librdkafka 2.0.2) against a real broker's Kafka listener: produce with
 keys (``-K :``) and consume from the beginning to the end (``-o beginning -e``), with the
 default settings (ApiVersions) and with ``broker.version.fallback`` 0.9.0 and 0.8.2, and
-gzip/snappy/lz4 produce (``-z``). kcat is installed from Debian when missing (as root),
-else these tests skip."""
+gzip/snappy/lz4 produce (``-z``). kcat comes from Debian (``.ci/install-tools``);
+missing, these tests skip (fail in CI)."""
 
 from __future__ import annotations
 

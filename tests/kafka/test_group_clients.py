@@ -2,8 +2,8 @@
 kafka-python (default, ``api_version`` (0,9) and (0,10,1)) and confluent-kafka (default, and
 ``broker.version.fallback`` 0.9.0) ``subscribe()`` with a group id, consume, commit, and a
 second consumer of the same group resumes from the committed offsets; the commits are the
-group's V1 ``OFFSET`` and ``DESCRIBE_GROUP`` lag. Debian's kcat ``-G`` likewise (installed
-when missing and possible, else skipped). Then acceptance 3 of issue 19: three
+group's V1 ``OFFSET`` and ``DESCRIBE_GROUP`` lag. Debian's kcat ``-G`` likewise (from
+``.ci/install-tools``; missing, skipped, failed in CI). Then acceptance 3 of issue 19: three
 members (confluent-kafka and kafka-python mixed, each a child process) over six
 partitions, one killed with SIGKILL: the others rebalance once its session times out,
 every message is consumed and committed, and no partition is owned by two members at once.

@@ -12,9 +12,9 @@ shows its state, its committed offsets and lag per partition, and resets them to
 earliest offsets, ``kafka-configs`` (ConfigCommand, from Kafka's core jar) describes and
 alters a topic's configs, and ``kafka-acls`` (AclCommand) adds, lists and removes ACLs.
 
-``mvn`` and ``java`` come from Debian's ``maven`` and ``openjdk-17-jdk-headless``, installed
-when missing where the tests run as root with apt-get (CI: ``tests.support.debian_tool``);
-elsewhere the test is skipped with that reason."""
+``mvn`` and ``java`` come from Debian's ``maven`` and ``openjdk-17-jdk-headless``, which
+``.ci/install-tools`` installs; missing, the test skips with that reason (fails in CI:
+``tests.support.debian_tool``)."""
 
 from __future__ import annotations
 

@@ -102,10 +102,19 @@ def test_the_classic_era_table_caps_metadata(tmp_path):
     (35), nor the newest data and JoinGroup versions: kafka-python would take the broker
     for 0.11+ and turn on idempotence. With it (as built), nothing is capped."""
     from broker.kafka.codec import ApiKey
-    from broker.kafka.handlers import acls, admin, data, dispatch, groups, metadata, producers
+    from broker.kafka.handlers import (
+        acls,
+        admin,
+        consumer,
+        data,
+        dispatch,
+        groups,
+        metadata,
+        producers,
+    )
 
     parts = (dispatch.VERSIONS, metadata.VERSIONS, data.VERSIONS, groups.GROUP_VERSIONS,
-             admin.ADMIN_VERSIONS, acls.VERSIONS)
+             admin.ADMIN_VERSIONS, acls.VERSIONS, consumer.CONSUMER_VERSIONS)
     capped = dispatch.advertised_versions(*parts)
     assert {k: capped[k] for k in dispatch.CLASSIC_ERA} == dispatch.CLASSIC_ERA
     full = dispatch.advertised_versions(*parts, producers.VERSIONS)

@@ -20,7 +20,7 @@ from broker.core.durability import synchronous
 from broker.errors import Unavailable
 from broker.server import build_broker
 from broker.transport.boundary import Boundary
-from tests.broker.test_metrics import scrape, value
+from tests.server.test_metrics import scrape, value
 
 
 class Refused(Exception):

@@ -4,7 +4,7 @@ Owns: the one statement of the fast-path rules (``PRODUCE_LINE_RE`` plus what th
 say, in ``_scan_produce_py``, the pure-Python twin and reference of the compiled
 ``broker.v1._cscan.scan_produce``), and ``scan_produce``, whichever of the two
 ``data.speedups`` loaded. Whatever a scan accepts ``Codec.parse_command`` accepts with the
-same fields (tests/broker/test_codec_fast.py, tests/broker/test_scan_equivalence.py).
+same fields (tests/v1/test_codec_fast.py, tests/v1/test_scan_equivalence.py).
 
 Imports: ``data.names`` (the one topic name pattern) and ``data.speedups``.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.broker.test_protocol import Harness, lines
+from tests.v1.test_protocol import Harness, lines
 
 TOPIC_JSON = Path("data") / "topics" / "t" / "topic.json"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.broker.test_protocol import Harness, lines
+from tests.v1.test_protocol import Harness, lines
 
 
 def _broken(key: bytes) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,11 @@ from tests.support import ManualThread
 
 
 class Harness:
+    #: Harnesses not yet closed (``close_harnesses`` below closes them after each test).
+    unclosed: list[Harness] = []
+
     def __init__(self, tmp_path: Path, fs: Any = None, **config: Any) -> None:
+        Harness.unclosed.append(self)
         self.clock = Clock()
         self.thread = ManualThread()
         raw = {"data_dir": str(tmp_path / "data"), **config}
@@ -40,6 +45,20 @@ class Harness:
     def turn(self) -> None:
         """End of a reactor turn: queued produces are appended (fsyncs only get queued)."""
         self.clock.advance(0)
+
+    def close(self) -> None:
+        """Give the store's files and lock back (no shutdown: the test is over)."""
+        try:
+            self.broker.core.store.close()
+        except Exception:  # noqa: BLE001 - a store failed on purpose still releases its lock
+            self.broker.core.store.lock.release()
+
+
+@pytest.fixture(autouse=True)
+def close_harnesses() -> Iterator[None]:
+    yield
+    while Harness.unclosed:
+        Harness.unclosed.pop().close()
 
 
 def lines(transport: StringTransport) -> list[bytes]:

@@ -2,7 +2,7 @@
 --acks all`` end to end: real processes on free loopback ports, every wait bounded.
 
 The operator-mode run (``--no-etcd``) always runs; the etcd run needs Debian's
-``etcd-server`` (installed when missing and possible, else skipped with the reason)."""
+``etcd-server`` (``.ci/install-tools``; missing, skipped with the reason, failed in CI)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import re
 import socket
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,22 @@ def value(samples: dict[Any, float], name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
 
+@pytest.fixture(autouse=True)
+def close_harnesses() -> Iterator[None]:
+    """Each Harness's store gives its files and lock back after the test (no shutdown)."""
+    yield
+    while Harness.unclosed:
+        Harness.unclosed.pop().broker.core.store.close()
+
+
 class Harness:
     """A broker with metrics on, over task.Clock and inline fsyncs."""
 
+    #: Harnesses not yet closed (``close_harnesses`` above closes them after each test).
+    unclosed: list[Harness] = []
+
     def __init__(self, tmp_path: Path, **config: Any) -> None:
+        Harness.unclosed.append(self)
         self.clock = Clock()
         raw = {"data_dir": str(tmp_path / "data"), "metrics_port": 0,
                "topics": {"orders": {"partitions": 1}}, **config}

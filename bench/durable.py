@@ -1,0 +1,121 @@
+"""Where a durable produce's time goes: the bench suite's (d) load (50 connections, one
+request in flight each, 100-byte values) against Skerry with ``storage.fsync: always``
+(or ``interval``, the (e) row), printing what the group committer did meanwhile.
+
+The broker runs with ``metrics_port`` on, and its ``/metrics`` is read before and after the
+measured window: ``skerry_fsync_seconds`` (one observation per group-commit fsync, timed in
+the fsync thread) and ``skerry_messages_in``. From them: fsyncs per second, messages per
+fsync (the group-commit batch), the mean fsync time and the share of the window the fsync
+thread spent in fsync. ``--profile FILE`` also runs py-spy over the broker for the window
+(raw folded stacks) and prints the functions with the most samples.
+
+The metrics cost the broker a little per append, so the rate here runs slightly under the
+suite's (d) figure; the point is the shape (batch size, fsync time), not the rate.
+
+Must not import: broker internals (the broker is a separate process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.loadgen import LoadSpec, run
+from bench.serve import start_serve, stop_serve
+from bench.servers import free_port
+
+__all__ = ["FsyncStats", "scrape", "main"]
+
+
+@dataclass
+class FsyncStats:
+    fsyncs: float
+    fsync_seconds: float
+    messages: float
+
+
+def scrape(port: int) -> FsyncStats:
+    """The committer's fsync count and time, and messages appended so far."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    fsyncs = seconds = messages = 0.0
+    for line in text.splitlines():
+        if line.startswith("skerry_fsync_seconds_count"):
+            fsyncs += float(line.split()[-1])
+        elif line.startswith("skerry_fsync_seconds_sum"):
+            seconds += float(line.split()[-1])
+        elif line.startswith("skerry_messages_in_total"):
+            messages += float(line.split()[-1])
+    return FsyncStats(fsyncs, seconds, messages)
+
+
+def _top(path: Path, n: int = 20) -> list[str]:
+    own: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        total += int(count)
+        own[stack.split(";")[-1]] += int(count)
+    return [f"  {c / total * 100:5.1f}%  {f}" for f, c in own.most_common(n)] if total else []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fsync", choices=("always", "interval"), default="always")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--profile", type=Path, help="py-spy raw output for the window")
+    args = parser.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="skerry-durable-"))
+    metrics = free_port()
+    proc, port, _log = start_serve(workdir, {
+        "data_dir": str(workdir / "data"), "port": 0, "metrics_port": metrics,
+        "log_level": "warning", "storage": {"fsync": args.fsync, "fsync_interval_ms": 1000},
+        "topics": {"bench": {"partitions": 1, "replication_factor": 1}}}, "v1")
+    spy = None
+    try:
+        # warm-up, then the measured window
+        run(LoadSpec(protocol="v1", port=port, connections=args.connections, inflight=1,
+                     duration_s=1.0, warmup_s=0.0, processes=2))
+        if args.profile:
+            spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record",
+                                    "--pid", str(proc.pid), "--format", "raw", "--rate", "250",
+                                    "--threads", "-o", str(args.profile), "--nonblocking"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)
+        before, t0 = scrape(metrics), time.monotonic()
+        result = run(LoadSpec(protocol="v1", port=port, connections=args.connections,
+                              inflight=1, duration_s=args.seconds, warmup_s=0.0, processes=2))
+        after, window = scrape(metrics), time.monotonic() - t0
+    finally:
+        if spy is not None:
+            spy.send_signal(2)
+            spy.wait(60)
+        stop_serve(proc)
+    fsyncs = after.fsyncs - before.fsyncs
+    busy = after.fsync_seconds - before.fsync_seconds
+    msgs = after.messages - before.messages
+    print(f"storage.fsync={args.fsync}, {args.connections} connections x 1 request in flight: "
+          f"{result.messages_per_s:,.0f} msgs/s (p50 {result.percentiles().get('p50', 0):.2f} ms)")
+    if fsyncs:
+        print(f"group commit: {fsyncs / window:,.0f} fsyncs/s, {msgs / fsyncs:.1f} msgs per fsync, "
+              f"mean fsync {busy / fsyncs * 1000:.3f} ms, fsync thread busy {busy / window:.0%} "
+              f"of the window")
+    else:
+        print(f"group commit: no fsync by the committer in the window ({msgs:,.0f} messages)")
+    if args.profile and args.profile.exists():
+        print("py-spy, own samples (all threads):")
+        print("\n".join(_top(args.profile)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

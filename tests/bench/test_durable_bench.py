@@ -1,0 +1,23 @@
+"""bench/durable.py: a short (d) load against a real broker with fsync always prints the
+group committer's batch size and fsync time, read from the broker's /metrics."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench import durable
+
+
+@pytest.mark.slow
+def test_a_short_durable_run_prints_messages_per_fsync(capsys: pytest.CaptureFixture[str]) -> None:
+    assert durable.main(["--seconds", "1", "--connections", "8"]) == 0
+    out = capsys.readouterr().out
+    rate = re.search(r"([\d,]+) msgs/s", out)
+    assert rate and int(rate.group(1).replace(",", "")) > 0, out
+    batch = re.search(r"([\d.]+) msgs per fsync, mean fsync ([\d.]+) ms", out)
+    assert batch, out
+    # with 8 connections one fsync covers between 1 and 8 requests on average
+    assert 1.0 <= float(batch.group(1)) <= 8.0, out
+    assert float(batch.group(2)) > 0, out

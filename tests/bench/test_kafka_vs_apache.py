@@ -1,0 +1,102 @@
+"""bench/kafka_vs_apache.py: the Skerry-against-Apache-Kafka table.
+
+The end-to-end run starts a real Apache Kafka 4.3.1 (from ~/.m2) and a real Skerry and
+drives both with librdkafka and Kafka's own tools, with tiny counts; the doc rewrite is
+checked on its own."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+
+from bench import kafka_vs_apache as bench  # noqa: E402
+from bench.report import MarkerError  # noqa: E402
+
+
+def _has_java_and_maven() -> bool:
+    return shutil.which("java") is not None and shutil.which("mvn") is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_java_and_maven(), reason="needs java 17 and mvn")
+def test_a_tiny_run_fills_every_row_for_both_brokers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--rounds", "1", "--messages", "3000", "--latency-seconds", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "Skerry/Kafka" not in line]
+    names = [row.split(" | ")[0][2:] for row in rows]
+    for expected in ("produce 1p acks=1, librdkafka", "produce 6p acks=all, ProducerPerformance",
+                     "consume 6p, librdkafka", "consume 1p, ConsumerPerformance",
+                     "end-to-end p99.9 at 20k msgs/s, ms", "broker peak RSS, MB"):
+        assert expected in names, names
+    for row in rows:
+        cells = row.split(" | ")
+        # both brokers measured, and a numeric ratio between them
+        assert cells[1] != "-" and cells[2] != "-", row
+        assert re.fullmatch(r"\d+\.\d\d", cells[3]), row
+
+
+def test_write_doc_replaces_only_the_marked_table(tmp_path: Path) -> None:
+    doc = tmp_path / "performance.md"
+    doc.write_text(f"# P\nbefore\n{bench.BEGIN}\nold table\n{bench.END}\nafter\n")
+    bench.write_doc("| new | table |\n", doc)
+    assert doc.read_text() == f"# P\nbefore\n{bench.BEGIN}\n| new | table |\n{bench.END}\nafter\n"
+
+
+def test_write_doc_refuses_a_page_without_both_markers(tmp_path: Path) -> None:
+    doc = tmp_path / "performance.md"
+    doc.write_text(f"# P\n{bench.BEGIN}\nno end\n")
+    with pytest.raises(MarkerError):
+        bench.write_doc("| x |\n", doc)
+    assert doc.read_text() == f"# P\n{bench.BEGIN}\nno end\n"
+
+
+def test_the_table_gives_medians_ranges_and_the_ratio() -> None:
+    row = bench.Row("produce 1p acks=1, librdkafka", "msgs/s",
+                    skerry=[bench.Sample(v, 10.0, 2.0) for v in (200_000, 300_000, 250_000)],
+                    kafka=[bench.Sample(v, 20.0, 1.0) for v in (500_000, 400_000, 600_000)])
+    table = bench.render([row], "header")
+    line = [ln for ln in table.splitlines() if ln.startswith("| produce")][0]
+    assert "250k (200k–300k)" in line and "500k (400k–600k)" in line
+    assert "| 0.50 |" in line and "2.0 / 1.0" in line
+
+
+def test_a_failing_row_is_left_out_and_the_table_shows_a_dash(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    class Dead:
+        name = "kafka"
+
+        def cpu(self) -> float:
+            return 1.0
+
+    def broken() -> tuple[float, float]:
+        raise RuntimeError("ProducerPerformance failed")
+
+    assert bench._measure(Dead(), 1000, broken) is None  # type: ignore[arg-type]
+    assert "ProducerPerformance failed" in capsys.readouterr().err
+    row = bench.Row("produce 1p acks=1, librdkafka", "msgs/s", skerry=[bench.Sample(1000.0)])
+    line = bench.render([row], "h").splitlines()[-1]
+    assert line.startswith("| produce 1p acks=1, librdkafka | 1000 | - | - |"), line
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_java_and_maven(), reason="needs java 17 and mvn")
+def test_the_three_broker_rows_move_every_message_on_both_clusters(tmp_path: Path) -> None:
+    from tests.control.real_etcd import etcd_binary
+
+    etcd_binary()  # installs Debian's etcd-server, or skips with the reason
+    for name, start in (("skerry", bench.skerry_cluster),
+                        ("kafka", lambda w: bench.apache_kafka_cluster(w, bench.kafka_classpath()))):
+        workdir = tmp_path / name
+        workdir.mkdir()
+        with start(workdir) as cluster:
+            assert len(cluster.members) == 3
+            rows = bench.cluster_round(cluster, 2000)
+        # both rows measured (a failed row would be missing), and every message moved
+        assert sorted(rows) == ["3 brokers RF 3 min ISR 2: consume 3p, librdkafka",
+                                "3 brokers RF 3 min ISR 2: produce 3p acks=all, librdkafka"], name
+        assert all(sample.value > 0 for sample in rows.values()), name
