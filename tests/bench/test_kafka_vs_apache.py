@@ -7,7 +7,6 @@ checked on its own."""
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,15 +15,19 @@ pytest.importorskip("confluent_kafka")
 
 from bench import kafka_vs_apache as bench  # noqa: E402
 from bench.report import MarkerError  # noqa: E402
+from tests.support import debian_tool  # noqa: E402
 
 
-def _has_java_and_maven() -> bool:
-    return shutil.which("java") is not None and shutil.which("mvn") is not None
+def _java_and_maven() -> None:
+    """Java 17 and Maven, looked up: a skip with the reason locally, a failure in CI
+    (``tests.support.debian_tool``; ``.ci/install-tools`` installs them)."""
+    debian_tool("java", "openjdk-17-jdk-headless")
+    debian_tool("mvn", "maven")
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _has_java_and_maven(), reason="needs java 17 and mvn")
 def test_a_tiny_run_fills_every_row_for_both_brokers(capsys: pytest.CaptureFixture[str]) -> None:
+    _java_and_maven()
     assert bench.main(["--rounds", "1", "--messages", "3000", "--latency-seconds", "1"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "Skerry/Kafka" not in line]
@@ -84,8 +87,8 @@ def test_a_failing_row_is_left_out_and_the_table_shows_a_dash(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _has_java_and_maven(), reason="needs java 17 and mvn")
 def test_the_three_broker_rows_move_every_message_on_both_clusters(tmp_path: Path) -> None:
+    _java_and_maven()
     from tests.control.real_etcd import etcd_binary
 
     etcd_binary()  # installs Debian's etcd-server, or skips with the reason
