@@ -156,7 +156,7 @@ class FetchLoopTests:
         fetcher = net.broker(1).replicas.fetchers[(TOPIC, 0)]
         assert fetcher.state is FetcherState.FETCHING
         assert FetcherState.STOPPED not in FETCHER_TRANSITIONS[FetcherState.STOPPED]
-        stopped = PartitionFetcher(fetcher.view, net.broker(1).replicas.peers,
+        stopped = PartitionFetcher(fetcher.view, net.broker(1).replicas.links,
                                    net.nodes[1].clock, fetcher._settings)
         with pytest.raises(IllegalFetcherTransition, match="before moving to fetching"):
             stopped._transition(FetcherState.FETCHING)
