@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from bench.loadgen import LoadSpec, run
 from bench.serve import start_serve, stop_serve
-from bench.servers import free_port
+from bench.servers import free_port, start_redis
 
 __all__ = ["FsyncStats", "scrape", "main"]
 
@@ -67,15 +68,63 @@ def _top(path: Path, n: int = 20) -> list[str]:
     return [f"  {c / total * 100:5.1f}%  {f}" for f, c in own.most_common(n)] if total else []
 
 
+def redis_run(args: argparse.Namespace) -> int:
+    """The same load against Redis (``appendfsync always``, or ``everysec`` for
+    ``interval``), its fsyncs counted by ``perf stat`` on the ``fdatasync`` and ``fsync``
+    syscall tracepoints of the server process over the window: Redis's messages per fsync
+    beside Skerry's."""
+    perf = shutil.which("perf")
+    workdir = Path(tempfile.mkdtemp(prefix="skerry-durable-redis-"))
+    server = start_redis(workdir, "always" if args.fsync == "always" else "everysec")
+    stat = workdir / "perf.txt"
+    try:
+        run(LoadSpec(protocol="resp", port=server.port, connections=args.connections,
+                     inflight=1, duration_s=1.0, warmup_s=0.0, processes=args.load_processes))
+        counter = None if perf is None else subprocess.Popen(
+            [perf, "stat", "-x", ",", "-o", str(stat), "-e",
+             "syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync",
+             "-p", str(server.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.2)
+        result = run(LoadSpec(protocol="resp", port=server.port, connections=args.connections,
+                              inflight=1, duration_s=args.seconds, warmup_s=0.0,
+                              processes=args.load_processes))
+        if counter is not None:
+            counter.send_signal(2)
+            counter.wait(30)
+    finally:
+        server.stop()
+    print(f"redis appendfsync={'always' if args.fsync == 'always' else 'everysec'}, "
+          f"{args.connections} connections x 1 request in flight: "
+          f"{result.messages_per_s:,.0f} msgs/s (p50 {result.percentiles().get('p50', 0):.2f} ms)")
+    syncs = 0.0
+    if stat.exists():
+        for line in stat.read_text().splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[2].startswith("syscalls:") and fields[0].isdigit():
+                syncs += float(fields[0])
+    if syncs:
+        print(f"redis fsyncs: {syncs:,.0f} in the window (perf stat), "
+              f"{result.messages / syncs:.1f} msgs per fsync")
+    else:
+        print("redis fsyncs: not counted (perf missing or no tracepoint access)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fsync", choices=("always", "interval"), default="always")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--load-processes", type=int, default=2,
+                        help="load generator processes the connections are split between")
     parser.add_argument("--group-commit", choices=("turn", "thread"), default=None,
                         help="storage.group_commit (default: the broker's default)")
     parser.add_argument("--profile", type=Path, help="py-spy raw output for the window")
+    parser.add_argument("--redis", action="store_true",
+                        help="run the load against Redis instead (fsyncs counted by perf)")
     args = parser.parse_args(argv)
+    if args.redis:
+        return redis_run(args)
     workdir = Path(tempfile.mkdtemp(prefix="skerry-durable-"))
     metrics = free_port()
     proc, port, _log = start_serve(workdir, {
@@ -88,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # warm-up, then the measured window
         run(LoadSpec(protocol="v1", port=port, connections=args.connections, inflight=1,
-                     duration_s=1.0, warmup_s=0.0, processes=2))
+                     duration_s=1.0, warmup_s=0.0, processes=args.load_processes))
         if args.profile:
             spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record",
                                     "--pid", str(proc.pid), "--format", "raw", "--rate", "250",
@@ -97,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.5)
         before, t0 = scrape(metrics), time.monotonic()
         result = run(LoadSpec(protocol="v1", port=port, connections=args.connections,
-                              inflight=1, duration_s=args.seconds, warmup_s=0.0, processes=2))
+                              inflight=1, duration_s=args.seconds, warmup_s=0.0,
+                              processes=args.load_processes))
         after, window = scrape(metrics), time.monotonic() - t0
     finally:
         if spy is not None:
