@@ -6,12 +6,13 @@ every waiter the finished sync covered. Two ways to run the sync
 (``storage.group_commit``):
 
 - ``turn`` (the default): on the reactor thread, once per reactor turn, after every event of
-  the turn was handled (``end_of_turn``: the shell passes ``clock.callLater(0, ...)``), as
+  the turn was handled (``end_of_turn``: the core passes ``clock.callLater(0, ...)``), as
   Redis does with ``appendfsync always``. ``before_sync`` runs first (the produce
   pipeline's flush: the turn's queued messages are appended), then one fsync per partition
   with waiters covers everything the turn read, then the waiters are answered. Nothing is
-  read while the fsync runs, so a closed loop of clients is answered in one cohort and
-  sends its next requests together.
+  read or answered while the fsync runs, and no thread hand-off surrounds it (the cost
+  that made the ``thread`` design about half as fast under docs/performance.md's (d)
+  load); several partitions' fsyncs in one turn run one after another.
 - ``thread``: off the reactor thread (``run_in_thread``: ``deferToThread``); appends that
   arrive while a sync runs wait for the next one, which starts the moment the previous one
   returns, and the reactor keeps reading sockets meanwhile.
@@ -87,11 +88,6 @@ class GroupCommitter:
         self._turn_scheduled = False
         self._pending: dict[int, tuple[Syncable, _Pending]] = {}
         self.syncs = 0  # fsync rounds completed (observability and tests)
-
-    @property
-    def per_turn(self) -> bool:
-        """True when syncs run once per reactor turn (``end_of_turn`` given)."""
-        return self._end_of_turn is not None
 
     def wait(self, log: Syncable, upto: int, waiter: Waiter) -> None:
         """Call ``waiter(None)`` once offsets ``< upto`` are durable, ``waiter(err)`` on failure."""
