@@ -68,40 +68,54 @@ def _top(path: Path, n: int = 20) -> list[str]:
     return [f"  {c / total * 100:5.1f}%  {f}" for f, c in own.most_common(n)] if total else []
 
 
+def count_fsyncs(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    """Start ``perf stat`` counting the ``fdatasync`` and ``fsync`` syscalls of ``pid``
+    (every thread) into ``out``; None when perf is not installed."""
+    perf = shutil.which("perf")
+    if perf is None:
+        return None
+    return subprocess.Popen(
+        [perf, "stat", "-x", ",", "-o", str(out), "-e",
+         "syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync", "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def counted_fsyncs(counter: subprocess.Popen[bytes] | None, out: Path) -> float:
+    """Stop the counter and read how many fsync syscalls it saw (0 when none could be)."""
+    if counter is None:
+        return 0.0
+    counter.send_signal(2)
+    counter.wait(30)
+    syncs = 0.0
+    if out.exists():
+        for line in out.read_text().splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[2].startswith("syscalls:") and fields[0].isdigit():
+                syncs += float(fields[0])
+    return syncs
+
+
 def redis_run(args: argparse.Namespace) -> int:
     """The same load against Redis (``appendfsync always``, or ``everysec`` for
     ``interval``), its fsyncs counted by ``perf stat`` on the ``fdatasync`` and ``fsync``
     syscall tracepoints of the server process over the window: Redis's messages per fsync
     beside Skerry's."""
-    perf = shutil.which("perf")
     workdir = Path(tempfile.mkdtemp(prefix="skerry-durable-redis-"))
     server = start_redis(workdir, "always" if args.fsync == "always" else "everysec")
     stat = workdir / "perf.txt"
     try:
         run(LoadSpec(protocol="resp", port=server.port, connections=args.connections,
                      inflight=1, duration_s=1.0, warmup_s=0.0, processes=args.load_processes))
-        counter = None if perf is None else subprocess.Popen(
-            [perf, "stat", "-x", ",", "-o", str(stat), "-e",
-             "syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync",
-             "-p", str(server.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        counter = count_fsyncs(server.proc.pid, stat)
         time.sleep(0.2)
         result = run(LoadSpec(protocol="resp", port=server.port, connections=args.connections,
                               inflight=1, duration_s=args.seconds, warmup_s=0.0,
                               processes=args.load_processes))
-        if counter is not None:
-            counter.send_signal(2)
-            counter.wait(30)
+        syncs = counted_fsyncs(counter, stat)
     finally:
         server.stop()
     print(f"redis appendfsync={'always' if args.fsync == 'always' else 'everysec'}, "
           f"{args.connections} connections x 1 request in flight: "
           f"{result.messages_per_s:,.0f} msgs/s (p50 {result.percentiles().get('p50', 0):.2f} ms)")
-    syncs = 0.0
-    if stat.exists():
-        for line in stat.read_text().splitlines():
-            fields = line.split(",")
-            if len(fields) > 2 and fields[2].startswith("syscalls:") and fields[0].isdigit():
-                syncs += float(fields[0])
     if syncs:
         print(f"redis fsyncs: {syncs:,.0f} in the window (perf stat), "
               f"{result.messages / syncs:.1f} msgs per fsync")
@@ -144,11 +158,14 @@ def main(argv: list[str] | None = None) -> int:
                                     "--threads", "-o", str(args.profile), "--nonblocking"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)
+        counter = count_fsyncs(proc.pid, workdir / "perf.txt")
+        time.sleep(0.2)
         before, t0 = scrape(metrics), time.monotonic()
         result = run(LoadSpec(protocol="v1", port=port, connections=args.connections,
                               inflight=1, duration_s=args.seconds, warmup_s=0.0,
                               processes=args.load_processes))
         after, window = scrape(metrics), time.monotonic() - t0
+        syscalls = counted_fsyncs(counter, workdir / "perf.txt")
     finally:
         if spy is not None:
             spy.send_signal(2)
@@ -166,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
               f"of the window")
     else:
         print(f"group commit: no fsync by the committer in the window ({msgs:,.0f} messages)")
+    if syscalls:
+        print(f"fsync syscalls of the broker (perf stat, every thread, the window and "
+              f"~0.2 s before it): {syscalls:,.0f}, {msgs / syscalls:.1f} msgs per fsync syscall")
     if args.profile and args.profile.exists():
         print("py-spy, own samples (all threads):")
         print("\n".join(_top(args.profile)))
