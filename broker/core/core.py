@@ -26,7 +26,7 @@ from twisted.internet.interfaces import IReactorTime
 from access import Authorizer, Operation, ResourceType
 from broker.config import Config
 from broker.core.access import AccessGate
-from broker.core.durability import GroupCommitter
+from broker.core.durability import GroupCommitter, synchronous
 from broker.core.idempotence import (
     LogSnapshotStore,
     ProducerStates,
@@ -75,8 +75,13 @@ class BrokerCore(ReadApi):
         self.closing = False
         self._run_in_thread = run_in_thread
         self._metrics: CoreMetrics | None = None
-        self.committer = GroupCommitter(self._run_sync, self._after_sync)
-        """Group commit, for the shell and tests (``syncs``)."""
+        per_turn = config["storage.group_commit"] == "turn"
+        self.committer = GroupCommitter(
+            self._run_sync_inline if per_turn else self._run_sync, self._after_sync,
+            end_of_turn=(lambda sync_turn: clock.callLater(0, sync_turn)) if per_turn else None)
+        """Group commit, for the shell and tests (``syncs``): with ``storage.group_commit:
+        turn`` its fsyncs run on the reactor thread once per turn, after the produce
+        pipeline's flush (``before_sync``, set below); with ``thread``, on a worker thread."""
         self._topics = Topics(config, store, replication, groups)
         marks = self._marks = Watermarks(store, replication)
         self._reads = Reads(config, store, self._topics, marks, clock)
@@ -87,6 +92,7 @@ class BrokerCore(ReadApi):
             self._topics, clock, replication, self.committer, self._producers,
             fsync=config["storage.fsync"], hw=marks.hw, notify_hw=self._reads.notify_hw,
             producer_states=self._producer_states)
+        self.committer.before_sync = self._produce.flush
         self._periodic = Periodic(config, store, clock, run_in_thread, hw=marks.hw)
         self.produce_to = self._produce.produce_to
         """Queue one message for this turn's append; the result goes to a ``ProduceSink``
@@ -182,6 +188,12 @@ class BrokerCore(ReadApi):
         """The group committer's thread runner; times each fsync when metrics are on."""
         metrics = self._metrics
         return self._run_in_thread(sync if metrics is None else metrics.timed_fsync(sync))
+
+    def _run_sync_inline(self, sync: Callable[[], Any]) -> Deferred[Any]:
+        """The group committer's turn runner: the fsync on the reactor thread, timed when
+        metrics are on."""
+        metrics = self._metrics
+        return synchronous(sync if metrics is None else metrics.timed_fsync(sync))
 
     def _after_sync(self, plog: PartitionLog) -> None:
         """An fsync of ``plog`` finished: ``hw`` may move, and long polls may wake."""
