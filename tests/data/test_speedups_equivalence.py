@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from array import array
 from typing import Any
 
 import pytest
@@ -181,6 +182,31 @@ def test_decode_run(run: tuple[bytes, list[int], int], budget: int, take_first: 
 
 def _c_verify(data: bytes, ends: list[int], first: int, budget: int, take_first: bool) -> reader.RunResult:
     return reader.RunResult(*C.verify_run(data, ends, first, budget, take_first))
+
+
+@SETTINGS
+@given(st.one_of(runs(), damaged()), st.integers(-1, 400), st.booleans())
+def test_verify_run_reads_int64_ends_in_place(run: tuple[bytes, list[int], int], budget: int,
+                                              take_first: bool) -> None:
+    """The ends as an int64 array (numpy's, or ``array('q')``), as ``read_raw(ends_array=True)``
+    passes them: the same ``RunResult`` (or error) as the list and as the twin."""
+    import numpy as np
+
+    data, ends, first = run
+    expected = outcome(reader._verify_run_py, data, ends, first, budget, take_first)
+    assert outcome(_c_verify, data, np.array(ends, dtype=np.int64), first, budget,
+                   take_first) == expected
+    assert outcome(_c_verify, data, array("q", ends), first, budget, take_first) == expected
+
+
+def test_verify_run_takes_other_integer_buffers_as_sequences() -> None:
+    """An ``array('I')`` is not read in place (its items are not 64-bit): it goes the
+    sequence way and gives the same answer."""
+    data, ends = writer._build_records_py(bytes(48), [b"a", b"bc", b"d"], None, None, 7, 5, 0)
+    want = outcome(_c_verify, data, ends, 7, 1000, True)
+    assert want[1][0] == 3
+    assert outcome(_c_verify, data, array("I", ends), 7, 1000, True) == want
+    assert outcome(_c_verify, data, array("q", ends), 7, 1000, True) == want
 
 
 def test_verify_run_stops_before_a_corrupt_record() -> None:

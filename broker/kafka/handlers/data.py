@@ -23,6 +23,7 @@ from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
 from broker.kafka.handlers.context import Context
 from broker.kafka.mapping import (
+    ENDS_IN_PLACE,
     MESSAGE_OVERHEAD,
     InvalidTimestamp,
     KeyTooLarge,
@@ -382,7 +383,8 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
     # 26/34 bytes and its key: a read of ``budget`` value bytes holds every message that
     # fits ``budget`` (message_set trims the rest).
     result, hw, _first = core.fetch_raw(
-        topic, index, offset, budget // RECORD_OVERHEAD[magic] + 1, budget)
+        topic, index, offset, budget // RECORD_OVERHEAD[magic] + 1, budget,
+        ends_array=magic == 2 and ENDS_IN_PLACE)
     config = core.topic_config(topic)
     # A compacted topic: an empty value is a tombstone, served as Kafka's null value.
     compacted = config is not None and config.cleanup_policy != "delete"
