@@ -197,10 +197,12 @@ class BrokerCore(ReadApi):
 
     # ---------------------------------------------------------------- topics
 
-    def resolve(self, name: str, partition: int | None, create: bool) -> Topic:
+    def resolve(self, name: str, partition: int | None, create: bool,
+                may_create: Callable[[], bool] | None = None) -> Topic:
         """The topic, after checking ``partition`` against its count (``Topics.resolve``:
-        auto-created with the defaults when ``create`` and the configuration allow it)."""
-        return self._topics.resolve(name, partition, create)
+        auto-created with the defaults when ``create`` and the configuration allow it, and
+        ``may_create``, the transport's own permission, when given)."""
+        return self._topics.resolve(name, partition, create, may_create)
 
     def topic_names(self) -> list[str]:
         """The name of every topic."""

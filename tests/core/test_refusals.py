@@ -22,8 +22,10 @@ from typing import Any
 
 import pytest
 
+from access import NotAuthorized
 from broker.client.codec import encode_batch
 from broker.core import ProduceRequest
+from broker.errors import InvalidTopicName, UnknownTopic
 from broker.iggy.codec.messages import encode_messages
 from data import paths
 from tests.reliability.inmemory import InMemoryBroker
@@ -406,3 +408,29 @@ class GroupListTests:
         assert [g["group"] for g in plain] == ["analytics"]
         full = asyncio.run(admin.list_groups(_FakeGroupsBroker(), internal=True))
         assert [g["group"] for g in full] == ["analytics", "iggy.consumer.1.1"]
+
+
+class AutoCreatePermissionTests:
+    """The one auto-create policy (``Topics.resolve``) asks a transport's own permission
+    (Kafka Metadata's Create ACL) only when it would create, and creates nothing when the
+    permission says no."""
+
+    def test_a_refused_permission_creates_nothing(self, tmp_path: Path) -> None:
+        h = InMemoryBroker(tmp_path)
+        core = h.broker.core
+        with pytest.raises(NotAuthorized):
+            core.resolve("fresh", None, True, lambda: False)
+        assert core.topic_config("fresh") is None
+        assert core.resolve("fresh", None, True, lambda: True).config.partitions >= 1
+        h.close()
+
+    def test_the_permission_is_not_asked_when_the_policy_would_not_create(
+            self, tmp_path: Path) -> None:
+        h = InMemoryBroker(tmp_path, auto_create_topics=False)
+        asked: list[str] = []
+        with pytest.raises(UnknownTopic):
+            h.broker.core.resolve("fresh", None, True, lambda: asked.append("x") or True)
+        with pytest.raises(InvalidTopicName):
+            h.broker.core.resolve("bad name!", None, True, lambda: asked.append("x") or True)
+        assert asked == []
+        h.close()
