@@ -45,6 +45,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -106,7 +107,8 @@ class ProduceRequest:
     only). The messages are either ``keys``/``values`` (V1: each non-empty key is stored as
     the key header) or ``framed``: records already framed back to back (``ends``: their end
     positions, None to read them from the headers; Kafka's, Iggy's and TANK's batches).
-    ``tokens``: one per keyed value, handed back in the ``ProduceResult`` (the V1 reply slots).
+    ``tokens``: none, or one per keyed value, handed back in the ``ProduceResult`` (the V1
+    reply slots).
     ``whole``: keyed values appended on their own and answered once (V1 PRODUCE_BATCH), not
     merged into this turn's append. ``create``: an unknown topic is auto-created when
     ``auto_create_topics`` allows. ``pid``/``seq``: a V1 idempotent producer and the
@@ -120,10 +122,10 @@ class ProduceRequest:
     keys: Sequence[bytes] = ()
     values: Sequence[bytes] = ()
     tokens: Sequence[Any] = ()
+    create: bool = False
     framed: bytes | None = None
     ends: Sequence[int] | None = None
     whole: bool = False
-    create: bool = False
     pid: str | None = None
     seq: int | None = None
     producer: ProducerBatch | None = None
@@ -216,6 +218,11 @@ class ProducePipeline:
         answer carries the original offset and ``duplicates`` 1); a
         number beyond the next one expected (a gap) is BAD_REQUEST; an unknown producer may
         start at any number.
+
+        Framed records get consecutive offsets in order; ids of 0 become UUIDv4s; messages
+        queued earlier in this turn for the same partition land first; ``BadRequest`` when
+        the store refuses the framing (nothing written). With ``producer`` see
+        ``_produce_idempotent``.
         """
         messages = request.framed
         if messages is not None:
@@ -260,6 +267,34 @@ class ProducePipeline:
         topic = self._by_name.get(topic_name)
         if topic is None or partition is not None:
             topic = self._topics.resolve(topic_name, partition, request.create)
+        values = request.values
+        if len(values) == 1:  # one message (request/response): the shortest way
+            key = keys[0]
+            hashed, header = self._key_cache.get(key) or self._key_info(key)
+            if not key and topic.config.compacted:
+                self._refuse_keyless(topic_name)
+            if partition is None:
+                partition = hashed % topic.config.partitions
+            batch = self._batches.get((topic_name, partition))
+            if batch is None:
+                plog = topic.partitions[partition]
+                self._topics.check_writable(topic_name, partition, plog)
+                batch = self._new_batch(topic_name, partition, plog)
+            # _Batch.add inlined for one message.
+            payloads, parts, acks = batch.payloads, batch.parts, request.acks
+            start = len(payloads)
+            payloads.append(values[0])
+            batch.headers.append(header)
+            if parts:
+                last = parts[-1]
+                if last[3] == answer and last[2] == acks:
+                    last[1] = start + 1
+                    last[4].extend(request.tokens)
+                    return
+                if not batch.mixed and parts[0][2] != acks:
+                    batch.mixed = True
+            parts.append([start, start + 1, acks, answer, list(request.tokens)])
+            return
         if topic.config.compacted and not all(keys):
             self._refuse_keyless(topic_name)
         infos = list(map(self._key_cache.get, keys))  # keys repeat: C-level lookups
@@ -268,12 +303,13 @@ class ProducePipeline:
             infos = [key_info(key) if info is None else info
                      for info, key in zip(infos, keys, strict=True)]
         count = topic.config.partitions
-        values, tokens = request.values, request.tokens
+        tokens = request.tokens
         if partition is not None or count == 1:
             runs = {partition or 0: (values, list(map(itemgetter(1), infos)), tokens)}
         else:
             split: dict[int, tuple[list[bytes], list[bytes], list[Any]]] = {}
-            for (hashed, header), value, token in zip(infos, values, tokens, strict=True):
+            for (hashed, header), value, token in zip(infos, values,  # noqa: B905
+                                                      tokens or repeat(None)):
                 part = split.get(hashed % count)
                 if part is None:
                     part = split[hashed % count] = ([], [], [])

@@ -163,7 +163,7 @@ class V1Protocol(Connection):
                                 if check is not None:
                                     check(self, name)
                                 produce(ProduceRequest(name, None, acks_col[0], keys, values,
-                                                       slots, create=True), produced)
+                                                       slots, True), produced)
                             except SkerryError:
                                 pass  # refused as a run: answered one by one below
                             except Exception as error:  # a bug: INTERNAL each, as dispatch
@@ -190,7 +190,7 @@ class V1Protocol(Connection):
                             if check is not None:
                                 check(self, name)
                             produce(ProduceRequest(name, None, acks, (key,), (value,), (slot,),
-                                                   create=True), produced)
+                                                   True), produced)  # create: positional, faster
                         except SkerryError as error:
                             self._emit(boundary.refusal(cid.decode(), error))
                         except Exception as error:  # a bug: INTERNAL, the connection stays
