@@ -21,7 +21,7 @@ from tests.reliability.inmemory import InMemoryBroker
 
 
 def framed(values: list[bytes]) -> tuple[bytes, list[int]]:
-    """Records framed for ``produce_framed`` (store-stamped fields zero) and their ends."""
+    """Records framed for ``BrokerCore.produce`` (``framed``) (store-stamped fields zero) and their ends."""
     records = [encode_record(0, 0, 0, 0, v, b"") for v in values]
     ends, at = [], 0
     for r in records:

@@ -340,15 +340,15 @@ class Handlers(ReplicationHandlers, AdminHandlers):
                           conn.produced)
         return None
 
-    def _check_produce(self, sink: Any, topic: str) -> None:
+    def _check_produce(self, conn: Any, topic: str) -> None:
         """Write on the topic (a cached decision), and Create (on the cluster or the topic)
         when the produce would create it."""
-        self.core.check_access(sink, _WRITE, _TOPIC, topic)
+        self.core.check_access(conn, _WRITE, _TOPIC, topic)
         if self.core.topic_config(topic) is None:
-            self._check_create(sink, topic)
+            self._check_create(conn, topic)
 
-    def _check_create(self, sink: Any, topic: str) -> None:
-        self.core.access.check_any(sink, ((Operation.CREATE, ResourceType.CLUSTER,
+    def _check_create(self, conn: Any, topic: str) -> None:
+        self.core.access.check_any(conn, ((Operation.CREATE, ResourceType.CLUSTER,
                                            CLUSTER_NAME),
                                           (Operation.CREATE, ResourceType.TOPIC, topic)))
 
