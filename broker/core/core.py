@@ -94,25 +94,12 @@ class BrokerCore(ReadApi):
             producer_states=self._producer_states)
         self.committer.before_sync = self._produce.flush
         self._periodic = Periodic(config, store, clock, run_in_thread, hw=marks.hw)
-        self.produce_to = self._produce.produce_to
-        """Queue one message for this turn's append; the result goes to a ``ProduceSink``
-        (``ProducePipeline.produce_to``: refusals, idempotence, acks). The pipeline's
-        method itself: the per-message hot path skips a delegation frame."""
-        self.produce_run = self._produce.produce_run
-        """Queue a run of messages of one topic with one acks level, one call for the run
-        (``ProducePipeline.produce_run``: everything checked before anything is queued)."""
-        self.produce_framed = self._produce.produce_framed
-        """Append a whole batch of messages already framed as records (Kafka's Produce,
-        Iggy's SendMessages, TANK's produce) to one partition in one store append; answer
-        its callback once, with a ``ProduceResult`` or a ``SkerryError``
-        (``ProducePipeline.produce_framed``: topic resolution and auto-create with
-        ``create=True``, refusals, a Kafka idempotent producer's batch checked and
-        deduplicated, acks)."""
-        self.produce_keyed_batch = self._produce.produce_keyed_batch
-        """Append a whole batch of keyed V1 messages (PRODUCE_BATCH) in one store append,
-        idempotent with ``pid``/``seq``; answer its callback once with a
-        ``ProduceResult`` (with ``count`` and ``duplicates``) or a ``SkerryError``
-        (``ProducePipeline.produce_keyed_batch``)."""
+        self.produce = self._produce.produce
+        """The one produce entry every transport calls: ``produce(request, answer)`` with a
+        ``ProduceRequest`` (keyed values or framed records, producer fields) and a
+        ``ProduceCallback`` (``ProducePipeline.produce``: topic resolution and auto-create,
+        refusals, idempotence, this turn's merged append or a batch's own, acks). The
+        pipeline's method itself: the hot path skips a delegation frame."""
 
         self.access = AccessGate(Authorizer(enabled=False))
         """Who may do what (``broker/core/access.py``): the shell puts the configured
@@ -222,10 +209,12 @@ class BrokerCore(ReadApi):
 
     # ---------------------------------------------------------------- topics
 
-    def resolve(self, name: str, partition: int | None, create: bool) -> Topic:
+    def resolve(self, name: str, partition: int | None, create: bool,
+                may_create: Callable[[], bool] | None = None) -> Topic:
         """The topic, after checking ``partition`` against its count (``Topics.resolve``:
-        auto-created with the defaults when ``create`` and the configuration allow it)."""
-        return self._topics.resolve(name, partition, create)
+        auto-created with the defaults when ``create`` and the configuration allow it, and
+        ``may_create``, the transport's own permission, when given)."""
+        return self._topics.resolve(name, partition, create, may_create)
 
     def topic_names(self) -> list[str]:
         """The name of every topic."""

@@ -671,7 +671,7 @@ declined:
  *
  * The reference is broker/kafka/mapping.py's framed_batches over RawBatch.records(): the
  * records of one opened batch (``body``, ``count`` of them) -> stored records framed for
- * BrokerCore.produce_framed (64-byte header with the origin timestamp, payload, then the
+ * BrokerCore.produce, framed (64-byte header with the origin timestamp, payload, then the
  * user headers: the key header, then the Kafka headers as mapping.kafka_headers_user lays
  * them out: one string-named raw entry each when that is unambiguous, else the canonical
  * header list cut into "kafka.headers" entries of at most 255 bytes). Anything the

@@ -2,7 +2,7 @@
 
 Owns: the key rule (``key_headers``: a Kafka key -> the user headers that carry it;
 ``stored_key``: the way back), ``framed_columns`` (a produced set decoded as columns ->
-records framed for ``BrokerCore.produce_framed``: 64-byte header, payload, user headers,
+records framed for ``BrokerCore.produce`` (framed): 64-byte header, payload, user headers,
 with the origin timestamp set and the fields the store stamps left zero) and
 ``message_set`` (stored records as a read returned them -> an uncompressed MessageSet of
 magic 0 or 1, built straight from the stored bytes, bounded by a byte budget). Both are
@@ -139,7 +139,7 @@ def stored_key(user_headers: bytes) -> bytes | None:
 
 
 def framed_records(records: Sequence[Record], now_us: int) -> tuple[bytes, list[int]]:
-    """``(messages, ends)`` for ``BrokerCore.produce_framed``; ``KeyTooLarge``."""
+    """``(messages, ends)`` for ``BrokerCore.produce`` (framed); ``KeyTooLarge``."""
     pack = HEADER.pack
     parts: list[bytes] = []
     ends: list[int] = []
@@ -536,7 +536,7 @@ def _framed_raw_py(raws: Sequence[RawBatch], now_us: int, max_value: int
 def framed_raw_batches(raws: Sequence[RawBatch], now_us: int, max_value: int
                        ) -> tuple[bytes, list[int]]:
     """Opened batches (``split_batches``) -> ``(messages, ends)`` for
-    ``BrokerCore.produce_framed``, as ``framed_batches`` of their records; refusals:
+    ``BrokerCore.produce`` (framed), as ``framed_batches`` of their records; refusals:
     ``CorruptRecordBatch``, ``KeyTooLarge``, ``InvalidTimestamp``, ``ValueTooLarge``
     (a value over ``max_value`` bytes). Each batch is framed by one C call
     (``_cfetch.frame_batch``) where it is built, keys and headers included; a batch it
