@@ -23,6 +23,7 @@ from twisted.internet.task import Clock
 from broker.config import load_config
 from broker.core.core import BrokerCore
 from broker.core.durability import GroupCommitter, synchronous
+from broker.core.produce import ProduceRequest, ProduceResult
 from broker.errors import NotLeader, SkerryError, StorageError
 from data.store import StorageConfig, Store
 from tests.fakes.fs import FaultyFileLayer, RecordingFileLayer
@@ -72,20 +73,23 @@ class NoGroups:
 
 
 class Replies:
-    """A connection's sink that notes, for each reply, how many log fsyncs had happened
-    and how far the partition was durable when the reply was handed over."""
+    """What a connection is answered with, noting for each answer how many log fsyncs had
+    happened and how far the partition was durable when it was handed over."""
 
     def __init__(self, core: BrokerCore, fs: RecordingFileLayer) -> None:
         self.core, self.fs = core, fs
         self.got: list[tuple[Any, int, SkerryError | None, int, int]] = []
 
-    def produced(self, token: Any, partition: int, offset: int, hw: int,
-                 error: SkerryError | None) -> None:
-        plog = self.core.store.partition("t", partition)
-        self.got.append((token, offset, error, log_fsyncs(self.fs), plog.durable_offset))
+    def send(self, value: bytes, token: Any) -> None:
+        """One PRODUCE of ``value`` to t/0 with ``acks=1``, answered here."""
+        self.core.produce(ProduceRequest("t", 0, "1", keys=(b"",), values=(value,),
+                                         tokens=(token,)), self.answer)
 
-    def drain(self) -> None:
-        return None
+    def answer(self, result: ProduceResult) -> None:
+        plog = self.core.store.partition("t", result.partition)
+        for token in result.tokens:
+            self.got.append((token, result.offset, result.error, log_fsyncs(self.fs),
+                             plog.durable_offset))
 
 
 def log_fsyncs(fs: RecordingFileLayer) -> int:
@@ -113,7 +117,7 @@ def test_every_request_read_in_a_turn_is_answered_after_one_fsync_that_covers_it
     sink = Replies(core, fs)
     before = log_fsyncs(fs)
     for connection in range(50):
-        core.produce_to("t", 0, b"", b"v%d" % connection, "1", sink, connection)
+        sink.send(b"v%d" % connection, connection)
     assert sink.got == [] and log_fsyncs(fs) == before  # nothing answered or synced yet
     clock.advance(0)  # the turn ends: flush, then the turn's fsync
     assert [token for token, *_ in sink.got] == list(range(50))
@@ -130,9 +134,9 @@ def test_the_next_turn_gets_its_own_fsync(tmp_path: Any) -> None:
     fs = RecordingFileLayer()
     core, clock = make_core(tmp_path, fs)
     sink = Replies(core, fs)
-    core.produce_to("t", 0, b"", b"first", "1", sink, "first")
+    sink.send(b"first", "first")
     clock.advance(0)
-    core.produce_to("t", 0, b"", b"second", "1", sink, "second")
+    sink.send(b"second", "second")
     assert [token for token, *_ in sink.got] == ["first"]
     clock.advance(0)
     assert [token for token, *_ in sink.got] == ["first", "second"]
@@ -148,7 +152,7 @@ def test_a_failed_fsync_refuses_the_turns_requests(tmp_path: Any) -> None:
     sink = Replies(core, RecordingFileLayer())
     fs.arm("fsync", path_endswith=".log", error=errno.EIO)
     for connection in range(3):
-        core.produce_to("t", 0, b"", b"v", "1", sink, connection)
+        sink.send(b"v", connection)
     clock.advance(0)
     assert len(sink.got) == 3
     for _token, offset, error, _fsyncs, durable in sink.got:
@@ -170,7 +174,7 @@ def test_thread_mode_runs_the_fsync_through_the_worker_runner(tmp_path: Any) -> 
     fs = RecordingFileLayer()
     core, clock = make_core(tmp_path, fs, "thread", worker)
     sink = Replies(core, fs)
-    core.produce_to("t", 0, b"", b"v", "1", sink, "a")
+    sink.send(b"v", "a")
     clock.advance(0)
     assert sink.got == [] and len(jobs) == 1
     function, d = jobs.pop()
