@@ -168,8 +168,21 @@ def walk_records(buf: Buffer, start: int = 0, end: int | None = None,
 def record_starts(buf: Buffer, start: int = 0, end: int | None = None) -> np.ndarray:
     """Byte positions of the records in ``buf[start:end]``, walking the length fields; stops
     at a record that would run past ``end`` (a partial tail). Callers that have the
-    positions already (the segment index) skip it."""
-    return walk_records(buf, start, end)[0]
+    positions already (the segment index) skip it. Walked ``_WALK_WINDOW`` records at a
+    time, so a whole segment's walk holds the header columns of one window only."""
+    end = len(buf) if end is None else min(end, len(buf))
+    parts: list[np.ndarray] = []
+    while True:
+        pos, heads = walk_records(buf, start, end, _WALK_WINDOW)
+        parts.append(pos.copy())
+        if len(pos) < _WALK_WINDOW:
+            break
+        start = int(pos[-1]) + HEADER_SIZE + int(heads.user_headers_lengths[-1]) + int(heads.payload_lengths[-1])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+_WALK_WINDOW = 1 << 20
+"""Records per ``record_heads`` call in ``record_starts`` (56 MiB of header columns)."""
 
 
 def read_heads(buf: Buffer, pos: np.ndarray) -> Heads:

@@ -311,3 +311,18 @@ def test_walk_records_gives_the_header_fields_of_a_valid_run() -> None:
         assert heads.user_headers_lengths.tolist() == [0, len(fmt.key_header(b"k")), 0]
         assert heads.reserved.tolist() == [0, 0, 0]
         assert heads.checksums.tolist() == [int.from_bytes(data[e:e + 8], "little") for e in ends[:-1]]
+
+
+def test_record_starts_walks_a_long_run_window_by_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A walk longer than one window of header columns gives the same positions as one
+    window, also from a start inside the buffer and before a partial tail."""
+    from data.spark import records
+
+    data, ends = writer._build_records_py(bytes(16 * 50), [b"v%d" % i for i in range(50)],
+                                          [fmt.key_header(b"k")] * 50, None, 3, 7, 0)
+    whole = records.record_starts(data + b"\xff" * 10).tolist()
+    monkeypatch.setattr(records, "_WALK_WINDOW", 7)
+    assert records.record_starts(data + b"\xff" * 10).tolist() == whole == ends[:-1]
+    assert records.record_starts(data, ends[3], ends[49]).tolist() == ends[3:49]
+    monkeypatch.setattr(records, "_WALK_WINDOW", 50)  # exactly one full window, then an empty one
+    assert records.record_starts(data).tolist() == ends[:-1]
