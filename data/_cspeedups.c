@@ -16,6 +16,7 @@
  *   stamp_framed(messages, ends, first_offset, data/writer.py   (_stamp_framed_py)
  *                timestamp, start_position, random_ids)
  *   consume_items(raw, ends, first_offset)    data/format.py   (_consume_items_py)
+ *   record_heads(data, start, end, out)       data/spark/records.py (_record_heads_py)
  *
  * Batch in, batch out: one call per batch of records, never one per message.
  *
@@ -698,6 +699,46 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------ record_heads */
+
+/* record_heads(data, start, end, out): walk the records of data[start:end] by their length
+ * fields and write the header fields of record i into the writable buffer ``out``, read as
+ * 7 columns of ``cap = len(out) // 56`` u64 each: out[c * cap + i] for column c = position,
+ * checksum, offset, timestamp, user_headers_length, payload_length, reserved. Stops at a
+ * record that would run past ``end`` (clamped to len(data): a partial tail) or after
+ * ``cap`` records. Returns the number of records written. */
+static PyObject *record_heads(PyObject *self, PyObject *args) {
+    Py_buffer data, out;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "y*nnw*", &data, &start, &end, &out)) return NULL;
+    if (start < 0) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "start must not be negative");
+        return NULL;
+    }
+    if (end > data.len) end = data.len;
+    Py_ssize_t cap = out.len / 56, n = 0, pos = start;
+    uint64_t *col = out.buf;
+    const unsigned char *buf = data.buf;
+    while (n < cap && pos <= end - HEADER_SIZE) {
+        const unsigned char *r = buf + pos;
+        uint64_t uhl = get_u32(r + 48), pl = get_u32(r + 52);
+        uint64_t next = (uint64_t)pos + HEADER_SIZE + uhl + pl;
+        if (next > (uint64_t)end) break;
+        uint64_t row[7] = {(uint64_t)pos, get_u64(r), get_u64(r + 24), get_u64(r + 32), uhl, pl,
+                           get_u64(r + 56)};
+        for (int c = 0; c < 7; c++) {  /* little-endian u64 columns, as numpy's "<u8" */
+            put_u64((unsigned char *)(col + c * cap + n), row[c]);
+        }
+        n++;
+        pos = (Py_ssize_t)next;
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    return PyLong_FromSsize_t(n);
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -712,6 +753,8 @@ static PyMethodDef methods[] = {
      "Stamp Iggy's already-framed messages. See data.writer._stamp_framed_py."},
     {"consume_items", consume_items, METH_VARARGS,
      "b','.join(b'%d:%b' % (offset, payload)). See data.format._consume_items_py."},
+    {"record_heads", record_heads, METH_VARARGS,
+     "Header fields of the records of data[start:end] as columns. See data.spark.records._record_heads_py."},
     {NULL, NULL, 0, NULL},
 };
 

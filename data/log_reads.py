@@ -215,8 +215,13 @@ class LogReads:
             log_fd = self._read_fds(seg)[0]
             # The last of the k records may not fit the budget (it does not, when records
             # carry no user headers): it is read and checked apart, so that leaving it out
-            # costs no copy of the whole read (``data[:consumed]``).
-            sure = k - 1 if k > 1 and _payload_bound(ends, k - 1) <= budget else k
+            # costs no copy of the whole read (``data[:consumed]``). When all k surely fit
+            # (a read bounded by its count), they are read at once: joining the last one
+            # on would copy the whole read instead.
+            if _payload_bound(ends, k) <= budget:
+                sure = k
+            else:
+                sure = k - 1 if k > 1 and _payload_bound(ends, k - 1) <= budget else k
             data = fs.pread(log_fd, ends[sure] - p0, p0)
             rel_ends: list[int] | np.ndarray
             if arrays:  # read in place by the compiled loops: no int object per record
