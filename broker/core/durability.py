@@ -18,7 +18,10 @@ every waiter the finished sync covered. Two ways to run the sync
   returns, and the reactor keeps reading sockets meanwhile.
 
 Either way no waiter is answered before an fsync that started after its append returned;
-a failed fsync answers every waiter of the partition with a ``StorageError``.
+a failed fsync answers every waiter of the partition with a ``StorageError``, and so does a
+sync that returns without moving ``durable_offset`` while waiters remain (the log was
+closed or truncated under them: syncing again could never cover them, and retrying would
+spin).
 
 Must not import: transports. It is part of the core shell: it takes an injected runner
 (``deferToThread`` in the broker, ``synchronous`` for the turn mode and in tests) and an
@@ -54,11 +57,12 @@ def synchronous(function: Callable[[], Any]) -> Deferred[Any]:
 
 
 class _Pending:
-    __slots__ = ("waiters", "running")
+    __slots__ = ("waiters", "running", "before")
 
     def __init__(self) -> None:
         self.waiters: list[tuple[int, Waiter]] = []
         self.running = False
+        self.before = -1  # durable_offset when the running sync started
 
 
 class GroupCommitter:
@@ -122,6 +126,7 @@ class GroupCommitter:
 
     def _start(self, log: Syncable, pending: _Pending) -> None:
         pending.running = True
+        pending.before = log.durable_offset
         self._run(log.sync).addBoth(self._finished, log, pending)
 
     def _finished(self, result: int | Failure, log: Syncable, pending: _Pending) -> None:
@@ -142,6 +147,14 @@ class GroupCommitter:
         pending.waiters = [(upto, w) for upto, w in pending.waiters if upto > durable]
         for waiter in done:
             waiter(None)
+        if pending.waiters and durable <= pending.before:
+            # Every waiter's append preceded a sync that made no progress: the log is
+            # closed or was truncated below them. Refuse rather than spin on syncs.
+            stuck, pending.waiters = pending.waiters, []
+            error = StorageError(f"not made durable: the log stopped at offset {durable} "
+                                 "(closed or truncated) before these appends were synced")
+            for _, waiter in stuck:
+                waiter(error)
         if not pending.waiters:
             self._pending.pop(id(log), None)
         elif self._end_of_turn is None:
