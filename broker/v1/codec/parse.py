@@ -301,7 +301,6 @@ def _decode_batch_py(data: bytes, max_value_bytes: int) -> tuple[tuple[bytes, ..
     return keys, values
 
 
-
 _split_batch = getattr(speedups.load("broker.v1._cscan"), "split_batch", None)
 
 
@@ -314,6 +313,7 @@ def decode_batch(data: bytes, max_value_bytes: int) -> tuple[tuple[bytes, ...], 
         if got is not None:
             return got
     return _decode_batch_py(data, max_value_bytes)
+
 
 def _parse_admin_create_topic(cid: str, args: str) -> AdminCreateTopic:
     tokens, options = fields.split_args("ADMIN_CREATE_TOPIC", args)
