@@ -6,7 +6,7 @@ The broker runs with ``metrics_port`` on, and its ``/metrics`` is read before an
 measured window: ``skerry_fsync_seconds`` (one observation per group-commit fsync, timed in
 the fsync thread) and ``skerry_messages_in``. From them: fsyncs per second, messages per
 fsync (the group-commit batch), the mean fsync time and the share of the window the fsync
-thread spent in fsync. ``--profile FILE`` also runs py-spy over the broker for the window
+thread (``thread``) or the reactor (``turn``) spent in fsync. ``--profile FILE`` also runs py-spy over the broker for the window
 (raw folded stacks) and prints the functions with the most samples.
 
 The metrics cost the broker a little per append, so the rate here runs slightly under the
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from bench.loadgen import LoadSpec, run
 from bench.serve import start_serve, stop_serve
-from bench.servers import free_port
+from bench.servers import free_port, start_redis
 
 __all__ = ["FsyncStats", "scrape", "main"]
 
@@ -67,34 +68,104 @@ def _top(path: Path, n: int = 20) -> list[str]:
     return [f"  {c / total * 100:5.1f}%  {f}" for f, c in own.most_common(n)] if total else []
 
 
+def count_fsyncs(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    """Start ``perf stat`` counting the ``fdatasync`` and ``fsync`` syscalls of ``pid``
+    (every thread) into ``out``; None when perf is not installed."""
+    perf = shutil.which("perf")
+    if perf is None:
+        return None
+    return subprocess.Popen(
+        [perf, "stat", "-x", ",", "-o", str(out), "-e",
+         "syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync", "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def counted_fsyncs(counter: subprocess.Popen[bytes] | None, out: Path) -> float:
+    """Stop the counter and read how many fsync syscalls it saw (0 when none could be)."""
+    if counter is None:
+        return 0.0
+    counter.send_signal(2)
+    counter.wait(30)
+    syncs = 0.0
+    if out.exists():
+        for line in out.read_text().splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[2].startswith("syscalls:") and fields[0].isdigit():
+                syncs += float(fields[0])
+    return syncs
+
+
+def redis_run(args: argparse.Namespace) -> int:
+    """The same load against Redis (``appendfsync always``, or ``everysec`` for
+    ``interval``), its fsyncs counted by ``perf stat`` on the ``fdatasync`` and ``fsync``
+    syscall tracepoints of the server process over the window: Redis's messages per fsync
+    beside Skerry's."""
+    workdir = Path(tempfile.mkdtemp(prefix="skerry-durable-redis-"))
+    server = start_redis(workdir, "always" if args.fsync == "always" else "everysec")
+    stat = workdir / "perf.txt"
+    try:
+        run(LoadSpec(protocol="resp", port=server.port, connections=args.connections,
+                     inflight=1, duration_s=1.0, warmup_s=0.0, processes=args.load_processes))
+        counter = count_fsyncs(server.proc.pid, stat)
+        time.sleep(0.2)
+        result = run(LoadSpec(protocol="resp", port=server.port, connections=args.connections,
+                              inflight=1, duration_s=args.seconds, warmup_s=0.0,
+                              processes=args.load_processes))
+        syncs = counted_fsyncs(counter, stat)
+    finally:
+        server.stop()
+    print(f"redis appendfsync={'always' if args.fsync == 'always' else 'everysec'}, "
+          f"{args.connections} connections x 1 request in flight: "
+          f"{result.messages_per_s:,.0f} msgs/s (p50 {result.percentiles().get('p50', 0):.2f} ms)")
+    if syncs:
+        print(f"redis fsyncs: {syncs:,.0f} in the window (perf stat), "
+              f"{result.messages / syncs:.1f} msgs per fsync")
+    else:
+        print("redis fsyncs: not counted (perf missing or no tracepoint access)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fsync", choices=("always", "interval"), default="always")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--load-processes", type=int, default=2,
+                        help="load generator processes the connections are split between")
+    parser.add_argument("--group-commit", choices=("turn", "thread"), default=None,
+                        help="storage.group_commit (default: the broker's default)")
     parser.add_argument("--profile", type=Path, help="py-spy raw output for the window")
+    parser.add_argument("--redis", action="store_true",
+                        help="run the load against Redis instead (fsyncs counted by perf)")
     args = parser.parse_args(argv)
+    if args.redis:
+        return redis_run(args)
     workdir = Path(tempfile.mkdtemp(prefix="skerry-durable-"))
     metrics = free_port()
     proc, port, _log = start_serve(workdir, {
         "data_dir": str(workdir / "data"), "port": 0, "metrics_port": metrics,
-        "log_level": "warning", "storage": {"fsync": args.fsync, "fsync_interval_ms": 1000},
+        "log_level": "warning", "storage": {"fsync": args.fsync, "fsync_interval_ms": 1000,
+                                            **({"group_commit": args.group_commit}
+                                               if args.group_commit else {})},
         "topics": {"bench": {"partitions": 1, "replication_factor": 1}}}, "v1")
     spy = None
     try:
         # warm-up, then the measured window
         run(LoadSpec(protocol="v1", port=port, connections=args.connections, inflight=1,
-                     duration_s=1.0, warmup_s=0.0, processes=2))
+                     duration_s=1.0, warmup_s=0.0, processes=args.load_processes))
         if args.profile:
             spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record",
                                     "--pid", str(proc.pid), "--format", "raw", "--rate", "250",
                                     "--threads", "-o", str(args.profile), "--nonblocking"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)
+        counter = count_fsyncs(proc.pid, workdir / "perf.txt")
+        time.sleep(0.2)
         before, t0 = scrape(metrics), time.monotonic()
         result = run(LoadSpec(protocol="v1", port=port, connections=args.connections,
-                              inflight=1, duration_s=args.seconds, warmup_s=0.0, processes=2))
+                              inflight=1, duration_s=args.seconds, warmup_s=0.0,
+                              processes=args.load_processes))
         after, window = scrape(metrics), time.monotonic() - t0
+        syscalls = counted_fsyncs(counter, workdir / "perf.txt")
     finally:
         if spy is not None:
             spy.send_signal(2)
@@ -103,14 +174,18 @@ def main(argv: list[str] | None = None) -> int:
     fsyncs = after.fsyncs - before.fsyncs
     busy = after.fsync_seconds - before.fsync_seconds
     msgs = after.messages - before.messages
-    print(f"storage.fsync={args.fsync}, {args.connections} connections x 1 request in flight: "
+    mode = f", group_commit={args.group_commit}" if args.group_commit else ""
+    print(f"storage.fsync={args.fsync}{mode}, {args.connections} connections x 1 request in flight: "
           f"{result.messages_per_s:,.0f} msgs/s (p50 {result.percentiles().get('p50', 0):.2f} ms)")
     if fsyncs:
         print(f"group commit: {fsyncs / window:,.0f} fsyncs/s, {msgs / fsyncs:.1f} msgs per fsync, "
-              f"mean fsync {busy / fsyncs * 1000:.3f} ms, fsync thread busy {busy / window:.0%} "
+              f"mean fsync {busy / fsyncs * 1000:.3f} ms, in fsync {busy / window:.0%} "
               f"of the window")
     else:
         print(f"group commit: no fsync by the committer in the window ({msgs:,.0f} messages)")
+    if syscalls:
+        print(f"fsync syscalls of the broker (perf stat, every thread, the window and "
+              f"~0.2 s before it): {syscalls:,.0f}, {msgs / syscalls:.1f} msgs per fsync syscall")
     if args.profile and args.profile.exists():
         print("py-spy, own samples (all threads):")
         print("\n".join(_top(args.profile)))

@@ -58,7 +58,7 @@ from bench.report import MarkerError
 from bench.serve import REPO_ROOT, start_serve, stop_serve
 from bench.servers import free_port
 
-__all__ = ["Row", "Sample", "run", "render", "write_doc", "main", "kafka_classpath"]
+__all__ = ["Row", "Sample", "run", "render", "write_doc", "main", "kafka_classpath", "cluster_id"]
 
 POM_DIR = REPO_ROOT / "bench" / "apache"
 BEGIN = "<!-- apache:begin -->"
@@ -133,6 +133,16 @@ class Broker:
         return None
 
 
+def cluster_id() -> str:
+    """A KRaft cluster id as ``kafka-storage random-uuid`` makes them: 16 random bytes in
+    URL-safe base64, never starting with ``-`` (``kafka-storage format -t -xyz`` reads that
+    as an option and fails: one start in 64 did)."""
+    while True:
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster.startswith("-"):
+            return cluster
+
+
 def _server_properties(data: Path, port: int, controller: int) -> str:
     # Kafka 4.3's config/server.properties, the single-node combined mode it ships
     return "\n".join([
@@ -182,7 +192,7 @@ def apache_kafka(workdir: Path, classpath: str) -> Iterator[Broker]:
     port, controller = free_port(), free_port()
     props = workdir / "server.properties"
     props.write_text(_server_properties(workdir / "kafka-logs", port, controller))
-    cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster = cluster_id()
     fmt = subprocess.run(["java", *TOOL_OPTS, "-cp", classpath, "kafka.tools.StorageTool",
                           "format", "--standalone", "-t", cluster, "-c", str(props)],
                          capture_output=True, text=True, timeout=180)
@@ -241,7 +251,7 @@ def apache_kafka_cluster(workdir: Path, classpath: str) -> Iterator[Cluster]:
     """Three combined KRaft nodes (static voters), the shipped settings otherwise."""
     ports = [(free_port(), free_port()) for _ in range(3)]
     voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_p, c) in enumerate(ports))
-    cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster = cluster_id()
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for i, (port, controller) in enumerate(ports):

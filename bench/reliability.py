@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Run as a script (`python bench/reliability.py`), bench/ is first on the path and its
+# kafka.py would shadow the kafka package the fuzz targets import: the repository instead.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
 from tests.reliability.crash_scenarios import crash_trial, group_crash_trial  # noqa: E402

@@ -13,6 +13,10 @@ workers started, imports done, the JVM's JIT past the first compiles: a session'
 state). Writes go to a fresh topic each run and must leave exactly N messages. The broker's
 data directory is removed at the end.
 
+Besides each rate it prints where the CPU went during the timed runs, in core-seconds per
+million rows: the broker process, Spark's JVM and its Python workers (``/proc/<pid>/stat`` of
+every process under this one; the machine's other load moves the rates far more than these).
+
 Spark and Arrow run with their defaults; ``--arrow-unchecked`` adds the tuning docs/spark.md
 describes, Arrow's ``-Darrow.enable_unsafe_memory_access=true`` (no bounds check on each Arrow
 buffer access while Spark copies the Python batches into rows).
@@ -37,6 +41,42 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support import BrokerProcess  # noqa: E402
 
 from broker.client.sync import Client, encode_batch  # noqa: E402
+
+ROLES = ("broker", "JVM", "Python workers")
+
+
+def cpu_by_role(broker_pid: int | None) -> dict[str, float]:
+    """CPU seconds (user + system) so far of the processes under this one, by role: the
+    broker, Spark's JVM (java), and every other descendant (Spark's Python workers)."""
+    me, tick = os.getpid(), os.sysconf("SC_CLK_TCK")
+    procs: dict[int, tuple[int, float, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                name, rest = f.read().rsplit(")", 1)
+        except OSError:  # gone meanwhile
+            continue
+        fields = rest.split()
+        procs[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick,
+                             name.split("(", 1)[1])
+
+    def under_me(pid: int) -> bool:
+        while pid > 1:
+            pid = procs[pid][0] if pid in procs else 0
+            if pid == me:
+                return True
+        return False
+
+    out = dict.fromkeys(ROLES, 0.0)
+    for pid, (_parent, seconds, comm) in procs.items():
+        if pid == me or not under_me(pid):
+            continue
+        role = "broker" if pid == broker_pid else "JVM" if comm == "java" else "Python workers"
+        out[role] += seconds
+    return out
+
 
 LOAD_BATCH = 4000
 """Messages per PRODUCE_BATCH of the load step (about 450 KiB: under the line limit)."""
@@ -89,16 +129,21 @@ def main() -> int:
         load = time.perf_counter() - t0
         assert loaded == n, loaded
         results = {"load (pipelined PRODUCE_BATCH, one connection)": n / load}
+        cpu: dict[str, dict[str, float]] = {}
 
         def measure(label: str, run: Callable[[int], None]) -> None:
             for i in range(args.warmup):
                 run(-1 - i)
             took = []
+            pid = broker.proc.pid if broker.proc is not None and broker.proc.poll() is None else None
+            before = cpu_by_role(pid)
             for i in range(args.runs):
                 t = time.perf_counter()
                 run(i)
                 took.append(time.perf_counter() - t)
+            after = cpu_by_role(pid)
             results[label] = n / statistics.median(took)
+            cpu[label] = {role: (after[role] - before[role]) / args.runs * 1e6 / n for role in ROLES}
 
         def read(df: object) -> Callable[[int], None]:
             def run(_: int) -> None:
@@ -131,7 +176,9 @@ def main() -> int:
           f"{os.cpu_count()} cores; median of {args.runs} runs after {args.warmup} warm-up runs; "
           f"Arrow bounds checks {'off' if args.arrow_unchecked else 'on'}")
     for label, rate in results.items():
-        print(f"  {label:47s} {rate:12,.0f} rows/s")
+        where = ", ".join(f"{role} {seconds:.2f}" for role, seconds in cpu[label].items()) \
+            if label in cpu else ""
+        print(f"  {label:47s} {rate:12,.0f} rows/s" + (f"   CPU s per 1M rows: {where}" if where else ""))
     return 0
 
 

@@ -23,19 +23,14 @@ from twisted.internet.interfaces import IReactorTime
 
 from broker.config import Config
 from broker.core import BrokerCore
+from broker.peer_links import Connector, Peers, V1ReplicaLinks, authenticating, tcp_connector
 from broker.services.group_log import GroupStateLog
 from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
 from broker.v1.handlers.dispatch import Handlers
 from data.fs import FileLayer
 from data.store import Store
-from replication.follower import (
-    Connector,
-    FetchSettings,
-    ReplicaManager,
-    authenticating,
-    tcp_connector,
-)
+from replication.follower import FetchSettings, ReplicaManager
 
 log = logging.getLogger("skerry.server")
 
@@ -46,7 +41,7 @@ __all__ = ["admin_plane", "check_peer_security", "cluster_coordinators", "contro
 def replica_links(config: Config, clock: IReactorTime, replication: ReplicationService,
                   connect: Connector | None) -> tuple[ReplicaManager, Connector]:
     """The replication links of a cluster member, started: the ``ReplicaManager`` (fetch
-    loops and leader probes) over ``connect`` (default: TCP, TLS with ``tls.cert``, logged in
+    loops and leader probes) over V1 links (``broker.peer_links``) on ``connect`` (default: TCP, TLS with ``tls.cert``, logged in
     as the peer user when ``cluster.peer_token_file`` is set); returns it and the connector
     the group forwarding reuses."""
     assert config.cluster is not None
@@ -65,7 +60,9 @@ def replica_links(config: Config, clock: IReactorTime, replication: ReplicationS
 
         connect = authenticating(connect, security.peer_user,
                                  read_peer_token(security.peer_token_file), clock)
-    manager = ReplicaManager(replication, config.cluster, clock, connect, settings)
+    links = V1ReplicaLinks(Peers(config.cluster, connect, clock,
+                                 request_timeout_ms=settings.request_timeout_ms))
+    manager = ReplicaManager(replication, links, clock, settings)
     manager.start()
     return manager, connect
 
@@ -82,7 +79,6 @@ def cluster_coordinators(config: Config, clock: IReactorTime, store: Store, core
     from broker.services.coordinators import CoordinatorPartitions
     from broker.v1.handlers.forward import FORWARD_CID_PREFIX
     from groups.records import GROUPS_TOPIC, GROUPS_TOPIC_SETTINGS
-    from replication.follower import Peers
 
     cluster = config.cluster
     assert cluster is not None and connect is not None

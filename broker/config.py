@@ -138,6 +138,11 @@ SCHEMA: tuple[Key, ...] = (
         "fsync_interval_ms; never: leave it to the OS.",
         choices=("always", "interval", "never")),
     Key("storage.fsync_interval_ms", "int", 1000, "Period of the fsync under fsync: interval.", 1),
+    Key("storage.group_commit", "choice", "turn",
+        "Where fsync: always runs its group commit. turn: on the reactor thread once per "
+        "event-loop turn, after the turn's requests were read (as Redis's appendfsync "
+        "always); thread: on a worker thread while the reactor keeps reading.",
+        choices=("turn", "thread")),
     Key("storage.segment_bytes", "int", 67108864, "A segment file rolls at this size.", 4096),
     Key("storage.segment_ms", "int", 604800000, "A segment rolls once it is this old.", 1),
     Key("storage.cleaner_interval_ms", "int", 15000,

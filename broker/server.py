@@ -41,6 +41,7 @@ from broker.cluster_wiring import (
 from broker.config import Config
 from broker.core import BrokerCore, Watermarks
 from broker.iggy.service import IggyService
+from broker.peer_links import Connector
 from broker.services.group_log import GroupStateLog
 from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
@@ -55,10 +56,7 @@ from data.store import StorageConfig, Store
 from groups.consumer_records import consumer_state_records
 from groups.coordinator import GroupCoordinator
 from groups.records import state_records
-from replication.follower import (
-    Connector,
-    ReplicaManager,
-)
+from replication.follower import ReplicaManager
 
 __all__ = ["Broker", "build_broker", "run", "raise_open_file_limit"]
 
@@ -105,7 +103,7 @@ class Broker:
     operator-driven mode)."""
     group_peers: Any = None
     """The connections that forward group commands to their coordinators (a cluster on
-    etcd; ``replication.follower.Peers``)."""
+    etcd; ``broker.peer_links.Peers``)."""
     acls: Any = None
     """``broker.services.acls.AclService``: the ACLs in force and where they are stored."""
 

@@ -16,6 +16,7 @@
  *   stamp_framed(messages, ends, first_offset, data/writer.py   (_stamp_framed_py)
  *                timestamp, start_position, random_ids)
  *   consume_items(raw, ends, first_offset)    data/format.py   (_consume_items_py)
+ *   record_heads(data, start, end, out)       data/spark/records.py (_record_heads_py)
  *
  * Batch in, batch out: one call per batch of records, never one per message.
  *
@@ -293,6 +294,24 @@ static PyObject *run_tuple(Py_ssize_t count, Py_ssize_t consumed, long long used
                          failed ? Py_True : Py_False);
 }
 
+/* True (and ``view`` filled, to release) when ``obj`` is a C-contiguous buffer of 64-bit
+ * signed integers ('q', or 'l' where long is 64 bits: numpy's int64); false, with no error
+ * set, for anything else (a list: the caller takes the sequence path). */
+static int int64_ends(PyObject *obj, Py_buffer *view) {
+    if (PyList_CheckExact(obj) || !PyObject_CheckBuffer(obj)) return 0;
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *f = view->format;
+    if (f != NULL && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f++;
+    if (view->itemsize == 8 && f != NULL && f[1] == 0
+            && (f[0] == 'q' || (f[0] == 'l' && sizeof(long) == 8)))
+        return 1;
+    PyBuffer_Release(view);
+    return 0;
+}
+
 static PyObject *verify_run(PyObject *self, PyObject *args) {
     Py_buffer data;
     PyObject *ends_in, *first_obj, *budget_obj;
@@ -301,22 +320,35 @@ static PyObject *verify_run(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL, *ends = NULL;
     Py_ssize_t *pos = NULL;
-    ends = PySequence_Fast(ends_in, "ends must be a sequence");
-    if (ends == NULL) goto done;
+    Py_buffer view;
+    int viewed = 0;
     long long first = PyLong_AsLongLong(first_obj);
     if (first == -1 && PyErr_Occurred()) goto done;
     long long budget = PyLong_AsLongLong(budget_obj);
     if (budget == -1 && PyErr_Occurred()) goto done;
-    Py_ssize_t m = PySequence_Fast_GET_SIZE(ends);
+    Py_ssize_t m;
+    if (int64_ends(ends_in, &view)) {
+        /* ends as 64-bit integers in a buffer (an int64 numpy array or array('q')): read
+         * in place, no int object per record (data.log_reads' read_raw(ends_array=True)) */
+        viewed = 1;
+        m = view.len / 8;
+    } else {
+        ends = PySequence_Fast(ends_in, "ends must be a sequence");
+        if (ends == NULL) goto done;
+        m = PySequence_Fast_GET_SIZE(ends);
+    }
     if (m == 0) { PyErr_SetString(PyExc_IndexError, "list index out of range"); goto done; }
     pos = PyMem_Malloc(sizeof(Py_ssize_t) * m);
     if (pos == NULL) { PyErr_NoMemory(); goto done; }
-    Py_ssize_t last = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(ends, m - 1));
+    const int64_t *given = viewed ? (const int64_t *)view.buf : NULL;
+    Py_ssize_t last = viewed ? (Py_ssize_t)given[m - 1]
+                             : PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(ends, m - 1));
     if (last == -1 && PyErr_Occurred()) goto done;
     int short_ = data.len < last;
     Py_ssize_t k = 0;
     for (Py_ssize_t i = 0; i < m; i++) {  /* a short file: only the ends that lie inside it */
-        Py_ssize_t e = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(ends, i));
+        Py_ssize_t e = viewed ? (Py_ssize_t)given[i]
+                              : PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(ends, i));
         if (e == -1 && PyErr_Occurred()) goto done;
         if (!short_ || e <= data.len) pos[k++] = e;
     }
@@ -347,6 +379,7 @@ static PyObject *verify_run(PyObject *self, PyObject *args) {
     result = run_tuple(expect - first, start, used, 0, short_);
 done:
     PyBuffer_Release(&data);
+    if (viewed) PyBuffer_Release(&view);
     PyMem_Free(pos);
     Py_XDECREF(ends);
     return result;
@@ -666,6 +699,46 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------ record_heads */
+
+/* record_heads(data, start, end, out): walk the records of data[start:end] by their length
+ * fields and write the header fields of record i into the writable buffer ``out``, read as
+ * 7 columns of ``cap = len(out) // 56`` u64 each: out[c * cap + i] for column c = position,
+ * checksum, offset, timestamp, user_headers_length, payload_length, reserved. Stops at a
+ * record that would run past ``end`` (clamped to len(data): a partial tail) or after
+ * ``cap`` records. Returns the number of records written. */
+static PyObject *record_heads(PyObject *self, PyObject *args) {
+    Py_buffer data, out;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "y*nnw*", &data, &start, &end, &out)) return NULL;
+    if (start < 0) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "start must not be negative");
+        return NULL;
+    }
+    if (end > data.len) end = data.len;
+    Py_ssize_t cap = out.len / 56, n = 0, pos = start;
+    uint64_t *col = out.buf;
+    const unsigned char *buf = data.buf;
+    while (n < cap && pos <= end - HEADER_SIZE) {
+        const unsigned char *r = buf + pos;
+        uint64_t uhl = get_u32(r + 48), pl = get_u32(r + 52);
+        uint64_t next = (uint64_t)pos + HEADER_SIZE + uhl + pl;
+        if (next > (uint64_t)end) break;
+        uint64_t row[7] = {(uint64_t)pos, get_u64(r), get_u64(r + 24), get_u64(r + 32), uhl, pl,
+                           get_u64(r + 56)};
+        for (int c = 0; c < 7; c++) {  /* little-endian u64 columns, as numpy's "<u8" */
+            put_u64((unsigned char *)(col + c * cap + n), row[c]);
+        }
+        n++;
+        pos = (Py_ssize_t)next;
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    return PyLong_FromSsize_t(n);
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -680,6 +753,8 @@ static PyMethodDef methods[] = {
      "Stamp Iggy's already-framed messages. See data.writer._stamp_framed_py."},
     {"consume_items", consume_items, METH_VARARGS,
      "b','.join(b'%d:%b' % (offset, payload)). See data.format._consume_items_py."},
+    {"record_heads", record_heads, METH_VARARGS,
+     "Header fields of the records of data[start:end] as columns. See data.spark.records._record_heads_py."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,7 +9,8 @@ and live beside their callers: ``data.keys._fnv1a_32_py``, ``data.writer._build_
 ``data.reader._verify_run_py``, ``data.reader._decode_run_py``,
 ``data.writer._stamp_framed_py``, ``data.format._consume_items_py``,
 ``broker.v1.codec.replies._fill_produce_ok_py``,
-``broker.v1.codec.scan._scan_produce_py``, ``broker.kafka.mapping._message_set_py``; each of
+``broker.v1.codec.scan._scan_produce_py``, ``broker.v1.codec.parse._decode_batch_py``,
+``broker.kafka.mapping._message_set_py``, ``data.spark.records._record_heads_py``; each of
 those modules binds its public name to the compiled function when ``load`` gives the
 module. ``tests/data/test_speedups_equivalence.py``, ``tests/v1/test_scan_equivalence.py``
 and ``tests/kafka/test_fetch_equivalence.py`` hold both to the same bytes and errors.

@@ -6,7 +6,11 @@ cannot apply) and ``ReplicationTimeout`` (``acks=all`` not satisfied in time; th
 stays in the log). Plain classes with no wire code: each transport maps them onto its own
 (``broker.v1.errors``, ``broker.iggy.errors``). Also the idempotent producer's refusals
 (``ProducerStateError``: ``InvalidProducerEpoch``, ``OutOfOrderSequence``), which
-``replication.producer_state`` raises.
+``replication.producer_state`` raises. And what the follower's links to other brokers
+(``replication.follower.links``) fail with when a peer answers but not with what was asked:
+``PeerRefusal`` (refused; ``PeerCannotAnswer`` when it could not answer for now,
+``PeerNotAuthenticated`` when it does not take this broker for a peer) and
+``MalformedPeerReply``; a peer that answers NOT_LEADER is a ``NotLeader``.
 
 Must not import: Twisted, anything of ``broker``. Only the neutral root
 ``data.refusal.SkerryError``.
@@ -17,7 +21,9 @@ from __future__ import annotations
 from data.refusal import SkerryError
 
 __all__ = ["ReplicationError", "NotLeader", "InvalidReplicaRequest", "ReplicationTimeout",
-           "ProducerStateError", "InvalidProducerEpoch", "OutOfOrderSequence"]
+           "PeerError", "PeerRefusal", "PeerCannotAnswer", "PeerNotAuthenticated",
+           "MalformedPeerReply", "ProducerStateError", "InvalidProducerEpoch",
+           "OutOfOrderSequence"]
 
 
 class ReplicationError(SkerryError):
@@ -52,6 +58,39 @@ class ReplicationTimeout(ReplicationError):
     """``acks=all`` could not be satisfied before the ack timeout."""
 
     description = "acks=all could not be satisfied before the ack timeout"
+
+
+class PeerError(ReplicationError):
+    """Another broker's answer to a replication request (an epoch query, a pull) was not the
+    one asked for. The fetch loop and the leader probe back off or ask again; a transport
+    that ever sees one answers "unavailable, retry"."""
+
+    description = "another broker did not answer the replication request"
+
+
+class PeerRefusal(PeerError):
+    """Another broker refused the request; the message carries its answer."""
+
+    description = "another broker refused the replication request"
+
+
+class PeerCannotAnswer(PeerRefusal):
+    """Another broker could not answer for now (overloaded, shutting down, a bug there): no
+    news about its epoch, unlike a refusal that says it holds nothing of the partition."""
+
+    description = "another broker could not answer the replication request"
+
+
+class PeerNotAuthenticated(PeerCannotAnswer):
+    """Another broker does not take this one for a broker (``cluster.peer_users``)."""
+
+    description = "another broker does not take this one for a peer"
+
+
+class MalformedPeerReply(PeerError):
+    """Another broker's reply does not parse (a missing field, bad data)."""
+
+    description = "malformed reply from another broker"
 
 
 class ProducerStateError(SkerryError):

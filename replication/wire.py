@@ -1,9 +1,10 @@
 """The answers of the cluster commands as plain values: what a leader's ``REPLICA_PULL``
 and a replica's ``REPLICA_EPOCH`` answers hold.
 
-Owns: ``PullReply`` and ``EpochReply``. Reading them off the wire is the fetcher's job
-(``replication.follower``, on the shared client codec ``broker.client.codec``); formatting
-them is the broker's V1 codec.
+Owns: ``PullReply`` and ``EpochReply``: what the fetch loop's links
+(``replication.follower.links``) answer with. Reading them off V1 is the broker's
+(``broker.peer_links``, on the shared client codec); formatting them is the broker's V1
+codec.
 
 Must not import: ``broker`` (this is domain code), Twisted, sockets, the store.
 """
@@ -38,7 +39,7 @@ class EpochReply:
     """A replica's answer to REPLICA_EPOCH: its role and epoch, and where the asked epoch
     ends in its log. The one type for both sides: the replica asked builds it
     (``ReplicationService.epoch_query``) and the asker reads it off the wire
-    (``replication.follower.parse_epoch_reply``)."""
+    (``broker.peer_links.parse_epoch_reply``)."""
 
     role: Role
     epoch: int

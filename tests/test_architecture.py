@@ -1,9 +1,9 @@
 """The layering rules of the layout that a reader cannot see from one file.
 
 - The domain packages (``groups/``, ``replication/``, ``data/``) never import ``broker``:
-  they raise their own exceptions and the transports map them. Two kinds of module are
-  exempt: ``replication/follower/`` (the Twisted fetch shell, a client of the broker's
-  wire) and ``data/spark/`` and ``data/pipelines/`` (clients of the broker).
+  they raise their own exceptions and the transports map them. Only ``data/spark/`` and
+  ``data/pipelines/`` are exempt (clients of the broker that live under ``data/``); the
+  fetch loop ``replication/follower/`` is not: it codes against a port the broker fills.
 - The V1 wire table (``broker.v1.errors``) answers every exception a handler can see with
   a code of ``docs/protocol.md``'s error table, and every code of that table has a class.
 - The Iggy table (``broker.iggy.errors``) maps the same classes, and so does the TANK
@@ -28,19 +28,18 @@ from tests.support import ROOT
 
 DOMAIN_PACKAGES = ("groups", "replication", "data", "access")
 ALLOWED: set[Path] = set()
-CLIENT_FOLDERS = (Path("data/spark"), Path("data/pipelines"),  # clients of the broker
-                  Path("replication/follower"))  # the Twisted fetch shell
+CLIENT_FOLDERS = (Path("data/spark"), Path("data/pipelines"))  # clients of the broker
 
 ERROR_MODULES = ("broker.errors", "groups.errors", "replication.errors", "data.errors",
                  "access.errors")
 
 
-def domain_modules() -> list[Path]:
+def domain_modules(root: Path = ROOT) -> list[Path]:
     """Every module of the domain packages the import rule applies to (relative paths)."""
     out = []
     for package in DOMAIN_PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            rel = path.relative_to(ROOT)
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root)
             if rel in ALLOWED or any(folder in rel.parents for folder in CLIENT_FOLDERS):
                 continue
             out.append(rel)
@@ -87,6 +86,35 @@ class ImportRuleTests:
         for expected in ("groups/coordinator.py", "replication/partition.py",
                          "replication/wire.py", "data/store.py", "data/log.py"):
             assert expected in names
+
+    def test_the_rule_fails_on_a_planted_import(self, tmp_path: Path) -> None:
+        """A fetch-loop module importing the broker's errors is found (the follower is no
+        exception any more); the broker's clients under data/spark and data/pipelines are
+        the only exempt modules."""
+        files = {
+            "replication/follower/fetcher.py": "from broker.errors import NotLeader\n",
+            "replication/epochs.py": "from replication.errors import NotLeader\n",
+            "groups/x.py": "def f():\n    import broker.client.codec\n",
+            "data/spark/source.py": "from broker.client.sync import Client\n",
+            "data/pipelines/run.py": "from broker.client import sync\n",
+        }
+        for rel, text in files.items():
+            path = tmp_path / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        found = {str(rel): broker_imports((tmp_path / rel).read_text(encoding="utf-8"))
+                 for rel in domain_modules(tmp_path)}
+        assert found == {
+            "groups/x.py": ["2: broker.client.codec"],
+            "replication/epochs.py": [],
+            "replication/follower/fetcher.py": ["1: broker.errors"],
+        }
+
+    def test_the_follower_is_under_the_rule(self) -> None:
+        """The fetch loop's modules are scanned like the rest of the domain."""
+        names = {str(path) for path in domain_modules()}
+        assert {"replication/follower/fetcher.py", "replication/follower/probe.py",
+                "replication/follower/manager.py", "replication/follower/links.py"} <= names
 
     @pytest.mark.parametrize("path", domain_modules(), ids=str)
     def test_domain_modules_never_import_broker(self, path: Path) -> None:

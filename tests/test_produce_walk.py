@@ -29,15 +29,10 @@ from tests.support import ROOT
 MAX_HOPS = 10
 """The issue's aim: at most ten hops from the bytes to the reply."""
 
-BUDGET = {"V1 PRODUCE, full path": 13, "Kafka Produce": 11, "TANK produce": 12}
-"""The walks still above ``MAX_HOPS``, at what they take today (their transport's dispatch
-layers, which the transport kit replaces): they may shrink, never grow."""
-
 BROKER = str(ROOT / "broker") + "/"
 DOC = ROOT / "docs" / "architecture.md"
 
-_ENTRIES = {getattr(ProducePipeline, name).__code__ for name in (
-    "produce_to", "produce_run", "produce_framed", "produce_keyed_batch")}
+_ENTRIES = {ProducePipeline.produce.__code__}
 _APPENDS = {PartitionLog.append.__code__, PartitionLog.append_framed.__code__}
 _WRITE = StringTransport.write.__code__
 _DURABLE = ProducePipeline._when_durable.__code__
@@ -188,13 +183,12 @@ def documented() -> dict[str, list[str]]:
 @pytest.mark.parametrize("name", list(WALKS))
 def test_the_documented_produce_walk_is_the_real_one(tmp_path: Path, name: str) -> None:
     """The functions a produce passes through, from the socket read to the reply's write,
-    are the ones docs/architecture.md lists, in order, and at most ``MAX_HOPS`` (or the
-    walk's ``BUDGET``)."""
+    are the ones docs/architecture.md lists, in order, and at most ``MAX_HOPS``."""
     measured = WALKS[name](tmp_path)
     assert documented().get(name) == measured, (
         f"docs/architecture.md's walk of {name} is not the code's; the code's is:\n"
         f"- **{name}** ({len(measured)} hops): " + " → ".join(f"`{n}`" for n in measured))
-    assert len(measured) <= BUDGET.get(name, MAX_HOPS), measured
+    assert len(measured) <= MAX_HOPS, measured
 
 
 if __name__ == "__main__":  # print the walks, to write the doc from

@@ -351,23 +351,26 @@ async def list_groups(conn: Connection, internal: bool = False) -> list[dict[str
     pairs = [(group, topic) for group, topic in await _pairs(conn)
              if internal or not group.startswith(INTERNAL_GROUP_PREFIX)]
     docs = await _describe_pairs(conn, pairs)
-    return [{"group": d["group"], "topic": d["topic"], "state": d["state"],
-             "generation": d["generation"], "members": len(d["members"]), "lag": d["lag"],
+    return [{"group": d["group"], "topic": d["topic"], "type": d.get("type", "classic"),
+             "state": d["state"], "generation": d["generation"], "members": len(d["members"]),
+             "lag": d["lag"],
              **({} if d["coordinator"] is None else {"coordinator": d["coordinator"]})}
             for d in docs]
 
 
 def render_group_list(groups: Sequence[dict[str, Any]]) -> str:
+    """One row per (group, topic). A ``coordinator`` column in a cluster (where each group
+    lives) and a ``type`` column once any group speaks KIP-848's protocol (``consumer``
+    beside ``classic``, as ``kafka-consumer-groups --list --type`` shows)."""
     if not groups:
         return "no consumer groups\n"
-    if any("coordinator" in g for g in groups):  # a cluster: where each group lives
-        return render_table(
-            ["group", "topic", "coordinator", "state", "generation", "members", "lag"],
-            [[g["group"], g["topic"], g.get("coordinator"), g["state"], g["generation"],
-              g["members"], g["lag"]] for g in groups])
-    return render_table(["group", "topic", "state", "generation", "members", "lag"],
-                        [[g["group"], g["topic"], g["state"], g["generation"], g["members"],
-                          g["lag"]] for g in groups])
+    columns = ["group", "topic"]
+    if any("coordinator" in g for g in groups):
+        columns.append("coordinator")
+    if any(g.get("type", "classic") != "classic" for g in groups):
+        columns.append("type")
+    columns += ["state", "generation", "members", "lag"]
+    return render_table(columns, [[g.get(c) for c in columns] for g in groups])
 
 
 async def describe_groups(conn: Connection, group: str,

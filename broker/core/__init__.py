@@ -14,9 +14,8 @@ Must not import: transports, sockets. Time comes from the injected ``clock``.
 
 from broker.core.core import BrokerCore
 from broker.core.idempotence import ProducerBatch, ProducerStateStore
-from broker.core.ports import ProduceSink
-from broker.core.produce import ProduceCallback, ProduceResult, fnv1a_32
+from broker.core.produce import ProduceCallback, ProduceRequest, ProduceResult, fnv1a_32
 from broker.core.reads import PartitionSummary, Watermarks
 
-__all__ = ["BrokerCore", "ProduceCallback", "PartitionSummary", "ProduceResult", "ProduceSink",
+__all__ = ["BrokerCore", "ProduceCallback", "PartitionSummary", "ProduceRequest", "ProduceResult",
            "ProducerBatch", "ProducerStateStore", "Watermarks", "fnv1a_32"]

@@ -26,7 +26,7 @@ from twisted.internet.interfaces import IReactorTime
 from access import Authorizer, Operation, ResourceType
 from broker.config import Config
 from broker.core.access import AccessGate
-from broker.core.durability import GroupCommitter
+from broker.core.durability import GroupCommitter, synchronous
 from broker.core.idempotence import (
     LogSnapshotStore,
     ProducerStates,
@@ -75,8 +75,13 @@ class BrokerCore(ReadApi):
         self.closing = False
         self._run_in_thread = run_in_thread
         self._metrics: CoreMetrics | None = None
-        self.committer = GroupCommitter(self._run_sync, self._after_sync)
-        """Group commit, for the shell and tests (``syncs``)."""
+        per_turn = config["storage.group_commit"] == "turn"
+        self.committer = GroupCommitter(
+            self._run_sync_inline if per_turn else self._run_sync, self._after_sync,
+            end_of_turn=(lambda sync_turn: clock.callLater(0, sync_turn)) if per_turn else None)
+        """Group commit, for the shell and tests (``syncs``): with ``storage.group_commit:
+        turn`` its fsyncs run on the reactor thread once per turn, after the produce
+        pipeline's flush (``before_sync``, set below); with ``thread``, on a worker thread."""
         self._topics = Topics(config, store, replication, groups)
         marks = self._marks = Watermarks(store, replication)
         self._reads = Reads(config, store, self._topics, marks, clock)
@@ -87,26 +92,14 @@ class BrokerCore(ReadApi):
             self._topics, clock, replication, self.committer, self._producers,
             fsync=config["storage.fsync"], hw=marks.hw, notify_hw=self._reads.notify_hw,
             producer_states=self._producer_states)
+        self.committer.before_sync = self._produce.flush
         self._periodic = Periodic(config, store, clock, run_in_thread, hw=marks.hw)
-        self.produce_to = self._produce.produce_to
-        """Queue one message for this turn's append; the result goes to a ``ProduceSink``
-        (``ProducePipeline.produce_to``: refusals, idempotence, acks). The pipeline's
-        method itself: the per-message hot path skips a delegation frame."""
-        self.produce_run = self._produce.produce_run
-        """Queue a run of messages of one topic with one acks level, one call for the run
-        (``ProducePipeline.produce_run``: everything checked before anything is queued)."""
-        self.produce_framed = self._produce.produce_framed
-        """Append a whole batch of messages already framed as records (Kafka's Produce,
-        Iggy's SendMessages, TANK's produce) to one partition in one store append; answer
-        its callback once, with a ``ProduceResult`` or a ``SkerryError``
-        (``ProducePipeline.produce_framed``: topic resolution and auto-create with
-        ``create=True``, refusals, a Kafka idempotent producer's batch checked and
-        deduplicated, acks)."""
-        self.produce_keyed_batch = self._produce.produce_keyed_batch
-        """Append a whole batch of keyed V1 messages (PRODUCE_BATCH) in one store append,
-        idempotent with ``pid``/``seq``; answer its callback once with a
-        ``ProduceResult`` (with ``count`` and ``duplicates``) or a ``SkerryError``
-        (``ProducePipeline.produce_keyed_batch``)."""
+        self.produce = self._produce.produce
+        """The one produce entry every transport calls: ``produce(request, answer)`` with a
+        ``ProduceRequest`` (keyed values or framed records, producer fields) and a
+        ``ProduceCallback`` (``ProducePipeline.produce``: topic resolution and auto-create,
+        refusals, idempotence, this turn's merged append or a batch's own, acks). The
+        pipeline's method itself: the hot path skips a delegation frame."""
 
         self.access = AccessGate(Authorizer(enabled=False))
         """Who may do what (``broker/core/access.py``): the shell puts the configured
@@ -183,6 +176,12 @@ class BrokerCore(ReadApi):
         metrics = self._metrics
         return self._run_in_thread(sync if metrics is None else metrics.timed_fsync(sync))
 
+    def _run_sync_inline(self, sync: Callable[[], Any]) -> Deferred[Any]:
+        """The group committer's turn runner: the fsync on the reactor thread, timed when
+        metrics are on."""
+        metrics = self._metrics
+        return synchronous(sync if metrics is None else metrics.timed_fsync(sync))
+
     def _after_sync(self, plog: PartitionLog) -> None:
         """An fsync of ``plog`` finished: ``hw`` may move, and long polls may wake."""
         self.replication.on_durable(plog.topic, plog.partition)
@@ -210,10 +209,12 @@ class BrokerCore(ReadApi):
 
     # ---------------------------------------------------------------- topics
 
-    def resolve(self, name: str, partition: int | None, create: bool) -> Topic:
+    def resolve(self, name: str, partition: int | None, create: bool,
+                may_create: Callable[[], bool] | None = None) -> Topic:
         """The topic, after checking ``partition`` against its count (``Topics.resolve``:
-        auto-created with the defaults when ``create`` and the configuration allow it)."""
-        return self._topics.resolve(name, partition, create)
+        auto-created with the defaults when ``create`` and the configuration allow it, and
+        ``may_create``, the transport's own permission, when given)."""
+        return self._topics.resolve(name, partition, create, may_create)
 
     def topic_names(self) -> list[str]:
         """The name of every topic."""

@@ -1,13 +1,31 @@
 """Group commit: one fsync covers every append waiting at that moment.
 
 Owns: the waiting lists of appends that may be answered only once an fsync covers them,
-running ``PartitionLog.sync()`` off the reactor thread (at most one sync in flight per
-partition), and answering every waiter the finished sync covered. Appends that arrive
-while a sync runs wait for the next one, so under load each fsync covers a whole reactor
-turn's worth of appends (or more), and the reactor keeps reading sockets meanwhile.
+running ``PartitionLog.sync()`` (at most one sync in flight per partition), and answering
+every waiter the finished sync covered. Two ways to run the sync
+(``storage.group_commit``):
 
-Must not import: transports. It is part of the core shell: it takes an injected
-``run_in_thread`` (``deferToThread`` in the broker, a synchronous runner in tests).
+- ``turn`` (the default): on the reactor thread, once per reactor turn, after every event of
+  the turn was handled (``end_of_turn``: the core passes ``clock.callLater(0, ...)``), as
+  Redis does with ``appendfsync always``. ``before_sync`` runs first (the produce
+  pipeline's flush: the turn's queued messages are appended), then one fsync per partition
+  with waiters covers everything the turn read, then the waiters are answered. Nothing is
+  read or answered while the fsync runs, and no thread hand-off surrounds it (the cost
+  that made the ``thread`` design about half as fast under docs/performance.md's (d)
+  load); several partitions' fsyncs in one turn run one after another.
+- ``thread``: off the reactor thread (``run_in_thread``: ``deferToThread``); appends that
+  arrive while a sync runs wait for the next one, which starts the moment the previous one
+  returns, and the reactor keeps reading sockets meanwhile.
+
+Either way no waiter is answered before an fsync that started after its append returned;
+a failed fsync answers every waiter of the partition with a ``StorageError``, and so does a
+sync that returns without moving ``durable_offset`` while waiters remain (the log was
+closed or truncated under them: syncing again could never cover them, and retrying would
+spin).
+
+Must not import: transports. It is part of the core shell: it takes an injected runner
+(``deferToThread`` in the broker, ``synchronous`` for the turn mode and in tests) and an
+injected ``end_of_turn`` scheduler.
 """
 
 from __future__ import annotations
@@ -34,16 +52,17 @@ class Syncable(Protocol):
 
 
 def synchronous(function: Callable[[], Any]) -> Deferred[Any]:
-    """A ``run_in_thread`` that runs in the calling thread (tests, fsync=never close)."""
+    """A ``run_in_thread`` that runs in the calling thread (the turn mode, tests)."""
     return maybeDeferred(function)
 
 
 class _Pending:
-    __slots__ = ("waiters", "running")
+    __slots__ = ("waiters", "running", "before")
 
     def __init__(self) -> None:
         self.waiters: list[tuple[int, Waiter]] = []
         self.running = False
+        self.before = -1  # durable_offset when the running sync started
 
 
 class GroupCommitter:
@@ -51,12 +70,26 @@ class GroupCommitter:
 
     ``on_synced(log)`` is called on the reactor thread after every successful sync, before
     the waiters are answered (the replication layer moves ``hw`` there).
+
+    With ``end_of_turn`` (a scheduler: ``end_of_turn(f)`` calls ``f`` once the events of the
+    current turn are handled), the syncs wait for it: the first waiter of a turn schedules
+    one ``sync_turn``, which calls ``before_sync`` and then syncs every partition that has
+    waiters, through ``run`` (``synchronous`` on the reactor thread). Without it, the first
+    waiter starts a sync at once through ``run`` (a thread), and the next one starts as soon
+    as it returns.
     """
 
-    def __init__(self, run_in_thread: Callable[[Callable[[], Any]], Deferred[Any]],
-                 on_synced: Callable[[Any], None] | None = None) -> None:
-        self._run = run_in_thread
+    def __init__(self, run: Callable[[Callable[[], Any]], Deferred[Any]],
+                 on_synced: Callable[[Any], None] | None = None, *,
+                 end_of_turn: Callable[[Callable[[], None]], object] | None = None,
+                 before_sync: Callable[[], None] | None = None) -> None:
+        self._run = run
         self._on_synced = on_synced
+        self._end_of_turn = end_of_turn
+        self.before_sync = before_sync
+        """Called at the start of ``sync_turn`` (the core sets the produce pipeline's
+        flush here, so the messages the turn queued are appended before its fsync)."""
+        self._turn_scheduled = False
         self._pending: dict[int, tuple[Syncable, _Pending]] = {}
         self.syncs = 0  # fsync rounds completed (observability and tests)
 
@@ -70,15 +103,30 @@ class GroupCommitter:
             entry = (log, _Pending())
             self._pending[id(log)] = entry
         entry[1].waiters.append((upto, waiter))
-        if not entry[1].running:
+        if self._end_of_turn is not None:
+            if not self._turn_scheduled:
+                self._turn_scheduled = True
+                self._end_of_turn(self.sync_turn)
+        elif not entry[1].running:
             self._start(log, entry[1])
 
     def idle(self) -> bool:
         """True when no sync is running and nobody waits."""
         return not self._pending
 
+    def sync_turn(self) -> None:
+        """The end of a turn (turn mode): append what the turn queued, then one sync per
+        partition with waiters, each answering the waiters it covered."""
+        if self.before_sync is not None:
+            self.before_sync()  # its waits join this turn's syncs: none is scheduled for them
+        self._turn_scheduled = False
+        for log, pending in list(self._pending.values()):
+            if not pending.running:
+                self._start(log, pending)
+
     def _start(self, log: Syncable, pending: _Pending) -> None:
         pending.running = True
+        pending.before = log.durable_offset
         self._run(log.sync).addBoth(self._finished, log, pending)
 
     def _finished(self, result: int | Failure, log: Syncable, pending: _Pending) -> None:
@@ -99,7 +147,18 @@ class GroupCommitter:
         pending.waiters = [(upto, w) for upto, w in pending.waiters if upto > durable]
         for waiter in done:
             waiter(None)
-        if pending.waiters:
-            self._start(log, pending)
-        else:
+        if pending.waiters and durable <= pending.before:
+            # Every waiter's append preceded a sync that made no progress: the log is
+            # closed or was truncated below them. Refuse rather than spin on syncs.
+            stuck, pending.waiters = pending.waiters, []
+            error = StorageError(f"not made durable: the log stopped at offset {durable} "
+                                 "(closed or truncated) before these appends were synced")
+            for _, waiter in stuck:
+                waiter(error)
+        if not pending.waiters:
             self._pending.pop(id(log), None)
+        elif self._end_of_turn is None:
+            self._start(log, pending)
+        elif not self._turn_scheduled:  # appended after the sync started: the next turn
+            self._turn_scheduled = True
+            self._end_of_turn(self.sync_turn)

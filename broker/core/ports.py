@@ -1,6 +1,5 @@
 """The core's collaborators, typed: what the core asks of the store, the replication
-service, the group service, the group committer and the metrics, and what it asks of the
-transport connection its produce results go to (``ProduceSink``).
+service, the group service, the group committer and the metrics.
 
 Owns: these ``typing.Protocol``\\ s only. The concrete classes (``data.store.Store``,
 ``broker.services.replication.ReplicationService``, ``broker.services.groups.GroupService``,
@@ -22,8 +21,7 @@ from broker.errors import NotLeader, SkerryError
 from data.log import PartitionLog
 from data.store import Topic, TopicConfig
 
-__all__ = ["CommitWaiter", "Committer", "CoreMetrics", "GroupEvents", "ProduceSink",
-           "ReplicationView", "StoreView"]
+__all__ = ["CommitWaiter", "Committer", "CoreMetrics", "GroupEvents", "ReplicationView", "StoreView"]
 
 CommitWaiter = Callable[[SkerryError | None], None]
 """Called with None once an fsync covered the offsets waited for, with the error otherwise."""
@@ -112,22 +110,3 @@ class CoreMetrics(Protocol):
     def consumed(self, topic: str, count: int, nbytes: int) -> None: ...
 
     def timed_fsync(self, sync: Callable[[], Any]) -> Callable[[], Any]: ...
-
-
-class ProduceSink(Protocol):
-    """Where produce results go: a transport connection, answered in bulk.
-
-    ``produced`` is called once per message (``error`` set when it failed, and then
-    ``offset`` and ``hw`` are -1); ``drain`` once per sink after each group of results, so a
-    connection writes all its replies of a batch at once (the core's own ``flush`` is
-    something else: appending the turn's batches to the store). Optionally a sink also has
-    ``produced_run(tokens, partition, first_offset, hw)``: the successes of a run of
-    messages with consecutive offsets that all go to it, ``tokens[i]`` at
-    ``first_offset + i``, in one call (the V1 connection has it; a sink without it gets
-    ``produced`` per message).
-    """
-
-    def produced(self, token: Any, partition: int, offset: int, hw: int,
-                 error: SkerryError | None) -> None: ...
-
-    def drain(self) -> None: ...

@@ -34,10 +34,12 @@ class ReadApi:
         return self._reads.read_raw(topic_name, partition, offset, max_messages, create)
 
     def fetch_raw(self, topic_name: str, partition: int, offset: int, max_messages: int,
-                  max_bytes: int) -> tuple[RawReadResult, int, int]:
+                  max_bytes: int, ends_array: bool = False) -> tuple[RawReadResult, int, int]:
         """Committed records as stored, with the caller's limits: ``(result, hw, first
-        retained offset)`` (``Reads.fetch_raw``)."""
-        return self._reads.fetch_raw(topic_name, partition, offset, max_messages, max_bytes)
+        retained offset)`` (``Reads.fetch_raw``; ``ends_array``: the ends as an int64 array
+        where the compiled checks run, for a compiled loop that reads them in place)."""
+        return self._reads.fetch_raw(topic_name, partition, offset, max_messages, max_bytes,
+                                     ends_array)
 
     def partition_summary(self, name: str, partition: int) -> PartitionSummary:
         """A partition's offsets and size (``KeyError``/``IndexError`` when it does not exist)."""

@@ -103,13 +103,14 @@ class Reads:
         return result, hw
 
     def fetch_raw(self, topic_name: str, partition: int, offset: int, max_messages: int,
-                  max_bytes: int) -> tuple[RawReadResult, int, int]:
+                  max_bytes: int, ends_array: bool = False) -> tuple[RawReadResult, int, int]:
         """A bulk read of committed records as stored, with the caller's own limits instead
         of the consume limits (V1 FETCH): ``(result, hw, first retained offset)``. Never
-        creates a topic."""
+        creates a topic. ``ends_array``: as ``PartitionLog.read_raw``'s."""
         plog = self._topics.resolve(topic_name, partition, False).partitions[partition]
         hw = self.hw(topic_name, partition)
-        return plog.read_raw(offset, max_messages, max_bytes, hw + 1), hw, plog.first_offset
+        return (plog.read_raw(offset, max_messages, max_bytes, hw + 1, ends_array), hw,
+                plog.first_offset)
 
     def partition_summary(self, name: str, partition: int) -> PartitionSummary:
         """A partition's offsets and size (``KeyError``/``IndexError`` when it does not exist)."""

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from access import NotAuthorized
 from broker.config import TOPIC_EXTRA_KEYS, Config, TopicSettings
 from broker.core.ports import GroupEvents, ReplicationView, StoreView
 from broker.errors import (
@@ -85,7 +86,8 @@ class Topics:
 
     # ---------------------------------------------------------------- lookups
 
-    def resolve(self, name: str, partition: int | None, create: bool) -> Topic:
+    def resolve(self, name: str, partition: int | None, create: bool,
+                may_create: Callable[[], bool] | None = None) -> Topic:
         """The topic, after checking ``partition`` against its count: the one place a
         request's topic is resolved and the auto-create policy applied, whatever the
         transport.
@@ -95,7 +97,10 @@ class Topics:
         request passed its checks: a partition beyond the would-be count is refused first
         (``UnknownPartition``) and creates nothing. ``InvalidTopicName`` for a missing
         topic whose name no topic may have, else ``UnknownTopic`` when it may not be
-        created (both ``BadRequest``: V1 answers them so).
+        created (both ``BadRequest``: V1 answers them so). ``may_create``: the transport's
+        own permission to create, asked only once the policy would create (Kafka's
+        Metadata: Create on the cluster or the topic); ``access.NotAuthorized`` when it
+        says no.
         """
         topic = self._store.topic(name)
         if topic is None:
@@ -107,6 +112,8 @@ class Topics:
             if partition is not None and partition >= defaults.partitions:
                 raise UnknownPartition(f"partition {partition} out of range; topic {name} "
                                        f"would have {defaults.partitions} partitions")
+            if may_create is not None and not may_create():
+                raise NotAuthorized(operation="Create", resource=f"Topic:{name}")
             if self.remote_create is not None:
                 self.remote_create(name, defaults)
                 raise NotLeader(f"topic {name} is being created across the cluster; retry "

@@ -235,7 +235,11 @@ class SimConsumer:
                 await asyncio.sleep(IDLE_POLL_S)
 
     async def _consume(self, generation: int, partition: int) -> bool:
-        """One CONSUME and its COMMIT; True when messages were consumed."""
+        """One CONSUME and its COMMIT; True when messages were consumed. The one
+        consume-and-commit step of both kinds of member: ``generation`` is the classic
+        generation or the KIP-848 member epoch (``broker.harness.kip848``), and the COMMIT
+        line is the same for both. A generation that moved on while OFFSET was answered, or
+        a partition re-read from its commit meanwhile, leaves the position alone."""
         checker, opts = self.h.checker, self.h.options
         epoch = self.epochs.get(partition)
         if epoch is None:

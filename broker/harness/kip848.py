@@ -28,13 +28,11 @@ from typing import TYPE_CHECKING
 
 from broker.client.aio import ClientError, ConnectionLost, Reply
 from broker.harness.consumer import (
-    CONSUME_MAX,
     IDLE_POLL_S,
     LEFT,
     LIVE,
     MemberConnection,
     SimConsumer,
-    _messages,
 )
 from broker.harness.runner import OFFSET_CHECK_INTERVAL_S, PROBE_INTERVAL_S
 
@@ -59,7 +57,9 @@ def _partitions(reply: Reply, key: str, topic: str) -> tuple[int, ...]:
 
 class HeartbeatConsumer(SimConsumer):
     """One simulated KIP-848 member on its own connection. ``generation`` is its member
-    epoch (0 until it has joined)."""
+    epoch (0 until it has joined). It consumes and commits with the classic member's loop
+    (``SimConsumer._consume``: a COMMIT carries the member epoch where a classic one
+    carries the generation), one partition at a time under the work lock."""
 
     def __init__(self, harness: Harness, member_id: str) -> None:
         super().__init__(harness, member_id)
@@ -185,44 +185,6 @@ class HeartbeatConsumer(SimConsumer):
                         or progressed
             if not progressed:
                 await asyncio.sleep(IDLE_POLL_S)
-
-    async def _consume(self, generation: int, partition: int) -> bool:
-        """One CONSUME and its COMMIT (with the member epoch); True when messages were
-        consumed."""
-        checker, opts = self.h.checker, self.h.options
-        epoch = self.epochs.get(partition)
-        if epoch is None:
-            floor = checker.acked_floor(partition)
-            reply = await self._request("OFFSET", f"{opts.group} {opts.topic} {partition}")
-            if not reply.ok:
-                checker.error(f"{self.member_id}: OFFSET refused: {reply.code} {reply.payload}")
-                return False
-            committed = int(reply.field("offset"))
-            checker.record_offset(partition, committed, floor, reply.answered)
-            epoch = (checker.new_epoch(), floor)
-            self.epochs[partition] = epoch
-            self.positions[partition] = committed
-        reply = await self._request(
-            "CONSUME", f"{opts.topic} {partition} {self.positions[partition]} "
-                       f"max={CONSUME_MAX} enc=b64")
-        if not reply.ok:
-            checker.error(f"{self.member_id}: CONSUME refused: {reply.code} {reply.payload}")
-            return False
-        messages = _messages(reply)
-        if not messages:
-            return False
-        for offset, value in messages:
-            checker.record_delivery(epoch[0], partition, offset, value, epoch[1], reply.answered)
-        offset = messages[-1][0] + 1
-        self.positions[partition] = offset
-        reply = await self._request(
-            "COMMIT", f"{opts.group} {opts.topic} {self.member_id} {generation} {partition} "
-                      f"{offset}")
-        if reply.ok:
-            checker.record_commit_ack(partition, offset)
-        else:
-            await self._refused("COMMIT", reply, generation)
-        return True
 
     async def _zombie_probe(self, generation: int, positions: dict[int, int]) -> None:
         """Back from a pause longer than the session timeout: the member was fenced, so its

@@ -72,6 +72,7 @@ from broker.services.errors import (
     UsernameTaken,
 )
 from broker.transport.errors import ErrorTable
+from replication.errors import PeerError
 
 __all__ = ["Status", "IggyError", "STATUS_BY_ERROR", "REFUSALS", "status_for"]
 
@@ -96,6 +97,7 @@ STATUS_BY_ERROR: Mapping[type[BaseException], Status] = {
     ReplicationTimeout: Status.TASK_TIMEOUT,
     NotLeader: Status.ERROR,
     InvalidReplicaRequest: Status.INVALID_COMMAND,
+    PeerError: Status.ERROR,  # another broker did not answer a replication request
     # data.errors: storage
     StorageError: Status.IO_ERROR,
     KeyRequired: Status.INVALID_COMMAND,  # a keyless message to a compacted topic

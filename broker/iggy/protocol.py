@@ -95,36 +95,35 @@ class IggyProtocol(Connection):
         self._process()
 
     def _process(self) -> None:
+        """Dispatch the frames read so far, one at a time and in order (a waiting reply
+        holds the rest; not again while running: a reply's callback may call this)."""
         if self._processing:
             return
         self._processing = True
-        try:
-            self._run_frames()
-        finally:
-            self._processing = False
-        if self._read_closed:
-            self._close_when_answered()
-
-    def _run_frames(self) -> None:
         frames = self._frames
         transport = self.transport
         dispatch = self.handlers.dispatch
         session = self.session
         assert session is not None
-        while frames and not (self.paused or self._waiting or transport.disconnecting):
-            request = frames.popleft()
-            if type(request) is FrameRefused:
-                self._refuse(request)
-                return
-            code, payload = request  # type: ignore[misc]
-            reply = dispatch(session, code, payload)
-            if isinstance(reply, Deferred):
-                self._waiting = True
-                reply.addCallback(self._answer)
-                if self._waiting:
-                    self._update_reading()
-            else:
-                transport.write(reply)
+        try:
+            while frames and not (self.paused or self._waiting or transport.disconnecting):
+                request = frames.popleft()
+                if type(request) is FrameRefused:
+                    self._refuse(request)
+                    break
+                code, payload = request  # type: ignore[misc]
+                reply = dispatch(session, code, payload)
+                if isinstance(reply, Deferred):
+                    self._waiting = True
+                    reply.addCallback(self._answer)
+                    if self._waiting:
+                        self._update_reading()
+                else:
+                    transport.write(reply)
+        finally:
+            self._processing = False
+        if self._read_closed:
+            self._close_when_answered()
 
     def _answer(self, frame: bytes) -> None:
         self._waiting = False

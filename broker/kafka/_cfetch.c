@@ -520,14 +520,50 @@ static unsigned char *finish_batch(unsigned char *head, unsigned char *end, uint
     return end;
 }
 
+/* True (and ``view`` filled, to release) when ``obj`` is a C-contiguous buffer of 64-bit
+ * signed integers ('q', or 'l' where long is 64 bits: numpy's int64), as
+ * data.log_reads' read_raw(ends_array=True) gives; false, no error set, otherwise. */
+static int int64_ends(PyObject *obj, Py_buffer *view) {
+    if (PyList_CheckExact(obj) || !PyObject_CheckBuffer(obj)) return 0;
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *f = view->format;
+    if (f != NULL && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f++;
+    if (view->itemsize == 8 && f != NULL && f[1] == 0
+            && (f[0] == 'q' || (f[0] == 'l' && sizeof(long) == 8)))
+        return 1;
+    PyBuffer_Release(view);
+    return 0;
+}
+
+static PyObject *batches_of(PyObject *, PyObject *, const int64_t *, Py_ssize_t, PyObject *,
+                            PyObject *, PyObject *, PyObject *, PyObject *);
+
 static PyObject *record_batches(PyObject *self, PyObject *args) {
     PyObject *raw_obj, *ends_obj, *max_obj, *whole_obj, *lat_obj, *epoch_obj, *null_obj = NULL;
     if (!PyArg_ParseTuple(args, "OOOOOO|O", &raw_obj, &ends_obj, &max_obj, &whole_obj,
                           &lat_obj, &epoch_obj, &null_obj))
         return NULL;
-    if (!PyBytes_CheckExact(raw_obj) || !PyList_CheckExact(ends_obj)
-        || !PyLong_CheckExact(max_obj) || !PyLong_CheckExact(epoch_obj))
+    if (!PyBytes_CheckExact(raw_obj) || !PyLong_CheckExact(max_obj)
+        || !PyLong_CheckExact(epoch_obj))
         return decline();
+    Py_buffer view;
+    int viewed = int64_ends(ends_obj, &view);
+    if (!viewed && !PyList_CheckExact(ends_obj)) return decline();
+    PyObject *got = batches_of(raw_obj, ends_obj, viewed ? (const int64_t *)view.buf : NULL,
+                               viewed ? view.len / 8 : 0, max_obj, whole_obj, lat_obj,
+                               epoch_obj, null_obj);
+    if (viewed) PyBuffer_Release(&view);
+    return got;
+}
+
+/* record_batches over ``ends_obj`` (a list) or, when ``given`` is not NULL, ``n_given``
+ * 64-bit ends read in place. */
+static PyObject *batches_of(PyObject *raw_obj, PyObject *ends_obj, const int64_t *given,
+                            Py_ssize_t n_given, PyObject *max_obj, PyObject *whole_obj,
+                            PyObject *lat_obj, PyObject *epoch_obj, PyObject *null_obj) {
     int overflow = 0;
     long long max_bytes = PyLong_AsLongLongAndOverflow(max_obj, &overflow);
     if (overflow > 0) max_bytes = LLONG_MAX;
@@ -543,7 +579,7 @@ static PyObject *record_batches(PyObject *self, PyObject *args) {
 
     const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(raw_obj);
     Py_ssize_t raw_len = PyBytes_GET_SIZE(raw_obj);
-    Py_ssize_t n = PyList_GET_SIZE(ends_obj);
+    Py_ssize_t n = given != NULL ? n_given : PyList_GET_SIZE(ends_obj);
     if (n == 0) return Py_BuildValue("(yi)", "", 0);
     scratch_t s = {NULL, 0};
     rec_t r;
@@ -554,10 +590,15 @@ static PyObject *record_batches(PyObject *self, PyObject *args) {
     uint64_t base_offset = 0;
     int64_t base_ts = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(ends_obj, i);
-        if (!PyLong_CheckExact(item)) goto declined;
-        Py_ssize_t end = PyLong_AsSsize_t(item);
-        if (end == -1 && PyErr_Occurred()) goto declined;
+        Py_ssize_t end;
+        if (given != NULL) {
+            end = (Py_ssize_t)given[i];
+        } else {
+            PyObject *item = PyList_GET_ITEM(ends_obj, i);
+            if (!PyLong_CheckExact(item)) goto declined;
+            end = PyLong_AsSsize_t(item);
+            if (end == -1 && PyErr_Occurred()) goto declined;
+        }
         if (end < pos || end > raw_len) goto declined;
         if (parse_record(b, pos, end, lat, empty_null, &r, &s) < 0) goto declined;
         int fresh = !in_batch || (lat && r.ts != base_ts);
@@ -590,7 +631,8 @@ static PyObject *record_batches(PyObject *self, PyObject *args) {
     int32_t records = 0;
     pos = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t end = PyLong_AsSsize_t(PyList_GET_ITEM(ends_obj, i));
+        Py_ssize_t end = given != NULL ? (Py_ssize_t)given[i]
+                                       : PyLong_AsSsize_t(PyList_GET_ITEM(ends_obj, i));
         parse_record(b, pos, end, lat, empty_null, &r, &s);
         int fresh = head == NULL || (lat && r.ts != base_ts);
         if (fresh) {
@@ -629,7 +671,7 @@ declined:
  *
  * The reference is broker/kafka/mapping.py's framed_batches over RawBatch.records(): the
  * records of one opened batch (``body``, ``count`` of them) -> stored records framed for
- * BrokerCore.produce_framed (64-byte header with the origin timestamp, payload, then the
+ * BrokerCore.produce, framed (64-byte header with the origin timestamp, payload, then the
  * user headers: the key header, then the Kafka headers as mapping.kafka_headers_user lays
  * them out: one string-named raw entry each when that is unambiguous, else the canonical
  * header list cut into "kafka.headers" entries of at most 255 bytes). Anything the

@@ -59,7 +59,12 @@ from groups.kafka_errors import (
     RebalanceInProgress,
     UnknownMemberId,
 )
-from replication.errors import InvalidProducerEpoch, OutOfOrderSequence, ProducerStateError
+from replication.errors import (
+    InvalidProducerEpoch,
+    OutOfOrderSequence,
+    PeerError,
+    ProducerStateError,
+)
 
 __all__ = ["ErrorCode", "KafkaError", "CODE_BY_ERROR", "REFUSALS", "code_for"]
 
@@ -93,6 +98,7 @@ CODE_BY_ERROR: Mapping[type[BaseException], ErrorCode] = {
     NotLeader: ErrorCode.NOT_LEADER_FOR_PARTITION,
     InvalidReplicaRequest: ErrorCode.UNKNOWN_SERVER_ERROR,
     ReplicationTimeout: ErrorCode.REQUEST_TIMED_OUT,
+    PeerError: ErrorCode.LEADER_NOT_AVAILABLE,  # a replication peer did not answer: retry
     # replication.errors: the idempotent producer's refusals (KIP-98), as Kafka answers
     ProducerStateError: ErrorCode.UNKNOWN_SERVER_ERROR,
     InvalidProducerEpoch: ErrorCode.INVALID_PRODUCER_EPOCH,

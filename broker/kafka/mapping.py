@@ -2,7 +2,7 @@
 
 Owns: the key rule (``key_headers``: a Kafka key -> the user headers that carry it;
 ``stored_key``: the way back), ``framed_columns`` (a produced set decoded as columns ->
-records framed for ``BrokerCore.produce_framed``: 64-byte header, payload, user headers,
+records framed for ``BrokerCore.produce`` (framed): 64-byte header, payload, user headers,
 with the origin timestamp set and the fields the store stamps left zero) and
 ``message_set`` (stored records as a read returned them -> an uncompressed MessageSet of
 magic 0 or 1, built straight from the stored bytes, bounded by a byte budget). Both are
@@ -77,7 +77,7 @@ from data.format import (
 
 __all__ = ["MAX_KEY_BYTES", "KeyTooLarge", "key_headers", "stored_key", "framed_records",
            "framed_columns", "message_set", "MESSAGE_OVERHEAD", "kafka_headers_user",
-           "stored_kafka", "framed_batches", "record_batches", "record_batches_loop", "RESERVED_HEADER_NAMES", "InvalidTimestamp", "ValueTooLarge",
+           "stored_kafka", "framed_batches", "record_batches", "record_batches_loop", "ENDS_IN_PLACE", "RESERVED_HEADER_NAMES", "InvalidTimestamp", "ValueTooLarge",
            "framed_raw_batches"]
 
 MAX_KEY_BYTES = 255
@@ -139,7 +139,7 @@ def stored_key(user_headers: bytes) -> bytes | None:
 
 
 def framed_records(records: Sequence[Record], now_us: int) -> tuple[bytes, list[int]]:
-    """``(messages, ends)`` for ``BrokerCore.produce_framed``; ``KeyTooLarge``."""
+    """``(messages, ends)`` for ``BrokerCore.produce`` (framed); ``KeyTooLarge``."""
     pack = HEADER.pack
     parts: list[bytes] = []
     ends: list[int] = []
@@ -536,7 +536,7 @@ def _framed_raw_py(raws: Sequence[RawBatch], now_us: int, max_value: int
 def framed_raw_batches(raws: Sequence[RawBatch], now_us: int, max_value: int
                        ) -> tuple[bytes, list[int]]:
     """Opened batches (``split_batches``) -> ``(messages, ends)`` for
-    ``BrokerCore.produce_framed``, as ``framed_batches`` of their records; refusals:
+    ``BrokerCore.produce`` (framed), as ``framed_batches`` of their records; refusals:
     ``CorruptRecordBatch``, ``KeyTooLarge``, ``InvalidTimestamp``, ``ValueTooLarge``
     (a value over ``max_value`` bytes). Each batch is framed by one C call
     (``_cfetch.frame_batch``) where it is built, keys and headers included; a batch it
@@ -640,13 +640,19 @@ def _record_batches_compiled(raw: bytes, ends: Sequence[int], max_bytes: int,
     got = _cfetch.record_batches(raw, ends, max_bytes, whole_first, log_append_time,
                                  leader_epoch, empty_is_null)
     if got is None:
-        return _record_batches_py(raw, ends, max_bytes, whole_first, log_append_time,
-                                  leader_epoch, empty_is_null)
+        return _record_batches_py(raw, ends if isinstance(ends, list) else list(map(int, ends)),
+                                  max_bytes, whole_first, log_append_time, leader_epoch,
+                                  empty_is_null)
     return got  # type: ignore[no-any-return]
 
 
 record_batches = _record_batches_compiled \
     if _cfetch is not None and hasattr(_cfetch, "record_batches") else _record_batches_py
+
+ENDS_IN_PLACE = record_batches is _record_batches_compiled
+"""True when ``record_batches`` is the compiled loop, which also takes ``ends`` as an int64
+array read in place (``read_raw(ends_array=True)``: no int object per record); the twin
+wants a list."""
 """Stored records -> ``(record batches v2, count)``: see ``_record_batches_py`` (the
 pure-Python twin, the reference); the compiled loop runs when ``data.speedups`` loads
 ``broker.kafka._cfetch``."""

@@ -122,44 +122,43 @@ class KafkaProtocol(Connection):
         self._process()
 
     def _process(self) -> None:
+        """Dispatch the frames read so far, in order (not again while running: a reply's
+        callback may call this), then write the replies that are ready."""
         if self._processing:
             return
         self._processing = True
+        frames = self._frames
+        replies = self._replies
+        dispatch = self.handlers.dispatch
+        transport = self.transport
         try:
-            self._run_frames()
+            while frames and not (self.paused or self._closing or transport.disconnecting
+                                  or len(replies) >= MAX_IN_FLIGHT):
+                frame = frames.popleft()
+                if self._sasl is not None and not self._sasl_step(frame):
+                    continue
+                reply = dispatch(frame, self.peer_host, self)
+                if reply is None:
+                    continue
+                if isinstance(reply, Deferred):
+                    slot = [_PENDING]
+                    replies.append(slot)
+                    reply.addCallback(self._answer, slot)
+                elif reply is CLOSE:
+                    self._closing = True
+                    frames.clear()
+                    replies.append([CLOSE])
+                    self._drain()
+                elif replies:
+                    replies.append([reply])
+                else:
+                    self._out.append(reply)
         finally:
             self._processing = False
         self._flush_out()
         self._update_reading()
         if self._read_closed:
             self._close_when_answered()
-
-    def _run_frames(self) -> None:
-        frames = self._frames
-        replies = self._replies
-        dispatch = self.handlers.dispatch
-        transport = self.transport
-        while frames and not (self.paused or self._closing or transport.disconnecting
-                              or len(replies) >= MAX_IN_FLIGHT):
-            frame = frames.popleft()
-            if self._sasl is not None and not self._sasl_step(frame):
-                continue
-            reply = dispatch(frame, self.peer_host, self)
-            if reply is None:
-                continue
-            if isinstance(reply, Deferred):
-                slot = [_PENDING]
-                replies.append(slot)
-                reply.addCallback(self._answer, slot)
-            elif reply is CLOSE:
-                self._closing = True
-                frames.clear()
-                replies.append([CLOSE])
-                self._drain()
-            elif replies:
-                replies.append([reply])
-            else:
-                self._out.append(reply)
 
     def _sasl_step(self, frame: bytes) -> bool:
         """A frame before authentication: True when it goes to the dispatcher (an

@@ -40,6 +40,7 @@ from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
+from broker.core.produce import ProduceRequest, ProduceResult
 from broker.errors import SkerryError, StorageError
 from data.atomic import read_json
 from data.fs import OS_FS, FileLayer
@@ -91,8 +92,8 @@ class Producer(Protocol):
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                               min_insync_replicas: int) -> Any: ...
 
-    def produce_keyed_batch(self, topic_name: str, partition: int, keys: Any, payloads: Any,
-                            acks: str, callback: Callable[[Any], None]) -> None: ...
+    def produce(self, request: ProduceRequest, answer: Callable[[ProduceResult], None]
+                ) -> None: ...
 
 
 class GroupStateLog:
@@ -336,9 +337,9 @@ class GroupStateLog:
         assert self._core is not None
         d: Deferred[None] = Deferred()
 
-        def answered(result: Any) -> None:
-            if isinstance(result, BaseException):
-                d.errback(result)
+        def answered(result: ProduceResult) -> None:
+            if result.error is not None:
+                d.errback(result.error)
             else:
                 if self.owns(partition):  # not resigned while the write was in flight
                     if latest:
@@ -348,8 +349,9 @@ class GroupStateLog:
                 d.callback(None)
 
         try:
-            self._core.produce_keyed_batch(GROUPS_TOPIC, partition, [k for k, _ in batch],
-                                           [v for _, v in batch], "all", answered)
+            self._core.produce(ProduceRequest(GROUPS_TOPIC, partition, "all",
+                                              [k for k, _ in batch], [v for _, v in batch],
+                                              whole=True), answered)
         except SkerryError as error:
             d.errback(error)
         return d

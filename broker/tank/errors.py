@@ -34,6 +34,7 @@ from broker.errors import (
 )
 from broker.tank.codec import ConsumeFlag, CreateTopicError, ProduceError
 from broker.transport.errors import ErrorTable
+from replication.errors import PeerError
 
 __all__ = ["Codes", "CODES_BY_ERROR", "TankRefusal", "codes_for", "produce_code",
            "consume_flag", "create_topic_code"]
@@ -69,6 +70,8 @@ CODES_BY_ERROR: Mapping[type[BaseException], Codes] = {
                               CreateTopicError.SYSTEM_FAULT),
     # storage: an I/O fault, a partition that failed
     StorageError: _IO,
+    # another broker did not answer a replication request
+    PeerError: _IO,
     # a bundle with a keyless message to a compacted topic (TANK has no code of its own)
     KeyRequired: Codes(ProduceError.IO_FAULT, ConsumeFlag.SYSTEM_ERROR, CreateTopicError.INVALID_REQUEST),
     # a request the core refuses (a bundle the store will not take, a bad topic setting)

@@ -3,7 +3,7 @@
 Owns: the greeting ping written as soon as a connection is accepted (spec/tank-notes.md
 §1: the 2017 Java client waits for it), splitting the byte stream into frames
 (``codec.FrameSplitter``: ``msg_id:u8 payload_size:u32 payload``, any chunk size), handing
-each to ``TankHandlers.dispatch`` and writing its reply. Replies carry their request id
+each to ``TankHandlers.parse`` and ``dispatch_request`` and writing its reply. Replies carry their request id
 and **may go out of order**: a request whose reply waits (a produce waiting for its
 fsync, a long-poll consume) does not hold up the requests after it on the same connection;
 each reply is written when it is ready. At most ``max_pending`` requests of a connection
@@ -109,37 +109,38 @@ class TankProtocol(Connection):
         self._process()
 
     def _process(self) -> None:
+        """Dispatch the frames read so far, in order (not again while running: a reply's
+        callback may call this); a frame the codec cannot read, or no handler serves,
+        closes the connection."""
         if self._processing:
             return
         self._processing = True
+        frames = self._frames
+        handlers = self.factory.handlers
+        parse, dispatch = handlers.parse, handlers.dispatch_request
+        max_pending = self.factory.max_pending
         try:
-            self._run_frames()
+            while frames and not (self.paused or self.transport.disconnecting) \
+                    and len(self._pending) < max_pending:
+                frame = frames.popleft()
+                try:
+                    reply = dispatch(parse(frame))
+                except (CodecError, Unserved) as exc:
+                    self._close(f"frame 0x{frame.msg_id:02x}: {exc}")
+                    break
+                if reply is None:
+                    continue
+                if type(reply) is bytes:
+                    self.write_chunks((reply,))
+                    continue
+                self._pending.add(reply)
+                reply.addCallbacks(self._answer, self._lost, callbackArgs=(reply,),
+                                   errbackArgs=(reply,))
         finally:
             self._processing = False
         self._update_reading()
         if self._read_closed:
             self._close_when_answered()
-
-    def _run_frames(self) -> None:
-        frames = self._frames
-        dispatch = self.factory.handlers.dispatch
-        max_pending = self.factory.max_pending
-        while frames and not (self.paused or self.transport.disconnecting) \
-                and len(self._pending) < max_pending:
-            frame = frames.popleft()
-            try:
-                reply = dispatch(frame)
-            except (CodecError, Unserved) as exc:
-                self._close(f"frame 0x{frame.msg_id:02x}: {exc}")
-                return
-            if reply is None:
-                continue
-            if type(reply) is bytes:
-                self.write_now(reply)
-                continue
-            self._pending.add(reply)
-            reply.addCallbacks(self._answer, self._lost, callbackArgs=(reply,),
-                               errbackArgs=(reply,))
 
     def _answer(self, frame: bytes, d: Deferred[bytes]) -> None:
         if d not in self._pending:
@@ -148,7 +149,7 @@ class TankProtocol(Connection):
         transport = self.transport
         if transport is None or transport.disconnecting:
             return
-        self.write_now(frame)
+        self.write_chunks((frame,))
         if not self._processing:
             self._process()
 

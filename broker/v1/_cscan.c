@@ -2,6 +2,7 @@
  *
  *   scan_produce(buffer, pos, most, max_line, max_value) -> (run, pos)
  *   fill_produce_ok(tokens, partition, first_offset, hw)   (see below)
+ *   split_batch(data, max_value) -> (keys, values) or None  (see below)
  *
  * The reference is broker/v1/codec.py's _scan_produce_py (PRODUCE_LINE_RE matched again and
  * again from ``pos``, then Codec.match_produce's checks and the framer's length limit):
@@ -14,6 +15,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 static unsigned char cid_ok[256], name_ok[256], key_ok[256], value_ok[256];
@@ -146,11 +148,69 @@ static PyObject *fill_produce_ok(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* split_batch(data, max_value): a PRODUCE_BATCH batch (u32 count, count u8 key lengths,
+ * count u32 value lengths, the keys, the values; little-endian) cut into a tuple of keys
+ * and a tuple of values, as broker/v1/codec/parse.py's _decode_batch_py does. None when
+ * the batch breaks any of that function's rules: the caller then runs the twin, which
+ * raises the very BadRequest (so the errors have one spelling, in Python). */
+static PyObject *split_batch(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    long long max_value;
+    if (!PyArg_ParseTuple(args, "y*L", &data, &max_value)) return NULL;
+    const unsigned char *b = data.buf;
+    Py_ssize_t size = data.len, count, head, total, pos;
+    PyObject *keys = NULL, *values = NULL, *result = NULL;
+    if (size < 4) goto twin;
+    count = (Py_ssize_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+    if (count == 0 || count > (size - 4) / 5) goto twin;
+    head = 4 + 5 * count;
+    total = head;
+    for (Py_ssize_t i = 0; i < count; i++) total += b[4 + i];
+    const unsigned char *lens = b + 4 + count;
+    for (Py_ssize_t i = 0; i < count; i++, lens += 4) {
+        uint32_t v = (uint32_t)lens[0] | (uint32_t)lens[1] << 8 | (uint32_t)lens[2] << 16 | (uint32_t)lens[3] << 24;
+        if ((long long)v > max_value) goto twin;
+        total += v;
+        if (total > size) goto twin;
+    }
+    if (total != size) goto twin;
+    keys = PyTuple_New(count);
+    values = PyTuple_New(count);
+    if (keys == NULL || values == NULL) goto done;
+    pos = head;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)b + pos, b[4 + i]);
+        if (key == NULL) goto done;
+        PyTuple_SET_ITEM(keys, i, key);
+        pos += b[4 + i];
+    }
+    lens = b + 4 + count;
+    for (Py_ssize_t i = 0; i < count; i++, lens += 4) {
+        Py_ssize_t v = (Py_ssize_t)((uint32_t)lens[0] | (uint32_t)lens[1] << 8 | (uint32_t)lens[2] << 16 | (uint32_t)lens[3] << 24);
+        PyObject *value = PyBytes_FromStringAndSize((const char *)b + pos, v);
+        if (value == NULL) goto done;
+        PyTuple_SET_ITEM(values, i, value);
+        pos += v;
+    }
+    result = PyTuple_Pack(2, keys, values);
+    goto done;
+twin:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&data);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"fill_produce_ok", fill_produce_ok, METH_VARARGS,
      "Fill a run of PRODUCE slots with their OK replies. See broker.v1.replies._fill_produce_ok_py."},
     {"scan_produce", scan_produce, METH_VARARGS,
      "(run, pos): the plain PRODUCE lines from pos. See broker.v1.codec._scan_produce_py."},
+    {"split_batch", split_batch, METH_VARARGS,
+     "(keys, values) of a PRODUCE_BATCH batch, or None. See broker.v1.codec.parse._decode_batch_py."},
     {NULL, NULL, 0, NULL},
 };
 

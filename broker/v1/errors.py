@@ -49,6 +49,7 @@ from groups.consumer_errors import (
     UnsupportedAssignor,
 )
 from groups.kafka_errors import InvalidGroupId, KafkaGroupError, UnknownMemberId
+from replication.errors import PeerError
 
 __all__ = ["CODE_BY_ERROR", "CONSUMER_GROUP_ERRORS", "code_for", "for_code",
            "from_group_refusal", "message_for"]
@@ -71,6 +72,7 @@ CODE_BY_ERROR: Mapping[type[BaseException], str] = {
     NotLeader: "NOT_LEADER",
     InvalidReplicaRequest: "BAD_REQUEST",
     ReplicationTimeout: "REPLICATION_TIMEOUT",
+    PeerError: "UNAVAILABLE",  # another broker did not answer a replication request
     # data.errors
     StorageError: "STORAGE_ERROR",
     KeyRequired: "BAD_REQUEST",  # a keyless message to a compacted topic

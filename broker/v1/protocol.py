@@ -3,18 +3,18 @@
 Owns: running the framer (``broker.v1.codec.framing.LineFramer``, the one the framing tests test)
 over each read, the PRODUCE fast path (the codec's faster branch, ``Codec.scan_produce``,
 a run of plain PRODUCEs scanned in place at the framer's cursor, compiled or its twin; it
-feeds the same handler as a parsed PRODUCE, ``Handlers.produce_message``, and answers
+feeds the core's one produce door as a parsed PRODUCE does (``BrokerCore.produce``), and answers
 through the same boundary, ``Handlers.boundary``), and the per-connection queue that keeps
 replies in request order while some wait (fsync, acks=all, group writes, long polls). What
 every connection needs whatever its protocol (socket options, idle timeout, flow control,
 half-close, the connection limit) is ``broker.connection``'s.
 
 The PRODUCE path, socket to fsync: ``dataReceived`` -> ``LineFramer.take_fast`` (fast:
-a run scanned at the cursor; else a line -> ``lineReceived`` -> ``Codec.parse_command`` ->
-``Handlers.dispatch`` -> ``Handlers.produce``) -> ``Handlers.produce_message``, which is
-``ProducePipeline.produce_to`` (queued in this turn's batch for the partition) ->
-``ProducePipeline.flush`` (one append a partition a turn; answered when
-``_when_durable`` says) -> ``V1Protocol.produced`` (the slot gets ``replies.produce_ok``)
+a run scanned at the cursor; else a line -> ``_command`` (``Codec.parse_command``) ->
+``_execute`` -> ``Handlers.dispatch`` -> ``Handlers.produce``) -> ``BrokerCore.produce``
+(``ProducePipeline.produce``, the core's one door: queued in this turn's batch for the
+partition) -> ``ProducePipeline.flush`` (one append a partition a turn; answered when
+``_when_durable`` says) -> ``V1Protocol.produced`` (the slots get ``replies.produce_ok``)
 -> ``drain`` (replies in request order, one write per read). docs/architecture.md lists the
 walk, measured by tests/test_produce_walk.py.
 
@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 from twisted.internet.interfaces import IReactorTime
 
 from broker.connection import Connection, ConnectionFactory
+from broker.core import ProduceRequest, ProduceResult
 from broker.errors import BadRequest, SkerryError, Unauthenticated, Unavailable
 from broker.transport.slots import CID, REPLY, T0
 from broker.v1 import codec
@@ -76,6 +76,7 @@ class V1Protocol(Connection):
         # once this many bytes are waiting, so flow control still acts within a read.
         self._out_limit = min(65536, factory.max_pending_output_bytes // 4)
         self._core = factory.handlers.core
+        self._produced = self.produced  # bound once: the core answers every PRODUCE here
         self._topic_names: dict[bytes, str] = {}
         # broker/auth.py: with auth configured nothing but PING and AUTH is served before a
         # successful AUTH (the PRODUCE fast path included). The handler updates these.
@@ -126,12 +127,14 @@ class V1Protocol(Connection):
         next_request = framer.next_request
         take_fast = framer.take_fast
         transport = self.transport
-        line_received = self.lineReceived
+        command = self._command
+        execute = self._execute
         # The hot path: runs of plain PRODUCE lines are matched in place by the codec's
         # fast branch (no slicing, no command objects) and handed to the produce handler one
         # by one; anything else goes through the codec and the handler table.
-        produce = self.handlers.produce_message
-        produce_run = self.handlers.produce_run
+        produce = self._core.produce  # the core's one door
+        produced = self._produced
+        check = self.handlers.check_produce  # ACLs (None without)
         pending = self._pending
         topic_names = self._topic_names
         boundary = self.handlers.boundary
@@ -157,7 +160,10 @@ class V1Protocol(Connection):
                                 name = topic_names[topic] = topic.decode()
                             slots = [[None, cid] for cid in cids]
                             try:
-                                produce_run(name, keys, values, acks_col[0], self, slots)
+                                if check is not None:
+                                    check(self, name)
+                                produce(ProduceRequest(name, None, acks_col[0], keys, values,
+                                                       slots, True), produced)
                             except SkerryError:
                                 pass  # refused as a run: answered one by one below
                             except Exception as error:  # a bug: INTERNAL each, as dispatch
@@ -181,7 +187,10 @@ class V1Protocol(Connection):
                         if name is None:
                             name = topic_names[topic] = topic.decode()
                         try:
-                            produce(name, None, key, value, acks, self, slot)
+                            if check is not None:
+                                check(self, name)
+                            produce(ProduceRequest(name, None, acks, (key,), (value,), (slot,),
+                                                   True), produced)  # create: positional, faster
                         except SkerryError as error:
                             self._emit(boundary.refusal(cid.decode(), error))
                         except Exception as error:  # a bug: INTERNAL, the connection stays
@@ -199,7 +208,9 @@ class V1Protocol(Connection):
             if request is TOO_LONG:
                 self._too_long()
                 return
-            line_received(request)  # type: ignore[arg-type]  # may hold the command back
+            cmd = command(request)  # type: ignore[arg-type]  # None: answered or held back
+            if cmd is not None:
+                execute(cmd)
             if transport.disconnecting:
                 framer.clear()
                 return
@@ -226,26 +237,29 @@ class V1Protocol(Connection):
         self.transport.pauseProducing()
         self._close_when_answered()
 
-    def lineReceived(self, line: bytes) -> None:
+    def _command(self, line: bytes) -> Any:
+        """The command of one line to run now, or None: the line was answered here (a parse
+        error, not authenticated) or its command is held back until the replies before it
+        are out (``_must_wait``)."""
         try:
             cmd = self.codec.parse_command(line)
         except codec.CommandError as exc:
             self._emit(err(exc.cid, exc.error))
             if self.factory.metrics is not None:
                 self.factory.metrics.invalid()
-            return
+            return None
         if cmd is None:
-            return
+            return None
         if not self.authenticated and type(cmd) not in _BEFORE_AUTH:
             self._emit(err(cmd.cid, Unauthenticated("send AUTH <user> <token> first")))
-            return
+            return None
         if self._must_wait(cmd):
             # Effects happen in request order: a command other than PRODUCE runs only once
             # everything before it on this connection was answered (a CONSUME pipelined
             # behind a PRODUCE sees it), and nothing runs past a command still waiting.
             self._held = cmd
-            return
-        self._execute(cmd)
+            return None
+        return cmd
 
     def _must_wait(self, cmd: Any) -> bool:
         if self._cmd_slots:
@@ -309,7 +323,11 @@ class V1Protocol(Connection):
             self._out_bytes += len(line)
             if self._out_bytes > self._out_limit:
                 self._flush_out()
-        self._flush_out()
+        if out:  # _flush_out inlined: one frame less on every produce's answer
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            self._out_bytes = 0
+            self.write_chunks((data,))
         held = self._held
         if held is not None and not self._must_wait(held) and not self.transport.disconnecting:
             self._held = None
@@ -322,20 +340,22 @@ class V1Protocol(Connection):
 
     _drain = drain
 
-    # ProduceSink: the core answers this connection's produces in bulk.
-
-    def produced(self, token: Any, partition: int, offset: int, hw: int,
-                 error: SkerryError | None) -> None:
+    def produced(self, result: ProduceResult) -> None:
+        """The ``ProduceCallback`` of this connection's PRODUCEs: each slot of the result
+        (``result.tokens``, in offset order) gets its reply, then what is due is written."""
+        tokens = result.tokens
+        error = result.error
         if error is None:
-            token[REPLY] = PRODUCE_OK % (token[CID], partition, offset, hw)  # replies.produce_ok
+            if len(tokens) == 1:
+                token = tokens[0]
+                token[REPLY] = PRODUCE_OK % (token[CID], result.partition, result.offset,
+                                             result.hw)  # replies.produce_ok
+            else:
+                fill_produce_ok(tokens, result.partition, result.offset, result.hw)
         else:
-            token[REPLY] = err(token[CID].decode(), error)
-
-    def produced_run(self, tokens: Sequence[Any], partition: int, first_offset: int,
-                     hw: int) -> None:
-        fill_produce_ok(tokens, partition, first_offset, hw)  # compiled, or its twin
-
-    # ProduceSink.drain is ``drain`` above: the answers of a group are in; write what is due.
+            for token in tokens:
+                token[REPLY] = err(token[CID].decode(), error)
+        self.drain()
 
 
 class V1Factory(ConnectionFactory):

@@ -20,6 +20,7 @@ from typing import TypeAlias
 import numpy as np
 import pyarrow as pa
 
+from data import speedups
 from data.format import (
     CHECKSUMMED_FROM,
     HEADER_SIZE,
@@ -39,7 +40,7 @@ from data.format import (
 )
 
 __all__ = ["SCHEMA_DDL", "HEADERS_DDL", "Corruption", "Heads", "arrow_schema", "check_records",
-           "read_heads", "record_starts", "to_batch"]
+           "read_heads", "record_heads", "record_starts", "to_batch", "walk_records"]
 
 SCHEMA_DDL = ("key binary, value binary not null, topic string not null, partition int not null, "
               "offset bigint not null, timestamp timestamp not null")
@@ -79,36 +80,6 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-_LENGTHS = struct.Struct("<II")
-"""``user_headers_length`` and ``payload_length``, adjacent in the header (one unpack)."""
-assert PAYLOAD_LENGTH_OFFSET == USER_HEADERS_LENGTH_OFFSET + 4
-
-
-def record_starts(buf: Buffer, start: int = 0, end: int | None = None) -> np.ndarray:
-    """Byte positions of the records in ``buf[start:end]``, walking the length fields; stops
-    at a record that would run past ``end`` (a partial tail).
-
-    The one per-record Python loop of a read (each start depends on the previous record's
-    lengths); kept to one ``unpack_from`` and one append per record. Callers that have the
-    positions already (the segment index) skip it.
-    """
-    end = len(buf) if end is None else end
-    out = array("q")
-    add = out.append
-    unpack = _LENGTHS.unpack_from
-    at = USER_HEADERS_LENGTH_OFFSET
-    pos = start
-    last = end - HEADER_SIZE
-    while pos <= last:
-        uhl, pl = unpack(buf, pos + at)
-        nxt = pos + HEADER_SIZE + uhl + pl
-        if nxt > end:
-            break
-        add(pos)
-        pos = nxt
-    return np.frombuffer(out, dtype=np.int64) if len(out) else np.zeros(0, dtype=np.int64)
-
-
 @dataclass(frozen=True)
 class Heads:
     """Header fields of the records at some positions, gathered as columns (one numpy
@@ -120,6 +91,98 @@ class Heads:
     user_headers_lengths: np.ndarray  # int64
     payload_lengths: np.ndarray  # int64
     reserved: np.ndarray  # uint64
+
+
+_LENGTHS = struct.Struct("<II")
+"""``user_headers_length`` and ``payload_length``, adjacent in the header (one unpack)."""
+assert PAYLOAD_LENGTH_OFFSET == USER_HEADERS_LENGTH_OFFSET + 4
+
+_HEAD_COLUMNS = 7
+"""Columns ``record_heads`` fills: position, checksum, offset, timestamp,
+user_headers_length, payload_length, reserved (each a little-endian u64)."""
+
+
+def _record_heads_py(buf: Buffer, start: int, end: int, out: Buffer | np.ndarray) -> int:
+    """Walk the records of ``buf[start:end]`` by their length fields and write the header
+    fields of record ``i`` into ``out`` (a writable buffer read as ``_HEAD_COLUMNS`` columns
+    of ``cap = len(out) // 56`` little-endian u64 each): ``out[c * cap + i]`` for column ``c``.
+    Stops at a record that would run past ``end`` (clamped to ``len(buf)``: a partial tail)
+    or after ``cap`` records; returns how many it wrote.
+
+    The pure-Python twin (the reference) of ``data._cspeedups.record_heads``: the one
+    per-record loop of a read (each start depends on the previous record's lengths).
+    """
+    if start < 0:
+        raise ValueError("start must not be negative")
+    end = min(end, len(buf))
+    view = memoryview(out).cast("B")
+    cap = len(view) // (8 * _HEAD_COLUMNS)
+    cols = np.frombuffer(view, dtype="<u8", count=_HEAD_COLUMNS * cap)
+    found = array("q")
+    add = found.append
+    unpack = _LENGTHS.unpack_from
+    at = USER_HEADERS_LENGTH_OFFSET
+    pos = start
+    last = end - HEADER_SIZE
+    while pos <= last and len(found) < cap:
+        uhl, pl = unpack(buf, pos + at)
+        nxt = pos + HEADER_SIZE + uhl + pl
+        if nxt > end:
+            break
+        add(pos)
+        pos = nxt
+    n = len(found)
+    if n:  # the header fields: one strided gather per column
+        starts = np.frombuffer(found, dtype=np.int64)
+        table = cols.reshape(_HEAD_COLUMNS, cap)
+        u64, u32 = field_view(buf, "<u8"), field_view(buf, "<u4")
+        table[0, :n] = starts
+        for column, field in enumerate((0, OFFSET_OFFSET, TIMESTAMP_OFFSET), 1):
+            table[column, :n] = u64[starts + field]
+        table[4, :n] = u32[starts + USER_HEADERS_LENGTH_OFFSET]
+        table[5, :n] = u32[starts + PAYLOAD_LENGTH_OFFSET]
+        table[6, :n] = u64[starts + RESERVED_OFFSET]
+    return n
+
+
+record_heads = speedups.compiled.record_heads if speedups.compiled is not None else _record_heads_py
+
+
+def walk_records(buf: Buffer, start: int = 0, end: int | None = None,
+                 limit: int | None = None) -> tuple[np.ndarray, Heads]:
+    """The byte positions of the records in ``buf[start:end]`` (at most ``limit`` of them),
+    walking the length fields, and their header fields; stops at a record that would run
+    past ``end`` (a partial tail). One ``record_heads`` call: the columns come out
+    contiguous, so the rows are built from them without further gathers."""
+    end = len(buf) if end is None else min(end, len(buf))
+    cap = max(0, (end - start) // HEADER_SIZE)
+    if limit is not None:
+        cap = min(cap, limit)
+    out = np.empty((_HEAD_COLUMNS, cap), dtype=np.uint64)
+    n = record_heads(buf, start, end, out) if cap else 0
+    cols = out[:, :n]
+    return cols[0].view(np.int64), Heads(cols[1], cols[2].view(np.int64), cols[3].view(np.int64),
+                                         cols[4].view(np.int64), cols[5].view(np.int64), cols[6])
+
+
+def record_starts(buf: Buffer, start: int = 0, end: int | None = None) -> np.ndarray:
+    """Byte positions of the records in ``buf[start:end]``, walking the length fields; stops
+    at a record that would run past ``end`` (a partial tail). Callers that have the
+    positions already (the segment index) skip it. Walked ``_WALK_WINDOW`` records at a
+    time, so a whole segment's walk holds the header columns of one window only."""
+    end = len(buf) if end is None else min(end, len(buf))
+    parts: list[np.ndarray] = []
+    while True:
+        pos, heads = walk_records(buf, start, end, _WALK_WINDOW)
+        parts.append(pos.copy())
+        if len(pos) < _WALK_WINDOW:
+            break
+        start = int(pos[-1]) + HEADER_SIZE + int(heads.user_headers_lengths[-1]) + int(heads.payload_lengths[-1])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+_WALK_WINDOW = 1 << 20
+"""Records per ``record_heads`` call in ``record_starts`` (56 MiB of header columns)."""
 
 
 def read_heads(buf: Buffer, pos: np.ndarray) -> Heads:

@@ -53,7 +53,7 @@ from data.spark.offsets import (
     split_ranges,
     to_json_offsets,
 )
-from data.spark.records import HEADERS_DDL, SCHEMA_DDL, record_starts, to_batch
+from data.spark.records import HEADERS_DDL, SCHEMA_DDL, to_batch, walk_records
 
 __all__ = ["SkerryDataSource", "SkerryOptions", "read_range"]
 
@@ -176,10 +176,10 @@ def read_range(opts: SkerryOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
         return
     with Client(opts.bootstrap) as client:
         for got in _fetches(client, opts, r):
-            pos = record_starts(got.data)
-            if got.next_offset > r.end:  # never: max= bounds it; kept as a guard
-                pos = pos[:len(pos) - (got.next_offset - r.end)]
-            yield to_batch(got.data, pos, r.topic, r.partition, opts.include_headers)
+            # max= bounds the answer to the range; the guard keeps it so
+            limit = got.count - max(0, got.next_offset - r.end)
+            pos, heads = walk_records(got.data, limit=limit)
+            yield to_batch(got.data, pos, r.topic, r.partition, opts.include_headers, heads)
 
 
 def _fetches(client: Client, opts: SkerryOptions, r: OffsetRange) -> Iterator[Fetched]:

@@ -1,12 +1,7 @@
-"""The network side of a multi-broker cluster: fetch loops, leader probes, peer connections.
+"""The follower's side of a multi-broker cluster: fetch loops and leader probes.
 
 Owns:
 
-- ``PeerProtocol``: a V1 client connection to another broker (pipelined requests, replies
-  matched in order by correlation id), ``tcp_connector`` (TCP, or TLS verifying the
-  peer's certificate) and ``authenticating`` (``AUTH`` as this broker's peer user before a
-  connection is used), and ``Peers``, one shared connection per broker for short requests
-  plus dedicated ones for long polls;
 - ``PartitionFetcher``: the fetch loop of one follower replica. A *session* starts by
   asking every other replica for its epoch (``REPLICA_EPOCH``), choosing the leader (the
   replica in leader role with the highest epoch, never older than one this replica knows),
@@ -24,17 +19,20 @@ Owns:
   Another replica leading the same epoch (an operator mistake) makes this one refuse
   writes until the conflict is gone;
 - ``ReplicaManager``: one fetcher per follower partition and one probe per new leader
-  epoch, kept in step with the partitions' roles.
+  epoch, kept in step with the partitions' roles;
+- the ports they code against: ``ReplicaLinks``/``LeaderLink`` (the network: epoch
+  queries, a connection to the leader for pulls), ``ReplicaView``/``ReplicaDirectory``
+  (the partitions, ``broker.services.replication``).
 
 The state machine of a fetcher is ``FetcherState`` with its table ``FETCHER_TRANSITIONS``.
 Every timer and reply callback captures the session generation and ignores stale firings.
 
-Modules: ``peers`` (connections and the cluster commands), ``fetcher`` (the fetch loop),
-``probe`` (the leader probe), ``manager`` (``ReplicaManager``). This package is the only
-Twisted piece of ``replication``, and its only part that may import ``broker`` (the shared
-client codec). Must not import: the global reactor (the clock and the ``Connector`` are
-injected), the store, ``broker.services.replication`` (it codes against ``ReplicaView`` and
-``ReplicaDirectory``, in ``fetcher``).
+Modules: ``links`` (the network port), ``fetcher`` (the fetch loop), ``probe`` (the leader
+probe), ``manager`` (``ReplicaManager``). This package is the only Twisted piece of
+``replication``. The broker fills the network port with V1 (``broker.peer_links``:
+connections, ``AUTH``, TLS, the cluster commands' requests and replies) and maps a peer's
+wire answers onto ``replication.errors`` there. Must not import: ``broker``, the global
+reactor (the clock and the links are injected), the store.
 """
 
 from __future__ import annotations
@@ -48,28 +46,13 @@ from replication.follower.fetcher import (
     ReplicaDirectory,
     ReplicaView,
 )
+from replication.follower.links import LeaderLink, ReplicaLinks
 from replication.follower.manager import ReplicaManager
-from replication.follower.peers import (
-    Connector,
-    PeerProtocol,
-    PeerRefused,
-    Peers,
-    authenticating,
-    epoch_request,
-    parse_epoch_reply,
-    parse_pull_reply,
-    pull_request,
-    tcp_connector,
-)
 from replication.follower.probe import LeaderProbe
 
 __all__ = [
-    "PeerProtocol",
-    "Connector",
-    "tcp_connector",
-    "authenticating",
-    "PeerRefused",
-    "Peers",
+    "LeaderLink",
+    "ReplicaLinks",
     "FetcherState",
     "FETCHER_TRANSITIONS",
     "IllegalFetcherTransition",
@@ -79,8 +62,4 @@ __all__ = [
     "ReplicaView",
     "ReplicaDirectory",
     "FetchSettings",
-    "epoch_request",
-    "parse_epoch_reply",
-    "parse_pull_reply",
-    "pull_request",
 ]

@@ -2,8 +2,8 @@
 and table ``FETCHER_TRANSITIONS``) and what it codes against: ``ReplicaView``,
 ``ReplicaDirectory``, ``FetchSettings`` (the package docstring tells the session).
 
-Must not import: the global reactor (the clock and the ``Connector`` are injected), the
-store, ``broker.services.replication``.
+Must not import: ``broker`` (it talks to other brokers through the ``ReplicaLinks`` port
+it is given), the global reactor (the clock is injected), the store.
 """
 
 from __future__ import annotations
@@ -17,21 +17,16 @@ from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
-from broker.client.codec import (
-    NotLeaderError,
-    ProtocolViolation,
-    Reply,
-)
-from broker.errors import BadRequest, InvalidReplicaRequest, NotLeader, SkerryError
+from data.refusal import SkerryError
 from replication.epochs import EpochLookup, PeerEpoch, choose_leader
-from replication.follower.peers import (
-    PeerProtocol,
-    Peers,
-    epoch_request,
-    parse_epoch_reply,
-    parse_pull_reply,
-    pull_request,
+from replication.errors import (
+    InvalidReplicaRequest,
+    MalformedPeerReply,
+    NotLeader,
+    PeerNotAuthenticated,
+    PeerRefusal,
 )
+from replication.follower.links import LeaderLink, ReplicaLinks
 from replication.roles import Role
 from replication.wire import EpochReply, PullReply
 
@@ -81,7 +76,9 @@ class ReplicaDirectory(Protocol):
     """Every partition of this broker (``ReplicationService``)."""
 
     def handles(self) -> list[Any]: ...
-    def handle(self, topic: str, partition: int) -> Any: ...
+    def handle(self, topic: str, partition: int) -> Any:
+        """The partition's view; None when this broker has no such topic or partition."""
+        ...
     def add_change_listener(self, listener: Callable[[str, int], None]) -> None: ...
 
 
@@ -148,10 +145,10 @@ discovering, so the round starts over)."""
 class PartitionFetcher:
     """The fetch loop of one follower replica (see the module docstring)."""
 
-    def __init__(self, view: ReplicaView, peers: Peers, clock: IReactorTime,
+    def __init__(self, view: ReplicaView, links: ReplicaLinks, clock: IReactorTime,
                  settings: FetchSettings) -> None:
         self.view = view
-        self._peers = peers
+        self._links = links
         self._clock = clock
         self._settings = settings
         self.state = FetcherState.STOPPED
@@ -160,7 +157,7 @@ class PartitionFetcher:
         self.sessions = 0
         self.pulls = 0
         self._gen = 0
-        self._conn: PeerProtocol | None = None
+        self._conn: LeaderLink | None = None
         self._timer: IDelayedCall | None = None
         self._name = f"{view.topic}/{view.partition}"
 
@@ -222,9 +219,8 @@ class PartitionFetcher:
             others = [(pos, bid) for pos, bid in others if bid == hint] or others
         known, last = view.known_epoch, view.last_epoch
         requests = [
-            self._peers.request(bid, lambda cid: epoch_request(
-                cid, view.topic, view.partition, view.local_replica, known,
-                last if last >= 0 else None))
+            self._links.epoch(bid, view.topic, view.partition, view.local_replica, known,
+                              last if last >= 0 else None)
             for _pos, bid in others
         ]
         DeferredList(requests, consumeErrors=True).addCallback(
@@ -237,21 +233,18 @@ class PartitionFetcher:
         view = self.view
         answers: dict[int, EpochReply] = {}
         for (ok, result), (_pos, bid) in zip(results, others, strict=True):
-            if not ok:
+            if ok:
+                answers[bid] = result
+            elif result.check(PeerNotAuthenticated, MalformedPeerReply):
+                # Not taken for a broker (cluster.peer_users), or a reply that does not
+                # parse: worth seeing, unlike a passing NOT_LEADER.
+                log.warning("%s: broker %d: %s", self._name, bid, result.getErrorMessage())
+            elif result.check(NotLeader, PeerRefusal):
+                log.debug("%s: broker %d answered %s", self._name, bid,
+                          result.getErrorMessage())
+            else:
                 log.debug("%s: broker %d did not answer: %s", self._name, bid,
                           result.getErrorMessage())
-                continue
-            if not result.ok:
-                # UNAUTHENTICATED: that broker does not take this one for a broker
-                # (cluster.peer_users); worth seeing, unlike a passing NOT_LEADER.
-                level = logging.WARNING if result.code == "UNAUTHENTICATED" else logging.DEBUG
-                log.log(level, "%s: broker %d answered %s %s", self._name, bid, result.code,
-                        result.message)
-                continue
-            try:
-                answers[bid] = parse_epoch_reply(result.payload)
-            except ProtocolViolation as exc:
-                log.warning("%s: broker %d: %s", self._name, bid, exc)
         newest = max((a.epoch for a in answers.values()), default=-1)
         if newest > view.known_epoch:
             view.observe_epoch(newest)
@@ -280,10 +273,10 @@ class PartitionFetcher:
         self.leader = chosen.broker_id
         self.session_epoch = chosen.epoch
         view.set_leader(chosen.broker_id)
-        self._peers.open(chosen.broker_id).addCallbacks(
+        self._links.open(chosen.broker_id).addCallbacks(
             self._connected, self._connect_failed, callbackArgs=(gen,), errbackArgs=(gen,))
 
-    def _connected(self, conn: PeerProtocol, gen: int) -> None:
+    def _connected(self, conn: LeaderLink, gen: int) -> None:
         if gen != self._gen or self.state is not FetcherState.DISCOVERING:
             conn.close()
             return
@@ -318,32 +311,17 @@ class PartitionFetcher:
         offset = view.log_end
         settings = self._settings
         known = view.known_epoch
-        d = conn.request(lambda cid: pull_request(
-            cid, view.topic, view.partition, view.local_replica, offset, known,
-            wait_ms=settings.wait_ms, max_bytes=settings.max_bytes))
+        d = conn.pull(view.topic, view.partition, view.local_replica, offset, known,
+                      wait_ms=settings.wait_ms, max_bytes=settings.max_bytes)
         d.addTimeout((settings.wait_ms + settings.request_timeout_ms) / 1000.0, self._clock)
         self.pulls += 1
         d.addCallbacks(self._pulled, self._pull_failed, callbackArgs=(gen, offset),
                        errbackArgs=(gen,))
 
-    def _pulled(self, reply: Reply, gen: int, offset: int) -> None:
+    def _pulled(self, pulled: PullReply, gen: int, offset: int) -> None:
         if gen != self._gen or self.state is not FetcherState.FETCHING:
             return
         view = self.view
-        if not reply.ok:
-            error = reply.error()
-            if isinstance(error, NotLeaderError):
-                log.info("%s: broker %s: %s", self._name, self.leader, error.broker_message)
-                self._discover()
-            else:
-                self._backoff(f"broker {self.leader} refused the fetch: {error.code} "
-                              f"{error.broker_message}")
-            return
-        try:
-            pulled = parse_pull_reply(reply.payload)
-        except ProtocolViolation as exc:
-            self._backoff(f"bad fetch answer from broker {self.leader}: {exc}")
-            return
         if pulled.epoch > view.known_epoch:
             view.observe_epoch(pulled.epoch)
         if pulled.epoch != self.session_epoch:
@@ -369,7 +347,7 @@ class PartitionFetcher:
     def _apply_failed(self, failure: Failure, gen: int) -> None:
         if gen != self._gen or self.state is not FetcherState.FETCHING:
             return
-        if failure.check(ValueError, BadRequest, InvalidReplicaRequest):
+        if failure.check(ValueError, InvalidReplicaRequest):
             self._backoff(f"the leader's records do not continue the local log "
                           f"({failure.getErrorMessage()}); a new session truncates first")
         elif failure.check(NotLeader):
@@ -378,9 +356,18 @@ class PartitionFetcher:
             self._backoff(f"cannot append: {failure.getErrorMessage()}")
 
     def _pull_failed(self, failure: Failure, gen: int) -> None:
-        if gen == self._gen and self.state is FetcherState.FETCHING:
-            self._backoff(f"fetch from broker {self.leader} failed: "
-                          f"{failure.getErrorMessage() or failure.type.__name__}")
+        if gen != self._gen or self.state is not FetcherState.FETCHING:
+            return
+        why = failure.getErrorMessage() or failure.type.__name__
+        if failure.check(NotLeader):
+            log.info("%s: broker %s: %s", self._name, self.leader, why)
+            self._discover()
+        elif failure.check(PeerRefusal):
+            self._backoff(f"broker {self.leader} refused the fetch: {why}")
+        elif failure.check(MalformedPeerReply):
+            self._backoff(f"bad fetch answer from broker {self.leader}: {why}")
+        else:
+            self._backoff(f"fetch from broker {self.leader} failed: {why}")
 
     # ------------------------------------------------------------------ waiting
 

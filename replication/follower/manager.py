@@ -1,8 +1,8 @@
 """``ReplicaManager``: one fetcher per follower partition and one probe per new leader
 epoch, kept in step with the partitions' roles.
 
-Must not import: the global reactor (the clock and the ``Connector`` are injected), the
-store, ``broker.services.replication``.
+Must not import: ``broker`` (the ``ReplicaLinks`` to other brokers and the
+``ReplicaDirectory`` are given to it), the global reactor (the clock is injected), the store.
 """
 
 from __future__ import annotations
@@ -12,18 +12,13 @@ from typing import Any
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
-from broker.errors import BadRequest
-from replication.cluster import ClusterConfig
 from replication.follower.fetcher import (
     FetcherState,
     FetchSettings,
     PartitionFetcher,
     ReplicaDirectory,
 )
-from replication.follower.peers import (
-    Connector,
-    Peers,
-)
+from replication.follower.links import ReplicaLinks
 from replication.follower.probe import LeaderProbe
 from replication.roles import Role
 
@@ -34,13 +29,12 @@ class ReplicaManager:
     """Keeps one ``PartitionFetcher`` per follower partition and one ``LeaderProbe`` per new
     leader epoch, following the partitions' role changes."""
 
-    def __init__(self, directory: ReplicaDirectory, cluster: ClusterConfig,
-                 clock: IReactorTime, connect: Connector, settings: FetchSettings) -> None:
+    def __init__(self, directory: ReplicaDirectory, links: ReplicaLinks,
+                 clock: IReactorTime, settings: FetchSettings) -> None:
         self._directory = directory
         self._clock = clock
         self._settings = settings
-        self.peers = Peers(cluster, connect, clock,
-                           request_timeout_ms=settings.request_timeout_ms)
+        self.links = links
         self.fetchers: dict[tuple[str, int], PartitionFetcher] = {}
         self.probes: dict[tuple[str, int], LeaderProbe] = {}
         self._due: set[tuple[str, int]] = set()
@@ -66,7 +60,7 @@ class ReplicaManager:
             probe.stop()
         self.fetchers.clear()
         self.probes.clear()
-        self.peers.close()
+        self.links.close()
 
     def _changed(self, topic: str, partition: int) -> None:
         if not self._running:
@@ -79,10 +73,7 @@ class ReplicaManager:
         self._call = None
         due, self._due = self._due, set()
         for topic, partition in sorted(due):
-            try:
-                view = self._directory.handle(topic, partition)
-            except (BadRequest, KeyError, IndexError):
-                view = None
+            view = self._directory.handle(topic, partition)
             if view is None:
                 self._drop((topic, partition))
             else:
@@ -109,7 +100,7 @@ class ReplicaManager:
                 probe.stop()
             fetcher = self.fetchers.get(key)
             if fetcher is None:
-                fetcher = self.fetchers[key] = PartitionFetcher(view, self.peers, self._clock,
+                fetcher = self.fetchers[key] = PartitionFetcher(view, self.links, self._clock,
                                                                 self._settings)
             if fetcher.state is FetcherState.STOPPED:
                 fetcher.start()
@@ -123,6 +114,6 @@ class ReplicaManager:
         if probe is None or probe.epoch != view.known_epoch:
             if probe is not None:
                 probe.stop()
-            probe = self.probes[key] = LeaderProbe(view, self.peers, self._clock,
+            probe = self.probes[key] = LeaderProbe(view, self.links, self._clock,
                                                    self._settings)
             probe.start()

@@ -1,7 +1,7 @@
 """``LeaderProbe``: what a leader does about its epoch (the package docstring).
 
-Must not import: the global reactor (the clock and the ``Connector`` are injected), the
-store, ``broker.services.replication``.
+Must not import: ``broker`` (it talks to other brokers through the ``ReplicaLinks`` port
+it is given), the global reactor (the clock is injected), the store.
 """
 
 from __future__ import annotations
@@ -13,19 +13,13 @@ from typing import Any
 from twisted.internet.defer import DeferredList
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
-from broker.client.codec import (
-    ProtocolViolation,
-)
+from replication.errors import MalformedPeerReply, NotLeader, PeerCannotAnswer, PeerRefusal
 from replication.follower.fetcher import (
     FetchSettings,
     ReplicaView,
     _others,
 )
-from replication.follower.peers import (
-    Peers,
-    epoch_request,
-    parse_epoch_reply,
-)
+from replication.follower.links import ReplicaLinks
 from replication.roles import Role
 
 log = logging.getLogger("skerry.follower")
@@ -35,11 +29,11 @@ class LeaderProbe:
     """Tells every other replica this leader's epoch, and learns theirs (see the module
     docstring). ``done`` once every other replica answered (or this broker was fenced)."""
 
-    def __init__(self, view: ReplicaView, peers: Peers, clock: IReactorTime,
+    def __init__(self, view: ReplicaView, links: ReplicaLinks, clock: IReactorTime,
                  settings: FetchSettings) -> None:
         self.view = view
         self.epoch = view.known_epoch
-        self._peers = peers
+        self._links = links
         self._clock = clock
         self._settings = settings
         self._pending = {bid for _pos, bid in _others(view)}
@@ -72,9 +66,8 @@ class LeaderProbe:
         targets = sorted(self._pending)
         last = view.last_epoch
         requests = [
-            self._peers.request(bid, lambda cid: epoch_request(
-                cid, view.topic, view.partition, view.local_replica, self.epoch,
-                last if last >= 0 else None))
+            self._links.epoch(bid, view.topic, view.partition, view.local_replica, self.epoch,
+                              last if last >= 0 else None)
             for bid in targets
         ]
         DeferredList(requests, consumeErrors=True).addCallback(self._answered, targets)
@@ -85,22 +78,22 @@ class LeaderProbe:
         view = self.view
         for (ok, result), bid in zip(results, targets, strict=True):
             if not ok:
+                if result.check(PeerCannotAnswer):
+                    continue  # no answer about its epoch (not authenticated: not a peer)
+                if result.check(MalformedPeerReply):
+                    log.warning("%s: broker %d: %s", self._name, bid,
+                                result.getErrorMessage())
+                    continue
+                if result.check(PeerRefusal, NotLeader):
+                    # A live broker with no replica state for this partition holds no
+                    # newer epoch of it either.
+                    log.warning("%s: broker %d answered %s", self._name, bid,
+                                result.getErrorMessage())
+                    self._pending.discard(bid)
+                    continue
                 view.unreachable(bid)
                 continue
-            if not result.ok:
-                if result.code in ("UNAVAILABLE", "INTERNAL", "UNAUTHENTICATED"):
-                    continue  # no answer about its epoch (UNAUTHENTICATED: not a peer)
-                # A live broker with no replica state for this partition holds no newer
-                # epoch of it either.
-                log.warning("%s: broker %d answered %s %s", self._name, bid, result.code,
-                            result.message)
-                self._pending.discard(bid)
-                continue
-            try:
-                answer = parse_epoch_reply(result.payload)
-            except ProtocolViolation as exc:
-                log.warning("%s: broker %d: %s", self._name, bid, exc)
-                continue
+            answer = result
             if answer.epoch > self.epoch:
                 log.warning("%s: broker %d knows epoch %d, newer than this leader's %d",
                             self._name, bid, answer.epoch, self.epoch)

@@ -908,8 +908,13 @@ class GroupsTests:
             "",
         ]
         listed = json.loads(skerry(broker, "groups", "list", "--json").stdout)
-        assert [(g["topic"], g["members"]) for g in listed if g["group"] == "g-kip"] == \
-            [("t-kip", 2)]
+        assert [(g["topic"], g["type"], g["members"]) for g in listed
+                if g["group"] == "g-kip"] == [("t-kip", "consumer", 2)]
+        table = skerry(broker, "groups", "list").stdout.decode().splitlines()
+        assert table[0].split() == ["GROUP", "TOPIC", "TYPE", "STATE", "GENERATION", "MEMBERS",
+                                    "LAG"]
+        assert [line.split()[:3] for line in table[1:] if line.startswith("g-kip ")] == \
+            [["g-kip", "t-kip", "consumer"]]
 
     def test_delete_a_group_on_one_or_every_topic(self, broker: BrokerProcess) -> None:
         """groups delete forgets a group on --topic, or on every topic it consumes; an

@@ -62,7 +62,8 @@ def test_one_group_across_brokers_and_failover(cluster: GroupCluster) -> None:
             [sys.executable, "-m", "broker", "groups", "list", "--json", "--bootstrap",
              f"127.0.0.1:{c.procs[x].port}"], capture_output=True, text=True, check=True,
             timeout=60).stdout
-        assert json.loads(shown) == [{"group": "gg", "topic": "gt", "coordinator": coordinator,
+        assert json.loads(shown) == [{"group": "gg", "topic": "gt", "type": "classic",
+                                      "coordinator": coordinator,
                                       "state": "stable", "generation": 2, "members": 2,
                                       "lag": 2}], shown
 

@@ -118,3 +118,40 @@ def test_already_durable_is_answered_at_once() -> None:
     got: list[Any] = []
     committer.wait(plog, 5, got.append)
     assert got == [None] and thread.jobs == []
+
+
+def test_a_sync_that_makes_no_progress_refuses_its_waiters_instead_of_spinning() -> None:
+    """The log is closed (or truncated) under two waiters: its sync returns without moving
+    ``durable_offset``. Both get STORAGE_ERROR after that one sync, and no further sync is
+    started (before, the committer restarted syncs forever)."""
+    thread = ManualThread()
+    committer = GroupCommitter(thread)
+    plog = FakeLog()
+    plog.sync = lambda: plog.durable_offset  # type: ignore[method-assign]  # closed
+    errors: list[Any] = []
+    for _ in range(2):
+        offset = plog.append(1)
+        committer.wait(plog, offset + 1, errors.append)
+    thread.finish_one()
+    assert [type(e) for e in errors] == [StorageError, StorageError]
+    assert "closed or truncated" in str(errors[0])
+    assert thread.jobs == [] and committer.idle()
+
+
+def test_an_append_during_a_sync_that_progressed_waits_for_the_next_sync() -> None:
+    """Thread mode: an append made while a sync runs (after its target was taken) is not
+    refused: the sync progressed, so the next sync covers it."""
+    thread = ManualThread()
+    committer = GroupCommitter(thread)
+    plog = FakeLog()
+    answered: list[Any] = []
+    first = plog.append(1)
+    committer.wait(plog, first + 1, answered.append)
+    function, d = thread.jobs.pop(0)
+    result = function()  # the sync covers offset 0 ...
+    second = plog.append(1)  # ... then offset 1 is appended before it returns
+    committer.wait(plog, second + 1, answered.append)
+    d.callback(result)
+    assert answered == [None] and len(thread.jobs) == 1
+    thread.finish_one()
+    assert answered == [None, None] and committer.idle()

@@ -1,5 +1,5 @@
 """Kafka's idempotent producer in the core, over the real store, driven in memory
-(``InMemoryBroker``: task.Clock, a thread runner the test drives): ``produce_framed`` with a
+(``InMemoryBroker``: task.Clock, a thread runner the test drives): ``produce`` of a framed batch with a
 ``ProducerBatch`` appends a batch once, answers its retries with the original offsets,
 refuses fenced epochs and sequence gaps without writing, and keeps all that across a clean
 restart, a crash (no snapshot at the end: rebuilt from the log tail) and a failover (a
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from broker.core import ProducerBatch, ProduceResult
+from broker.core import ProducerBatch, ProduceRequest, ProduceResult
 from data.format import encode_record
 from data.idempotence import parse_record_id
 from replication.errors import InvalidProducerEpoch, OutOfOrderSequence
@@ -21,7 +21,7 @@ from tests.reliability.inmemory import InMemoryBroker
 
 
 def framed(values: list[bytes]) -> tuple[bytes, list[int]]:
-    """Records framed for ``produce_framed`` (store-stamped fields zero) and their ends."""
+    """Records framed for ``BrokerCore.produce`` (``framed``) (store-stamped fields zero) and their ends."""
     records = [encode_record(0, 0, 0, 0, v, b"") for v in values]
     ends, at = [], 0
     for r in records:
@@ -47,13 +47,14 @@ class Node:
         messages, ends = framed(values)
         answers: list[Any] = []
         try:
-            self.core.produce_framed("t", 0, messages, ends, "1", answers.append,
-                                     producer=ProducerBatch(pid, epoch, seq))
+            self.core.produce(ProduceRequest("t", 0, "1", framed=messages, ends=ends,
+                                             producer=ProducerBatch(pid, epoch, seq)),
+                              answers.append)
         except Exception as error:  # noqa: BLE001 - the refusal is the answer under test
             return error
         self.h.settle()
         assert len(answers) == 1
-        return answers[0]
+        return answers[0].error or answers[0]
 
     def values(self) -> list[bytes]:
         log = self.log
@@ -116,7 +117,8 @@ class ProduceTests:
         """Batches without a producer interleaved change nothing for the producer."""
         node.produce([b"a"], 5, 0, 0)
         messages, ends = framed([b"plain"])
-        node.core.produce_framed("t", 0, messages, ends, "1", lambda _r: None)
+        node.core.produce(ProduceRequest("t", 0, "1", framed=messages, ends=ends),
+                          lambda _r: None)
         node.h.settle()
         assert offset(node.produce([b"a"], 5, 0, 0)) == 0
         assert offset(node.produce([b"b"], 5, 0, 1)) == 2

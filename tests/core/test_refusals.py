@@ -22,7 +22,10 @@ from typing import Any
 
 import pytest
 
+from access import NotAuthorized
 from broker.client.codec import encode_batch
+from broker.core import ProduceRequest
+from broker.errors import InvalidTopicName, UnknownTopic
 from broker.iggy.codec.messages import encode_messages
 from data import paths
 from tests.reliability.inmemory import InMemoryBroker
@@ -191,19 +194,6 @@ TOPIC_REFUSED = "topic {} is reserved for the Iggy transport's internal use"
 GROUP_REFUSED = "group {} is reserved for the Iggy transport's internal use"
 
 
-class _NoSink:
-    """A produce sink that drops the answers (the test reads the store afterwards)."""
-
-    def produced(self, token: Any, partition: int, offset: int, hw: int, error: Any) -> None:
-        pass
-
-    def drain(self) -> None:
-        pass
-
-
-NO_SINK = _NoSink()
-
-
 def internal_broker(data: Path) -> InMemoryBroker:
     """A broker holding what the Iggy transport leaves in the store: ``__iggy.0`` (a topic
     of a stream other than ``default``, one message) and the pseudo-group
@@ -212,9 +202,9 @@ def internal_broker(data: Path) -> InMemoryBroker:
     h = InMemoryBroker(data, topics={"shared": {"partitions": 1}})
     core = h.broker.core
     core.create_topic("__iggy.0", 1, 1, None, None, None)
-    core.produce_framed("__iggy.0", 0, encode_messages([b"iggy-message"]), None, "1",
-                        lambda result: None)
-    core.produce_to("shared", 0, b"", b"v1-message", "1", NO_SINK, None)
+    core.produce(ProduceRequest("__iggy.0", 0, "1", framed=encode_messages([b"iggy-message"])),
+                 lambda result: None)
+    core.produce(ProduceRequest("shared", 0, "1", (b"",), (b"v1-message",)), lambda result: None)
     h.settle()
     core.groups.admin_commit("iggy.consumer.1", "shared", 0, 1)
     h.settle()
@@ -418,3 +408,29 @@ class GroupListTests:
         assert [g["group"] for g in plain] == ["analytics"]
         full = asyncio.run(admin.list_groups(_FakeGroupsBroker(), internal=True))
         assert [g["group"] for g in full] == ["analytics", "iggy.consumer.1.1"]
+
+
+class AutoCreatePermissionTests:
+    """The one auto-create policy (``Topics.resolve``) asks a transport's own permission
+    (Kafka Metadata's Create ACL) only when it would create, and creates nothing when the
+    permission says no."""
+
+    def test_a_refused_permission_creates_nothing(self, tmp_path: Path) -> None:
+        h = InMemoryBroker(tmp_path)
+        core = h.broker.core
+        with pytest.raises(NotAuthorized):
+            core.resolve("fresh", None, True, lambda: False)
+        assert core.topic_config("fresh") is None
+        assert core.resolve("fresh", None, True, lambda: True).config.partitions >= 1
+        h.close()
+
+    def test_the_permission_is_not_asked_when_the_policy_would_not_create(
+            self, tmp_path: Path) -> None:
+        h = InMemoryBroker(tmp_path, auto_create_topics=False)
+        asked: list[str] = []
+        with pytest.raises(UnknownTopic):
+            h.broker.core.resolve("fresh", None, True, lambda: asked.append("x") or True)
+        with pytest.raises(InvalidTopicName):
+            h.broker.core.resolve("bad name!", None, True, lambda: asked.append("x") or True)
+        assert asked == []
+        h.close()

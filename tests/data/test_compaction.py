@@ -110,6 +110,10 @@ class CleaningTests:
         offsets = [r.offset for r in plog.read(0, 1000).records]
         assert raw.gapped and offsets != list(range(offsets[0], offsets[0] + len(offsets)))
         assert raw.count == len(offsets) and raw.next_offset == 100
+        # the ends as an int64 array (a Kafka fetch) across the compacted runs: the same
+        arr = plog.read_raw(0, 1000, ends_array=True)
+        assert (arr.raw, arr.count, arr.gapped) == (raw.raw, raw.count, raw.gapped)
+        assert list(map(int, arr.ends)) == list(raw.ends)
         store.close()
 
     def test_records_without_key_are_removed(self, tmp_path):

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 import uuid
 
+import numpy as np
 import pytest
 
 from broker.errors import StorageError
 from data import format as fmt
+from data.log_reads import COMPILED_CHECKS
 from data.reader import RunResult, decode_run, verify_run
 from data.store import StorageConfig, Store, TopicConfig
 from data.writer import build_batch, stamp_framed
@@ -144,6 +146,15 @@ class ReadRawTests:
                             assert [fmt.decode_record(raw.raw[a:b])[0].payload
                                     for a, b in zip(starts, raw.ends, strict=True)] == \
                                 [r.payload for r in full.records]
+                            # ends as an int64 array (a Kafka fetch): the same read
+                            arr = log.read_raw(start, max_messages, max_bytes, upto,
+                                               ends_array=True)
+                            assert (arr.raw, arr.count, arr.next_offset, arr.gapped) == \
+                                (raw.raw, raw.count, raw.next_offset, raw.gapped)
+                            assert list(map(int, arr.ends)) == list(raw.ends)
+                            if COMPILED_CHECKS:
+                                assert isinstance(arr.ends, np.ndarray)
+                                assert arr.ends.dtype == np.int64
 
         check(plog)
         store.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from array import array
 from typing import Any
 
 import pytest
@@ -183,6 +184,31 @@ def _c_verify(data: bytes, ends: list[int], first: int, budget: int, take_first:
     return reader.RunResult(*C.verify_run(data, ends, first, budget, take_first))
 
 
+@SETTINGS
+@given(st.one_of(runs(), damaged()), st.integers(-1, 400), st.booleans())
+def test_verify_run_reads_int64_ends_in_place(run: tuple[bytes, list[int], int], budget: int,
+                                              take_first: bool) -> None:
+    """The ends as an int64 array (numpy's, or ``array('q')``), as ``read_raw(ends_array=True)``
+    passes them: the same ``RunResult`` (or error) as the list and as the twin."""
+    import numpy as np
+
+    data, ends, first = run
+    expected = outcome(reader._verify_run_py, data, ends, first, budget, take_first)
+    assert outcome(_c_verify, data, np.array(ends, dtype=np.int64), first, budget,
+                   take_first) == expected
+    assert outcome(_c_verify, data, array("q", ends), first, budget, take_first) == expected
+
+
+def test_verify_run_takes_other_integer_buffers_as_sequences() -> None:
+    """An ``array('I')`` is not read in place (its items are not 64-bit): it goes the
+    sequence way and gives the same answer."""
+    data, ends = writer._build_records_py(bytes(48), [b"a", b"bc", b"d"], None, None, 7, 5, 0)
+    want = outcome(_c_verify, data, ends, 7, 1000, True)
+    assert want[1][0] == 3
+    assert outcome(_c_verify, data, array("I", ends), 7, 1000, True) == want
+    assert outcome(_c_verify, data, array("q", ends), 7, 1000, True) == want
+
+
 def test_verify_run_stops_before_a_corrupt_record() -> None:
     data, ends = writer._build_records_py(bytes(48), [b"a", b"b", b"c"], None, None, 10, 5, 0)
     bad = bytearray(data)
@@ -268,3 +294,61 @@ def test_stamp_framed(area: tuple[bytes, list[int] | None], first: int, timestam
     if got[0] == "ok":
         got = ("ok", (bytes(got[1][0]), got[1][1]))
     assert got == expected
+
+
+# --------------------------------------------------------------------------- record_heads
+
+
+@SETTINGS
+@given(st.one_of(runs(), damaged()), st.integers(-1, 80), st.integers(-10, 900),
+       st.integers(0, 10), st.integers(0, 55))
+def test_record_heads(run: tuple[bytes, list[int], int], start: int, end: int, cap: int,
+                      spare: int) -> None:
+    """The same count and the same column bytes (``spare`` bytes short of a whole row of
+    columns are left alone by both), also on damaged runs, past-the-end ``end`` and
+    ``start`` values, and a negative ``start`` (ValueError)."""
+    from data.spark import records
+
+    data = run[0]
+    out_py = bytearray(b"\xee" * (56 * cap + spare))
+    out_c = bytearray(out_py)
+    expected = outcome(records._record_heads_py, data, start, end, out_py)
+    assert outcome(C.record_heads, data, start, end, out_c) == expected
+    assert out_c == out_py
+
+
+def test_walk_records_gives_the_header_fields_of_a_valid_run() -> None:
+    from data.spark import records
+
+    data, ends = writer._build_records_py(bytes(48), [b"a", b"bc", b""], [b"", fmt.key_header(b"k"), b""],
+                                          None, 41, 7, 0)
+    for impl in (C.record_heads, records._record_heads_py):
+        original = records.record_heads
+        records.record_heads = impl
+        try:
+            pos, heads = records.walk_records(data + b"\xff" * 70)  # a partial tail is left out
+            cut, _ = records.walk_records(data, limit=2)
+        finally:
+            records.record_heads = original
+        assert pos.tolist() == ends[:-1] and cut.tolist() == ends[:2]
+        assert heads.offsets.tolist() == [41, 42, 43]
+        assert heads.timestamps.tolist() == [7, 7, 7]
+        assert heads.payload_lengths.tolist() == [1, 2, 0]
+        assert heads.user_headers_lengths.tolist() == [0, len(fmt.key_header(b"k")), 0]
+        assert heads.reserved.tolist() == [0, 0, 0]
+        assert heads.checksums.tolist() == [int.from_bytes(data[e:e + 8], "little") for e in ends[:-1]]
+
+
+def test_record_starts_walks_a_long_run_window_by_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A walk longer than one window of header columns gives the same positions as one
+    window, also from a start inside the buffer and before a partial tail."""
+    from data.spark import records
+
+    data, ends = writer._build_records_py(bytes(16 * 50), [b"v%d" % i for i in range(50)],
+                                          [fmt.key_header(b"k")] * 50, None, 3, 7, 0)
+    whole = records.record_starts(data + b"\xff" * 10).tolist()
+    monkeypatch.setattr(records, "_WALK_WINDOW", 7)
+    assert records.record_starts(data + b"\xff" * 10).tolist() == whole == ends[:-1]
+    assert records.record_starts(data, ends[3], ends[49]).tolist() == ends[3:49]
+    monkeypatch.setattr(records, "_WALK_WINDOW", 50)  # exactly one full window, then an empty one
+    assert records.record_starts(data).tolist() == ends[:-1]

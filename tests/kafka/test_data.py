@@ -290,13 +290,13 @@ class ProduceTimeoutTests:
         with Kafka's brokers (a dead follower then leaves the ISR before the client's
         request times out, instead of the message being retried and stored twice)."""
         seen = []
-        real = h.core.produce_framed
+        real = h.core.produce
 
-        def spy(*args, **kwargs):
-            seen.append(args[6] if len(args) > 6 else kwargs.get("ack_timeout_ms"))
-            return real(*args, **kwargs)
+        def spy(request, answer):
+            seen.append(request.ack_timeout_ms)
+            return real(request, answer)
 
-        monkeypatch.setattr(h.core, "produce_framed", spy)
+        monkeypatch.setattr(h.core, "produce", spy)
         conn = h.connect()
         conn.call(3, 0, i32(1) + string("t1"))
         body = (i16(-1) + i32(timeout_ms) + i32(1) + string("t1") + i32(1) + i32(0)

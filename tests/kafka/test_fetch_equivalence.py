@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import os
 import zlib
+from array import array
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -308,6 +310,25 @@ def test_record_batches_decline_other_argument_types() -> None:
     assert C.record_batches(bytearray(raw), ends, 100, True, False, -1) is None
     assert C.record_batches(raw, tuple(ends), 100, True, False, -1) is None
     assert C.record_batches(raw, ends, 100, True, False, 2**40) is None
+    assert C.record_batches(raw, np.array(ends, dtype=np.int32), 100, True, False, -1) is None
+    assert C.record_batches(raw, np.array(ends, dtype=np.float64), 100, True, False, -1) is None
+
+
+@SETTINGS
+@given(st.one_of(batch_runs(), any_runs()), budgets, st.booleans(), st.booleans(), epochs)
+def test_record_batches_read_int64_ends_in_place(run, budget, whole_first, lat, epoch) -> None:
+    """The ends as an int64 array (what a Kafka fetch passes: ``read_raw(ends_array=True)``):
+    the compiled loop answers exactly as with the list, and the public ``record_batches``
+    gives the twin's bytes or error (a declined shape goes to the twin as a list)."""
+    raw, ends = run
+    as_array = np.array(ends, dtype=np.int64)
+    assert C.record_batches(raw, as_array, budget, whole_first, lat, epoch) == \
+        C.record_batches(raw, ends, budget, whole_first, lat, epoch)
+    assert C.record_batches(raw, array("q", ends), budget, whole_first, lat, epoch) == \
+        C.record_batches(raw, ends, budget, whole_first, lat, epoch)
+    expected = outcome(mapping._record_batches_py, raw, ends, budget, whole_first, lat, epoch)
+    assert outcome(mapping._record_batches_compiled, raw, as_array, budget, whole_first, lat,
+                   epoch) == expected
 
 
 # ---------------------------------------------------------------- produce: batches framed

@@ -295,3 +295,38 @@ class KillOneOfThreeTests:
             for start, end, name in spans:
                 assert start >= held_until, f"partition {p} owned by {holder} and {name} at once"
                 held_until, holder = max(held_until, end), name
+
+
+class CommitPastEndTests:
+    def test_commit_past_the_end_is_stored_and_the_consumer_resets(self, broker) -> None:
+        """confluent-kafka commits offset 1000 on a partition holding 3 messages: Kafka
+        stores it, so Skerry does too (the commit succeeds and reads back); a consumer of
+        the group starting there meets OFFSET_OUT_OF_RANGE and applies
+        ``auto.offset.reset=earliest``, so it reads the 3 messages from the start."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        proc, kafka_port = broker
+        v1 = proc.client()
+        assert "|OK|" in v1.request("V1|1|ADMIN_CREATE_TOPIC|past-end 1 1")
+        produce(v1, "past-end", 1, 0, 3)
+        config = {"bootstrap.servers": f"127.0.0.1:{kafka_port}", "group.id": "g-past",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+        consumer = Consumer(config)
+        try:
+            [stored] = consumer.commit(offsets=[TopicPartition("past-end", 0, 1000)],
+                                       asynchronous=False)
+            assert stored.error is None
+            [committed] = consumer.committed([TopicPartition("past-end", 0)], timeout=10)
+            assert committed.offset == 1000
+            assert v1_offset(v1, "g-past", "past-end", 0) == 1000
+            consumer.assign([TopicPartition("past-end", 0)])  # from the committed offset
+            got: list[bytes] = []
+            deadline = time.monotonic() + 20
+            while len(got) < 3 and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    got.append(message.value())
+            assert got == [b"m0", b"m1", b"m2"]
+        finally:
+            consumer.close()
+            v1.close()

@@ -209,14 +209,17 @@ class OffsetTests:
         assert h.broker.kafka_groups.groups.committed_offset("g", "t1", 1) == (0, "md-x")
 
     def test_commit_checks_each_partition(self, h):
-        """An unknown topic or partition answers 3 and an offset beyond hw + 1 answers 1
-        for that partition only; the others are stored."""
+        """An unknown topic or partition answers 3 and a negative offset answers 1 for
+        that partition only; the others are stored, an offset past the log end too (Kafka
+        stores it; the consumer's fetch then resets by its auto.offset.reset)."""
         conn = h.connect()
         body = commit_v2("g", -1, "", [("t1", 0, 0, None), ("t1", 7, 0, None),
-                                       ("t1", 2, 5, None), ("nope", 0, 0, None)])
+                                       ("t1", 2, 5, None), ("t1", 1, -5, None),
+                                       ("nope", 0, 0, None)])
         assert conn.call(OFFSET_COMMIT, 2, body) == commit_response(
-            [("t1", [(0, 0), (7, 3), (2, 1)]), ("nope", [(0, 3)])])
-        assert h.broker.kafka_groups.groups.committed_offset("g", "t1", 2) is None
+            [("t1", [(0, 0), (7, 3), (2, 0), (1, 1)]), ("nope", [(0, 3)])])
+        assert h.broker.kafka_groups.groups.committed_offset("g", "t1", 2) == (5, "")
+        assert h.broker.kafka_groups.groups.committed_offset("g", "t1", 1) is None
 
     def test_member_commits_are_fenced(self, h):
         """A member commits with its generation (0); a stale generation is 22 and a

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker.core import ProduceRequest
 from broker.iggy.codec.messages import encode_messages
 from broker.kafka import codec as c
 from broker.kafka.mapping import (
@@ -148,7 +149,7 @@ class MessageSetTests:
         name = f"m{next(_topics)}"
         h.core.create_topic(name, 1, 1, None, None, None)
         messages, ends = framed_columns(c.decode_message_columns(data), 1_700_000_000_000_000)
-        h.core.produce_framed(name, 0, messages, ends, "1", lambda r: None)
+        h.core.produce(ProduceRequest(name, 0, "1", framed=messages, ends=ends), lambda r: None)
         h.pump()
         result, _hw, _first = h.core.fetch_raw(name, 0, 0, 1000, 1 << 20)
         got = message_set(result.raw, result.ends, magic, budget, whole_first)
@@ -164,8 +165,9 @@ class MessageSetTests:
         extra = encode_user_headers([(KIND_RAW, b"trace", KIND_RAW, b"\x00\x01")])
         payloads = [b"a" * 10] * 3
         headers = [extra + key_header(b"kk")] * 3
-        h.core.produce_framed("iggyish", 0, encode_messages(payloads, headers), None, "1",
-                              lambda r: None)
+        h.core.produce(ProduceRequest("iggyish", 0, "1",
+                                      framed=encode_messages(payloads, headers)),
+                       lambda r: None)
         h.pump()
         result, _hw, _first = h.core.fetch_raw("iggyish", 0, 0, 100, 1 << 20)
         got, count = message_set(result.raw, result.ends, 0, 1 << 20)

@@ -18,6 +18,7 @@ import xxhash
 
 from access import InvalidAcl
 from broker.client.codec import ProtocolViolation, parse_messages, parse_reply
+from broker.errors import BadRequest
 from broker.iggy.codec import decode_request
 from broker.iggy.codec.permissions import GlobalPermissions as _GlobalPermissions
 from broker.iggy.codec.permissions import Permissions as _Permissions
@@ -44,6 +45,7 @@ from broker.kafka.mapping import (
 from broker.services.acls import decode_acls
 from broker.services.group_router import group_view_from, groups_from
 from broker.v1.codec import Codec, CommandError
+from broker.v1.codec.parse import _decode_batch_py, decode_batch
 from data.format import decode_record, encode_record
 from data.idempotence import batch_ids, parse_record_id
 from data.index import sindex_bytes, sindex_from_bytes
@@ -76,6 +78,22 @@ def _v1(data: bytes) -> object:
             _CODEC.parse_command(line)
         except CommandError:
             pass
+    return None
+
+
+def _v1_batch(data: bytes) -> object:
+    """A PRODUCE_BATCH batch (after its base64): the compiled cut and the reference
+    agree on every input, the same split or the same refusal."""
+    try:
+        got: object = decode_batch(data, 4096)
+    except BadRequest as exc:
+        got = ("BadRequest", str(exc))
+    try:
+        want: object = _decode_batch_py(data, 4096)
+    except BadRequest as exc:
+        want = ("BadRequest", str(exc))
+    if got != want:
+        raise AssertionError(f"compiled cut {got!r} != reference {want!r}")
     return None
 
 
@@ -262,6 +280,10 @@ TARGETS: dict[str, Target] = {
         b"V1|12|ADMIN_ACL_ADD|User:alice Topic team-a. Write pattern=prefixed permission=deny",
         b"V1|13|ADMIN_ACL_REMOVE|principal=User:alice type=group operation=read",
         b"V1|14|ADMIN_ACL_LIST|name=orders pattern=literal permission=allow")),
+    "v1_batch": Target("v1_batch", _v1_batch, (), (
+        b"\x02\x00\x00\x00\x05\x00\x07\x00\x00\x00\x06\x00\x00\x00user1createda,b|c\n",
+        b"\x01\x00\x00\x00\x00\x03\x00\x00\x00abc", b"\x00\x00\x00\x00",
+        b"\x03\x00\x00\x00\x01\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00abcxy")),
     "v1_client": Target("v1_client", _v1_client, (ProtocolViolation,), (
         b"V1|1|OK|messages=0:created,1:a:b hw=1\nV1|0|ERR|BAD_REQUEST|line too long",
         b"V1|2|OK|messages=4:1700000000123:azE=:aGk=,5:7::/w== hw=5",

@@ -22,9 +22,9 @@ from twisted.test import iosim
 
 from broker.config import config_from_mapping
 from broker.core.durability import synchronous
+from broker.peer_links import PeerProtocol
 from broker.server import Broker, build_broker
 from replication.cluster import BrokerAddress
-from replication.follower import PeerProtocol
 
 TOPIC = "t"
 

@@ -156,7 +156,7 @@ class FetchLoopTests:
         fetcher = net.broker(1).replicas.fetchers[(TOPIC, 0)]
         assert fetcher.state is FetcherState.FETCHING
         assert FetcherState.STOPPED not in FETCHER_TRANSITIONS[FetcherState.STOPPED]
-        stopped = PartitionFetcher(fetcher.view, net.broker(1).replicas.peers,
+        stopped = PartitionFetcher(fetcher.view, net.broker(1).replicas.links,
                                    net.nodes[1].clock, fetcher._settings)
         with pytest.raises(IllegalFetcherTransition, match="before moving to fetching"):
             stopped._transition(FetcherState.FETCHING)
@@ -283,8 +283,9 @@ class DurabilityTests:
 
     def test_follower_reports_only_fsynced_records(self, tmp_path: Path) -> None:
         """Under fsync=always a follower's next fetch (its progress report) waits for the
-        fsync of what it appended: the leader never counts unsynced follower copies."""
-        net = Network(tmp_path, start=False)
+        fsync of what it appended: the leader never counts unsynced follower copies (the
+        worker-thread group commit, so the test can hold the follower's fsync)."""
+        net = Network(tmp_path, start=False, storage={"group_commit": "thread"})
         thread = ManualThread()
         net.nodes[1].run_in_thread = thread
         for i in range(3):

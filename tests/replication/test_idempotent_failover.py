@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from broker.core import ProducerBatch, ProduceResult
+from broker.core import ProducerBatch, ProduceRequest, ProduceResult
 from data.format import encode_record
 from replication.roles import Role
 from tests.replication.cluster_harness import TOPIC, Network
@@ -27,8 +27,9 @@ def produce(net: Network, broker: int, values: list[bytes], seq: int) -> list[An
     """An acks=all produce of producer 31 epoch 0 to ``broker``; its answers so far."""
     answers: list[Any] = []
     messages, ends = framed(values)
-    net.broker(broker).core.produce_framed(TOPIC, 0, messages, ends, "all", answers.append,
-                                            producer=ProducerBatch(31, 0, seq))
+    net.broker(broker).core.produce(ProduceRequest(TOPIC, 0, "all", framed=messages, ends=ends,
+                                                   producer=ProducerBatch(31, 0, seq)),
+                                    answers.append)
     net.advance(0.3)
     return answers
 

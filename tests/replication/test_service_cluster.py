@@ -16,8 +16,8 @@ from twisted.internet.testing import StringTransport
 from broker.client.codec import parse_reply
 from broker.config import config_from_mapping
 from broker.core.durability import synchronous
+from broker.peer_links import parse_pull_reply
 from broker.server import build_broker
-from replication.follower import parse_pull_reply
 from replication.roles import Role
 from replication.wire import PullReply
 from tests.replication.cluster_harness import TOPIC, Network

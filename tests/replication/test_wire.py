@@ -1,12 +1,16 @@
 """The cluster commands on the wire, both sides: the broker's codec parses the requests
-``replication/follower/`` writes, and the follower (on ``broker.client.codec``) parses
-the replies the codec formats, with record bytes of any value (commas, pipes, newlines, NUL) arriving unchanged."""
+the follower's V1 links (``broker.peer_links``) write, and those links (on
+``broker.client.codec``) parse the replies the codec formats into the domain's values and errors, with record bytes of any value (commas, pipes, newlines, NUL) arriving unchanged."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from twisted.internet.defer import Deferred, succeed
+from twisted.python.failure import Failure
 
 from broker.client.codec import (
     BadRequestError,
@@ -16,11 +20,30 @@ from broker.client.codec import (
     parse_reply,
     payload_fields,
 )
-from broker.errors import BadRequest, NotLeader, ReplicationTimeout
+from broker.errors import (
+    BadRequest,
+    InternalError,
+    NotLeader,
+    ReplicationTimeout,
+    Unauthenticated,
+    Unavailable,
+)
+from broker.peer_links import (
+    V1ReplicaLinks,
+    epoch_request,
+    parse_epoch_reply,
+    parse_pull_reply,
+    pull_request,
+)
 from broker.v1 import codec as c
 from broker.v1.errors import code_for
 from replication.epochs import EpochEntry
-from replication.follower import epoch_request, parse_epoch_reply, parse_pull_reply, pull_request
+from replication.errors import (
+    MalformedPeerReply,
+    PeerCannotAnswer,
+    PeerNotAuthenticated,
+    PeerRefusal,
+)
 from replication.roles import Role
 from replication.wire import EpochReply, PullReply
 
@@ -148,3 +171,59 @@ class ReplyTests:
                         b"role=leader epoch=1 confirmed=yes end_epoch=0 end_offset=0 leo=0 hw=0"):
             with pytest.raises(ProtocolViolation):
                 parse_epoch_reply(payload)
+
+
+class _AnsweringPeers:
+    """``Peers`` stand-in: every request is answered with ``answer(cid)``."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.sent: list[bytes] = []
+
+    def request(self, broker_id: int, build: Any) -> Deferred[Any]:
+        self.sent.append(build("9"))
+        return succeed(parse_reply(self.answer))
+
+
+def _outcome(d: Deferred[Any]) -> Any:
+    results: list[Any] = []
+    d.addBoth(results.append)
+    (result,) = results
+    return result.value if isinstance(result, Failure) else result
+
+
+class PeerAnswerTests:
+    """What the follower sees of another broker's answers: the broker's V1 links turn them
+    into the domain's values and errors (``replication.errors``), so the fetch loop knows no
+    wire code."""
+
+    def _epoch(self, answer: bytes) -> Any:
+        peers = _AnsweringPeers(answer)
+        d = V1ReplicaLinks(peers).epoch(2, "t", 0, 1, 5, 4)  # type: ignore[arg-type]
+        assert peers.sent == [b"V1|9|REPLICA_EPOCH|t 0 1 5 last_epoch=4\n"]
+        return _outcome(d)
+
+    def test_an_answer_is_the_domain_value(self) -> None:
+        payload = c.replica_epoch_payload("follower", 5, False, 4, 90, 100, 80)
+        assert self._epoch(c.ok("9", payload)[:-1]) == EpochReply(
+            Role.FOLLOWER, 5, False, 4, 90, 100, 80)
+
+    @pytest.mark.parametrize(("error", "domain"), [
+        (NotLeader("fenced by epoch 6"), NotLeader),
+        (Unavailable("shutting down"), PeerCannotAnswer),
+        (InternalError("bug"), PeerCannotAnswer),
+        (Unauthenticated("not a peer user"), PeerNotAuthenticated),
+        (BadRequest("no replica state"), PeerRefusal),
+    ])
+    def test_refusals_become_domain_errors(self, error: Exception, domain: type) -> None:
+        """Each ERR code a peer may answer becomes one ``replication.errors`` class; its
+        text is kept for the log. A transport that ever sees one answers "retry"."""
+        got = self._epoch(c.err("9", error)[:-1])
+        assert type(got) is domain
+        assert str(error) in str(got)
+        assert code_for(got) == ("NOT_LEADER" if domain is NotLeader else "UNAVAILABLE")
+
+    def test_a_reply_that_does_not_parse_is_malformed(self) -> None:
+        got = self._epoch(c.ok("9", "role=boss epoch=1")[:-1])
+        assert isinstance(got, MalformedPeerReply) and "role='boss'" in str(got)
+        assert not isinstance(got, PeerRefusal)

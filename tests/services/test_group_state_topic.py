@@ -15,6 +15,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
+from broker.core import ProduceRequest, ProduceResult
 from broker.errors import StorageError
 from broker.services.group_log import GroupStateLog
 from data.store import Store, TopicConfig
@@ -201,7 +202,7 @@ class MigrationTests(SynchronousTestCase):
 
 
 class _FakeCore:
-    """Answers produce_keyed_batch only when the test says so."""
+    """Answers a produce only when the test says so."""
 
     def __init__(self) -> None:
         self.created: list[Any] = []
@@ -213,10 +214,10 @@ class _FakeCore:
     def create_internal_topic(self, *args: Any) -> None:
         self.created.append(args)
 
-    def produce_keyed_batch(self, topic: str, partition: int, keys: Any, values: Any,
-                            acks: str, callback: Any) -> None:
-        assert acks == "all"
-        self.batches.append((partition, list(keys), list(values), callback))
+    def produce(self, request: ProduceRequest, answer: Any) -> None:
+        assert request.acks == "all" and request.whole
+        self.batches.append((request.partition, list(request.keys), list(request.values),
+                             answer))
 
 
 class _EmptyStore:
@@ -258,13 +259,13 @@ class WriterTests(SynchronousTestCase):
         _, second = self._durable()
         self.clock.advance(0)
         self.assertEqual((first, len(self.core.batches)), ([], 1))
-        self.core.batches[0][3](object())
+        self.core.batches[0][3](ProduceResult(0, 0, 0))
         self.assertEqual(first, [None])
         self.assertEqual(second, [])
         self.clock.advance(0)
         partition, keys, values, answer = self.core.batches[1]
         self.assertEqual((partition, keys, values), (p, [key], [b'{"v":1,"offset":2}']))
-        answer(object())
+        answer(ProduceResult(0, 1, 1))
         self.assertEqual(second, [None])
 
     def test_failed_write_fails_the_waiters_and_is_tried_again(self) -> None:
@@ -275,7 +276,7 @@ class WriterTests(SynchronousTestCase):
         self.log.changed()
         _, seen = self._durable()
         self.clock.advance(0)
-        self.core.batches[0][3](StorageError("disk full"))
+        self.core.batches[0][3](ProduceResult(0, -1, -1, 0, 0, StorageError("disk full")))
         self.assertIsInstance(seen[0].value, StorageError)
         self.log.changed()
         self.clock.advance(0)
@@ -288,7 +289,7 @@ class WriterTests(SynchronousTestCase):
         self.state = {p: {key: b'{"v":1,"offset":1}'}}
         self.log.changed()
         self.clock.advance(0)
-        self.core.batches[0][3](object())
+        self.core.batches[0][3](ProduceResult(0, 0, 0))
         self.state = {}
         self.log.changed()
         self.clock.advance(0)

@@ -100,12 +100,11 @@ class V1FastPathTests:
         """An unexpected exception while a plain PRODUCE takes the fast path is answered
         ``INTERNAL`` and the connection keeps serving (it used to be dropped)."""
         b = Broker(tmp_path)
-        handlers = b.broker.v1_factory.handlers
 
         def broken(*args: Any) -> None:
             raise RuntimeError("a bug")
 
-        handlers.produce_message = broken
+        b.broker.core.produce = broken  # type: ignore[method-assign]
         proto, tr = b.connect(b.broker.v1_factory)
         proto.dataReceived(b"V1|1|PRODUCE|orders k:v\n")
         b.clock.advance(0)
@@ -119,12 +118,11 @@ class V1FastPathTests:
         """A run of pipelined PRODUCEs that fails with a bug: each one is answered
         ``INTERNAL``, in order, and the connection stays."""
         b = Broker(tmp_path)
-        handlers = b.broker.v1_factory.handlers
 
         def broken(*args: Any) -> None:
             raise RuntimeError("a bug")
 
-        handlers.produce_run = broken
+        b.broker.core.produce = broken  # type: ignore[method-assign]
         proto, tr = b.connect(b.broker.v1_factory)
         proto.dataReceived(b"".join(b"V1|%d|PRODUCE|orders k:v\n" % i for i in range(3)))
         b.clock.advance(0)
@@ -142,7 +140,7 @@ class V1FastPathTests:
         def refuse(*args: Any) -> None:
             raise Unavailable("not now")
 
-        b.broker.v1_factory.handlers.produce_message = refuse
+        b.broker.core.produce = refuse  # type: ignore[method-assign]
         proto, tr = b.connect(b.broker.v1_factory)
         proto.dataReceived(b"V1|1|PRODUCE|orders k:v\n")
         assert tr.value().decode().startswith("V1|1|ERR|UNAVAILABLE|not now")

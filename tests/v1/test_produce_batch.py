@@ -53,7 +53,7 @@ def test_a_batch_is_one_append_answered_after_its_fsync(tmp_path: Path) -> None:
     """fsync=always: the whole batch is written with one write to the log, and its single
     OK (first offset, count, hw) comes only after the fsync that covers it returned."""
     fs = RecordingFileLayer()
-    h = Harness(tmp_path, fs=fs, storage={"fsync": "always"}, topics={"t": {"partitions": 2}})
+    h = Harness(tmp_path, fs=fs, storage={"fsync": "always", "group_commit": "thread"}, topics={"t": {"partitions": 2}})
     proto, tr = h.connect()
     writes_before = len(fs.ops("write", ".log"))
     proto.dataReceived(produce_batch("1", "t", 1, [b"k1", b"", b"k3", b"k4"], VALUES))
@@ -129,7 +129,7 @@ def test_idempotent_batches_are_not_appended_twice(tmp_path: Path) -> None:
 def test_a_held_batch_waits_for_the_originals_durability(tmp_path: Path) -> None:
     """fsync=always: a resend (from another connection) of a batch whose original is
     appended but not yet fsynced is answered only after that fsync, like the original."""
-    h = Harness(tmp_path, storage={"fsync": "always"}, topics={"t": {"partitions": 1}})
+    h = Harness(tmp_path, storage={"fsync": "always", "group_commit": "thread"}, topics={"t": {"partitions": 1}})
     (p1, t1), (p2, t2) = h.connect(), h.connect()
     line = produce_batch("1", "t", 0, [b"a", b"b"], [b"1", b"2"], " pid=q seq=0")
     p1.dataReceived(line)

@@ -1,4 +1,4 @@
-"""A pipelined read of plain PRODUCEs goes to the core as one run (``produce_run``): the
+"""A pipelined read of plain PRODUCEs goes to the core as one request (``BrokerCore.produce``): the
 same answers, in the same order, as one message at a time, including refusals and keys
 spread over partitions. In process: ``V1Protocol`` over a fake transport, a real store."""
 

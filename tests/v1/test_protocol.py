@@ -69,7 +69,7 @@ def test_no_ok_before_the_fsync_that_covers_it(tmp_path: Path) -> None:
     """fsync=always: a PRODUCE is answered only after an fsync that started after its
     append returned, and one fsync covers the appends of many connections."""
     fs = RecordingFileLayer()
-    h = Harness(tmp_path, fs=fs, storage={"fsync": "always"},
+    h = Harness(tmp_path, fs=fs, storage={"fsync": "always", "group_commit": "thread"},
                 topics={"t": {"partitions": 1}})
     conns = [h.connect() for _ in range(20)]
     for i, (proto, _) in enumerate(conns):
@@ -96,9 +96,30 @@ def test_no_ok_before_the_fsync_that_covers_it(tmp_path: Path) -> None:
     assert len(fsyncs) < 40  # 40 acknowledged appends, far fewer fsyncs
 
 
+def test_turn_group_commit_answers_after_one_fsync_at_the_end_of_the_turn(
+        tmp_path: Path) -> None:
+    """storage.group_commit: turn (the default): the PRODUCEs of 20 connections read in one
+    turn are answered at the end of that turn, after one fsync that followed their append;
+    nothing is answered before it."""
+    fs = RecordingFileLayer()
+    h = Harness(tmp_path, fs=fs, storage={"fsync": "always"}, topics={"t": {"partitions": 1}})
+    conns = [h.connect() for _ in range(20)]
+    for i, (proto, _) in enumerate(conns):
+        proto.dataReceived(f"V1|{i}|PRODUCE|t k:v{i}\n".encode())
+    assert all(tr.value() == b"" for _, tr in conns)
+    fsyncs_before = len(fs.ops("fsync", ".log"))
+    h.turn()
+    assert h.thread.jobs == []  # nothing went to a worker thread
+    fsyncs = fs.ops("fsync", ".log")[fsyncs_before:]
+    assert len(fsyncs) == 1
+    assert fsyncs[0].seq > max(e.seq for e in fs.ops("write", ".log"))
+    for i, (_, tr) in enumerate(conns):
+        assert lines(tr) == [f"V1|{i}|OK|partition=0 offset={i} hw=19".encode()]
+
+
 def test_replies_stay_in_request_order_while_a_produce_waits(tmp_path: Path) -> None:
     """A PING pipelined behind a PRODUCE that waits for its fsync is answered after it."""
-    h = Harness(tmp_path, storage={"fsync": "always"})
+    h = Harness(tmp_path, storage={"fsync": "always", "group_commit": "thread"})
     proto, tr = h.connect()
     proto.dataReceived(b"V1|1|PRODUCE|t a:1\nV1|2|PING|\nV1|3|CONSUME|t 0 0\n")
     h.turn()
@@ -113,7 +134,7 @@ def test_a_pipelined_consume_sees_the_produce_before_it(tmp_path: Path) -> None:
     """Effects happen in request order: a CONSUME pipelined behind PRODUCEs that wait for
     their fsync runs only after they were answered, so it reads what they wrote; lines
     after it wait too, and the PRODUCEs themselves still share one append."""
-    h = Harness(tmp_path, storage={"fsync": "always"}, topics={"t": {"partitions": 1}})
+    h = Harness(tmp_path, storage={"fsync": "always", "group_commit": "thread"}, topics={"t": {"partitions": 1}})
     proto, tr = h.connect()
     proto.dataReceived(b"V1|1|PRODUCE|t a:x\nV1|2|PRODUCE|t a:y\nV1|3|CONSUME|t 0 0\n"
                        b"V1|4|PRODUCE|t a:z\nV1|5|CONSUME|t 0 0\n")
@@ -321,7 +342,7 @@ class HalfCloseTests:
         """After the client's half-close, requests waiting for an fsync, an acks=all and a
         CONSUME held behind them (and a PING behind that) are all answered, in order; only
         then is the connection closed, and the shutdown path sees it busy until then."""
-        h = Harness(tmp_path, storage={"fsync": "always"}, topics={"t": {"partitions": 1}})
+        h = Harness(tmp_path, storage={"fsync": "always", "group_commit": "thread"}, topics={"t": {"partitions": 1}})
         proto, tr = self._connect(h)
         proto.dataReceived(b"V1|1|PING|\nV1|2|PRODUCE|t k:a\nV1|3|PRODUCE|t k:b acks=all\n"
                            b"V1|4|CONSUME|t 0 0\nV1|5|PING|\n")
@@ -414,7 +435,7 @@ class HalfCloseTests:
     def test_the_idle_timeout_still_applies(self, tmp_path: Path) -> None:
         """A half-closed connection whose reply never comes (the fsync never returns) is
         still closed by limits.idle_timeout_ms."""
-        h = Harness(tmp_path, storage={"fsync": "always"}, limits={"idle_timeout_ms": 1000},
+        h = Harness(tmp_path, storage={"fsync": "always", "group_commit": "thread"}, limits={"idle_timeout_ms": 1000},
                     topics={"t": {"partitions": 1}})
         proto, tr = self._connect(h)
         proto.dataReceived(b"V1|1|PRODUCE|t k:a\n")

@@ -132,3 +132,54 @@ def test_fill_produce_ok_replies() -> None:
         impl(slots, 2, 40, 41)
         assert slots == [[b"V1|a|OK|partition=2 offset=40 hw=41\n", b"a"],
                          [b"V1|7|OK|partition=2 offset=41 hw=41\n", b"7"]]
+
+
+# --------------------------------------------------------------------------- PRODUCE_BATCH cut
+
+
+def _cut(function: Any, data: bytes, max_value: int) -> tuple[Any, ...]:
+    try:
+        return ("ok", function(data, max_value))
+    except Exception as exc:  # noqa: BLE001 - the error is part of the contract
+        return ("error", type(exc), str(exc))
+
+
+@st.composite
+def produce_batches(draw: st.DrawFn) -> bytes:
+    """A PRODUCE_BATCH batch (``encode_batch``), often damaged: cut short, extended, a
+    length or the count changed."""
+    from broker.client.codec import encode_batch
+
+    n = draw(st.integers(1, 6))
+    data = bytearray(encode_batch(draw(st.lists(st.binary(max_size=5), min_size=n, max_size=n)),
+                                  draw(st.lists(st.binary(max_size=12), min_size=n, max_size=n))))
+    for _ in range(draw(st.integers(0, 2))):
+        kind = draw(st.sampled_from(["cut", "extend", "flip", "count"]))
+        if kind == "cut":
+            del data[draw(st.integers(0, len(data))):]
+        elif kind == "extend":
+            data += draw(st.binary(min_size=1, max_size=8))
+        elif kind == "flip" and data:
+            data[draw(st.integers(0, len(data) - 1))] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "count" and len(data) >= 4:
+            data[:4] = draw(st.sampled_from([0, 1, 7, 0xFFFFFFFF])).to_bytes(4, "little")
+    return bytes(data)
+
+
+@SETTINGS
+@given(st.one_of(produce_batches(), st.binary(max_size=40)), st.sampled_from([0, 1, 5, 12, 1 << 20]))
+def test_decode_batch_compiled_and_twin(data: bytes, max_value: int) -> None:
+    """The same keys and values, or the same BadRequest, as the reference; the compiled cut
+    takes every batch the reference takes (None is only for a batch it refuses)."""
+    expected = _cut(codec.parse._decode_batch_py, data, max_value)
+    assert _cut(codec.parse.decode_batch, data, max_value) == expected
+    split = C.split_batch(data, max_value)
+    assert (split is None) == (expected[0] == "error")
+    if split is not None:
+        assert split == expected[1]
+
+
+def test_decode_batch_runs_compiled_where_built() -> None:
+    if not speedups.compiled:
+        pytest.skip("the twin runs by request")
+    assert codec.parse._split_batch is C.split_batch

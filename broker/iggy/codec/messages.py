@@ -1,7 +1,7 @@
 """The SendMessages message area: checking it, splitting it, and building it for clients.
 
 Owns: ``INDEX_SIZE`` (the 16-byte index entry), ``check_messages`` and ``split_messages``
-(the message area -> end positions for ``BrokerCore.produce_framed``, or the payload and
+(the message area -> end positions for ``BrokerCore.produce`` (framed), or the payload and
 header lists), ``encode_messages`` (payloads -> the area a client
 sends) and ``message_sizes`` (the area -> each message's size, for the index). Message
 bytes (the 64-byte header) use the constants of ``data.format``: stored records are Iggy
@@ -84,7 +84,7 @@ def check_messages(messages: bytes, count: int, max_payload: int,
                    max_user_headers: int = 100 * 1024, ends: Sequence[int] = (),
                    ) -> tuple[int, ...]:
     """Check the SendMessages message area exactly as ``split_messages`` does, without
-    splitting it; return the end positions of the messages (for ``produce_framed``, which
+    splitting it; return the end positions of the messages (for ``BrokerCore.produce``, which
     stamps the area in place). Raises the same ``IggyError`` for the same input.
 
     The header fields are read as columns (``data.format.header_rows``), so a batch costs

@@ -2,7 +2,7 @@
 consumer offsets (GetConsumerOffset, StoreConsumerOffset, DeleteConsumerOffset).
 
 Owns: ``MessageHandlers``: picking a partition (given, by key, or balanced round-robin per
-topic), checking the message area and handing it to ``BrokerCore.produce_framed`` as is
+topic), checking the message area and handing it to ``BrokerCore.produce`` as is
 (stored records are Iggy messages), choosing where a poll starts (offset, timestamp,
 first, last, next: the consumer's stored offset) and answering ``ReadResult.raw`` as is,
 and stored offsets, which are the committed offsets of a V1 group: the consumer group's
@@ -20,7 +20,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from broker.core import ProduceResult
+from broker.core import ProduceRequest, ProduceResult
 from broker.errors import SkerryError
 from broker.iggy import codec as c
 from broker.iggy.access import NEEDS, Need
@@ -67,13 +67,14 @@ class MessageHandlers:
         ends = c.check_messages(cmd.messages, cmd.count, ctx.max_payload, ends=cmd.ends)
         d: Deferred[bytes] = Deferred()
 
-        def done(result: Any) -> None:
-            if type(result) is ProduceResult:
+        def done(result: ProduceResult) -> None:
+            if result.error is None:
                 d.callback(b"")
             else:
-                d.errback(result)
+                d.errback(result.error)
 
-        self.core.produce_framed(topic.store, partition, cmd.messages, ends, "1", done)
+        self.core.produce(ProduceRequest(topic.store, partition, "1", framed=cmd.messages,
+                                         ends=ends), done)
         ctx.written_bytes += len(cmd.messages)
         return d
 

@@ -18,11 +18,12 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from broker.core import ProducerBatch, ProduceResult
+from broker.core import ProducerBatch, ProduceRequest, ProduceResult
 from broker.kafka import codec as c
 from broker.kafka.errors import REFUSALS, ErrorCode, KafkaError, code_for
 from broker.kafka.handlers.context import Context
 from broker.kafka.mapping import (
+    ENDS_IN_PLACE,
     MESSAGE_OVERHEAD,
     InvalidTimestamp,
     KeyTooLarge,
@@ -219,21 +220,23 @@ def _produce_partition(ctx: Context, topic: str, part: c.ProducePartition, acks:
     for n, (messages, ends, producer) in enumerate(parts):
         d: Deferred[Any] = Deferred()
         try:
-            ctx.core.produce_framed(topic, index, messages, ends, acks, d.callback,
-                                    ack_timeout_ms, producer, create=True)
+            ctx.core.produce(ProduceRequest(topic, index, acks, framed=messages, ends=ends,
+                                            create=True, producer=producer,
+                                            ack_timeout_ms=ack_timeout_ms), d.callback)
         except REFUSALS as error:
             if n == 0:
                 raise
-            d.callback(error)  # the batches before it are appended: answer the refusal
+            # The batches before it are appended: answer the refusal.
+            d.callback(ProduceResult(index, -1, -1, 0, 0, error))
         answers.append(d)
-        if d.called and not isinstance(d.result, ProduceResult):
+        if d.called and d.result.error is not None:
             break  # a batch refused: the ones after it are not appended
 
     def answer(_: object) -> c.ProducePartitionResponse:
-        results = [d.result for d in answers]
+        results: list[ProduceResult] = [d.result for d in answers]
         for result in results:
-            if type(result) is not ProduceResult:
-                return c.ProducePartitionResponse(index, int(code_for(result)), -1)
+            if result.error is not None:
+                return c.ProducePartitionResponse(index, int(code_for(result.error)), -1)
         log_append = _log_append_time(ctx, topic)  # the topic exists now
         return c.ProducePartitionResponse(index, 0, results[0].offset,
                                           ctx.now_us() // 1000 if log_append else -1,
@@ -382,7 +385,8 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
     # 26/34 bytes and its key: a read of ``budget`` value bytes holds every message that
     # fits ``budget`` (message_set trims the rest).
     result, hw, _first = core.fetch_raw(
-        topic, index, offset, budget // RECORD_OVERHEAD[magic] + 1, budget)
+        topic, index, offset, budget // RECORD_OVERHEAD[magic] + 1, budget,
+        ends_array=magic == 2 and ENDS_IN_PLACE)
     config = core.topic_config(topic)
     # A compacted topic: an empty value is a tombstone, served as Kafka's null value.
     compacted = config is not None and config.cleanup_policy != "delete"

@@ -21,8 +21,10 @@ Rules of this layer (kafka-wire-notes §3.6-3.11, docs/kafka-groups.md):
 * JoinGroup v0 has no rebalance timeout: the coordinator uses the session timeout;
 * OffsetCommit v0 (no generation) and v1/v2 with generation -1 and member ``""`` are
   "simple" commits (accepted while the group has no live member, like Kafka); a partition
-  of an unknown topic answers 3, an offset outside ``[0, hw + 1]`` answers 1
-  (OFFSET_OUT_OF_RANGE, V1 COMMIT's range), a group-level refusal answers its code on
+  of an unknown topic answers 3, a negative offset answers 1 (OFFSET_OUT_OF_RANGE: the
+  store keeps -1 for "nothing committed"); an offset past the log end is stored, as Kafka
+  stores it (the consumer's next Fetch then meets OFFSET_OUT_OF_RANGE and applies its
+  ``auto.offset.reset``; lag reads 0); a group-level refusal answers its code on
   every partition; the commit is answered once ``offsets.json`` holds it;
 * OffsetFetch answers -1 (metadata ``""``) where nothing is committed, which is what makes
   a client apply its ``auto.offset.reset``; v0 answers 3 for an unknown topic;
@@ -306,7 +308,7 @@ def _check_commit(ctx: Context, topic: str, partition: int, offset: int) -> int:
     config = ctx.core.topic_config(topic) if ctx.visible(topic) else None
     if config is None or not 0 <= partition < config.partitions:
         return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not 0 <= offset <= ctx.core.hw(topic, partition) + 1:
+    if offset < 0:
         return int(ErrorCode.OFFSET_OUT_OF_RANGE)
     return 0
 

@@ -283,9 +283,14 @@ class ReplicationService(ControlPlaneSide):
 
     # ------------------------------------------------------------------ the fetch loop's views
 
-    def handle(self, topic: str, partition: int) -> ReplicaHandle:
-        """The follower-side view of one partition (``replication/follower/`` drives it)."""
-        return self._handle(self._slot(topic, partition))
+    def handle(self, topic: str, partition: int) -> ReplicaHandle | None:
+        """The follower-side view of one partition (``replication/follower/`` drives it);
+        None when this broker has no such topic or partition (deleted, or not created
+        here yet)."""
+        try:
+            return self._handle(self._slot(topic, partition))
+        except (BadRequest, KeyError, IndexError):
+            return None
 
     def handles(self) -> list[ReplicaHandle]:
         """Every partition of every topic in the store, loading the ones not seen yet."""

@@ -5,12 +5,12 @@ each request class to the handler method of its job (``ProduceHandlers``,
 ``ConsumeHandlers``, ``CatalogHandlers``), the fallback for a request the codec parses
 but no handler serves (``unknown_request``: TANK closes the connection on what it does
 not serve, and so does Skerry), and the handler boundary: nothing but ``CodecError``
-(a malformed frame: the connection closes, as TANK does) raises out of ``dispatch``; a
+(a malformed frame: the connection closes, as TANK does) raises out of ``dispatch_request``; a
 handler's bug is logged with its traceback and answered with the request's "system
 fault" shape (every produce partition 0x02, every consume partition 0xfb, a create topic
 2), or closes the connection where TANK has no such shape.
 
-``dispatch(frame)`` returns the whole reply frame, a ``Deferred`` firing with it (a
+``dispatch_request(parse(frame))`` returns the whole reply frame, a ``Deferred`` firing with it (a
 produce waiting for its fsync, a long-poll consume), or None (a ping: no reply).
 
 Must not import: Twisted's reactor, sockets, files, the store, the protocol.
@@ -88,12 +88,9 @@ class TankHandlers:
         """The request a frame holds; ``CodecError`` when it is malformed or unknown."""
         return c.parse_request(frame)
 
-    def dispatch(self, frame: c.Frame) -> bytes | Deferred[bytes] | None:
-        """The reply to one frame (see the module doc); ``CodecError`` and ``Unserved``
-        close the connection."""
-        return self.dispatch_request(c.parse_request(frame))
-
     def dispatch_request(self, req: c.Request) -> bytes | Deferred[bytes] | None:
+        """The reply to one parsed request (see the module doc; the protocol parses each
+        frame with ``parse``); ``Unserved`` closes the connection."""
         if type(req) is c.Ping:
             return None  # a peer's ping needs no answer
         boundary = self.boundary

@@ -4,7 +4,7 @@ Owns: ``ProduceHandlers``: per request topic, the unknown-topic answer (0xff: TA
 creates a topic on produce); per partition, the unknown-partition answer (0x01), the
 bundle decoded and framed as records in one go (``codec.bundle_to_records``) and appended
 as **one all-or-nothing store append** through the core's batch path
-(``BrokerCore.produce_framed``), answered once it is as durable as V1 ``acks=1`` (``all``
+(``BrokerCore.produce``), answered once it is as durable as V1 ``acks=1`` (``all``
 for a replicated topic) makes it. The reply goes out when every partition of the request
 is answered. A bundle Skerry refuses is 0x02 for its partition (logged), a follower
 partition 0xfd (0xfc with the leader's address once ``Context.leader_of`` knows it).
@@ -24,7 +24,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from broker.core import ProduceResult
+from broker.core import ProduceRequest, ProduceResult
 from broker.errors import NotLeader, SkerryError
 from broker.tank.codec import (
     BundleError,
@@ -135,14 +135,15 @@ class ProduceHandlers:
                 return ProducePartitionAck(ProduceError.INVALID_SEQNUMS)
         d: Deferred[ProducePartitionAck] = Deferred()
 
-        def done(result: Any) -> None:
-            if type(result) is ProduceResult:
+        def done(result: ProduceResult) -> None:
+            if result.error is None:
                 d.callback(_OK)
             else:
-                d.callback(self._fault(topic, partition, result))
+                d.callback(self._fault(topic, partition, result.error))
 
         try:
-            self.core.produce_framed(topic, partition, stored.area, stored.ends, acks, done)
+            self.core.produce(ProduceRequest(topic, partition, acks, framed=stored.area,
+                                             ends=stored.ends), done)
         except SkerryError as exc:  # refusals that changed nothing
             log.info("tank: produce to %s/%d refused: %s", topic, partition, exc)
             return self._fault(topic, partition, exc)

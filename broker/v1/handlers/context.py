@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from twisted.python.failure import Failure
 
 from access import Operation, ResourceType
-from broker.core import BrokerCore, ProduceSink
+from broker.core import BrokerCore, ProduceResult
 from broker.errors import (
     BadRequest,
     SkerryError,
@@ -33,8 +33,12 @@ log = logging.getLogger("skerry.handlers")
 
 
 
-class Connection(ProduceSink, Protocol):
+class Connection(Protocol):
     """What a handler may ask of the connection a command came from."""
+
+    def produced(self, result: ProduceResult) -> None:
+        """The ``ProduceCallback`` of this connection's PRODUCEs: fill the slots
+        (``result.tokens``) with their replies, then write what is due."""
 
     def drain(self) -> None:
         """Write every reply whose turn has come (after a slot was filled)."""

@@ -6,8 +6,8 @@ ranges -> generation and ownership -> the operation), and the wire text of every
 
 A handler is called as ``handler(cmd, slot, conn)`` and either returns the reply line
 (answered at once) or returns ``None`` after arranging to put the line into ``slot[REPLY]`` and
-call ``conn.drain()`` later (produce, acks=all, group writes, long polls). The connection
-is also the ``ProduceSink`` produce results go to; ``slot[CID]`` holds the correlation id
+call ``conn.drain()`` later (produce, acks=all, group writes, long polls). The connection's
+``produced`` is the ``ProduceCallback`` PRODUCE results go to; ``slot[CID]`` holds the correlation id
 (``broker.transport.slots``).
 
 Must not import: Twisted's reactor, sockets, files. Only ``Deferred`` for waiting.
@@ -16,7 +16,7 @@ Must not import: Twisted's reactor, sockets, files. Only ``Deferred`` for waitin
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred, DeferredList, maybeDeferred
@@ -25,7 +25,7 @@ from twisted.python.failure import Failure
 from access import Operation, ResourceType
 from access.model import CLUSTER_NAME
 from broker.auth import TokenStore, failure_delay
-from broker.core import BrokerCore, ProduceSink
+from broker.core import BrokerCore, ProduceRequest, ProduceResult
 from broker.errors import (
     BadRequest,
     CoordinatorLoading,
@@ -85,16 +85,12 @@ class Handlers(ReplicationHandlers, AdminHandlers):
             refused=_refused, internal=_internal)
         """Every exception -> an ERR line (``broker.transport.boundary``); the PRODUCE fast
         path (``broker.v1.protocol``) answers through it too."""
-        self.produce_message: Callable[..., None] = core.produce_to
-        """The one PRODUCE handler: a parsed PRODUCE comes here through ``produce``, and the
-        transport's fast path (the codec's ``scan_produce``) straight from the framer. It is
-        the core's entry itself (``BrokerCore.produce_to``), so the fast path pays no extra
-        call per message; with ACLs on, ``_checked_produce``. The result goes to
-        ``sink.produced`` with the slot as its token; refusals that change nothing (unknown
-        topic, NOT_LEADER...) raise ``SkerryError`` at once."""
-        if core.access.enabled:  # ACLs: the fast path checks Write too (broker/v1/access.py)
-            self.produce_message = self._checked_produce
-            self.produce_run = self._checked_produce_run  # type: ignore[method-assign]
+        self.check_produce: Callable[[Any, str], None] | None = None
+        """With ACLs on (``broker/v1/access.py``), what a PRODUCE to a topic checks before it
+        goes to the core (``_check_produce``: Write, and Create when it would create the
+        topic); None without ACLs. The transport's fast path checks it too."""
+        if core.access.enabled:
+            self.check_produce = self._check_produce
         self.table: dict[type, Callable[[Any, Slot, Connection], bytes | None]] = {
             c.Ping: self.ping,
             c.Produce: self.produce,
@@ -332,37 +328,27 @@ class Handlers(ReplicationHandlers, AdminHandlers):
         return c.ok(cmd.cid)
 
     def produce(self, cmd: c.Produce, slot: Slot, conn: Connection) -> None:
-        self.produce_message(cmd.topic, cmd.partition, cmd.key.encode(), cmd.value, cmd.acks,
-                             conn, slot, cmd.pid, cmd.seq)
+        """PRODUCE: one message to the core's one door (``BrokerCore.produce``), answered
+        through ``conn.produced`` with the slot as its token; refusals that change nothing
+        (unknown topic, NOT_LEADER...) raise ``SkerryError`` at once. The transport's fast
+        path builds the same request for a run of plain PRODUCEs."""
+        if self.check_produce is not None:
+            self.check_produce(conn, cmd.topic)
+        self.core.produce(ProduceRequest(cmd.topic, cmd.partition, cmd.acks,
+                                         (cmd.key.encode(),), (cmd.value,), (slot,),
+                                         create=True, pid=cmd.pid, seq=cmd.seq),
+                          conn.produced)
         return None
 
-    def produce_run(self, topic: str, keys: Sequence[bytes], values: Sequence[bytes],
-                    acks: str, sink: ProduceSink, slots: Sequence[Slot]) -> None:
-        """``produce_message`` for a run of plain PRODUCEs of one topic and one acks level
-        (the transport's fast path over a read), one call for the run; a refusal raises
-        before any of them is queued (``BrokerCore.produce_run``)."""
-        self.core.produce_run(topic, keys, values, acks, sink, slots)
-
-    def _checked_produce(self, topic: str, partition: int | None, key: bytes, value: bytes,
-                         acks: str, sink: ProduceSink, slot: Slot, pid: str | None = None,
-                         seq: int | None = None) -> None:
-        """``produce_message`` with ACLs on: Write on the topic first (a cached decision),
-        and Create (on the cluster or the topic) when the produce would create it."""
-        self.core.check_access(sink, _WRITE, _TOPIC, topic)
+    def _check_produce(self, conn: Any, topic: str) -> None:
+        """Write on the topic (a cached decision), and Create (on the cluster or the topic)
+        when the produce would create it."""
+        self.core.check_access(conn, _WRITE, _TOPIC, topic)
         if self.core.topic_config(topic) is None:
-            self._check_create(sink, topic)
-        self.core.produce_to(topic, partition, key, value, acks, sink, slot, pid, seq)
+            self._check_create(conn, topic)
 
-    def _checked_produce_run(self, topic: str, keys: Sequence[bytes],
-                             values: Sequence[bytes], acks: str, sink: ProduceSink,
-                             slots: Sequence[Slot]) -> None:
-        self.core.check_access(sink, _WRITE, _TOPIC, topic)
-        if self.core.topic_config(topic) is None:
-            self._check_create(sink, topic)
-        self.core.produce_run(topic, keys, values, acks, sink, slots)
-
-    def _check_create(self, sink: Any, topic: str) -> None:
-        self.core.access.check_any(sink, ((Operation.CREATE, ResourceType.CLUSTER,
+    def _check_create(self, conn: Any, topic: str) -> None:
+        self.core.access.check_any(conn, ((Operation.CREATE, ResourceType.CLUSTER,
                                            CLUSTER_NAME),
                                           (Operation.CREATE, ResourceType.TOPIC, topic)))
 
@@ -378,20 +364,21 @@ class Handlers(ReplicationHandlers, AdminHandlers):
 
     def produce_batch(self, cmd: c.ProduceBatch, slot: Slot, conn: Connection) -> None:
         """Additive PRODUCE_BATCH: one partition's messages appended together, answered once
-        as durable as ``acks`` asks (``BrokerCore.produce_keyed_batch``)."""
+        as durable as ``acks`` asks (``BrokerCore.produce`` with ``whole``)."""
         idempotent = cmd.pid is not None
 
-        def done(result: Any) -> None:
-            if isinstance(result, SkerryError):
-                slot[REPLY] = c.err(cmd.cid, result)
+        def done(result: ProduceResult) -> None:
+            if result.error is not None:
+                slot[REPLY] = c.err(cmd.cid, result.error)
             else:
                 slot[REPLY] = c.ok(cmd.cid, c.produce_batch_payload(
                     result.partition, result.offset, result.count, result.hw,
                     result.duplicates if idempotent else None))
             conn.drain()
 
-        self.core.produce_keyed_batch(cmd.topic, cmd.partition, cmd.keys, cmd.values, cmd.acks,
-                                      done, cmd.pid, cmd.seq)
+        self.core.produce(ProduceRequest(cmd.topic, cmd.partition, cmd.acks, cmd.keys,
+                                         cmd.values, whole=True, pid=cmd.pid, seq=cmd.seq),
+                          done)
         return None
 
     def consume(self, cmd: c.Consume, slot: Slot, conn: Connection) -> bytes | None:

@@ -1,10 +1,14 @@
-"""Connections to the other brokers of a cluster: the cluster commands' requests and reply
-parsers (on the shared client codec), ``PeerProtocol`` (pipelined V1 requests, replies in
-order), ``tcp_connector`` (TCP or verified TLS), ``authenticating`` (``AUTH`` as the peer
-user first) and ``Peers`` (one shared connection per broker, dedicated ones for long polls).
+"""The broker's V1 links to the other brokers of a cluster: the cluster commands' requests and
+reply parsers (on the shared client codec), ``PeerProtocol`` (pipelined V1 requests, replies
+in order), ``tcp_connector`` (TCP or verified TLS), ``authenticating`` (``AUTH`` as the peer
+user first), ``Peers`` (one shared connection per broker, dedicated ones for long polls; the
+group forwarding uses it too) and ``V1ReplicaLinks``, which fills the follower's port
+``replication.follower.links.ReplicaLinks`` with ``REPLICA_EPOCH`` and ``REPLICA_PULL`` and
+turns the answers into the domain's values and errors (the one place V1 codes from a peer
+become ``replication.errors`` classes).
 
 Must not import: the global reactor (the clock and the ``Connector`` are injected), the
-store, ``broker.services.replication``.
+store, ``broker.services.replication``, the server side of V1 (``broker.v1``).
 """
 
 from __future__ import annotations
@@ -24,8 +28,13 @@ from twisted.internet.protocol import Protocol as TwistedProtocol
 from twisted.python.failure import Failure
 
 from broker.client.codec import (
+    BrokerError,
+    BrokerInternalError,
+    NotLeaderError,
     ProtocolViolation,
     Reply,
+    UnauthenticatedError,
+    UnavailableError,
     bool_field,
     encode_request,
     int_field,
@@ -36,8 +45,20 @@ from broker.client.codec import (
 )
 from replication.cluster import BrokerAddress, ClusterConfig
 from replication.epochs import EpochEntry
+from replication.errors import (
+    MalformedPeerReply,
+    NotLeader,
+    PeerCannotAnswer,
+    PeerError,
+    PeerNotAuthenticated,
+    PeerRefusal,
+)
 from replication.roles import Role
 from replication.wire import EpochReply, PullReply
+
+__all__ = ["MAX_REPLY_BYTES", "Connector", "PeerProtocol", "PeerRefused", "Peers",
+           "V1ReplicaLinks", "authenticating", "epoch_request", "parse_epoch_reply",
+           "parse_pull_reply", "pull_request", "tcp_connector"]
 
 log = logging.getLogger("skerry.follower")
 
@@ -391,3 +412,83 @@ class Peers:
             proto.close()
         self._shared.clear()
         self._owned.clear()
+
+
+# ---------------------------------------------------------------------------- the follower's port
+
+
+def peer_error(error: BrokerError) -> PeerError | NotLeader:
+    """A peer's ERR answer as the domain's error: NOT_LEADER is ``NotLeader``; UNAVAILABLE
+    and INTERNAL say nothing about the partition (``PeerCannotAnswer``); UNAUTHENTICATED
+    means it does not take this broker for a peer; any other code refuses."""
+    text = f"{error.code} {error.broker_message}"
+    if isinstance(error, NotLeaderError):
+        return NotLeader(error.broker_message)
+    if isinstance(error, UnauthenticatedError):
+        return PeerNotAuthenticated(text)
+    if isinstance(error, UnavailableError | BrokerInternalError):
+        return PeerCannotAnswer(text)
+    return PeerRefusal(text)
+
+
+def _answer(reply: Reply) -> Reply:
+    if not reply.ok:
+        raise peer_error(reply.error())
+    return reply
+
+
+def _parsed_epoch(reply: Reply) -> EpochReply:
+    try:
+        return parse_epoch_reply(_answer(reply).payload)
+    except ProtocolViolation as exc:
+        raise MalformedPeerReply(f"REPLICA_EPOCH: {exc}") from None
+
+
+def _parsed_pull(reply: Reply) -> PullReply:
+    try:
+        return parse_pull_reply(_answer(reply).payload)
+    except ProtocolViolation as exc:
+        raise MalformedPeerReply(f"REPLICA_PULL: {exc}") from None
+
+
+class _V1LeaderLink:
+    """``replication.follower.links.LeaderLink`` on one ``PeerProtocol`` connection."""
+
+    __slots__ = ("_proto",)
+
+    def __init__(self, proto: PeerProtocol) -> None:
+        self._proto = proto
+
+    @property
+    def lost(self) -> bool:
+        return self._proto.lost
+
+    def pull(self, topic: str, partition: int, replica_id: int, offset: int, epoch: int, *,
+             wait_ms: int, max_bytes: int) -> Deferred[PullReply]:
+        d = self._proto.request(lambda cid: pull_request(
+            cid, topic, partition, replica_id, offset, epoch, wait_ms=wait_ms,
+            max_bytes=max_bytes))
+        return d.addCallback(_parsed_pull)
+
+    def close(self) -> None:
+        self._proto.close()
+
+
+class V1ReplicaLinks:
+    """``replication.follower.links.ReplicaLinks`` over ``Peers``: epoch queries on the shared
+    connections, pulls on connections of their own."""
+
+    def __init__(self, peers: Peers) -> None:
+        self.peers = peers
+
+    def epoch(self, broker_id: int, topic: str, partition: int, replica_id: int, epoch: int,
+              last_epoch: int | None) -> Deferred[EpochReply]:
+        d = self.peers.request(broker_id, lambda cid: epoch_request(
+            cid, topic, partition, replica_id, epoch, last_epoch))
+        return d.addCallback(_parsed_epoch)
+
+    def open(self, broker_id: int) -> Deferred[_V1LeaderLink]:
+        return self.peers.open(broker_id).addCallback(_V1LeaderLink)
+
+    def close(self) -> None:
+        self.peers.close()

@@ -1,0 +1,36 @@
+"""bench/kafka_rows.py: single rows of the Apache Kafka comparison against one broker.
+
+A real Skerry, driven by librdkafka with its fetch round trips logged (no Java needed for
+the librdkafka rows; the ConsumerPerformance rows run in the full comparison's test)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+
+from bench import kafka_rows  # noqa: E402
+
+
+@pytest.mark.slow
+def test_a_consume_row_reports_every_fetch_round_trip(capsys: pytest.CaptureFixture[str]) -> None:
+    assert kafka_rows.main(["skerry", "--rows", "crd1", "--messages", "5000",
+                            "--trace-fetches"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()
+             if line.startswith("{")]
+    assert len(lines) == 1
+    row = lines[0]
+    assert row["broker"] == "skerry" and row["row"] == "crd1"
+    assert row["msgs_s"] > 0 and row["cpu_s_per_m"] > 0
+    # every record came back in the logged responses (100-byte values and their framing)
+    assert row["fetches"] == len(row["response_bytes"]) == len(row["rtt_ms"]) >= 1
+    assert sum(row["response_bytes"]) > 5000 * 100
+    assert all(rtt >= 0 for rtt in row["rtt_ms"])
+
+
+def test_an_unknown_row_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        kafka_rows.main(["skerry", "--rows", "crd2"])
+    assert "unknown row 'crd2'" in capsys.readouterr().err
