@@ -16,6 +16,7 @@ if os.environ.get("SKERRY_NO_EXTENSIONS", "") in ("", "0"):
     ext_modules.append(Extension("broker.v1._cscan", ["broker/v1/_cscan.c"],
                                  extra_compile_args=["-O2"], optional=True))
     ext_modules.append(Extension("broker.kafka._cfetch", ["broker/kafka/_cfetch.c"],
+                                 include_dirs=["data"],  # data/_int64_ends.h, shared
                                  extra_compile_args=["-O2"], optional=True))
 
 setup(ext_modules=ext_modules)

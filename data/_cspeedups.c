@@ -31,6 +31,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_int64_ends.h"
+
 typedef uint64_t (*xxh3_fn)(const void *, size_t);
 static xxh3_fn xxh3 = NULL;
 
@@ -292,24 +294,6 @@ done:
 static PyObject *run_tuple(Py_ssize_t count, Py_ssize_t consumed, long long used, int over, int failed) {
     return Py_BuildValue("(nnLOO)", count, consumed, used, over ? Py_True : Py_False,
                          failed ? Py_True : Py_False);
-}
-
-/* True (and ``view`` filled, to release) when ``obj`` is a C-contiguous buffer of 64-bit
- * signed integers ('q', or 'l' where long is 64 bits: numpy's int64); false, with no error
- * set, for anything else (a list: the caller takes the sequence path). */
-static int int64_ends(PyObject *obj, Py_buffer *view) {
-    if (PyList_CheckExact(obj) || !PyObject_CheckBuffer(obj)) return 0;
-    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    const char *f = view->format;
-    if (f != NULL && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f++;
-    if (view->itemsize == 8 && f != NULL && f[1] == 0
-            && (f[0] == 'q' || (f[0] == 'l' && sizeof(long) == 8)))
-        return 1;
-    PyBuffer_Release(view);
-    return 0;
 }
 
 static PyObject *verify_run(PyObject *self, PyObject *args) {

@@ -37,6 +37,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_int64_ends.h" /* data/, on the include path (setup.py) */
+
 #define HEADER_SIZE 64
 #define KEY_OVERHEAD 13 /* name kind, name length, "key", value kind, value length */
 #define MAX_KEY 255
@@ -518,24 +520,6 @@ static unsigned char *finish_batch(unsigned char *head, unsigned char *end, uint
     be32(head + 57, (uint32_t)records);
     be32(head + 17, crc32c(head + 21, (size_t)(end - head - 21)));
     return end;
-}
-
-/* True (and ``view`` filled, to release) when ``obj`` is a C-contiguous buffer of 64-bit
- * signed integers ('q', or 'l' where long is 64 bits: numpy's int64), as
- * data.log_reads' read_raw(ends_array=True) gives; false, no error set, otherwise. */
-static int int64_ends(PyObject *obj, Py_buffer *view) {
-    if (PyList_CheckExact(obj) || !PyObject_CheckBuffer(obj)) return 0;
-    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    const char *f = view->format;
-    if (f != NULL && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f++;
-    if (view->itemsize == 8 && f != NULL && f[1] == 0
-            && (f[0] == 'q' || (f[0] == 'l' && sizeof(long) == 8)))
-        return 1;
-    PyBuffer_Release(view);
-    return 0;
 }
 
 static PyObject *batches_of(PyObject *, PyObject *, const int64_t *, Py_ssize_t, PyObject *,

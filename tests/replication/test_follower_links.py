@@ -72,6 +72,7 @@ class Links:
         self.other = other
         self.asked: list[int] = []
         self.opened: list[Link] = []
+        self.closed = False
 
     def epoch(self, broker_id: int, topic: str, partition: int, replica_id: int, epoch: int,
               last_epoch: int | None) -> Deferred[EpochReply]:
@@ -86,7 +87,7 @@ class Links:
         return succeed(link)
 
     def close(self) -> None:
-        pass
+        self.closed = True  # the port's close: these links hold nothing to release
 
 
 def records(count: int) -> PullReply:
