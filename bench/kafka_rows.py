@@ -9,7 +9,10 @@ records per fetch response, mean fetch latency), the same driver against both br
 
 Rows: ``crd1``/``crd6`` librdkafka consume of 1/6 partitions, ``cpp1``/``cpp6``
 ``ConsumerPerformance``, ``prd<P>a<acks>`` librdkafka produce (``prd6a1``, ``prd1aall``),
-``ppp<P>a<acks>`` ``ProducerPerformance``. ``--trace-fetches`` adds, for ``crd`` rows,
+``ppp<P>a<acks>`` ``ProducerPerformance``, ``cluster`` the 3-broker row (RF 3, min ISR 2,
+librdkafka produce acks=all to 3 partitions; Skerry on etcd or Kafka's KRaft cluster, as
+``--cluster`` of ``bench.kafka_vs_apache`` starts them; CPU summed over the three, and
+``pids`` printed for py-spy; run it alone). ``--trace-fetches`` adds, for ``crd`` rows,
 each Fetch round trip librdkafka logged (``debug=fetch,protocol``): its response size and
 ``rtt``, and the client's time from a response to its next request.
 
@@ -125,6 +128,33 @@ def run_row(broker: vs.Broker, classpath: str, row: str, messages: int, trace: b
     return messages / elapsed, {}
 
 
+def cluster_rows(broker: str, messages: int, repeat: int) -> int:
+    """The 3-broker produce row, ``repeat`` times on one cluster (one topic)."""
+    classpath = vs.kafka_classpath() if broker == "kafka" else ""
+    workdir = Path(tempfile.mkdtemp(prefix=f"skerry-kafka-rows-cluster-{broker}-"))
+    try:
+        start = vs.skerry_cluster(workdir) if broker == "skerry" \
+            else vs.apache_kafka_cluster(workdir, classpath)
+        with start as cluster:
+            if broker == "kafka":
+                vs._create_topics(cluster.bootstrap, {vs.CLUSTER_TOPIC: 3}, replicas=3,
+                                  config={"min.insync.replicas": "2"})
+            vs._wait_whole_isr(cluster.bootstrap, vs.CLUSTER_TOPIC, 3)
+            for _ in range(repeat):
+                cpu = cluster.cpu()
+                elapsed = rdkafka_produce(cluster.port, messages, vs.SIZE, 3, "all",
+                                          topic=vs.CLUSTER_TOPIC, batch_bytes=vs.BATCH_BYTES)
+                used = cluster.cpu() - cpu
+                print(json.dumps({"broker": broker, "row": "cluster",
+                                  "msgs_s": round(messages / elapsed),
+                                  "cpu_s_per_m": round(used / messages * 1e6, 3),
+                                  "load": round(os.getloadavg()[0], 1),
+                                  "pids": [b.proc.pid for b in cluster.members]}), flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("broker", choices=["skerry", "kafka"])
@@ -135,8 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = args.rows.split(",")
     for row in rows:
-        if not re.fullmatch(r"c(rd|pp)[16]|p(rd|pp)[16]a(1|all)", row):
+        if not re.fullmatch(r"c(rd|pp)[16]|p(rd|pp)[16]a(1|all)|cluster", row):
             parser.error(f"unknown row {row!r}")
+    if "cluster" in rows:
+        if rows != ["cluster"]:
+            parser.error("the cluster row runs alone")
+        return cluster_rows(args.broker, args.messages, args.repeat)
     java = any(r.startswith(("cpp", "ppp")) for r in rows) or args.broker == "kafka"
     classpath = vs.kafka_classpath() if java else ""
     workdir = Path(tempfile.mkdtemp(prefix=f"skerry-kafka-rows-{args.broker}-"))

@@ -18,7 +18,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from twisted.internet.defer import Deferred, fail, maybeDeferred, succeed
 from twisted.internet.error import ConnectionDone
@@ -58,7 +58,8 @@ from replication.wire import EpochReply, PullReply
 
 __all__ = ["MAX_REPLY_BYTES", "Connector", "PeerProtocol", "PeerRefused", "Peers",
            "V1ReplicaLinks", "authenticating", "epoch_request", "parse_epoch_reply",
-           "parse_pull_reply", "pull_request", "tcp_connector"]
+           "RawReply", "parse_pull_raw_reply", "parse_pull_reply", "pull_request",
+           "tcp_connector"]
 
 log = logging.getLogger("skerry.follower")
 
@@ -74,13 +75,16 @@ MAX_REPLY_BYTES = 256 * 1024 * 1024
 
 def pull_request(cid: str, topic: str, partition: int, replica_id: int, offset: int,
                  epoch: int, *, wait_ms: int | None = None,
-                 max_bytes: int | None = None) -> bytes:
-    """A ``REPLICA_PULL`` request line, with its ``\\n``."""
+                 max_bytes: int | None = None, raw: bool = False) -> bytes:
+    """A ``REPLICA_PULL`` request line, with its ``\\n`` (``raw``: asks ``enc=raw``, the
+    records as raw bytes after the reply line)."""
     options = ""
     if wait_ms is not None:
         options += f" wait_ms={wait_ms}"
     if max_bytes is not None:
         options += f" max_bytes={max_bytes}"
+    if raw:
+        options += " enc=raw"
     return encode_request(cid, "REPLICA_PULL",
                           f"{topic} {partition} {replica_id} {offset} {epoch}{options}")
 
@@ -101,11 +105,28 @@ def parse_pull_reply(payload: str | bytes) -> PullReply:
     head, sep, data = text.partition(" data=")
     if not sep:
         raise ProtocolViolation("REPLICA_PULL reply without data=")
-    fields = payload_fields(head)
     try:
         raw = binascii.a2b_base64(data, strict_mode=True) if data else b""
     except binascii.Error as exc:
         raise ProtocolViolation(f"REPLICA_PULL data= is not base64: {exc}") from None
+    return _pull_fields(head, raw)
+
+
+def parse_pull_raw_reply(payload: str | bytes, body: bytes) -> PullReply:
+    """A leader's REPLICA_PULL ``enc=raw`` payload (its line, ending ``size=<n>``) and the
+    ``body`` of raw bytes that followed it; ``ProtocolViolation`` when a field is missing,
+    ``size`` is not the body's length or the data does not match its count."""
+    text = payload.decode() if isinstance(payload, bytes) else payload
+    head, sep, size = text.rpartition(" size=")
+    if not sep:
+        raise ProtocolViolation("REPLICA_PULL enc=raw reply without size=")
+    if not (size.isascii() and size.isdigit()) or int(size) != len(body):
+        raise ProtocolViolation(f"REPLICA_PULL size={size[:20]!r} with {len(body)} bytes")
+    return _pull_fields(head, body)
+
+
+def _pull_fields(head: str, raw: bytes) -> PullReply:
+    fields = payload_fields(head)
     count = int_field(fields, "count")
     if (count == 0) != (not raw):
         raise ProtocolViolation(f"REPLICA_PULL count={count} with {len(raw)} data bytes")
@@ -135,6 +156,23 @@ def parse_epoch_reply(payload: str | bytes) -> EpochReply:
 # ---------------------------------------------------------------------------- connections
 
 
+class RawReply(NamedTuple):
+    """A reply to an ``enc=raw`` request: the reply line and the raw bytes after it."""
+
+    reply: Reply
+    body: bytes
+
+
+def _tail_size(payload: str) -> int | None:
+    """The ``size=<n>`` that ends a raw reply's line; None when it is missing, not a
+    number or more than ``MAX_REPLY_BYTES``."""
+    _head, sep, size = payload.rpartition(" size=")
+    if not sep or not size.isdigit() or not size.isascii():
+        return None
+    n = int(size)
+    return n if n <= MAX_REPLY_BYTES else None
+
+
 class PeerProtocol(TwistedProtocol):
     """A V1 client connection: ``request`` writes one line and returns a Deferred for its
     reply. Replies come back in request order; each must echo its correlation id. A reply
@@ -143,9 +181,13 @@ class PeerProtocol(TwistedProtocol):
     matched to the wrong request otherwise)."""
 
     def __init__(self) -> None:
-        self._pending: deque[tuple[str, Deferred[Reply]]] = deque()
+        self._pending: deque[tuple[str, Deferred[Any], bool]] = deque()
         self._parts: list[bytes] = []
         self._size = 0
+        self._tail: tuple[Reply, Deferred[Any]] | None = None
+        """An OK reply whose ``size`` raw bytes are still arriving, and its Deferred."""
+        self._tail_parts: list[bytes] = []
+        self._tail_need = 0
         self._seq = itertools.count(1)
         self.lost = False
         self.on_lost: Callable[[PeerProtocol], None] | None = None
@@ -167,13 +209,31 @@ class PeerProtocol(TwistedProtocol):
             return fail(ConnectionDone("connection to the peer is closed"))
         cid = self.cid_prefix + str(next(self._seq))
         d: Deferred[Reply] = Deferred(lambda _d: self.close(abort=True))
-        self._pending.append((cid, d))
+        self._pending.append((cid, d, False))
+        self.transport.write(build(cid))
+        return d
+
+    def request_raw(self, build: Callable[[str], bytes]) -> Deferred[RawReply]:
+        """``request`` for a command asked with ``enc=raw``: an OK reply line ends with
+        ``size=<n>`` and exactly ``n`` raw bytes follow it (they may arrive over many
+        reads); the answer is the reply with those bytes (``b""`` for an ERR reply, which
+        has none). A size that is missing or too big drops the connection."""
+        if self.lost:
+            return fail(ConnectionDone("connection to the peer is closed"))
+        cid = self.cid_prefix + str(next(self._seq))
+        d: Deferred[RawReply] = Deferred(lambda _d: self.close(abort=True))
+        self._pending.append((cid, d, True))
         self.transport.write(build(cid))
         return d
 
     def dataReceived(self, data: bytes) -> None:
         start = 0
         while not self.lost:
+            if self._tail is not None:
+                start = self._take_tail(data, start)
+                if self._tail is not None:
+                    return
+                continue
             end = data.find(b"\n", start)
             if end < 0:
                 break
@@ -205,13 +265,44 @@ class PeerProtocol(TwistedProtocol):
             log.error("bad reply from peer: %s", exc)
             self.close(abort=True)
             return
-        cid, d = self._pending[0]
+        cid, d, raw = self._pending[0]
         if reply.cid != cid:
             log.error("reply for cid %s while waiting for %s; closing", reply.cid, cid)
             self.close(abort=True)
             return
         self._pending.popleft()
-        d.callback(reply)
+        if not raw:
+            d.callback(reply)
+        elif not reply.ok:
+            d.callback(RawReply(reply, b""))
+        else:
+            size = _tail_size(reply.payload)
+            if size is None:
+                log.error("raw reply from peer without a valid size=: %r", line[:120])
+                self._pending.appendleft((cid, d, raw))  # failed by the close below
+                self.close(abort=True)
+                return
+            self._tail = (reply, d)
+            self._tail_need = size
+            if size == 0:
+                self._take_tail(b"", 0)
+
+    def _take_tail(self, data: bytes, start: int) -> int:
+        """Take the raw bytes the current reply still needs from ``data[start:]``; answer
+        it once they are all there. Returns where the next reply starts in ``data``."""
+        need = self._tail_need
+        stop = min(len(data), start + need)
+        if stop > start:
+            self._tail_parts.append(data[start:stop] if start or stop < len(data) else data)
+            self._tail_need = need - (stop - start)
+        if self._tail_need == 0 and self._tail is not None:
+            reply, d = self._tail
+            parts = self._tail_parts
+            body = parts[0] if len(parts) == 1 else b"".join(parts)
+            self._tail = None
+            self._tail_parts = []
+            d.callback(RawReply(reply, body))
+        return stop
 
     def close(self, *, abort: bool = False) -> None:
         """Close the connection; outstanding requests fail."""
@@ -231,7 +322,13 @@ class PeerProtocol(TwistedProtocol):
             return
         self.lost = True
         pending, self._pending = self._pending, deque()
-        for _cid, d in pending:
+        if self._tail is not None:
+            tail_d = self._tail[1]
+            self._tail = None
+            self._tail_parts = []
+            if not tail_d.called:
+                tail_d.errback(Failure(error))
+        for _cid, d, _raw in pending:
             if not d.called:
                 d.errback(Failure(error))
         if self.on_lost is not None:
@@ -451,13 +548,31 @@ def _parsed_pull(reply: Reply) -> PullReply:
         raise MalformedPeerReply(f"REPLICA_PULL: {exc}") from None
 
 
+def _parsed_raw_pull(answer: RawReply) -> PullReply:
+    try:
+        return parse_pull_raw_reply(_answer(answer.reply).payload, answer.body)
+    except ProtocolViolation as exc:
+        raise MalformedPeerReply(f"REPLICA_PULL: {exc}") from None
+
+
+def _refuses_raw(reply: Reply) -> bool:
+    """A leader older than ``enc=raw`` refuses the option as a bad request."""
+    return (not reply.ok and reply.code == "BAD_REQUEST" and "unknown option" in reply.payload
+            and "enc" in reply.payload)
+
+
 class _V1LeaderLink:
-    """``replication.follower.links.LeaderLink`` on one ``PeerProtocol`` connection."""
+    """``replication.follower.links.LeaderLink`` on one ``PeerProtocol`` connection: pulls
+    ask ``enc=raw`` (the records as raw bytes after the reply line) unless this leader
+    refused it once (an older broker), then base64 in the line."""
 
-    __slots__ = ("_proto",)
+    __slots__ = ("_proto", "_b64_only", "_broker_id")
 
-    def __init__(self, proto: PeerProtocol) -> None:
+    def __init__(self, proto: PeerProtocol, b64_only: set[int] | None = None,
+                 broker_id: int = -1) -> None:
         self._proto = proto
+        self._b64_only = b64_only if b64_only is not None else set()
+        self._broker_id = broker_id
 
     @property
     def lost(self) -> bool:
@@ -465,10 +580,23 @@ class _V1LeaderLink:
 
     def pull(self, topic: str, partition: int, replica_id: int, offset: int, epoch: int, *,
              wait_ms: int, max_bytes: int) -> Deferred[PullReply]:
-        d = self._proto.request(lambda cid: pull_request(
+        if self._broker_id in self._b64_only:
+            d = self._proto.request(lambda cid: pull_request(
+                cid, topic, partition, replica_id, offset, epoch, wait_ms=wait_ms,
+                max_bytes=max_bytes))
+            return d.addCallback(_parsed_pull)
+        raw = self._proto.request_raw(lambda cid: pull_request(
             cid, topic, partition, replica_id, offset, epoch, wait_ms=wait_ms,
-            max_bytes=max_bytes))
-        return d.addCallback(_parsed_pull)
+            max_bytes=max_bytes, raw=True))
+
+        def parsed(answer: RawReply) -> PullReply:
+            if _refuses_raw(answer.reply):
+                log.info("broker %d does not answer REPLICA_PULL enc=raw (%s); its pulls "
+                         "use base64 from now on", self._broker_id, answer.reply.payload)
+                self._b64_only.add(self._broker_id)
+            return _parsed_raw_pull(answer)
+
+        return raw.addCallback(parsed)
 
     def close(self) -> None:
         self._proto.close()
@@ -480,6 +608,8 @@ class V1ReplicaLinks:
 
     def __init__(self, peers: Peers) -> None:
         self.peers = peers
+        self._b64_only: set[int] = set()
+        """Brokers that refused ``REPLICA_PULL enc=raw`` (older ones): pulled in base64."""
 
     def epoch(self, broker_id: int, topic: str, partition: int, replica_id: int, epoch: int,
               last_epoch: int | None) -> Deferred[EpochReply]:
@@ -488,7 +618,8 @@ class V1ReplicaLinks:
         return d.addCallback(_parsed_epoch)
 
     def open(self, broker_id: int) -> Deferred[_V1LeaderLink]:
-        return self.peers.open(broker_id).addCallback(_V1LeaderLink)
+        return self.peers.open(broker_id).addCallback(_V1LeaderLink, self._b64_only,
+                                                      broker_id)
 
     def close(self) -> None:
         self.peers.close()

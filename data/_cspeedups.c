@@ -17,6 +17,8 @@
  *                timestamp, start_position, random_ids)
  *   consume_items(raw, ends, first_offset)    data/format.py   (_consume_items_py)
  *   record_heads(data, start, end, out)       data/spark/records.py (_record_heads_py)
+ *   scan_stamped(data, first_offset,          data/writer.py   (_scan_stamped_py)
+ *                start_position)
  *
  * Batch in, batch out: one call per batch of records, never one per message.
  *
@@ -723,6 +725,81 @@ static PyObject *record_heads(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(n);
 }
 
+/* ------------------------------------------------------------------ scan_stamped */
+
+/* scan_stamped(data, first_offset, start_position) -> (ends, max_timestamp, first_timestamp):
+ * already-stamped records (a follower copying its leader) checked for append_records:
+ * complete, reserved == 0, offsets dense from first_offset, XXH3 right. ``ends`` is a list
+ * of start_position + each record's start, then start_position + len(data). ValueError
+ * naming the first problem, worded as the Python twin words it. */
+static PyObject *scan_stamped(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    long long first, start_position;
+    if (!PyArg_ParseTuple(args, "y*LL", &data, &first, &start_position)) return NULL;
+    PyObject *ends = NULL, *result = NULL;
+    const unsigned char *buf = data.buf;
+    Py_ssize_t total = data.len, pos = 0;
+    long long expect = first;
+    uint64_t max_ts = 0, first_ts = 0;
+    if (total == 0) { PyErr_SetString(PyExc_ValueError, "no records"); goto done; }
+    ends = PyList_New(0);
+    if (ends == NULL) goto done;
+#define SCAN_FAIL(...) do { \
+        PyObject *why = PyUnicode_FromFormat(__VA_ARGS__); \
+        if (why != NULL) { \
+            PyErr_Format(PyExc_ValueError, "record at byte %zd (offset %lld expected): %U", \
+                         pos, expect, why); \
+            Py_DECREF(why); \
+        } \
+        goto done; \
+    } while (0)
+    while (pos < total) {
+        if (pos + HEADER_SIZE > total)
+            SCAN_FAIL("partial header (%zd of %d bytes)", total - pos, HEADER_SIZE);
+        const unsigned char *r = buf + pos;
+        uint64_t ck = get_u64(r), off = get_u64(r + 24), ts = get_u64(r + 32);
+        uint64_t uhl = get_u32(r + 48), pl = get_u32(r + 52), rsv = get_u64(r + 56);
+        long long end = (long long)pos + HEADER_SIZE + (long long)pl + (long long)uhl;
+        if (rsv) {
+            char text[24];
+            snprintf(text, sizeof text, "%llu", (unsigned long long)rsv);
+            SCAN_FAIL("reserved field is %s, must be 0", text);
+        }
+        if (end > total)
+            SCAN_FAIL("bad length or partial record (needs %lld bytes, %zd present)",
+                      end - (long long)pos, total - pos);
+        if (off != (uint64_t)expect) {
+            char text[24];
+            snprintf(text, sizeof text, "%llu", (unsigned long long)off);
+            SCAN_FAIL("offset field is %s, expected %lld", text, expect);
+        }
+        if (xxh3(r + 8, (size_t)(end - pos - 8)) != ck) SCAN_FAIL("checksum mismatch");
+        PyObject *at = PyLong_FromLongLong(start_position + (long long)pos);
+        if (at == NULL || PyList_Append(ends, at) < 0) { Py_XDECREF(at); goto done; }
+        Py_DECREF(at);
+        if (expect == first) first_ts = ts;
+        if (ts > max_ts || expect == first) max_ts = ts;
+        expect += 1;
+        pos = (Py_ssize_t)end;
+    }
+#undef SCAN_FAIL
+    if ((unsigned long long)(start_position + total) > MAX_U32) {
+        PyErr_Format(PyExc_ValueError, "batch of %zd bytes does not fit a segment", total);
+        goto done;
+    }
+    {
+        PyObject *last = PyLong_FromLongLong(start_position + (long long)total);
+        if (last == NULL || PyList_Append(ends, last) < 0) { Py_XDECREF(last); goto done; }
+        Py_DECREF(last);
+    }
+    result = Py_BuildValue("(OKK)", ends, (unsigned long long)max_ts,
+                           (unsigned long long)first_ts);
+done:
+    PyBuffer_Release(&data);
+    Py_XDECREF(ends);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -739,6 +816,8 @@ static PyMethodDef methods[] = {
      "b','.join(b'%d:%b' % (offset, payload)). See data.format._consume_items_py."},
     {"record_heads", record_heads, METH_VARARGS,
      "Header fields of the records of data[start:end] as columns. See data.spark.records._record_heads_py."},
+    {"scan_stamped", scan_stamped, METH_VARARGS,
+     "(ends, max_timestamp, first_timestamp) of stamped records. See data.writer._scan_stamped_py."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -7,7 +7,8 @@ built by ``pip install`` when a compiler is there, ``setup.py``) is used unless 
 built, or the xxhash symbol it needs is missing). The pure-Python twins are the reference
 and live beside their callers: ``data.keys._fnv1a_32_py``, ``data.writer._build_records_py``,
 ``data.reader._verify_run_py``, ``data.reader._decode_run_py``,
-``data.writer._stamp_framed_py``, ``data.format._consume_items_py``,
+``data.writer._stamp_framed_py``, ``data.writer._scan_stamped_py``,
+``data.format._consume_items_py``,
 ``broker.v1.codec.replies._fill_produce_ok_py``,
 ``broker.v1.codec.scan._scan_produce_py``, ``broker.v1.codec.parse._decode_batch_py``,
 ``broker.kafka.mapping._message_set_py``, ``data.spark.records._record_heads_py``; each of

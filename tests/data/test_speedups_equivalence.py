@@ -352,3 +352,69 @@ def test_record_starts_walks_a_long_run_window_by_window(monkeypatch: pytest.Mon
     assert records.record_starts(data, ends[3], ends[49]).tolist() == ends[3:49]
     monkeypatch.setattr(records, "_WALK_WINDOW", 50)  # exactly one full window, then an empty one
     assert records.record_starts(data).tolist() == ends[:-1]
+
+
+# --------------------------------------------------------------------------- scan_stamped
+
+
+@st.composite
+def stamped(draw: st.DrawFn) -> tuple[bytes, int, int]:
+    """Records a leader stamped (each its own timestamp, up to 2**64 - 1), maybe damaged as
+    ``damaged`` does, and an append position: (bytes, first offset, start position)."""
+    n = draw(st.integers(0, 6))
+    first = draw(st.integers(0, 1 << 40))
+    parts = []
+    for i in range(n):
+        ts = draw(st.one_of(st.integers(0, 1 << 20), st.just(MAX_U64)))
+        data, _ends = writer._build_records_py(bytes(16), [draw(st.binary(max_size=40))],
+                                               None, None, first + i, ts, 0)
+        parts.append(data)
+    raw = bytearray(b"".join(parts))
+    for _ in range(draw(st.integers(0, 2))):
+        kind = draw(st.sampled_from(["flip", "truncate", "extend", "offset", "reserved"]))
+        if kind == "flip" and raw:
+            raw[draw(st.integers(0, len(raw) - 1))] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "truncate" and raw:
+            del raw[draw(st.integers(0, len(raw) - 1)):]
+        elif kind == "extend":
+            raw += draw(st.binary(max_size=70))
+        elif kind == "offset":
+            first = max(0, first + draw(st.integers(-2, 2)))
+        elif kind == "reserved" and len(raw) >= fmt.HEADER_SIZE:
+            raw[56:64] = draw(st.integers(1, MAX_U64)).to_bytes(8, "little")
+    position = draw(st.one_of(st.integers(0, 1 << 20), st.just((1 << 32) - len(raw))))
+    return bytes(raw), first, position
+
+
+def _c_scan(raw: bytes, first: int, position: int) -> writer.StampedBatch:
+    ends, max_ts, first_ts = C.scan_stamped(raw, first, position)
+    return writer.StampedBatch(len(ends) - 1, ends, max_ts, first_ts)
+
+
+def _stamped(function: Any, raw: bytes, first: int, position: int) -> tuple[Any, ...]:
+    got = outcome(function, raw, first, position)
+    if got[0] == "ok":
+        batch = got[1]
+        return ("ok", batch.count, batch.ends, batch.max_timestamp, batch.first_timestamp)
+    return got
+
+
+@SETTINGS
+@given(stamped())
+def test_scan_stamped(case: tuple[bytes, int, int]) -> None:
+    """A follower's check of its leader's records: the same index positions, timestamps,
+    or the same ValueError (naming the same byte, offset and reason) as the twin."""
+    raw, first, position = case
+    expected = _stamped(writer._scan_stamped_py, raw, first, position)
+    assert _stamped(_c_scan, raw, first, position) == expected
+    assert _stamped(writer.scan_stamped, raw, first, position) == expected
+
+
+def test_scan_stamped_refuses_a_flipped_payload_bit_naming_the_record() -> None:
+    data, ends = writer._build_records_py(bytes(48), [b"a", b"b", b"c"], None, None, 10, 5, 0)
+    bad = bytearray(data)
+    bad[ends[1] + 64] ^= 1
+    with pytest.raises(ValueError, match=rf"record at byte {ends[1]} \(offset 11 expected\): "
+                                         "checksum mismatch"):
+        C.scan_stamped(bytes(bad), 10, 0)
+    assert C.scan_stamped(data, 10, 100)[0] == [100 + e for e in ends]

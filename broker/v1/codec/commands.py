@@ -405,9 +405,9 @@ class AdminCommit:
 @dataclass(frozen=True, slots=True)
 class ReplicaPull:
     """Additive (cluster): ``REPLICA_PULL <topic> <partition> <replica_id> <offset> <epoch>
-    [wait_ms=<ms>] [max_bytes=<n>]``: a follower's fetch. It reports that ``replica_id``
-    holds every offset before ``offset`` and asks for the records from ``offset`` on;
-    ``epoch`` is the newest leader epoch the follower knows."""
+    [wait_ms=<ms>] [max_bytes=<n>] [enc=b64|enc=raw]``: a follower's fetch. It reports
+    that ``replica_id`` holds every offset before ``offset`` and asks for the records from
+    ``offset`` on; ``epoch`` is the newest leader epoch the follower knows."""
 
     name: ClassVar[str] = "REPLICA_PULL"
     cid: str
@@ -418,6 +418,9 @@ class ReplicaPull:
     epoch: int
     wait_ms: int | None = None
     max_bytes: int | None = None
+    raw: bool = False
+    """Additive ``enc=raw``: the records follow the reply line as raw bytes (``size=<n>``)
+    instead of base64 in it (``replica_pull_raw_reply``)."""
 
 
 @dataclass(frozen=True, slots=True)

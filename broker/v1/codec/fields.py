@@ -84,7 +84,7 @@ USAGE: dict[str, str] = {
     "[partition=<n>]",
     "ADMIN_COMMIT": "ADMIN_COMMIT <group> <topic> <partition> <offset>",
     "REPLICA_PULL": "REPLICA_PULL <topic> <partition> <replica_id> <offset> <epoch> "
-    "[wait_ms=<ms>] [max_bytes=<n>]",
+    "[wait_ms=<ms>] [max_bytes=<n>] [enc=b64 or enc=raw]",
     "REPLICA_EPOCH": "REPLICA_EPOCH <topic> <partition> <replica_id> <epoch> [last_epoch=<n>]",
     "REPLICA_STATUS": "REPLICA_STATUS <topic> <partition>",
     "AUTH": "AUTH <user> <token>",
@@ -154,7 +154,7 @@ OPTIONS: dict[str, tuple[str, ...]] = {
                           "segment_ms"),
     "OFFSETS": ("ts",),
     "ADMIN_RESET_OFFSETS": ("partition",),
-    "REPLICA_PULL": ("wait_ms", "max_bytes"),
+    "REPLICA_PULL": ("wait_ms", "max_bytes", "enc"),
     "REPLICA_EPOCH": ("last_epoch",),
     "FETCH": ("max", "max_bytes", "enc"),
     "PRODUCE_BATCH": ("acks", "pid", "seq", "data"),

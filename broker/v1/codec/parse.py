@@ -422,6 +422,7 @@ def _parse_replica_pull(cid: str, args: str) -> ReplicaPull:
         fields.uint(tokens[4], "epoch"),
         _optional_uint(options, "wait_ms"),
         _optional_uint(options, "max_bytes", 1),
+        _fetch_raw(options.get("enc")),
     )
 
 

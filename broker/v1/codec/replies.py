@@ -52,6 +52,7 @@ __all__ = [
     "produce_payload",
     "replica_epoch_payload",
     "replica_fetch_payload",
+    "replica_pull_raw_reply",
     "replica_pull_reply",
     "replica_status_payload",
     "role_payload",
@@ -388,6 +389,28 @@ def replica_pull_reply(
         f"epochs={_epoch_list(epochs)} count={count} data="
     ).encode()
     return head + binascii.b2a_base64(data, newline=False) + b"\n"
+
+
+def replica_pull_raw_reply(
+    cid: str,
+    *,
+    epoch: int,
+    hw: int,
+    leo: int,
+    start: int,
+    isr: Sequence[int],
+    epochs: Iterable[tuple[int, int]],
+    count: int,
+    data: bytes,
+) -> bytes:
+    """The REPLICA_PULL ``enc=raw`` success: the line of ``replica_pull_reply`` with
+    ``size=<n>`` in place of ``data=<base64>``, then exactly ``size`` bytes, the records as
+    stored (no base64, no line terminator after them; the next reply starts right after)."""
+    head = (
+        f"V1|{cid}|OK|epoch={epoch} hw={hw} leo={leo} start={start} isr={format_list(isr)} "
+        f"epochs={_epoch_list(epochs)} count={count} size={len(data)}\n"
+    ).encode()
+    return head + data
 
 
 def replica_epoch_payload(

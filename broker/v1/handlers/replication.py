@@ -53,14 +53,14 @@ class ReplicationHandlers(HandlerContext):
                                   cmd.epoch, max_bytes=max_bytes)
         if result.count or not cmd.wait_ms or result.epoch != cmd.epoch \
                 or cmd.offset != result.leo or result.hw_news:
-            return _pull_reply(cmd.cid, result)
+            return _pull_reply(cmd.cid, result, cmd.raw)
         d = replication.wait_for_records(cmd.topic, cmd.partition, cmd.offset, cmd.wait_ms,
                                          cmd.replica_id)
 
         def render(_: object) -> bytes:
             again = replication.pull(cmd.topic, cmd.partition, cmd.replica_id, cmd.offset,
                                      cmd.epoch, max_bytes=max_bytes, record=False)
-            return _pull_reply(cmd.cid, again)
+            return _pull_reply(cmd.cid, again, cmd.raw)
 
         self._later(cmd, d, render, slot, conn)
         return None
