@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import xxhash
+from twisted.internet.testing import StringTransport as _StringTransport
 
 from access import InvalidAcl
 from broker.client.codec import ProtocolViolation, parse_messages, parse_reply
@@ -42,6 +43,10 @@ from broker.kafka.mapping import (
     framed_raw_batches,
     record_batches,
 )
+from broker.peer_links import PeerProtocol as _PeerProtocol
+from broker.peer_links import RawReply as _RawReply
+from broker.peer_links import log as _peer_log
+from broker.peer_links import parse_pull_raw_reply as _parse_pull_raw_reply
 from broker.services.acls import decode_acls
 from broker.services.group_router import group_view_from, groups_from
 from broker.v1.codec import Codec, CommandError
@@ -50,6 +55,9 @@ from data.format import decode_record, encode_record
 from data.idempotence import batch_ids, parse_record_id
 from data.index import sindex_bytes, sindex_from_bytes
 from data.store import TopicConfig
+from data.writer import StampedBatch as _StampedBatch
+from data.writer import _scan_stamped_py
+from data.writer import scan_stamped as _scan_stamped
 from groups.loader import GroupLog
 from groups.store import groups_from_json, offset_metadata_from_json
 from replication.errors import ProducerStateError
@@ -110,6 +118,62 @@ def _v1_client(data: bytes) -> object:
                     except ProtocolViolation:
                         pass
     return None
+
+
+def _replica_pull_raw(data: bytes) -> object:
+    """A leader's answers to a follower's pulls as the follower's connection reads them:
+    the bytes after the first (cut where that byte says, so the raw tail is split across reads) to a
+    ``PeerProtocol`` with three ``enc=raw`` pulls outstanding; each OK answer parsed into a
+    ``PullReply`` and its records checked as ``append_records`` checks them, the compiled
+    check and the reference agreeing (the same positions or the same refusal)."""
+    proto = _PeerProtocol()
+    proto.makeConnection(_StringTransport())
+    answers: list[object] = []
+    for _ in range(3):
+        proto.request_raw(lambda cid: b"").addBoth(answers.append)
+    cut, stream = (data[0], data[1:]) if data else (0, b"")
+    was = _peer_log.disabled
+    _peer_log.disabled = True  # a stream it cannot frame is logged and closed: expected here
+    try:
+        proto.dataReceived(stream[:cut])
+        proto.dataReceived(stream[cut:])
+    finally:
+        _peer_log.disabled = was
+    for answer in answers:
+        if not isinstance(answer, _RawReply) or not answer.reply.ok:
+            continue
+        try:
+            pulled = _parse_pull_raw_reply(answer.reply.payload, answer.body)
+        except ProtocolViolation:
+            continue
+        if pulled.data:
+            got = _scan_outcome(_scan_stamped, pulled.data, pulled.leo)
+            want = _scan_outcome(_scan_stamped_py, pulled.data, pulled.leo)
+            if got != want:
+                raise AssertionError(f"compiled check {got!r} != reference {want!r}")
+    proto.connectionLost(None)
+    return None
+
+
+def _scan_outcome(scan: Callable[..., object], raw: bytes, first: int) -> object:
+    try:
+        batch: _StampedBatch = scan(raw, first & ((1 << 62) - 1), 0)  # type: ignore[assignment]
+    except ValueError as exc:
+        return ("ValueError", str(exc))
+    return (batch.count, batch.ends, batch.max_timestamp, batch.first_timestamp)
+
+
+def _replica_pull_seeds() -> tuple[bytes, ...]:
+    from broker.v1.codec import err, replica_pull_raw_reply
+
+    rec0 = encode_record(7, 1_700_000_000_000_000, 1, 1_700_000_000_000_000, b"hello", b"")
+    rec1 = encode_record(8, 1_700_000_000_000_001, 2, 1_700_000_000_000_001, b"a,b|c\n", b"")
+    one = replica_pull_raw_reply("1", epoch=3, hw=7, leo=7, start=0, isr=[0, 1],
+                                 epochs=[(3, 5)], count=2, data=rec0 + rec1)
+    two = replica_pull_raw_reply("2", epoch=3, hw=9, leo=9, start=0, isr=[0], epochs=[],
+                                 count=0, data=b"")
+    three = err("3", BadRequest("unknown option enc for REPLICA_PULL"))
+    return (b"\x10" + one + two + three, b"\x00" + one, b"\xff" + two + one)
 
 
 def _record(data: bytes) -> object:
@@ -294,6 +358,7 @@ TARGETS: dict[str, Target] = {
         b"partitions=[0 1 2] committed=[0 0 0] hw=[1 1 1] lag=[1 1 1] coordinator=2",
         b"V1|fwd-2|OK|groups=[g1:t g2:u iggy.consumer.7:orders]")),
     "record": Target("record", _record, (ValueError,), (_RECORD,)),
+    "replica_pull_raw": Target("replica_pull_raw", _replica_pull_raw, (), _replica_pull_seeds()),
     "frames": Target("frames", _frames, (), (
         b"\x00\x00\x00\x03abc\x00\x00\x00\x00", b"\x01\x05\x00\x00\x00hello",
         b"\x0b\x00\x00\x00\x01\x00\x00\x00payload", b"\xff\xff\xff\xff")),
