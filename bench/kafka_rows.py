@@ -11,8 +11,8 @@ Rows: ``crd1``/``crd6`` librdkafka consume of 1/6 partitions, ``cpp1``/``cpp6``
 ``ConsumerPerformance``, ``prd<P>a<acks>`` librdkafka produce (``prd6a1``, ``prd1aall``),
 ``ppp<P>a<acks>`` ``ProducerPerformance``, ``cluster`` the 3-broker row (RF 3, min ISR 2,
 librdkafka produce acks=all to 3 partitions; Skerry on etcd or Kafka's KRaft cluster, as
-``--cluster`` of ``bench.kafka_vs_apache`` starts them; CPU summed over the three, and
-``pids`` printed for py-spy; run it alone). ``--trace-fetches`` adds, for ``crd`` rows,
+``--cluster`` of ``bench.kafka_vs_apache`` starts them; CPU summed over the three and per
+broker, the cores they kept busy, and ``pids`` printed for py-spy; run it alone). ``--trace-fetches`` adds, for ``crd`` rows,
 each Fetch round trip librdkafka logged (``debug=fetch,protocol``): its response size and
 ``rtt``, and the client's time from a response to its next request.
 
@@ -141,13 +141,16 @@ def cluster_rows(broker: str, messages: int, repeat: int) -> int:
                                   config={"min.insync.replicas": "2"})
             vs._wait_whole_isr(cluster.bootstrap, vs.CLUSTER_TOPIC, 3)
             for _ in range(repeat):
-                cpu = cluster.cpu()
+                cpu = [b.cpu() for b in cluster.members]
                 elapsed = rdkafka_produce(cluster.port, messages, vs.SIZE, 3, "all",
                                           topic=vs.CLUSTER_TOPIC, batch_bytes=vs.BATCH_BYTES)
-                used = cluster.cpu() - cpu
+                used = [b.cpu() - c for b, c in zip(cluster.members, cpu, strict=True)]
                 print(json.dumps({"broker": broker, "row": "cluster",
                                   "msgs_s": round(messages / elapsed),
-                                  "cpu_s_per_m": round(used / messages * 1e6, 3),
+                                  "cpu_s_per_m": round(sum(used) / messages * 1e6, 3),
+                                  "cpu_s_per_m_each": [round(u / messages * 1e6, 3)
+                                                       for u in used],
+                                  "cpu_cores": round(sum(used) / elapsed, 2),
                                   "load": round(os.getloadavg()[0], 1),
                                   "pids": [b.proc.pid for b in cluster.members]}), flush=True)
     finally:

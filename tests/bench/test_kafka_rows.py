@@ -36,3 +36,23 @@ def test_an_unknown_row_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         kafka_rows.main(["skerry", "--rows", "crd2"])
     assert "unknown row 'crd2'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_cluster_row_replicates_to_three_brokers(capsys: pytest.CaptureFixture[str]) -> None:
+    """The 3-broker row (etcd, RF 3, acks=all): every broker spends CPU on it, the leader
+    of each partition and the two followers copying it."""
+    assert kafka_rows.main(["skerry", "--rows", "cluster", "--messages", "100000"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()
+             if line.startswith("{")]
+    assert len(lines) == 1
+    row = lines[0]
+    assert row["row"] == "cluster" and row["msgs_s"] > 0 and len(row["pids"]) == 3
+    assert len(row["cpu_s_per_m_each"]) == 3 and all(c > 0 for c in row["cpu_s_per_m_each"])
+    assert row["cpu_s_per_m"] == pytest.approx(sum(row["cpu_s_per_m_each"]), abs=0.01)
+
+
+def test_the_cluster_row_runs_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        kafka_rows.main(["skerry", "--rows", "cluster,crd1"])
+    assert "the cluster row runs alone" in capsys.readouterr().err
