@@ -131,6 +131,19 @@ class LineFramer:
             return self._overflow()
         return buffer[start:end]
 
+    def take_body(self, size: int) -> bytes | None:
+        """The ``size`` bytes at the cursor (a request's body: PRODUCE_BATCH ``enc=raw``),
+        or None while fewer have been read; the cursor moves past them. The caller bounds
+        ``size`` by ``max_line_bytes``, so the unread rest of a body on its way stays within
+        the limit ``end_of_read`` applies."""
+        buffer = self._buffer
+        start = self._pos
+        end = start + size
+        if end > len(buffer):
+            return None
+        self._pos = end
+        return buffer[start:end]
+
     def end_of_read(self) -> LineTooLong | None:
         """Keep the unread rest for the next read (one slice per read); ``TOO_LONG`` when
         it can no longer become a legal line (see the class docstring)."""
