@@ -12,6 +12,10 @@ for every line, which is quadratic on a burst of thousands of pipelined requests
 read is walked once (``bytes.find`` from the cursor, or the fast scan at the cursor), and
 the rest is sliced once, at the end of the read (``end_of_read``).
 
+One request is not a line alone: a PRODUCE_BATCH ``enc=raw size=<n>`` line is followed by
+``n`` bytes of batch, which the caller takes with ``take_body`` once it has read the line's
+size (``Codec.body_size``), so they are never cut into lines.
+
 ``LineFramer`` is the server's interface (``broker.v1.protocol``); ``LineSplitter`` is the
 list-returning face over the same framer that the codec's framing tests feed in every chunk
 size.
