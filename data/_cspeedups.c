@@ -802,6 +802,72 @@ done:
 
 /* ------------------------------------------------------------------ module */
 
+/* keyed_headers(keys, by_key, tail, first): each message's user headers, by key. Without
+   tail (None): by_key[keys[i]] (the same bytes object, not a copy). With tail (bytes):
+   by_key[keys[i]] + tail + (first + i) as a little-endian u64 (an idempotent V1 producer's
+   key, pid and seq headers). KeyError for a key not in by_key, OverflowError for a number
+   past 2**64 - 1. See data.format._keyed_headers_py, the reference. */
+static PyObject *keyed_headers(PyObject *self, PyObject *args) {
+    PyObject *keys_in, *by_key, *tail, *first_in;
+    if (!PyArg_ParseTuple(args, "OO!OO!", &keys_in, &PyDict_Type, &by_key, &tail,
+                          &PyLong_Type, &first_in))
+        return NULL;
+    if (tail != Py_None && !PyBytes_Check(tail)) {
+        PyErr_SetString(PyExc_TypeError, "tail must be bytes or None");
+        return NULL;
+    }
+    PyObject *keys = PySequence_Fast(keys_in, "keys must be a sequence");
+    if (keys == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(keys);
+    unsigned long long first = 0;
+    if (tail != Py_None) {
+        first = PyLong_AsUnsignedLongLong(first_in);  /* fails below 0 and past 2**64 - 1 */
+        int bad = first == (unsigned long long)-1 && PyErr_Occurred();
+        if (bad) PyErr_Clear();
+        if (bad || (n > 0 && first + (unsigned long long)(n - 1) < first)) {
+            Py_DECREF(keys);
+            PyErr_SetString(PyExc_OverflowError, "sequence number outside 0 .. 2**64 - 1");
+            return NULL;
+        }
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL) { Py_DECREF(keys); return NULL; }
+    const char *tail_buf = tail == Py_None ? NULL : PyBytes_AS_STRING(tail);
+    Py_ssize_t tail_len = tail == Py_None ? 0 : PyBytes_GET_SIZE(tail);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PySequence_Fast_GET_ITEM(keys, i);
+        PyObject *head = PyDict_GetItemWithError(by_key, key);
+        if (head == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+            goto fail;
+        }
+        if (tail == Py_None) {
+            Py_INCREF(head);
+            PyList_SET_ITEM(out, i, head);
+            continue;
+        }
+        if (!PyBytes_Check(head)) {
+            PyErr_SetString(PyExc_TypeError, "by_key values must be bytes");
+            goto fail;
+        }
+        Py_ssize_t head_len = PyBytes_GET_SIZE(head);
+        PyObject *item = PyBytes_FromStringAndSize(NULL, head_len + tail_len + 8);
+        if (item == NULL) goto fail;
+        char *w = PyBytes_AS_STRING(item);
+        memcpy(w, PyBytes_AS_STRING(head), head_len);
+        memcpy(w + head_len, tail_buf, tail_len);
+        unsigned long long v = first + (unsigned long long)i;
+        for (int b = 0; b < 8; b++) w[head_len + tail_len + b] = (char)((v >> (8 * b)) & 0xFF);
+        PyList_SET_ITEM(out, i, item);
+    }
+    Py_DECREF(keys);
+    return out;
+fail:
+    Py_DECREF(keys);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"fnv1a_32", fnv1a_32, METH_O, "FNV-1a, 32 bits, over a bytes-like object."},
     {"build_records", build_records, METH_VARARGS,
@@ -818,6 +884,8 @@ static PyMethodDef methods[] = {
      "Header fields of the records of data[start:end] as columns. See data.spark.records._record_heads_py."},
     {"scan_stamped", scan_stamped, METH_VARARGS,
      "(ends, max_timestamp, first_timestamp) of stamped records. See data.writer._scan_stamped_py."},
+    {"keyed_headers", keyed_headers, METH_VARARGS,
+     "Each message's user headers by key (+ tail + u64 counter). See data.format._keyed_headers_py."},
     {NULL, NULL, 0, NULL},
 };
 

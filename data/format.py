@@ -41,6 +41,7 @@ __all__ = [
     "header_rows",
     "payload_spans",
     "consume_items",
+    "keyed_headers",
     "HEADER_SIZE",
     "CHECKSUM_OFFSET",
     "ID_OFFSET",
@@ -564,3 +565,26 @@ def _consume_items_py(raw: bytes, ends: Sequence[int], first_offset: int) -> byt
 
 consume_items: Callable[[bytes, Sequence[int], int], bytes] = (
     speedups.compiled.consume_items if speedups.compiled is not None else _consume_items_py)
+
+
+def _keyed_headers_py(keys: Sequence[bytes], by_key: dict[bytes, bytes], tail: bytes | None,
+                      first: int) -> list[bytes]:
+    """Each message's user headers from its key: ``by_key[keys[i]]``, and with ``tail``
+    then ``tail`` and ``first + i`` as a little-endian u64 (an idempotent V1 producer's
+    key, ``pid`` and ``seq`` headers: ``broker.core.producers.producer_headers``). The
+    pure-Python twin (the reference) of ``data._cspeedups.keyed_headers``; ``keyed_headers``
+    is whichever ``data.speedups`` picked. ``KeyError`` for a key not in ``by_key``,
+    ``OverflowError`` for a number outside 0 .. 2**64 - 1."""
+    if tail is None:
+        return list(map(by_key.__getitem__, keys))
+    count = len(keys)
+    if first < 0 or first + max(count, 1) - 1 >= 1 << 64:
+        raise OverflowError("sequence number outside 0 .. 2**64 - 1")
+    heads = [by_key[key] for key in keys]
+    seqs = map(int.to_bytes, range(first, first + count), [8] * count, ["little"] * count)
+    return [head + tail + seq for head, seq in zip(heads, seqs, strict=True)]
+
+
+keyed_headers: Callable[[Sequence[bytes], dict[bytes, bytes], bytes | None, int], list[bytes]] = (
+    _c_keyed if (_c_keyed := getattr(speedups.compiled, "keyed_headers", None)) is not None
+    else _keyed_headers_py)

@@ -25,6 +25,7 @@ TWIN_MODULES = (
     "tests/v1/test_codec_framing.py",
     "tests/v1/test_codec_properties.py",
     "tests/v1/test_protocol.py",
+    "tests/v1/test_produce_batch_raw.py",
     "tests/data/test_format.py",
     "tests/data/test_store.py",
     "tests/data/test_log.py",

@@ -322,9 +322,11 @@ class Client(GroupCalls, AdminCalls):
     def produce_batches(self, topic: str, batches: Iterable[tuple[int, bytes, int]],
                         acks: str = "1", pid: str | None = None,
                         first_seq: dict[int, int] | None = None,
-                        window: int = 4) -> list[BatchAck]:
+                        window: int = 4, raw: bool = True) -> list[BatchAck]:
         """PRODUCE_BATCH for each ``(partition, batch, count)`` (``batch`` from
         ``encode_batch``), up to ``window`` requests in flight; the answers in order.
+        ``raw``: each batch follows its line as it is (``enc=raw size=<n>``), else it is
+        base64 in the line (``data=``, for a broker from before ``enc=raw``).
 
         With ``pid`` each batch carries ``pid=<pid> seq=<n>``, ``n`` counting messages per
         partition from ``first_seq`` (default 0), so a resend of the same messages is not
@@ -353,8 +355,13 @@ class Client(GroupCalls, AdminCalls):
                 seq = seqs.get(partition, 0)
                 seqs[partition] = seq + count
                 extra = f" pid={pid} seq={seq}"
-            head = f"{topic} {partition} acks={acks}{extra} data="
-            self.send("PRODUCE_BATCH", head.encode() + b2a(batch, newline=False))
+            if raw:
+                head = f"{topic} {partition} acks={acks}{extra} enc=raw size={len(batch)}"
+                self.sock.sendall(encode_request(self._next_cid(), "PRODUCE_BATCH", head))
+                self.sock.sendall(batch)
+            else:
+                head = f"{topic} {partition} acks={acks}{extra} data="
+                self.send("PRODUCE_BATCH", head.encode() + b2a(batch, newline=False))
             in_flight.append(f"PRODUCE_BATCH {head}...")
             if len(in_flight) >= window:
                 collect()

@@ -64,7 +64,7 @@ from broker.core.producers import (
 from broker.core.topics import Topics
 from broker.errors import BadRequest, SkerryError, StorageError
 from data.errors import KeyRequired
-from data.format import HEADER, HEADER_SIZE, key_header, keyless_framed
+from data.format import HEADER, HEADER_SIZE, key_header, keyed_headers, keyless_framed
 from data.idempotence import batch_ids, stamp_ids
 from data.keys import fnv1a_32
 from data.log import PartitionLog
@@ -190,6 +190,7 @@ class ProducePipeline:
         self._batches: dict[tuple[str, int], _Batch] = {}
         self._flush_call: IDelayedCall | None = None
         self._key_cache: dict[bytes, tuple[int, bytes]] = {}
+        self._key_headers: dict[bytes, bytes] = {b"": b""}  # key -> its user header (whole batches)
         self.metrics: CoreMetrics | None = None
 
     def _key_info(self, key: bytes) -> tuple[int, bytes]:
@@ -580,10 +581,10 @@ class ProducePipeline:
             raise BadRequest(f"{len(keys)} keys for {count} messages")
         if not all(keys):
             self._refuse_keyless(topic_name)
-        # Keys repeat: one key header per distinct key, then C-level lookups per message.
-        by_key = {key: self._key_info(key)[1] if key else b"" for key in dict.fromkeys(keys)}
         skip = 0
         state: ProducerState | None = None
+        tail: bytes | None = None  # with pid/seq: the pid and seq headers but seq's value
+        first_seq = 0
         if pid is not None and seq is not None:
             state = self._producers.state(topic_name, partition, plog)
             last = check_next(state, topic_name, partition, pid, seq)
@@ -593,14 +594,25 @@ class ProducePipeline:
                 self._answer_held_batch(topic_name, partition, plog, state, pid, seq, count, acks,
                                         callback)
                 return
-            tail = producer_headers(b"", pid, 0)[:-8]  # the pid and seq headers but seq's value
-            left = count - skip
-            by_key = {key: header + tail for key, header in by_key.items()}
-            seqs = map(int.to_bytes, range(seq + skip, seq + count), [8] * left, ["little"] * left)
-            headers = list(map(bytes.__add__, map(by_key.__getitem__, keys[skip:]), seqs))
-            payloads = payloads[skip:]
-        else:
-            headers = list(map(by_key.__getitem__, keys))
+            tail = producer_headers(b"", pid, 0)[:-8]
+            first_seq = seq + skip
+            if skip:
+                keys, payloads = keys[skip:], payloads[skip:]
+        # Keys repeat: each message's headers in one compiled call (``keyed_headers``; its
+        # twin the reference) from the header of every key seen before (kept); a key not
+        # seen yet (KeyError) gets its header once, then the call is made again.
+        by_key = self._key_headers
+        try:
+            headers = keyed_headers(keys, by_key, tail, first_seq)
+        except KeyError:
+            new = set(keys).difference(by_key)
+            if len(by_key) + len(new) > 65536:
+                by_key.clear()
+                by_key[b""] = b""
+                new = set(keys)
+                new.discard(b"")
+            by_key.update({key: key_header(key) for key in new})
+            headers = keyed_headers(keys, by_key, tail, first_seq)
         appended = count - skip
         try:
             first = plog.append(payloads, headers)

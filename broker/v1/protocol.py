@@ -86,6 +86,8 @@ class V1Protocol(Connection):
         self.auth_ready_at = 0.0
         self.auth_queue: deque[Any] = deque()
         self._line_too_long = False  # an over-long line was read: its answer closes
+        self._closing_reply = factory.too_long_reply  # the answer that closes (last_words)
+        self._body_wait: tuple[bytes, int] | None = None  # a raw PRODUCE_BATCH line, its size
 
     # ---------------------------------------------------------------- connection hooks
 
@@ -106,15 +108,30 @@ class V1Protocol(Connection):
             self.dataReceived(b"")
 
     def last_words(self) -> None:
-        """Bytes after the last line feed get ``UNTERMINATED``, not a run; after an
-        over-long line, its answer; then the last replies go to the transport."""
-        if self.framer.take_rest():
+        """Bytes after the last line feed get ``UNTERMINATED``, not a run (a PRODUCE_BATCH
+        whose body was cut short, an answer with its cid); after an over-long line, its
+        answer; then the last replies go to the transport."""
+        if self._body_wait is not None:
+            line, size = self._body_wait
+            self._body_wait = None
+            got = len(self.framer.take_rest())
+            try:
+                cid = self.codec.parse_command(line).cid  # type: ignore[union-attr]
+                error = BadRequest(f"the connection was shut down after {got} of the {size} "
+                                   "bytes of the batch after the PRODUCE_BATCH line; it was "
+                                   "not executed")
+            except codec.CommandError as exc:
+                cid, error = exc.cid, exc.error
+            self._emit(err(cid, error))
+            if self.factory.metrics is not None:
+                self.factory.metrics.invalid()
+        elif self.framer.take_rest():
             self._emit(err("0", BadRequest(UNTERMINATED)))
             if self.factory.metrics is not None:
                 self.factory.metrics.invalid()
         self._flush_out()
         if self._line_too_long:
-            self.write_now(self.factory.too_long_reply)
+            self.write_now(self._closing_reply)
 
     # ---------------------------------------------------------------- framing
 
@@ -124,6 +141,10 @@ class V1Protocol(Connection):
         self._arm_idle()
         framer = self.framer
         framer.feed(data)
+        if self._body_wait is not None and not self._body_arrived():
+            if self._read_closed:
+                self._close_when_answered()
+            return
         next_request = framer.next_request
         take_fast = framer.take_fast
         transport = self.transport
@@ -211,6 +232,10 @@ class V1Protocol(Connection):
             cmd = command(request)  # type: ignore[arg-type]  # None: answered or held back
             if cmd is not None:
                 execute(cmd)
+            elif self._body_wait is not None:
+                break  # the rest of a PRODUCE_BATCH's batch is still to come
+            elif self._line_too_long:
+                return  # a body size that cannot be read: answered, closing
             if transport.disconnecting:
                 framer.clear()
                 return
@@ -223,26 +248,60 @@ class V1Protocol(Connection):
         if self._read_closed:
             self._close_when_answered()
 
-    def _too_long(self) -> None:
-        """An over-long line: nothing after it is read. It is answered in its turn, after
+    def _too_long(self, reply: bytes | None = None) -> None:
+        """An over-long line (or a PRODUCE_BATCH body size that cannot be read, whose
+        ``reply`` is given): nothing after it is read. It is answered in its turn, after
         the requests before it (replies keep request order: a PRODUCE still waiting for its
         fsync is answered first), and then the connection closes (``last_words``)."""
         self.framer.clear()
         self._flush_out()
-        log.info("line too long from %s; closing once the requests before it are answered",
-                 self.peer)
+        log.info("%s from %s; closing once the requests before it are answered",
+                 "line too long" if reply is None else "unreadable body size", self.peer)
+        if reply is not None:
+            self._closing_reply = reply
         self._line_too_long = True
         self._read_closed = True
         self._update_reading()
         self.transport.pauseProducing()
         self._close_when_answered()
 
-    def _command(self, line: bytes) -> Any:
+    def _body_arrived(self) -> bool:
+        """The batch a raw PRODUCE_BATCH line waits for is all read: run the command (as
+        the loop in ``dataReceived`` would have) and say True; False while it is not."""
+        line, size = self._body_wait  # type: ignore[misc]
+        body = self.framer.take_body(size)
+        if body is None:
+            return False
+        self._body_wait = None
+        cmd = self._command(line, body)
+        if cmd is not None:
+            self._execute(cmd)
+        return True
+
+    def _command(self, line: bytes, body: bytes | None = None) -> Any:
         """The command of one line to run now, or None: the line was answered here (a parse
-        error, not authenticated) or its command is held back until the replies before it
-        are out (``_must_wait``)."""
+        error, not authenticated), its command is held back until the replies before it
+        are out (``_must_wait``), or it is a PRODUCE_BATCH whose batch follows the line and
+        is not all read yet (``_body_wait``; ``body`` is that batch once it is)."""
+        if body is None and b"|PRODUCE_BATCH|" in line:
+            try:
+                size = self.codec.body_size(line, self.factory.max_line_bytes)
+            except codec.CommandError as exc:  # the body's end is unknown: answer, close
+                if self.factory.metrics is not None:
+                    self.factory.metrics.invalid()
+                self._too_long(err(exc.cid, exc.error))
+                return None
+            if size is not None:
+                body = self.framer.take_body(size)
+                if body is None:
+                    self._body_wait = (line, size)
+                    return None
         try:
             cmd = self.codec.parse_command(line)
+            if type(cmd) is codec.ProduceBatch and (body is not None or cmd.size is not None):
+                if body is None or cmd.size != len(body):  # cannot happen: same size= token
+                    raise codec.CommandError(cmd.cid, BadRequest("PRODUCE_BATCH size= unread"))
+                cmd = self.codec.with_body(cmd, body)
         except codec.CommandError as exc:
             self._emit(err(exc.cid, exc.error))
             if self.factory.metrics is not None:

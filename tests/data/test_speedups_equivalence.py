@@ -418,3 +418,30 @@ def test_scan_stamped_refuses_a_flipped_payload_bit_naming_the_record() -> None:
                                          "checksum mismatch"):
         C.scan_stamped(bytes(bad), 10, 0)
     assert C.scan_stamped(data, 10, 100)[0] == [100 + e for e in ends]
+
+
+KEYED = {b"": b"", b"k": b"\x01\x03keyk", b"user7": bytes(range(40)), b"\xff": b"h"}
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from([*KEYED, b"missing"]), max_size=40),
+       st.one_of(st.none(), st.binary(max_size=30)),
+       st.one_of(st.integers(0, 1000), st.integers(MAX_U64 - 50, MAX_U64 + 2), st.integers(-3, -1)))
+def test_keyed_headers(keys_in: list[bytes], tail: bytes | None, first: int) -> None:
+    """Each message's headers by key (+ tail + u64 counter): byte for byte the twin's, and
+    the same error (KeyError for an unknown key, OverflowError past a u64)."""
+    want = outcome(fmt._keyed_headers_py, keys_in, KEYED, tail, first)
+    assert outcome(C.keyed_headers, keys_in, KEYED, tail, first) == want
+    assert outcome(C.keyed_headers, tuple(keys_in), KEYED, tail, first) == want
+
+
+def test_keyed_headers_of_an_idempotent_batch() -> None:
+    """What ``broker.core.producers.producer_headers`` gives one message at a time."""
+    from broker.core.producers import producer_headers
+
+    keys_in = [b"k", b"", b"user7"]
+    tail = producer_headers(b"", "etl-7", 0)[:-8]
+    want = [producer_headers(KEYED[key], "etl-7", 5 + i) for i, key in enumerate(keys_in)]
+    for impl in (C.keyed_headers, fmt._keyed_headers_py):
+        assert impl(keys_in, KEYED, tail, 5) == want
+        assert impl(keys_in, KEYED, None, 5) == [KEYED[key] for key in keys_in]

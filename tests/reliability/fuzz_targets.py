@@ -49,7 +49,8 @@ from broker.peer_links import log as _peer_log
 from broker.peer_links import parse_pull_raw_reply as _parse_pull_raw_reply
 from broker.services.acls import decode_acls
 from broker.services.group_router import group_view_from, groups_from
-from broker.v1.codec import Codec, CommandError
+from broker.v1.codec import Codec, CommandError, ProduceBatch
+from broker.v1.codec.framing import TOO_LONG, LineFramer
 from broker.v1.codec.parse import _decode_batch_py, decode_batch
 from data.format import decode_record, encode_record
 from data.idempotence import batch_ids, parse_record_id
@@ -102,6 +103,54 @@ def _v1_batch(data: bytes) -> object:
         want = ("BadRequest", str(exc))
     if got != want:
         raise AssertionError(f"compiled cut {got!r} != reference {want!r}")
+    return None
+
+
+def _v1_raw_batch(data: bytes) -> object:
+    """A V1 byte stream with PRODUCE_BATCH ``enc=raw`` bodies, cut into reads by its own
+    bytes, through the server's framing steps (``LineFramer.take_body``,
+    ``Codec.body_size``, ``parse_command``, ``with_body``) as ``V1Protocol`` runs them: a
+    body is exactly its size, and nothing but ``CommandError`` comes out."""
+    framer = LineFramer(256)
+    waiting: tuple[bytes, int] | None = None
+    step = 1 + (data[0] % 17 if data else 0)
+    for at in range(0, len(data), step):
+        framer.feed(data[at:at + step])
+        while True:
+            if waiting is not None:
+                line, size = waiting
+                body = framer.take_body(size)
+                if body is None:
+                    break
+                waiting = None
+            else:
+                item = framer.next_request()
+                if item is None:
+                    break
+                if item is TOO_LONG:
+                    return None
+                line, body = item, None  # type: ignore[assignment]
+                try:
+                    size = _CODEC.body_size(line, 256)  # type: ignore[arg-type]
+                except CommandError:
+                    return None  # the protocol closes here
+                if size is not None:
+                    body = framer.take_body(size)
+                    if body is None:
+                        waiting = (line, size)  # type: ignore[assignment]
+                        break
+            try:
+                cmd = _CODEC.parse_command(line)  # type: ignore[arg-type]
+                if body is not None:
+                    if len(body) != size or not isinstance(cmd, ProduceBatch) or cmd.size != size:
+                        raise AssertionError(f"body of {len(body)} for {cmd!r}")
+                    _CODEC.with_body(cmd, body)
+                elif isinstance(cmd, ProduceBatch) and cmd.size is not None:
+                    raise AssertionError(f"{cmd!r} has a size and no body was cut")
+            except CommandError:
+                pass
+        if framer.end_of_read() is not None:
+            return None
     return None
 
 
@@ -348,6 +397,13 @@ TARGETS: dict[str, Target] = {
         b"\x02\x00\x00\x00\x05\x00\x07\x00\x00\x00\x06\x00\x00\x00user1createda,b|c\n",
         b"\x01\x00\x00\x00\x00\x03\x00\x00\x00abc", b"\x00\x00\x00\x00",
         b"\x03\x00\x00\x00\x01\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00abcxy")),
+    "v1_raw_batch": Target("v1_raw_batch", _v1_raw_batch, (), (
+        b"V1|1|PRODUCE_BATCH|t 0 enc=raw size=20\n\x02\x00\x00\x00\x01\x00\x01\x00\x00\x00"
+        b"\x01\x00\x00\x00kvw\nV1|2|PING|\n",
+        b"V1|1|PRODUCE_BATCH|t 0 pid=p seq=3 acks=all enc=raw size=13\n\x01\x00\x00\x00\x00"
+        b"\x04\x00\x00\x00V1|\nV1|2|PRODUCE_BATCH|t 1 data=AQAAAAABAAAAeA==\n",
+        b"V1|1|PRODUCE_BATCH|t 0 enc=raw size=99\nshort",
+        b"V1|1|PRODUCE_BATCH|t 0 enc=raw size=4 size=4\n\x00\x00\x00\x00V1|2|PING|\n")),
     "v1_client": Target("v1_client", _v1_client, (ProtocolViolation,), (
         b"V1|1|OK|messages=0:created,1:a:b hw=1\nV1|0|ERR|BAD_REQUEST|line too long",
         b"V1|2|OK|messages=4:1700000000123:azE=:aGk=,5:7::/w== hw=5",

@@ -36,7 +36,10 @@ def test_parser_raises_only_documented_errors(name: str, data: bytes, seed: int)
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(st.one_of(
     st.sampled_from([b"V1|1|PING|", b"V1|2|PRODUCE|t k:v", b"V1|3|CONSUME|t 0 0",
-                     b"V1|4|BOGUS|x", b"V1|5|PRODUCE|t nocolon", b"garbage\r", b""]),
+                     b"V1|4|BOGUS|x", b"V1|5|PRODUCE|t nocolon", b"garbage\r", b"",
+                     # a raw batch whose body holds a line feed (docs/protocol.md)
+                     b"V1|6|PRODUCE_BATCH|t 0 enc=raw size=14\n\x01\x00\x00\x00\x00"
+                     b"\x05\x00\x00\x00he\nlo"]),
     st.binary(max_size=40).filter(lambda b: b"\n" not in b)), max_size=12),
     cuts=st.lists(st.integers(0, 600), max_size=8))
 def test_split_reads_give_the_same_replies(tmp_path_factory: pytest.TempPathFactory,

@@ -385,10 +385,66 @@ class Codec:
             raise BadRequest(ACKS_MESSAGE)
         pid, seq = producer_fields(options)
         text = options.get("data")
+        encoding = options.get("enc")
+        size = options.get("size")
+        if encoding is not None or size is not None:  # additive: the batch follows the line
+            if encoding != "raw":
+                raise BadRequest(f"invalid encoding {fields.show(encoding or '')}; PRODUCE_BATCH "
+                                 "takes enc=raw with size=<n> (or data=<base64 batch>)")
+            if size is None:
+                raise BadRequest("PRODUCE_BATCH enc=raw needs size=<n>: the batch's byte count")
+            if text is not None:
+                raise BadRequest("PRODUCE_BATCH takes data= or enc=raw size=<n>, not both")
+            return ProduceBatch(cid, topic, partition, (), (), acks, pid, seq,
+                                fields.uint(size, "size"))
         if text is None:
             raise BadRequest(f"PRODUCE_BATCH needs data=<base64 batch>; usage: {fields.USAGE['PRODUCE_BATCH']}")
         keys, values = decode_batch(fields.b64decode(text, "data", "PRODUCE_BATCH"), self._max_value)
         return ProduceBatch(cid, topic, partition, keys, values, acks, pid, seq)
+
+    def with_body(self, cmd: ProduceBatch, body: bytes) -> ProduceBatch:
+        """The raw PRODUCE_BATCH ``cmd`` (``size`` set) with the batch read after its line
+        (``body``, exactly ``size`` bytes): its messages cut out as for ``data=``; a bad
+        batch raises ``CommandError`` with the command's cid."""
+        try:
+            keys, values = decode_batch(body, self._max_value)
+        except BadRequest as exc:
+            raise CommandError(cmd.cid, exc) from None
+        return ProduceBatch(cmd.cid, cmd.topic, cmd.partition, keys, values, cmd.acks, cmd.pid,
+                            cmd.seq)
+
+    @staticmethod
+    def body_size(line: bytes, max_line_bytes: int) -> int | None:
+        """How many bytes follow ``line`` (without its ``\\n``) on the wire as its body: the
+        ``size=<n>`` of a PRODUCE_BATCH line (docs/protocol.md, ``enc=raw``), None for every
+        other line. Read from the bytes before any other check, so a line refused for
+        anything else still has its body skipped, never read as requests. The line and its
+        body together fit ``max_line_bytes`` (as a ``data=`` line must). A size that cannot be
+        read (not a number, given twice, over that limit) leaves the body's end unknown:
+        ``CommandError``, after which the connection closes."""
+        parts = line.split(b"|")
+        if len(parts) != 4 or parts[2] != b"PRODUCE_BATCH" or b"size=" not in parts[3]:
+            return None
+        sizes = [token[5:] for token in parts[3].rstrip(b"\r").split(b" ")
+                 if token.startswith(b"size=")]
+        if not sizes:
+            return None
+        try:
+            cid = parts[1].decode() if parts[0] == b"V1" and parts[1] else "0"
+        except UnicodeDecodeError:
+            cid = "0"
+        if "\n" in cid or "\r" in cid:
+            cid = "0"
+        text = sizes[0]
+        max_body = max(0, max_line_bytes - len(line))
+        if len(sizes) > 1 or not text.isdigit() or not text.isascii() or len(text) > 12 \
+                or int(text) > max_body:
+            shown = b" ".join(b"size=" + size for size in sizes)[:40].decode(errors="replace")
+            raise CommandError(cid, BadRequest(
+                f"unreadable PRODUCE_BATCH body size {fields.show(shown)} (one size=<n>; the line "
+                f"and its body fit {max_line_bytes} bytes: here at most {max_body}); the "
+                "body's end is unknown, closing the connection"))
+        return int(text)
 
     def _parse_produce(self, cid: str, args: str) -> Produce:
         tokens = args.split(" ")

@@ -127,10 +127,12 @@ class Fetch:
 @dataclass(frozen=True, slots=True)
 class ProduceBatch:
     """Additive: ``PRODUCE_BATCH <topic> <partition> [acks=..] [pid=<id> seq=<n>]
-    data=<base64>``: messages for one partition in one binary-safe request (docs/protocol.md,
-    the batch layout in ``decode_batch``). ``keys`` and ``values`` are the messages in order
-    (an empty key is no key); with ``pid``, ``seq`` numbers the first message and the others
-    follow it."""
+    data=<base64>`` (or ``enc=raw size=<n>``, the batch in the ``n`` bytes after the line):
+    messages for one partition in one binary-safe request (docs/protocol.md, the batch
+    layout in ``decode_batch``). ``keys`` and ``values`` are the messages in order (an empty
+    key is no key); with ``pid``, ``seq`` numbers the first message and the others follow
+    it. ``size`` is set (and ``keys``/``values`` empty) for a raw line whose body is still to
+    come (``Codec.with_body`` fills them)."""
 
     name: ClassVar[str] = "PRODUCE_BATCH"
     cid: str
@@ -141,6 +143,7 @@ class ProduceBatch:
     acks: str = "1"
     pid: str | None = None
     seq: int | None = None
+    size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,7 +157,7 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "REPLICA_PULL": ("wait_ms", "max_bytes", "enc"),
     "REPLICA_EPOCH": ("last_epoch",),
     "FETCH": ("max", "max_bytes", "enc"),
-    "PRODUCE_BATCH": ("acks", "pid", "seq", "data"),
+    "PRODUCE_BATCH": ("acks", "pid", "seq", "data", "enc", "size"),
     "ADMIN_ACL_ADD": ("pattern", "permission"),
     "ADMIN_ACL_REMOVE": ("principal", "type", "name", "pattern", "operation", "permission"),
     "ADMIN_ACL_LIST": ("principal", "type", "name", "pattern", "operation", "permission"),

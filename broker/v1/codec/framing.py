@@ -12,6 +12,10 @@ for every line, which is quadratic on a burst of thousands of pipelined requests
 read is walked once (``bytes.find`` from the cursor, or the fast scan at the cursor), and
 the rest is sliced once, at the end of the read (``end_of_read``).
 
+One request is not a line alone: a PRODUCE_BATCH ``enc=raw size=<n>`` line is followed by
+``n`` bytes of batch, which the caller takes with ``take_body`` once it has read the line's
+size (``Codec.body_size``), so they are never cut into lines.
+
 ``LineFramer`` is the server's interface (``broker.v1.protocol``); ``LineSplitter`` is the
 list-returning face over the same framer that the codec's framing tests feed in every chunk
 size.
@@ -129,6 +133,19 @@ class LineFramer:
         limit = self.max_line
         if end - start > limit and not (end - start == limit + 1 and buffer[end - 1] == 13):
             return self._overflow()
+        return buffer[start:end]
+
+    def take_body(self, size: int) -> bytes | None:
+        """The ``size`` bytes at the cursor (a request's body: PRODUCE_BATCH ``enc=raw``),
+        or None while fewer have been read; the cursor moves past them. The caller bounds
+        ``size`` by ``max_line_bytes``, so the unread rest of a body on its way stays within
+        the limit ``end_of_read`` applies."""
+        buffer = self._buffer
+        start = self._pos
+        end = start + size
+        if end > len(buffer):
+            return None
+        self._pos = end
         return buffer[start:end]
 
     def end_of_read(self) -> LineTooLong | None:
