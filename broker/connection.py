@@ -22,13 +22,16 @@ sockets and Twisted, not what the bytes mean.
 
 from __future__ import annotations
 
+import errno
+import itertools
 import logging
 import socket
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from twisted.internet import tcp
+from twisted.internet import main, tcp
 from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer, IReactorTime
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
@@ -62,6 +65,11 @@ class Connection(Protocol):
         self._read_closed = False  # the client shut down its sending side (half-close)
         self._idle_call: Any = None
         self._direct = False
+        self._backlog: deque[bytes | memoryview] = deque()
+        """Reply bytes the socket has not taken yet, in order, not joined (direct only)."""
+        self._backlog_bytes = 0
+        self._backlog_paused = False  # paused by the backlog, not by the transport
+        self._transport_write: Any = None
 
     # ---------------------------------------------------------------- hooks
 
@@ -104,6 +112,11 @@ class Connection(Protocol):
         transport.bufferSize = self.factory.max_pending_output_bytes
         self._direct = isinstance(transport, tcp.Connection) and \
             hasattr(transport, "_tempDataBuffer")
+        if self._direct:
+            # The reactor calls the transport's doWrite when the socket takes more: the
+            # backlog goes first, then whatever the transport itself holds.
+            self._transport_write = transport.doWrite
+            transport.doWrite = self._write_backlog
         no_delay = getattr(transport, "setTcpNoDelay", None)
         if no_delay is not None:  # a reply's last segment must not wait for a delayed ACK
             no_delay(True)
@@ -123,6 +136,8 @@ class Connection(Protocol):
         if self._idle_call is not None and self._idle_call.active():
             self._idle_call.cancel()
         self._idle_call = None
+        self._backlog.clear()
+        self._backlog_bytes = 0
         self.connection_ended()
         self.factory.connection_closed(self)
 
@@ -200,27 +215,81 @@ class Connection(Protocol):
 
     def write_chunks(self, chunks: Sequence[bytes]) -> None:
         """Send a reply made of ``chunks`` (one, or a fetch response's fields and its record
-        sets of megabytes each). With nothing queued in the transport they go to the socket
-        now, with one ``sendmsg``, instead of registering for writability and sending on the
-        next turn: for request/response traffic that saves two epoll_ctl calls and one event
-        dispatch per reply, and large chunks are never joined first. Only what the socket
-        does not take is joined (one copy) and goes through the transport as usual."""
+        sets of megabytes each). With nothing queued they go to the socket now, with one
+        ``sendmsg``, instead of registering for writability and sending on the next turn:
+        for request/response traffic that saves two epoll_ctl calls and one event dispatch
+        per reply, and large chunks are never joined. What the socket does not take waits
+        in the connection's own backlog as it is (a view of the first chunk's unsent rest,
+        then the other chunks), never joined into one object: the backlog goes out with
+        ``sendmsg`` as the socket drains (``_write_backlog``), before anything written after
+        it. A transport that writes through this method writes only through it once a
+        reply is queued (its greeting, if any, comes first)."""
         transport = self.transport
-        if not (self._direct and not transport.dataBuffer and not transport._tempDataBuffer
-                and len(chunks) <= _IOV_MAX):
+        if not self._direct:
             transport.write(b"".join(chunks))  # a lone bytes is not copied
             return
+        backlog = self._backlog
+        if backlog:
+            self._queue(chunks, 0)
+            return
+        if transport.dataBuffer or transport._tempDataBuffer:
+            transport.write(b"".join(chunks))
+            return
         try:
-            sent = transport.socket.sendmsg(chunks)
+            sent = transport.socket.sendmsg(chunks[:_IOV_MAX])
         except OSError:
-            sent = 0  # EAGAIN, or an error the transport will report on write
-        for i, chunk in enumerate(chunks):
-            if sent < len(chunk):
-                rest = [memoryview(chunk)[sent:], *chunks[i + 1:]] if sent else chunks[i:]
-                transport.write(b"".join(rest))
-                return
-            sent -= len(chunk)
+            sent = 0  # EAGAIN, or an error the transport reports on its next write
+        self._queue(chunks, sent)
+        if backlog:
+            transport.startWriting()
 
+    def _queue(self, chunks: Sequence[bytes], sent: int) -> None:
+        """Keep what ``sent`` bytes leave of ``chunks`` in the backlog, not copied; pause
+        reading while the backlog is over the output cap, as the transport would."""
+        backlog = self._backlog
+        for chunk in chunks:
+            size = len(chunk)
+            if sent >= size:
+                sent -= size
+                continue
+            backlog.append(memoryview(chunk)[sent:] if sent else chunk)
+            self._backlog_bytes += size - sent
+            sent = 0
+        if self._backlog_bytes > self.factory.max_pending_output_bytes and not self.paused:
+            self._backlog_paused = True
+            self.pauseProducing()
+
+    def _write_backlog(self) -> Any:
+        """The transport's ``doWrite`` while this connection is direct: the backlog first
+        (``sendmsg`` of as many pieces as one call takes), then the transport's own buffer
+        and its usual end of writing (stop writing, the close a ``loseConnection`` asked
+        for). Returns what ``doWrite`` returns: None, or why the connection is lost."""
+        backlog = self._backlog
+        if backlog:
+            transport = self.transport
+            pieces = list(itertools.islice(backlog, _IOV_MAX))
+            try:
+                sent = transport.socket.sendmsg(pieces)
+            except OSError as error:
+                if error.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS, errno.EINTR):
+                    return None
+                return main.CONNECTION_LOST
+            self._backlog_bytes -= sent
+            while sent:
+                head = backlog[0]
+                size = len(head)
+                if sent >= size:
+                    backlog.popleft()
+                    sent -= size
+                else:
+                    backlog[0] = memoryview(head)[sent:]
+                    sent = 0
+            if backlog:
+                return None
+            if self._backlog_paused:
+                self._backlog_paused = False
+                self.resumeProducing()
+        return self._transport_write()
 
 _IOV_MAX = 1024
 """The most buffers one ``sendmsg`` takes (Linux's ``IOV_MAX``)."""

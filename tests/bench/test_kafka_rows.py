@@ -32,6 +32,15 @@ def test_a_consume_row_reports_every_fetch_round_trip(capsys: pytest.CaptureFixt
     assert all(rtt >= 0 for rtt in row["rtt_ms"])
 
 
+@pytest.mark.slow
+def test_a_produce_row_alone_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """Only produce rows: no topic to fill first (creating none used to fail)."""
+    assert kafka_rows.main(["skerry", "--rows", "prd6aall", "--messages", "100000"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()
+             if line.startswith("{")]
+    assert [(r["row"], r["msgs_s"] > 0) for r in lines] == [("prd6aall", True)]
+
+
 def test_an_unknown_row_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         kafka_rows.main(["skerry", "--rows", "crd2"])

@@ -99,3 +99,44 @@ def test_a_fetch_of_megabytes_reaches_a_slow_reader_whole(tmp_path: Path) -> Non
             cid, body = _frame(slow)
             assert cid == 22
             assert struct.unpack_from(">h", body)[0] == 0  # ApiVersions v0: no error
+
+
+def test_a_half_closed_slow_reader_gets_every_fetch_in_order_then_the_close(
+        tmp_path: Path) -> None:
+    """Two 12 MB fetches and an ApiVersions pipelined, then the client shuts down its
+    sending side and reads only later. The first reply's unsent rest waits in the
+    connection's backlog (over the 1 MiB output cap: the broker stops reading), the
+    requests behind it are read once it drains, and every reply arrives whole, in order,
+    before the broker closes."""
+    with BrokerProcess(tmp_path / "b", {"kafka_port": 0,
+                                        "limits": {"max_pending_output_bytes": 1 << 20}}
+                       ) as proc:
+        port = kafka_port_of(proc.log_text())
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(request(3, 0, 1, i32(1) + string("big")))  # auto-creates "big"
+            _frame(sock)
+            for p in range(PARTITIONS):
+                mset = b"".join(message(0, None, _value(p, o), magic=1, timestamp=1)
+                                for o in range(PER_PARTITION))
+                sock.sendall(request(0, 2, 10 + p, produce_body("big", p, mset, acks=1)))
+                assert _frame(sock)[0] == 10 + p
+
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as slow:
+            slow.sendall(request(1, 3, 31, _fetch_v3_all("big", 8 << 20))
+                         + request(1, 3, 32, _fetch_v3_all("big", 8 << 20))
+                         + request(18, 0, 33))
+            slow.shutdown(socket.SHUT_WR)
+            time.sleep(0.5)  # the first reply fills the socket; the rest waits unsent
+            for cid in (31, 32):
+                got_cid, body = _frame(slow)
+                assert got_cid == cid
+                records = _records_by_partition(body)
+                assert sorted(records) == list(range(PARTITIONS))
+                for p, data in records.items():
+                    got = c.decode_message_set(data)
+                    assert [r.offset for r in got] == list(range(PER_PARTITION))
+                    assert all(r.value == _value(p, r.offset) for r in got)
+            got_cid, body = _frame(slow)
+            assert got_cid == 33
+            assert struct.unpack_from(">h", body)[0] == 0
+            assert slow.recv(1) == b"", "the broker closes once every reply is sent"
