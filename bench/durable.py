@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,6 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.iggy import _cpu_seconds
 from bench.loadgen import LoadSpec, run
 from bench.serve import start_serve, stop_serve
 from bench.servers import free_port, start_redis
@@ -98,13 +98,27 @@ def counted_fsyncs(counter: subprocess.Popen[bytes] | None, out: Path) -> float:
     return syncs
 
 
-def _cpu_line(who: str, before: float | None, after: float | None, messages: int) -> str:
-    """The server's CPU (user + system, ``/proc/<pid>/stat``) per message over the window:
-    steadier than the rate on a shared machine."""
+def _cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """User and system CPU seconds of process ``pid`` so far (None without /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cpu_line(who: str, before: tuple[float, float] | None,
+              after: tuple[float, float] | None, messages: int) -> str:
+    """The server's CPU (``/proc/<pid>/stat``) per message over the window, and its
+    user/system split: steadier than the rate on a shared machine."""
     if before is None or after is None or not messages:
         return f"{who} CPU: not measured (no /proc)"
-    return (f"{who} CPU: {after - before:.2f} s in the window, "
-            f"{(after - before) / messages * 1e6:.1f} us per message")
+    user, system = after[0] - before[0], after[1] - before[1]
+    return (f"{who} CPU: {user + system:.2f} s in the window, "
+            f"{(user + system) / messages * 1e6:.1f} us per message "
+            f"(user {user / messages * 1e6:.1f}, system {system / messages * 1e6:.1f})")
 
 
 def redis_run(args: argparse.Namespace) -> int:
@@ -153,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="load generator processes the connections are split between")
     parser.add_argument("--group-commit", choices=("turn", "thread"), default=None,
                         help="storage.group_commit (default: the broker's default)")
+    parser.add_argument("--reactor", choices=("lean", "twisted"), default=None,
+                        help="the broker's reactor setting (default: the broker's default)")
     parser.add_argument("--profile", type=Path, help="py-spy raw output for the window")
     parser.add_argument("--redis", action="store_true",
                         help="run the load against Redis instead (fsyncs counted by perf)")
@@ -163,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics = free_port()
     proc, port, _log = start_serve(workdir, {
         "data_dir": str(workdir / "data"), "port": 0, "metrics_port": metrics,
-        "log_level": "warning", "storage": {"fsync": args.fsync, "fsync_interval_ms": 1000,
+        "log_level": "warning", **({"reactor": args.reactor} if args.reactor else {}),
+        "storage": {"fsync": args.fsync, "fsync_interval_ms": 1000,
                                             **({"group_commit": args.group_commit}
                                                if args.group_commit else {})},
         "topics": {"bench": {"partitions": 1, "replication_factor": 1}}}, "v1")
@@ -197,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     busy = after.fsync_seconds - before.fsync_seconds
     msgs = after.messages - before.messages
     mode = f", group_commit={args.group_commit}" if args.group_commit else ""
+    mode += f", reactor={args.reactor}" if args.reactor else ""
     print(f"storage.fsync={args.fsync}{mode}, {args.connections} connections x 1 request in flight: "
           f"{result.messages_per_s:,.0f} msgs/s (p50 {result.percentiles().get('p50', 0):.2f} ms)")
     print(_cpu_line("broker", cpu0, cpu1, result.messages))
