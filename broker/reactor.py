@@ -12,7 +12,9 @@ not need: it logs through ``logging``, not Twisted's context-keyed ``system``.
 What changes, and what does not: an event that is exactly "readable" (``EPOLLIN``, the
 common case) calls ``doRead()`` directly; for a plain TCP connection it does what
 ``doRead`` does itself (``recv`` of at most ``READ_BYTES``, EOF, ``dataReceived``), two
-frames fewer and, above all, without the 1 MiB read buffer (``READ_BYTES``). Every other event (writable, hang-up, error,
+frames fewer and, above all, without a 1 MiB read buffer per small request
+(``READ_BYTES``); a connection whose read filled ``READ_BYTES`` reads up to its
+``bufferSize`` next, as Twisted does, until a read comes back short. Every other event (writable, hang-up, error,
 several bits at once) goes through Twisted's own ``_doReadOrWrite`` inside
 ``callWithLogger`` as before. The semantics of the fast path are Twisted's: a selectable
 whose ``fileno()`` is -1 is disconnected; an exception from ``doRead`` is logged through
@@ -40,7 +42,8 @@ from twisted.python.failure import Failure
 __all__ = ["LeanEPollReactor", "install_reactor", "READ_BYTES"]
 
 READ_BYTES = 65536
-"""Most bytes one read of a TCP connection takes (Twisted's default ``bufferSize``).
+"""Most bytes one read of a TCP connection takes, unless its previous read filled it
+(Twisted's default ``bufferSize``; ``LeanEPollReactor._bulk``).
 
 Twisted's ``tcp.Connection.doRead`` reads ``self.bufferSize`` bytes, the same attribute its
 ``write`` compares the unsent output with before pausing the producer. Skerry sets that to
@@ -59,6 +62,14 @@ what ``tcp.Connection.doRead`` does, with ``READ_BYTES``); empty if Twisted chan
 class LeanEPollReactor(EPollReactor):
     """``EPollReactor`` whose plain read events skip the per-event logging context."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._bulk: set[int] = set()
+        """fds whose last read filled ``READ_BYTES``: their next read takes up to the
+        transport's ``bufferSize`` (a large request or a pipelined stream keeps Twisted's
+        large reads, where one buffer per read is cheap against what it carries); a read
+        below ``READ_BYTES`` drops the fd again."""
+
     def doPoll(self, timeout: float | None) -> None:
         if timeout is None:
             timeout = -1
@@ -69,6 +80,7 @@ class LeanEPollReactor(EPollReactor):
                 return
             raise
         selectables = self._selectables
+        bulk = self._bulk
         for fd, event in events:
             selectable = selectables.get(fd)
             if selectable is None:
@@ -82,11 +94,16 @@ class LeanEPollReactor(EPollReactor):
                     why = _NO_FILEDESC
                 elif type(selectable) in _PLAIN_TCP:
                     try:
-                        data = selectable.socket.recv(READ_BYTES)
+                        data = selectable.socket.recv(
+                            selectable.bufferSize if fd in bulk else READ_BYTES)
                     except OSError as err:
                         if err.args[0] != errno.EWOULDBLOCK:
                             why = main.CONNECTION_LOST
                     else:
+                        if len(data) >= READ_BYTES:
+                            bulk.add(fd)  # a stream: its next read may take bufferSize
+                        else:
+                            bulk.discard(fd)
                         if data:
                             selectable.protocol.dataReceived(data)
                         else:
