@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import shutil
 import subprocess
 import sys
@@ -68,6 +69,9 @@ def _top(path: Path, n: int = 20) -> list[str]:
     return [f"  {c / total * 100:5.1f}%  {f}" for f, c in own.most_common(n)] if total else []
 
 
+_NO_PERF = "perf is not installed: apt-get install linux-perf (Debian) or linux-tools-generic (Ubuntu)"
+
+
 def count_fsyncs(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
     """Start ``perf stat`` counting the ``fdatasync`` and ``fsync`` syscalls of ``pid``
     (every thread) into ``out``; None when perf is not installed."""
@@ -94,11 +98,38 @@ def counted_fsyncs(counter: subprocess.Popen[bytes] | None, out: Path) -> float:
     return syncs
 
 
+def _cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """User and system CPU seconds of process ``pid`` so far (None without /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cpu_line(who: str, before: tuple[float, float] | None,
+              after: tuple[float, float] | None, messages: int) -> str:
+    """The server's CPU (``/proc/<pid>/stat``) per message over the window, and its
+    user/system split: steadier than the rate on a shared machine."""
+    if before is None or after is None or not messages:
+        return f"{who} CPU: not measured (no /proc)"
+    user, system = after[0] - before[0], after[1] - before[1]
+    return (f"{who} CPU: {user + system:.2f} s in the window, "
+            f"{(user + system) / messages * 1e6:.1f} us per message "
+            f"(user {user / messages * 1e6:.1f}, system {system / messages * 1e6:.1f})")
+
+
 def redis_run(args: argparse.Namespace) -> int:
     """The same load against Redis (``appendfsync always``, or ``everysec`` for
     ``interval``), its fsyncs counted by ``perf stat`` on the ``fdatasync`` and ``fsync``
     syscall tracepoints of the server process over the window: Redis's messages per fsync
     beside Skerry's."""
+    if shutil.which("redis-server") is None:
+        print("redis: not run: redis-server is not installed (apt-get install redis-server)",
+              file=sys.stderr)
+        return 2
     workdir = Path(tempfile.mkdtemp(prefix="skerry-durable-redis-"))
     server = start_redis(workdir, "always" if args.fsync == "always" else "everysec")
     stat = workdir / "perf.txt"
@@ -107,20 +138,23 @@ def redis_run(args: argparse.Namespace) -> int:
                      inflight=1, duration_s=1.0, warmup_s=0.0, processes=args.load_processes))
         counter = count_fsyncs(server.proc.pid, stat)
         time.sleep(0.2)
+        cpu0 = _cpu_seconds(server.proc.pid)
         result = run(LoadSpec(protocol="resp", port=server.port, connections=args.connections,
                               inflight=1, duration_s=args.seconds, warmup_s=0.0,
                               processes=args.load_processes))
+        cpu1 = _cpu_seconds(server.proc.pid)
         syncs = counted_fsyncs(counter, stat)
     finally:
         server.stop()
     print(f"redis appendfsync={'always' if args.fsync == 'always' else 'everysec'}, "
           f"{args.connections} connections x 1 request in flight: "
           f"{result.messages_per_s:,.0f} msgs/s (p50 {result.percentiles().get('p50', 0):.2f} ms)")
+    print(_cpu_line("redis", cpu0, cpu1, result.messages))
     if syncs:
         print(f"redis fsyncs: {syncs:,.0f} in the window (perf stat), "
               f"{result.messages / syncs:.1f} msgs per fsync")
     else:
-        print("redis fsyncs: not counted (perf missing or no tracepoint access)")
+        print(f"redis fsyncs: not counted ({_NO_PERF if shutil.which('perf') is None else 'perf has no access to the syscall tracepoints'})")
     return 0
 
 
@@ -133,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="load generator processes the connections are split between")
     parser.add_argument("--group-commit", choices=("turn", "thread"), default=None,
                         help="storage.group_commit (default: the broker's default)")
+    parser.add_argument("--reactor", choices=("lean", "twisted"), default=None,
+                        help="the broker's reactor setting (default: the broker's default)")
     parser.add_argument("--profile", type=Path, help="py-spy raw output for the window")
     parser.add_argument("--redis", action="store_true",
                         help="run the load against Redis instead (fsyncs counted by perf)")
@@ -143,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics = free_port()
     proc, port, _log = start_serve(workdir, {
         "data_dir": str(workdir / "data"), "port": 0, "metrics_port": metrics,
-        "log_level": "warning", "storage": {"fsync": args.fsync, "fsync_interval_ms": 1000,
+        "log_level": "warning", **({"reactor": args.reactor} if args.reactor else {}),
+        "storage": {"fsync": args.fsync, "fsync_interval_ms": 1000,
                                             **({"group_commit": args.group_commit}
                                                if args.group_commit else {})},
         "topics": {"bench": {"partitions": 1, "replication_factor": 1}}}, "v1")
@@ -161,9 +198,11 @@ def main(argv: list[str] | None = None) -> int:
         counter = count_fsyncs(proc.pid, workdir / "perf.txt")
         time.sleep(0.2)
         before, t0 = scrape(metrics), time.monotonic()
+        cpu0 = _cpu_seconds(proc.pid)
         result = run(LoadSpec(protocol="v1", port=port, connections=args.connections,
                               inflight=1, duration_s=args.seconds, warmup_s=0.0,
                               processes=args.load_processes))
+        cpu1 = _cpu_seconds(proc.pid)
         after, window = scrape(metrics), time.monotonic() - t0
         syscalls = counted_fsyncs(counter, workdir / "perf.txt")
     finally:
@@ -175,15 +214,19 @@ def main(argv: list[str] | None = None) -> int:
     busy = after.fsync_seconds - before.fsync_seconds
     msgs = after.messages - before.messages
     mode = f", group_commit={args.group_commit}" if args.group_commit else ""
+    mode += f", reactor={args.reactor}" if args.reactor else ""
     print(f"storage.fsync={args.fsync}{mode}, {args.connections} connections x 1 request in flight: "
           f"{result.messages_per_s:,.0f} msgs/s (p50 {result.percentiles().get('p50', 0):.2f} ms)")
+    print(_cpu_line("broker", cpu0, cpu1, result.messages))
     if fsyncs:
         print(f"group commit: {fsyncs / window:,.0f} fsyncs/s, {msgs / fsyncs:.1f} msgs per fsync, "
               f"mean fsync {busy / fsyncs * 1000:.3f} ms, in fsync {busy / window:.0%} "
               f"of the window")
     else:
         print(f"group commit: no fsync by the committer in the window ({msgs:,.0f} messages)")
-    if syscalls:
+    if counter is None:
+        print(f"fsync syscalls of the broker: not counted ({_NO_PERF})")
+    elif syscalls:
         print(f"fsync syscalls of the broker (perf stat, every thread, the window and "
               f"~0.2 s before it): {syscalls:,.0f}, {msgs / syscalls:.1f} msgs per fsync syscall")
     if args.profile and args.profile.exists():

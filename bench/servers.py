@@ -162,14 +162,18 @@ def skerry_config(data_dir: Path, fsync: SkerryFsync, topics: Sequence[str],
 
 def start_skerry(workdir: Path, fsync: SkerryFsync, topics: Sequence[str], *,
                  python: str = sys.executable, fsync_interval_ms: int = 1000,
-                 cpus: Sequence[int] | None = None, timeout_s: float = 60.0) -> ServerProcess:
-    """Start a broker with a fresh data directory under ``workdir``; wait until it listens."""
+                 cpus: Sequence[int] | None = None, timeout_s: float = 60.0,
+                 reactor: str | None = None) -> ServerProcess:
+    """Start a broker with a fresh data directory under ``workdir``; wait until it listens
+    (``reactor``: the broker's ``reactor`` setting, None for its default)."""
     data_dir = workdir / f"skerry-{fsync}"
     data_dir.mkdir(parents=True)
     config = workdir / f"skerry-{fsync}.yaml"
     # JSON is YAML: the broker's YAML loader reads this file as is.
-    config.write_text(json.dumps(skerry_config(data_dir, fsync, topics, fsync_interval_ms),
-                                 indent=2))
+    settings = skerry_config(data_dir, fsync, topics, fsync_interval_ms)
+    if reactor is not None:
+        settings["reactor"] = reactor
+    config.write_text(json.dumps(settings, indent=2))
     log_path = workdir / f"skerry-{fsync}.log"
     proc = _spawn([python, "-m", "broker", "serve", "--config", str(config)], log_path, cpus,
                   cwd=REPO_ROOT)

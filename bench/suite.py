@@ -112,6 +112,8 @@ class SuiteOptions:
     loop: Literal["auto", "uvloop", "asyncio"] = "auto"
     pin: bool = False
     python: str = sys.executable
+    reactor: str | None = None
+    """Skerry's ``reactor`` setting (None: the broker's default), for A/B runs."""
 
     @classmethod
     def quick(cls, **overrides: Any) -> SuiteOptions:
@@ -284,7 +286,7 @@ def _reference(opts: SuiteOptions, workdir: Path, protocol: str, port: int,
 def _start(system: System, workdir: Path, wl: Workload, opts: SuiteOptions) -> ServerProcess:
     if system == "skerry":
         return start_skerry(workdir, wl.skerry_fsync, [PRODUCE_TOPIC, CONSUME_TOPIC],
-                            python=opts.python, cpus=opts.server_cpus())
+                            python=opts.python, cpus=opts.server_cpus(), reactor=opts.reactor)
     return start_redis(workdir, wl.redis_persistence, cpus=opts.server_cpus())
 
 
@@ -482,6 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Markdown file whose bench section is rewritten")
     p.add_argument("--no-docs", action="store_true", help="print only; leave docs/ alone")
     p.add_argument("--json", type=Path, help="also write the raw results here")
+    p.add_argument("--reactor", choices=("lean", "twisted"),
+                   help="Skerry's reactor setting (default: the broker's default, lean)")
     return p
 
 
@@ -504,7 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "repeat": max(args.repeat, 1),
         "systems": systems, "ceiling": not args.no_ceiling, "twisted": not args.no_twisted,
         "reference": not args.no_reference,
-        "load_processes": args.load_processes, "loop": args.loop, "pin": args.pin}
+        "load_processes": args.load_processes, "loop": args.loop, "pin": args.pin,
+        "reactor": args.reactor}
     for name, value in (("duration_s", args.duration), ("warmup_s", args.warmup),
                         ("fill", args.fill)):
         if value is not None:

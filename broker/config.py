@@ -86,6 +86,12 @@ SCHEMA: tuple[Key, ...] = (
     Key("metrics_port", "int?", None, "HTTP port for /metrics and /health; null turns it off.", 0),
     Key("log_level", "choice", "info", "Log verbosity.",
         choices=("debug", "info", "warning", "error")),
+    Key("reactor", "choice", "lean",
+        "Event loop of skerry serve. lean: Twisted's epoll reactor dispatching plain read "
+        "events without its per-event logging context, reading 64 KiB at a time unless the "
+        "previous read filled that (docs/performance.md); twisted: Twisted's default "
+        "reactor, unchanged.",
+        choices=("lean", "twisted")),
     Key("defaults.partitions", "int", 3, "Partitions of an auto-created topic.", 1),
     Key("defaults.replication_factor", "int", 1, "Replication factor of an auto-created topic.", 1),
     Key("defaults.min_insync_replicas", "int", 1,

@@ -626,6 +626,10 @@ def run(config: Config) -> int:
     if clash is not None:
         log.error("%s", clash)
         return 1
+    if config["reactor"] == "lean":  # before anything imports twisted.internet.reactor
+        from broker.reactor import install_reactor
+
+        install_reactor()
     from twisted.internet import reactor, threads
 
     # Timers (session timeouts, ack timeouts, idle connections) must not jump with the

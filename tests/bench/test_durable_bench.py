@@ -21,3 +21,6 @@ def test_a_short_durable_run_prints_messages_per_fsync(capsys: pytest.CaptureFix
     # with 8 connections one fsync covers between 1 and 8 requests on average
     assert 1.0 <= float(batch.group(1)) <= 8.0, out
     assert float(batch.group(2)) > 0, out
+    # the broker's CPU per message over the window, from /proc (steadier than the rate)
+    cpu = re.search(r"broker CPU: ([\d.]+) s in the window, ([\d.]+) us per message", out)
+    assert cpu and float(cpu.group(2)) > 0, out
