@@ -289,6 +289,11 @@ class Connection(Protocol):
             if self._backlog_paused:
                 self._backlog_paused = False
                 self.resumeProducing()
+                if backlog:
+                    # The resume ran requests whose replies queued again: keep writing.
+                    # (The transport's own doWrite would see its empty buffer and stop
+                    # writing, and the backlog would never drain: a stalled connection.)
+                    return None
         return self._transport_write()
 
 _IOV_MAX = 1024
