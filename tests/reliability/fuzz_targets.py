@@ -148,7 +148,7 @@ def _v1_raw_batch(data: bytes) -> object:
                 elif isinstance(cmd, ProduceBatch) and cmd.size is not None:
                     raise AssertionError(f"{cmd!r} has a size and no body was cut")
             except CommandError:
-                pass
+                continue  # refused with a protocol error: an answer, not a crash
         if framer.end_of_read() is not None:
             return None
     return None

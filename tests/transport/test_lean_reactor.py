@@ -31,6 +31,7 @@ class Lines(Protocol):
         self.buffer = b""
         self.count = 0
         self.reads = reads
+        self.write_closed = False
 
     def connectionMade(self) -> None:
         self.transport.bufferSize = 1 << 20  # as broker.connection.Connection sets it
@@ -53,7 +54,7 @@ class Lines(Protocol):
         self.transport.loseConnection()
 
     def writeConnectionLost(self) -> None:
-        pass
+        self.write_closed = True  # IHalfCloseableProtocol's other half: recorded only
 
 
 @pytest.fixture
