@@ -68,21 +68,26 @@ def _records_by_partition(body: bytes) -> dict[int, bytes]:
     return out
 
 
+def _fill(port: int) -> None:
+    """Topic "big" (auto-created), PER_PARTITION records in each of its partitions."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request(3, 0, 1, i32(1) + string("big")))
+        _frame(sock)
+        for p in range(PARTITIONS):
+            mset = b"".join(message(0, None, _value(p, o), magic=1, timestamp=1)
+                            for o in range(PER_PARTITION))
+            sock.sendall(request(0, 2, 10 + p, produce_body("big", p, mset, acks=1)))
+            cid, body = _frame(sock)
+            assert cid == 10 + p
+            assert struct.unpack_from(">h", body, 4 + 2 + 3 + 4 + 4)[0] == 0  # no error
+
+
 def test_a_fetch_of_megabytes_reaches_a_slow_reader_whole(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "b", {"kafka_port": 0,
                                         "limits": {"max_pending_output_bytes": 64 << 20}}
                        ) as proc:
         port = kafka_port_of(proc.log_text())
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-            sock.sendall(request(3, 0, 1, i32(1) + string("big")))  # auto-creates "big"
-            _frame(sock)
-            for p in range(PARTITIONS):
-                mset = b"".join(message(0, None, _value(p, o), magic=1, timestamp=1)
-                                for o in range(PER_PARTITION))
-                sock.sendall(request(0, 2, 10 + p, produce_body("big", p, mset, acks=1)))
-                cid, body = _frame(sock)
-                assert cid == 10 + p
-                assert struct.unpack_from(">h", body, 4 + 2 + 3 + 4 + 4)[0] == 0  # no error
+        _fill(port)
 
         with socket.create_connection(("127.0.0.1", port), timeout=30) as slow:
             # The fetch, and an ApiVersions pipelined behind it.
@@ -112,14 +117,7 @@ def test_a_half_closed_slow_reader_gets_every_fetch_in_order_then_the_close(
                                         "limits": {"max_pending_output_bytes": 1 << 20}}
                        ) as proc:
         port = kafka_port_of(proc.log_text())
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-            sock.sendall(request(3, 0, 1, i32(1) + string("big")))  # auto-creates "big"
-            _frame(sock)
-            for p in range(PARTITIONS):
-                mset = b"".join(message(0, None, _value(p, o), magic=1, timestamp=1)
-                                for o in range(PER_PARTITION))
-                sock.sendall(request(0, 2, 10 + p, produce_body("big", p, mset, acks=1)))
-                assert _frame(sock)[0] == 10 + p
+        _fill(port)
 
         with socket.create_connection(("127.0.0.1", port), timeout=30) as slow:
             slow.sendall(request(1, 3, 31, _fetch_v3_all("big", 8 << 20))

@@ -213,14 +213,14 @@ def _scan_outcome(scan: Callable[..., object], raw: bytes, first: int) -> object
 
 
 def _replica_pull_seeds() -> tuple[bytes, ...]:
-    from broker.v1.codec import err, replica_pull_raw_reply
+    from broker.v1.codec import err, replica_pull_reply
 
     rec0 = encode_record(7, 1_700_000_000_000_000, 1, 1_700_000_000_000_000, b"hello", b"")
     rec1 = encode_record(8, 1_700_000_000_000_001, 2, 1_700_000_000_000_001, b"a,b|c\n", b"")
-    one = replica_pull_raw_reply("1", epoch=3, hw=7, leo=7, start=0, isr=[0, 1],
-                                 epochs=[(3, 5)], count=2, data=rec0 + rec1)
-    two = replica_pull_raw_reply("2", epoch=3, hw=9, leo=9, start=0, isr=[0], epochs=[],
-                                 count=0, data=b"")
+    one = replica_pull_reply("1", epoch=3, hw=7, leo=7, start=0, isr=[0, 1],
+                             epochs=[(3, 5)], count=2, data=rec0 + rec1, raw=True)
+    two = replica_pull_reply("2", epoch=3, hw=9, leo=9, start=0, isr=[0], epochs=[],
+                             count=0, data=b"", raw=True)
     three = err("3", BadRequest("unknown option enc for REPLICA_PULL"))
     return (b"\x10" + one + two + three, b"\x00" + one, b"\xff" + two + one)
 

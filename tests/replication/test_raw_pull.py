@@ -37,8 +37,9 @@ CODEC = c.Codec()
 
 
 def _raw_reply(cid: str, data: bytes, count: int = 2) -> bytes:
-    return c.replica_pull_raw_reply(cid, epoch=3, hw=10, leo=12, start=0, isr=[0, 2],
-                                    epochs=[(3, 9)], count=count if data else 0, data=data)
+    return c.replica_pull_reply(cid, epoch=3, hw=10, leo=12, start=0, isr=[0, 2],
+                                epochs=[(3, 9)], count=count if data else 0, data=data,
+                                raw=True)
 
 
 def _connected() -> tuple[PeerProtocol, StringTransport]:
@@ -229,9 +230,9 @@ class CorruptPullTests:
             leader, follower = store.create_topic("t", TopicConfig(partitions=2)).partitions
             leader.append([_payload(i) for i in range(5)], [fmt.key_header(b"k")] * 5)
             read = leader.read_raw(0, 100, 1 << 20)
-            head, _nl, body = c.replica_pull_raw_reply(
+            head, _nl, body = c.replica_pull_reply(
                 "1", epoch=0, hw=0, leo=5, start=0, isr=[0], epochs=[(0, 0)],
-                count=read.count, data=read.raw).partition(b"\n")
+                count=read.count, data=read.raw, raw=True).partition(b"\n")
             bad = bytearray(body)
             bad[len(bad) - 3] ^= 0x10  # a payload byte of the last record
             pulled = parse_pull_raw_reply(parse_reply(head).payload, bytes(bad))

@@ -423,7 +423,7 @@ class ReplicaPull:
     max_bytes: int | None = None
     raw: bool = False
     """Additive ``enc=raw``: the records follow the reply line as raw bytes (``size=<n>``)
-    instead of base64 in it (``replica_pull_raw_reply``)."""
+    instead of base64 in it (``replica_pull_reply(..., raw=True)``)."""
 
 
 @dataclass(frozen=True, slots=True)

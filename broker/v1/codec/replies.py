@@ -52,7 +52,6 @@ __all__ = [
     "produce_payload",
     "replica_epoch_payload",
     "replica_fetch_payload",
-    "replica_pull_raw_reply",
     "replica_pull_reply",
     "replica_status_payload",
     "role_payload",
@@ -375,42 +374,24 @@ def replica_pull_reply(
     epochs: Iterable[tuple[int, int]],
     count: int,
     data: bytes,
+    raw: bool = False,
 ) -> bytes:
-    """The whole REPLICA_PULL success line: ``epoch=<n> hw=<n> leo=<n> start=<n>
-    isr=[<ids>] epochs=[<epoch>:<start_offset> ...] count=<n> data=<base64>``.
+    """The whole REPLICA_PULL success: ``epoch=<n> hw=<n> leo=<n> start=<n> isr=[<ids>]
+    epochs=[<epoch>:<start_offset> ...] count=<n>``, then the records.
 
-    ``data`` is the exact on-disk bytes of ``count`` records, standard base64 with padding
-    (``data=`` when empty), so any value travels, commas, pipes and newlines included.
-    ``epochs`` are the leader-epoch entries labelling those records; ``leo`` the leader's
-    log end offset (exclusive) and ``start`` its first retained offset.
+    ``data`` is the exact on-disk bytes of ``count`` records. Without ``raw`` they end the
+    line as ``data=<base64>`` (standard, with padding; ``data=`` when empty), so any value
+    travels, commas, pipes and newlines included. With ``raw`` (the ``enc=raw`` form) the
+    line ends with ``size=<n>`` and exactly ``n`` bytes follow it as stored (no base64, no
+    line terminator after them; the next reply starts right after). ``epochs`` are the
+    leader-epoch entries labelling those records; ``leo`` the leader's log end offset
+    (exclusive) and ``start`` its first retained offset.
     """
-    head = (
-        f"V1|{cid}|OK|epoch={epoch} hw={hw} leo={leo} start={start} isr={format_list(isr)} "
-        f"epochs={_epoch_list(epochs)} count={count} data="
-    ).encode()
-    return head + binascii.b2a_base64(data, newline=False) + b"\n"
-
-
-def replica_pull_raw_reply(
-    cid: str,
-    *,
-    epoch: int,
-    hw: int,
-    leo: int,
-    start: int,
-    isr: Sequence[int],
-    epochs: Iterable[tuple[int, int]],
-    count: int,
-    data: bytes,
-) -> bytes:
-    """The REPLICA_PULL ``enc=raw`` success: the line of ``replica_pull_reply`` with
-    ``size=<n>`` in place of ``data=<base64>``, then exactly ``size`` bytes, the records as
-    stored (no base64, no line terminator after them; the next reply starts right after)."""
-    head = (
-        f"V1|{cid}|OK|epoch={epoch} hw={hw} leo={leo} start={start} isr={format_list(isr)} "
-        f"epochs={_epoch_list(epochs)} count={count} size={len(data)}\n"
-    ).encode()
-    return head + data
+    head = (f"V1|{cid}|OK|epoch={epoch} hw={hw} leo={leo} start={start} "
+            f"isr={format_list(isr)} epochs={_epoch_list(epochs)} count={count}").encode()
+    if raw:
+        return b"%b size=%d\n%b" % (head, len(data), data)
+    return b"%b data=%b\n" % (head, binascii.b2a_base64(data, newline=False))
 
 
 def replica_epoch_payload(

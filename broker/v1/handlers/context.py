@@ -112,9 +112,9 @@ def _unreachable(failure: Failure, broker: int) -> Failure:
 
 
 def _pull_reply(cid: str, result: Any, raw: bool = False) -> bytes:
-    reply = c.replica_pull_raw_reply if raw else c.replica_pull_reply
-    return reply(cid, epoch=result.epoch, hw=result.hw, leo=result.leo, start=result.start,
-                 isr=result.isr, epochs=result.epochs, count=result.count, data=result.data)
+    return c.replica_pull_reply(cid, epoch=result.epoch, hw=result.hw, leo=result.leo,
+                                start=result.start, isr=result.isr, epochs=result.epochs,
+                                count=result.count, data=result.data, raw=raw)
 
 
 class HandlerContext:
