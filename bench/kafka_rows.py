@@ -79,6 +79,12 @@ def producer_performance(classpath: str, bootstrap: str, topic: str, messages: i
         "--topic", topic, "--num-records", str(messages), "--record-size", str(vs.SIZE),
         "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
         f"acks={acks}"], 600)
+    return producer_performance_summary(out)
+
+
+def producer_performance_summary(out: str) -> tuple[float, dict[str, float]]:
+    """The rate and latencies of ProducerPerformance's last "records sent" line (the
+    whole run's)."""
     line = [ln for ln in out.splitlines() if "records sent" in ln][-1]
     rate = float(line.split(",")[1].split()[0])
     m = _PP_LATENCY.search(line)
