@@ -4,8 +4,10 @@ producer state can be rebuilt from the log after a restart and on a follower tha
 leader (it holds the same records, ids included: replication copies records unchanged).
 
 Owns: the layout of a *producer id* (``producer_record_id``, ``parse_record_id``) and the
-numpy helpers that stamp a framed batch with them (``batch_ids``, ``stamp_ids``). Nothing
-else in a record changes: ``reserved`` stays 0, user headers stay the user's.
+numpy helpers that stamp a framed batch with them (``batch_ids``; ``stamp_ids``, the
+reference the produce path's one-pass ``data.writer.stamp_framed_with_ids`` is tested
+against). Nothing else in a record changes: ``reserved`` stays 0, user headers stay the
+user's.
 
 The id is a UUIDv8 (RFC 9562, "custom") as a u128 in ``uuid.UUID(int=...)`` layout:
 version nibble 8 in bits 76..79, variant ``0b10`` in bits 62..63 (the store's own ids are
