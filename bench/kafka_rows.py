@@ -9,7 +9,7 @@ records per fetch response, mean fetch latency), the same driver against both br
 
 Rows: ``crd1``/``crd6`` librdkafka consume of 1/6 partitions, ``cpp1``/``cpp6``
 ``ConsumerPerformance``, ``prd<P>a<acks>`` librdkafka produce (``prd6a1``, ``prd1aall``),
-``ppp<P>a<acks>`` ``ProducerPerformance``, ``cluster`` the 3-broker row (RF 3, min ISR 2,
+``ppp<P>a<acks>`` ``ProducerPerformance`` (with the latency it printed), ``cluster`` the 3-broker row (RF 3, min ISR 2,
 librdkafka produce acks=all to 3 partitions; Skerry on etcd or Kafka's KRaft cluster, as
 ``--cluster`` of ``bench.kafka_vs_apache`` starts them; CPU summed over the three and per
 broker, the cores they kept busy, and ``pids`` printed for py-spy; run it alone). ``--trace-fetches`` adds, for ``crd`` rows,
@@ -67,6 +67,34 @@ def consumer_performance(classpath: str, bootstrap: str, topic: str, messages: i
     return float(row["fetch.nMsg.sec"]), metrics
 
 
+_PP_LATENCY = re.compile(r"([\d.]+) ms avg latency, ([\d.]+) ms max latency, (\d+) ms 50th, "
+                         r"(\d+) ms 95th, (\d+) ms 99th")
+
+
+def producer_performance(classpath: str, bootstrap: str, topic: str, messages: int, acks: str
+                         ) -> tuple[float, dict[str, float]]:
+    """Kafka's ProducerPerformance as ``bench.kafka_vs_apache`` runs it: its rate, and the
+    send-to-ack latency it printed for the whole run (avg, max, p50, p95, p99 in ms)."""
+    out = vs._java_tool(classpath, "org.apache.kafka.tools.ProducerPerformance", [
+        "--topic", topic, "--num-records", str(messages), "--record-size", str(vs.SIZE),
+        "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+        f"acks={acks}"], 600)
+    return producer_performance_summary(out)
+
+
+def producer_performance_summary(out: str) -> tuple[float, dict[str, float]]:
+    """The rate and latencies of ProducerPerformance's last "records sent" line (the
+    whole run's)."""
+    line = [ln for ln in out.splitlines() if "records sent" in ln][-1]
+    rate = float(line.split(",")[1].split()[0])
+    m = _PP_LATENCY.search(line)
+    if m is None:
+        return rate, {}
+    names = ("latency_avg_ms", "latency_max_ms", "latency_p50_ms", "latency_p95_ms",
+             "latency_p99_ms")
+    return rate, {name: float(v) for name, v in zip(names, m.groups(), strict=True)}
+
+
 def traced_consume(port: int, messages: int, partitions: int, topic: str
                    ) -> tuple[float, dict[str, Any]]:
     """``bench.kafka``'s librdkafka consume with the fetch round trips logged."""
@@ -122,7 +150,7 @@ def run_row(broker: vs.Broker, classpath: str, row: str, messages: int, trace: b
     topic = f"{row}-{uuid.uuid4().hex[:6]}"
     vs._create_topics(broker.bootstrap, {topic: parts})
     if row.startswith("ppp"):
-        return vs.producer_performance(classpath, broker.bootstrap, topic, messages, acks)[0], {}
+        return producer_performance(classpath, broker.bootstrap, topic, messages, acks)
     elapsed = rdkafka_produce(broker.port, messages, vs.SIZE, parts, acks, topic=topic,
                               batch_bytes=vs.BATCH_BYTES)
     return messages / elapsed, {}

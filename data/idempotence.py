@@ -4,8 +4,10 @@ producer state can be rebuilt from the log after a restart and on a follower tha
 leader (it holds the same records, ids included: replication copies records unchanged).
 
 Owns: the layout of a *producer id* (``producer_record_id``, ``parse_record_id``) and the
-numpy helpers that stamp a framed batch with them (``batch_ids``, ``stamp_ids``). Nothing
-else in a record changes: ``reserved`` stays 0, user headers stay the user's.
+numpy helpers that stamp a framed batch with them (``batch_ids``; ``stamp_ids``, the
+reference the produce path's one-pass ``data.writer.stamp_framed_with_ids`` is tested
+against). Nothing else in a record changes: ``reserved`` stays 0, user headers stay the
+user's.
 
 The id is a UUIDv8 (RFC 9562, "custom") as a u128 in ``uuid.UUID(int=...)`` layout:
 version nibble 8 in bits 76..79, variant ``0b10`` in bits 62..63 (the store's own ids are
@@ -42,6 +44,7 @@ _FIXED_MASK = (0xF << 76) | (0b11 << 62)
 _LOW_MASK = (1 << _LOW_BITS) - 1
 _MID_MASK = (1 << _MID_BITS) - 1
 _ID_OFFSET = 8  # data.format.ID_OFFSET (kept literal: this module is a leaf too)
+_ONE, _TWO, _MODULUS = np.uint64(1), np.uint64(2), np.uint64(SEQUENCE_MODULUS)
 
 
 class ProducerMark(NamedTuple):
@@ -99,17 +102,25 @@ def batch_ids(producer_id: int, epoch: int, base_sequence: int, count: int, *,
     rest of a batch whose beginning is already stored) and the last one ``last``."""
     if count <= 0:
         return np.zeros((0, 16), np.uint8)
-    producer_record_id(producer_id, epoch, base_sequence, False, False)  # range checks
-    seqs = (np.arange(count, dtype=np.uint64) + np.uint64(base_sequence)) % np.uint64(
-        SEQUENCE_MODULUS)
+    if not (0 <= producer_id < 1 << 63 and 0 <= epoch < 1 << 15
+            and 0 <= base_sequence < SEQUENCE_MODULUS):
+        producer_record_id(producer_id, epoch, base_sequence, False, False)  # raises
     base = _spread(_payload(producer_id, epoch, 0, False, False))
-    # Sequence and flags live in the low 33 bits, all inside the low u64.
+    # Sequence and flags live in the low 33 bits, all inside the low u64 (few numpy calls:
+    # this runs once per idempotent batch on the produce path).
     words = np.empty((count, 2), "<u8")
-    words[:, 0] = np.uint64(base & ((1 << 64) - 1)) | (seqs << np.uint64(2))
-    words[:, 1] = np.uint64(base >> 64)
+    low = words[:, 0]
+    end = base_sequence + count
+    if end <= SEQUENCE_MODULUS:
+        low[:] = np.arange(base_sequence, end, dtype=np.uint64)
+    else:
+        low[:] = (np.arange(count, dtype=np.uint64) + np.uint64(base_sequence)) % _MODULUS
+    low <<= _TWO
+    low |= np.uint64(base & ((1 << 64) - 1))
+    words[:, 1] = base >> 64
     if first:
-        words[0, 0] |= np.uint64(2)
-    words[-1, 0] |= np.uint64(1)
+        low[0] |= _TWO
+    low[-1] |= _ONE
     return words.view(np.uint8).reshape(count, 16)
 
 

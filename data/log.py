@@ -61,7 +61,7 @@ from data.log_cleanup import MIN_CLEANABLE_DIRTY_RATIO, LogCleanup, RemovedSegme
 from data.log_durability import LogDurability, _fsync_path
 from data.log_reads import _READ_FLAGS, LogReads, RawReadResult, ReadResult, _IndexDamaged
 from data.segment import WRITE_FLAGS, Segment
-from data.writer import build_batch, scan_stamped, stamp_framed, write_all
+from data.writer import build_batch, scan_stamped, stamp_framed, stamp_framed_with_ids, write_all
 
 __all__ = ["Record", "ReadResult", "RawReadResult", "RemovedSegment", "PartitionLog",
            "MIN_CLEANABLE_DIRTY_RATIO"]
@@ -206,7 +206,8 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
             self._write_batch(active, data, ends, now, now)
             return first
 
-    def append_framed(self, messages: bytes | bytearray, ends: Sequence[int] | None = None) -> int:
+    def append_framed(self, messages: bytes | bytearray, ends: Sequence[int] | None = None,
+                      ids: bytes | None = None) -> int:
         """Append messages that arrive already framed as records; return the first offset.
 
         ``messages`` is records back to back (64-byte header, payload, user headers: Iggy's
@@ -214,7 +215,9 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
         when ``None``). The store stamps offset, timestamp (one ``now_us()`` per batch), a
         random UUIDv4 where the id is 0, and the checksum; payload, user headers and
         ``origin_timestamp`` are kept. The result on disk is what ``append`` writes for the
-        same messages split apart. ``ValueError`` for bad framing (nothing written);
+        same messages split apart. ``ids`` (16 bytes a record, with ``ends``): each record's
+        id, in place of the one it carries (``stamp_framed_with_ids``: an idempotent
+        producer's batch). ``ValueError`` for bad framing (nothing written);
         ``StorageError`` on an I/O error, as for ``append``.
         """
         with self._lock:
@@ -223,7 +226,13 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
             now = self._now_us()
             active = self._active
             roll = bool(active.count) and self._should_roll(active, len(messages), now)
-            data, positions = stamp_framed(messages, ends, first, now, 0 if roll else active.size)
+            at = 0 if roll else active.size
+            if ids is None:
+                data, positions = stamp_framed(messages, ends, first, now, at)
+            elif ends is None:
+                raise ValueError("ids without ends")
+            else:
+                data, positions = stamp_framed_with_ids(messages, ends, first, now, at, ids)
             if roll:
                 active = self._roll()
             self._write_batch(active, data, positions, now, now)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import operator
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
 
 import numpy as np
@@ -51,7 +51,8 @@ from data.format import (
 from data.fs import FileLayer
 from data.reader import scan_records
 
-__all__ = ["random_ids", "build_batch", "stamp_framed", "scan_stamped", "write_all", "StampedBatch"]
+__all__ = ["random_ids", "build_batch", "stamp_framed", "stamp_framed_with_ids", "scan_stamped",
+           "write_all", "StampedBatch"]
 
 # UUIDv4 as a u128 (uuid.UUID(int=...) layout): version nibble in bits 76..79 = 4,
 # variant bits 62..63 = 0b10. In the 16 little-endian bytes of an id those are the high
@@ -237,6 +238,7 @@ def _stamp_framed_py(
     first_offset: int,
     timestamp: int,
     start_position: int,
+    fresh_ids: Callable[[int], bytes] | None = None,
 ) -> tuple[bytearray, list[int]]:
     """Stamp messages that arrive already framed as records: ``(record bytes, ends)``.
 
@@ -248,7 +250,9 @@ def _stamp_framed_py(
     same messages split apart. ``ends`` in the result has ``n + 1`` entries, as for
     ``build_batch``. Raises ``ValueError`` when the framing is wrong (a record's lengths do
     not end it at its ``ends`` entry, a partial header, a non-zero ``reserved``, nothing
-    at all) or a field does not fit; nothing is stamped then.
+    at all) or a field does not fit; nothing is stamped then. ``fresh_ids(k)`` gives the
+    ``k`` ids of the records whose id is 0, in record order (default ``random_ids``:
+    UUIDv4s).
 
     The pure-Python (numpy) twin, the reference, of ``data._cspeedups.stamp_framed``;
     ``stamp_framed`` is whichever ``data.speedups`` picked (``ends`` below 2**62, integer
@@ -290,7 +294,10 @@ def _stamp_framed_py(
     stamped = bytearray(messages)  # the one copy: stamped in place through numpy views
     out = field_view(stamped, "<u8")
     if len(unset):
-        fresh = np.frombuffer(random_ids(len(unset)), dtype="<u8")
+        given = (fresh_ids or random_ids)(len(unset))
+        if len(given) != 16 * len(unset):
+            raise ValueError("random_ids gave the wrong bytes")
+        fresh = np.frombuffer(given, dtype="<u8")
         out[id_at[unset]] = fresh[0::2]
         out[id_at[unset] + 8] = fresh[1::2]
     out[starts + OFFSET_OFFSET] = np.arange(first_offset, first_offset + n, dtype=np.uint64)
@@ -310,12 +317,64 @@ if speedups.compiled is not None:
     _stamp_framed_c = speedups.compiled.stamp_framed
 
     def stamp_framed(messages: bytes | bytearray, ends: Sequence[int] | None, first_offset: int,
-                     timestamp: int, start_position: int) -> tuple[bytearray, list[int]]:
+                     timestamp: int, start_position: int,
+                     fresh_ids: Callable[[int], bytes] | None = None
+                     ) -> tuple[bytearray, list[int]]:
         """``_stamp_framed_py``'s contract, one pass in C (``data._cspeedups``)."""
         return _stamp_framed_c(messages, ends, first_offset, timestamp, start_position,
-                               random_ids)
+                               fresh_ids or random_ids)
 else:
     stamp_framed = _stamp_framed_py
+
+
+class _IdsAlreadySet(Exception):
+    """Some record of a batch given ``ids`` carries an id of its own."""
+
+
+def stamp_framed_with_ids(messages: bytes | bytearray, ends: Sequence[int], first_offset: int,
+                          timestamp: int, start_position: int, ids: bytes
+                          ) -> tuple[bytearray, list[int]]:
+    """``stamp_framed`` with record ``i``'s id set to ``ids[16 * i:16 * i + 16]`` (non-zero
+    little-endian u128s, one per record) whatever id the record carried: the same bytes as
+    writing the ids into a copy of ``messages`` first, then ``stamp_framed``.
+
+    The common case (every record arrives with id 0, as the Kafka transport frames them)
+    is that one pass: the ids go in as ``stamp_framed``'s fresh ids, no copy before it.
+    """
+    return _stamp_framed_with_ids(stamp_framed, messages, ends, first_offset, timestamp,
+                                  start_position, ids)
+
+
+def _stamp_framed_with_ids(stamp: Callable[..., tuple[bytearray, list[int]]],
+                           messages: bytes | bytearray, ends: Sequence[int], first_offset: int,
+                           timestamp: int, start_position: int, ids: bytes
+                           ) -> tuple[bytearray, list[int]]:
+    """``stamp_framed_with_ids`` over ``stamp`` (the C loop or its pure twin)."""
+    n = len(ends)
+    if len(ids) != 16 * n:
+        raise ValueError(f"{len(ids)} id bytes for {n} records")
+
+    asked: list[int] = []
+
+    def given(unset: int) -> bytes:
+        asked.append(unset)
+        if unset != n:
+            raise _IdsAlreadySet
+        return ids
+
+    try:
+        stamped = stamp(messages, ends, first_offset, timestamp, start_position, given)
+        if asked:  # (not asked: every record carried an id, or there were none)
+            return stamped
+    except _IdsAlreadySet:
+        pass
+    out = bytearray(messages)
+    at = 0
+    for i, end in enumerate(ends):
+        if at + ID_OFFSET + 16 <= min(end, len(out)):  # else stamp_framed names the error
+            out[at + ID_OFFSET:at + ID_OFFSET + 16] = ids[16 * i:16 * i + 16]
+        at = end
+    return stamp(out, ends, first_offset, timestamp, start_position)
 
 
 def _walk_ends(messages: bytes | bytearray) -> list[int]:

@@ -65,7 +65,7 @@ from broker.core.topics import Topics
 from broker.errors import BadRequest, SkerryError, StorageError
 from data.errors import KeyRequired
 from data.format import HEADER, HEADER_SIZE, key_header, keyed_headers, keyless_framed
-from data.idempotence import batch_ids, stamp_ids
+from data.idempotence import batch_ids
 from data.keys import fnv1a_32
 from data.log import PartitionLog
 from replication.producer_state import BatchMetadata, Continuation, add_sequence
@@ -526,16 +526,15 @@ class ProducePipeline:
                                  callback, ack_timeout_ms, appended=False)
             return
         skip = verdict.held if isinstance(verdict, Continuation) else 0
-        starts = [0, *ends[:-1]]
         if skip:
-            cut = starts[skip]
+            cut = ends[skip - 1]
             messages = messages[cut:]
-            starts = [at - cut for at in starts[skip:]]
             ends = [at - cut for at in ends[skip:]]
+        # The producer fields go in as the records' ids in the store's one stamping pass
+        # (no copy of the batch before it).
         ids = batch_ids(pid, epoch, add_sequence(base, skip), count - skip, first=not skip)
         try:
-            stamped = stamp_ids(messages, starts, ids)
-            first = plog.append_framed(stamped, ends)
+            first = plog.append_framed(messages, ends, ids.tobytes())
         except ValueError as exc:
             raise BadRequest(str(exc)) from exc
         except SkerryError as error:

@@ -65,3 +65,15 @@ def test_the_cluster_row_runs_alone(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         kafka_rows.main(["skerry", "--rows", "cluster,crd1"])
     assert "the cluster row runs alone" in capsys.readouterr().err
+
+
+def test_producer_performance_latency_is_read_from_the_whole_runs_line() -> None:
+    """The last "records sent" line (the total), not a 5-second progress line."""
+    out = ("499950 records sent, 99990.0 records/sec (9.54 MB/sec), 12.5 ms avg latency, "
+           "300.0 ms max latency.\n"
+           "1000000 records sent, 336247.5 records/sec (32.07 MB/sec), 45.23 ms avg latency, "
+           "301.00 ms max latency, 38 ms 50th, 95 ms 95th, 120 ms 99th, 150 ms 99.9th.\n")
+    rate, latency = kafka_rows.producer_performance_summary(out)
+    assert rate == 336247.5
+    assert latency == {"latency_avg_ms": 45.23, "latency_max_ms": 301.0, "latency_p50_ms": 38.0,
+                       "latency_p95_ms": 95.0, "latency_p99_ms": 120.0}

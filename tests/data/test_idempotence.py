@@ -59,6 +59,27 @@ class StampTests:
         assert parse_record_id(int.from_bytes(bytes(rest[0]), "little")) == \
             ProducerMark(9, 1, 4, False, True)
 
+    @pytest.mark.parametrize("pid, epoch, base, count, first", [
+        (0, 0, 0, 1, True), (2**63 - 1, 2**15 - 1, 2**31 - 1, 1, False),
+        (123456789, 17, 1000, 150, True), (5, 3, 2**31 - 10, 150, False),
+        (1, 1, 2**31 - 150, 150, True),
+    ])
+    def test_batch_ids_are_the_records_ids_one_by_one(self, pid: int, epoch: int, base: int,
+                                                      count: int, first: bool) -> None:
+        """Each row is ``producer_record_id`` of its record (the scalar reference), also
+        across the sequence wrap."""
+        ids = batch_ids(pid, epoch, base, count, first=first)
+        expected = [producer_record_id(pid, epoch, (base + i) % 2**31, first and i == 0,
+                                       i == count - 1).to_bytes(16, "little")
+                    for i in range(count)]
+        assert [bytes(row) for row in ids] == expected
+
+    @pytest.mark.parametrize("pid, epoch, base", [(-1, 0, 0), (2**63, 0, 0), (0, 2**15, 0),
+                                                  (0, -1, 0), (0, 0, 2**31), (0, 0, -1)])
+    def test_batch_ids_refuse_fields_out_of_range(self, pid: int, epoch: int, base: int) -> None:
+        with pytest.raises(ValueError, match="out of range"):
+            batch_ids(pid, epoch, base, 3)
+
     def test_stamp_ids_sets_only_the_id_fields(self) -> None:
         """Framed records keep every other byte; their ids become the batch's."""
         records = [encode_record(0, 0, 0, 0, b"v%d" % i * i, b"") for i in range(4)]

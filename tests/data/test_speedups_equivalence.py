@@ -296,6 +296,44 @@ def test_stamp_framed(area: tuple[bytes, list[int] | None], first: int, timestam
     assert got == expected
 
 
+@SETTINGS
+@given(framed(), st.sampled_from([0, 5, MAX_U64]), st.sampled_from([0, 100]),
+       st.data())
+def test_stamp_framed_with_ids(area: tuple[bytes, list[int] | None], first: int,
+                               start: int, data: st.DataObject) -> None:
+    """An idempotent producer's ids stamped in the store's one pass give the bytes (or the
+    error) of writing them into a copy first (``data.idempotence.stamp_ids``, the route
+    before) then stamping, with the C loop and with its pure twin; records that carry an
+    id of their own get the given id too."""
+    from data.idempotence import batch_ids, stamp_ids
+
+    messages, ends = area
+    if ends is None:
+        try:
+            ends = writer._walk_ends(messages)
+        except ValueError:
+            return  # the produce path has its ends before it stamps
+    ids = batch_ids(7, 1, data.draw(st.integers(0, (1 << 31) - 1)), max(len(ends), 1))
+    ids = ids[:len(ends)]
+    try:
+        before = stamp_ids(messages, [0, *ends[:-1]], ids)
+    except (IndexError, ValueError):
+        before = None  # cut short: no bytes to compare, only that both refuse it
+    for stamp in (writer._stamp_framed_py,
+                  lambda *a: C.stamp_framed(*a[:5], a[5] if len(a) > 5 else writer.random_ids)):
+        expected = outcome(stamp, before, ends, first, 17, start) if before is not None else None
+        got = outcome(writer._stamp_framed_with_ids, stamp, messages, ends, first, 17, start,
+                      ids.tobytes())
+        if expected is None:
+            assert got[0] == "error"
+            continue
+        if expected[0] == "ok":
+            expected = ("ok", (bytes(expected[1][0]), expected[1][1]))
+        if got[0] == "ok":
+            got = ("ok", (bytes(got[1][0]), got[1][1]))
+        assert got == expected
+
+
 # --------------------------------------------------------------------------- record_heads
 
 
