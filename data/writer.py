@@ -364,10 +364,10 @@ def _stamp_framed_with_ids(stamp: Callable[..., tuple[bytearray, list[int]]],
 
     try:
         stamped = stamp(messages, ends, first_offset, timestamp, start_position, given)
-        if asked:  # (not asked: every record carried an id, or there were none)
-            return stamped
     except _IdsAlreadySet:
-        pass
+        asked.clear()  # some record carries an id of its own: the copy below sets them all
+    if asked:  # (not asked: every record carried an id, or there were none)
+        return stamped
     out = bytearray(messages)
     at = 0
     for i, end in enumerate(ends):

@@ -82,6 +82,16 @@ def _fill(port: int) -> None:
             assert struct.unpack_from(">h", body, 4 + 2 + 3 + 4 + 4)[0] == 0  # no error
 
 
+def _assert_every_record(body: bytes) -> None:
+    """A Fetch v3 response body holds every partition, each with all its records in order."""
+    records = _records_by_partition(body)
+    assert sorted(records) == list(range(PARTITIONS))
+    for p, data in records.items():
+        got = c.decode_message_set(data)
+        assert [r.offset for r in got] == list(range(PER_PARTITION))
+        assert all(r.value == _value(p, r.offset) for r in got)
+
+
 def test_a_fetch_of_megabytes_reaches_a_slow_reader_whole(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "b", {"kafka_port": 0,
                                         "limits": {"max_pending_output_bytes": 64 << 20}}
@@ -95,12 +105,7 @@ def test_a_fetch_of_megabytes_reaches_a_slow_reader_whole(tmp_path: Path) -> Non
             time.sleep(0.5)  # the broker's send stops at a full socket: the rest waits
             cid, body = _frame(slow)
             assert cid == 21
-            records = _records_by_partition(body)
-            assert sorted(records) == list(range(PARTITIONS))
-            for p, data in records.items():
-                got = c.decode_message_set(data)
-                assert [r.offset for r in got] == list(range(PER_PARTITION))
-                assert all(r.value == _value(p, r.offset) for r in got)
+            _assert_every_record(body)
             cid, body = _frame(slow)
             assert cid == 22
             assert struct.unpack_from(">h", body)[0] == 0  # ApiVersions v0: no error
@@ -128,12 +133,7 @@ def test_a_half_closed_slow_reader_gets_every_fetch_in_order_then_the_close(
             for cid in (31, 32):
                 got_cid, body = _frame(slow)
                 assert got_cid == cid
-                records = _records_by_partition(body)
-                assert sorted(records) == list(range(PARTITIONS))
-                for p, data in records.items():
-                    got = c.decode_message_set(data)
-                    assert [r.offset for r in got] == list(range(PER_PARTITION))
-                    assert all(r.value == _value(p, r.offset) for r in got)
+                _assert_every_record(body)
             got_cid, body = _frame(slow)
             assert got_cid == 33
             assert struct.unpack_from(">h", body)[0] == 0
