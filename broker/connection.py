@@ -261,6 +261,8 @@ class Connection(Protocol):
             sent = transport.socket.sendmsg(chunks[:_IOV_MAX])
         except OSError:
             sent = 0  # EAGAIN, or an error the transport reports on its next write
+        if len(chunks) == 1 and sent == len(chunks[0]):
+            return  # all taken (a small reply): nothing to queue
         self._queue(chunks, sent)
         if backlog:
             transport.startWriting()

@@ -26,6 +26,7 @@ from broker.v1.codec import (
     Ping,
     Produce,
 )
+from broker.v1.codec.framing import LineFramer
 from broker.v1.errors import code_for
 
 CODEC = Codec()
@@ -215,3 +216,44 @@ class LineTooLongTests:
         """A negative line limit is a configuration error."""
         with pytest.raises(ValueError):
             LineSplitter(-1)
+
+
+class TakeOneTests:
+    """``LineFramer.take_one``: a read that is exactly one fast-path PRODUCE, on a framer
+    holding nothing, is taken in one call; any other read is left untouched for ``feed``."""
+
+    @staticmethod
+    def framer(max_line: int = 1024) -> LineFramer:
+        return LineFramer(max_line, CODEC.scan_produce)
+
+    def test_one_plain_produce_is_taken_and_nothing_stays(self) -> None:
+        framer = self.framer()
+        one = framer.take_one(b"V1|7|PRODUCE|orders user1:paid\n")
+        assert one is not None and one[:5] == (b"7", b"orders", b"user1", b"paid", "1")
+        assert framer.buffered == 0 and framer.at_end
+        assert framer.take_one(b"V1|8|PRODUCE|orders user2:sent acks=all\n")[:5] == (
+            b"8", b"orders", b"user2", b"sent", "all")
+
+    @pytest.mark.parametrize("read", [
+        b"V1|1|PRODUCE|orders a:1\nV1|2|PRODUCE|orders b:2\n",  # two requests
+        b"V1|1|PRODUCE|orders a:1",  # no line feed yet
+        b"V1|1|PING|\n",  # not a plain PRODUCE
+        b"V1|1|PRODUCE|orders a:1\nV1|2|PI",  # one and a part
+    ])
+    def test_any_other_read_is_left_to_feed(self, read: bytes) -> None:
+        framer = self.framer()
+        assert framer.take_one(read) is None
+        assert framer.buffered == 0
+        framer.feed(read)  # the usual way still sees every byte
+        assert framer.buffered == len(read)
+
+    def test_not_taken_when_bytes_wait_from_an_earlier_read(self) -> None:
+        framer = self.framer()
+        framer.feed(b"V1|1|PRODUCE|orders a:")
+        assert framer.take_one(b"V1|2|PRODUCE|orders b:2\n") is None
+        assert framer.buffered == len(b"V1|1|PRODUCE|orders a:")
+
+    def test_a_line_over_the_limit_is_not_taken(self) -> None:
+        line = b"V1|1|PRODUCE|orders a:" + b"x" * 40 + b"\n"
+        assert self.framer(max_line=30).take_one(line) is None
+        assert self.framer(max_line=len(line)).take_one(line) is not None

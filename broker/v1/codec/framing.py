@@ -114,6 +114,22 @@ class LineFramer:
                 self.at_end = True
         return run
 
+    def take_one(self, data: bytes) -> Any:
+        """``feed(data)`` then ``take_fast(1)``, when ``data`` is exactly one request of
+        the fast path and nothing was buffered before it (a request/response client's every
+        read): that request, in one call, and the framer stays empty. Otherwise None and
+        nothing happened: the caller feeds the read as usual (what was scanned in vain is
+        one line)."""
+        if self._pos != len(self._buffer) or self.overflowed:
+            return None
+        run, pos = self._fast(data, 0, 1, self.max_line)  # type: ignore[misc]
+        if pos != len(data) or not run:
+            return None
+        self._buffer = data
+        self._pos = pos
+        self.at_end = True
+        return run[0]
+
     def rewind(self, pos: int) -> None:
         """Move the cursor back to ``pos``, the start of a request ``take_fast`` handed
         out that the caller did not run (it was paused in the middle of the run)."""
