@@ -39,11 +39,11 @@ from twisted.internet.posixbase import _NO_FILEDESC
 from twisted.python import log
 from twisted.python.failure import Failure
 
-__all__ = ["LeanEPollReactor", "install_reactor", "READ_BYTES"]
+__all__ = ["LeanEPollReactor", "install_reactor", "READ_BYTES", "BULK"]
 
 READ_BYTES = 65536
 """Most bytes one read of a TCP connection takes, unless its previous read filled it
-(Twisted's default ``bufferSize``; ``LeanEPollReactor._bulk``).
+(Twisted's default ``bufferSize``; ``BULK``).
 
 Twisted's ``tcp.Connection.doRead`` reads ``self.bufferSize`` bytes, the same attribute its
 ``write`` compares the unsent output with before pausing the producer. Skerry sets that to
@@ -59,16 +59,16 @@ _PLAIN_TCP = frozenset(kind for kind in (tcp.Server, tcp.Client)
 what ``tcp.Connection.doRead`` does, with ``READ_BYTES``); empty if Twisted changes it."""
 
 
+BULK = "_lean_bulk"
+"""The attribute the fast path sets on a transport whose last read filled ``READ_BYTES``:
+its next read takes up to the transport's ``bufferSize`` (a large request or a pipelined
+stream keeps Twisted's large reads, where one buffer per read is cheap against what it
+carries); a read below ``READ_BYTES`` clears it. Kept on the transport, not in a set of fds
+in the reactor, so it goes with the connection (a reused fd starts small)."""
+
+
 class LeanEPollReactor(EPollReactor):
     """``EPollReactor`` whose plain read events skip the per-event logging context."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._bulk: set[int] = set()
-        """fds whose last read filled ``READ_BYTES``: their next read takes up to the
-        transport's ``bufferSize`` (a large request or a pipelined stream keeps Twisted's
-        large reads, where one buffer per read is cheap against what it carries); a read
-        below ``READ_BYTES`` drops the fd again."""
 
     def doPoll(self, timeout: float | None) -> None:
         if timeout is None:
@@ -80,7 +80,6 @@ class LeanEPollReactor(EPollReactor):
                 return
             raise
         selectables = self._selectables
-        bulk = self._bulk
         for fd, event in events:
             selectable = selectables.get(fd)
             if selectable is None:
@@ -93,17 +92,19 @@ class LeanEPollReactor(EPollReactor):
                 if selectable.fileno() == -1:
                     why = _NO_FILEDESC
                 elif type(selectable) in _PLAIN_TCP:
+                    state = selectable.__dict__
+                    bulk = state.get(BULK)
                     try:
                         data = selectable.socket.recv(
-                            selectable.bufferSize if fd in bulk else READ_BYTES)
+                            selectable.bufferSize if bulk else READ_BYTES)
                     except OSError as err:
                         if err.args[0] != errno.EWOULDBLOCK:
                             why = main.CONNECTION_LOST
                     else:
                         if len(data) >= READ_BYTES:
-                            bulk.add(fd)  # a stream: its next read may take bufferSize
-                        else:
-                            bulk.discard(fd)
+                            state[BULK] = True  # a stream: its next read may take bufferSize
+                        elif bulk:
+                            state[BULK] = False
                         if data:
                             selectable.protocol.dataReceived(data)
                         else:
