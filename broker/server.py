@@ -285,6 +285,8 @@ def build_broker(config: Config, clock: IReactorTime, *,
         consumer_groups.load_groups(state_log.loaded.consumer_groups)
     core = BrokerCore(config, store, clock, replication=replication, groups=groups,
                       run_in_thread=run_in_thread)
+    # KIP-848 groups follow their topics: created (regex subscriptions), deleted, grown.
+    core.add_topic_listener(lambda _topic: consumer_groups.metadata_changed())
 
     def group_records(partitions: int) -> dict[int, dict[bytes, bytes]]:
         records = state_records(coordinator.groups(), coordinator.committed(),

@@ -39,6 +39,8 @@ from data.plaintext import MAX_KEY_BYTES, is_plain_key, is_plain_value
 __all__ = [
     "MAX_BATCH_BYTES",
     "MAX_KEY_BYTES",
+    "MAX_LINE_BYTES",
+    "MessageTooLargeError",
     "BadRequestError",
     "BatchAck",
     "BrokerError",
@@ -73,7 +75,12 @@ __all__ = [
     "parse_reply",
     "partition_for_key",
     "payload_fields",
+    "split_batch",
 ]
+
+MAX_LINE_BYTES = 1 << 20
+"""The broker's default ``limits.max_line_bytes``: what ``broker.client.sync.Client``
+assumes a request line (with a PRODUCE_BATCH's raw body) may take unless told otherwise."""
 
 MAX_BATCH_BYTES = 512 * 1024
 """The default size limit of one PRODUCE_BATCH's batch before base64: its line (a third
@@ -117,6 +124,21 @@ class InvalidArgumentError(ClientError, ValueError):
     def __init__(self, argument: str, message: str) -> None:
         super().__init__(message, 2)
         self.argument = argument
+
+
+class MessageTooLargeError(InvalidArgumentError):
+    """A message of a PRODUCE_BATCH that cannot fit a request even alone: ``index`` is its
+    place in the batch, ``size`` its key and value bytes, ``limit`` the line limit
+    (``limits.max_line_bytes``) it was held to. Raised before the batch is sent."""
+
+    def __init__(self, index: int, size: int, limit: int) -> None:
+        super().__init__("values", f"message {index} of the batch ({size} bytes of key and "
+                                   f"value) cannot fit one PRODUCE_BATCH request of at most "
+                                   f"{limit} bytes (the broker's limits.max_line_bytes); "
+                                   f"nothing of the batch was sent")
+        self.index = index
+        self.size = size
+        self.limit = limit
 
 
 class BrokerError(ClientError):
@@ -529,6 +551,54 @@ class BatchAck:
         fields = reply.fields()
         return cls(int_field(fields, "partition"), int_field(fields, "offset"),
                    int_field(fields, "count"), int(fields.get("duplicates", "0")))
+
+
+def split_batch(batch: bytes, max_bytes: int, limit: int | None = None
+                ) -> list[tuple[bytes, int]]:
+    """A batch of ``encode_batch`` cut into batches of at most ``max_bytes`` bytes each,
+    in order, with their message counts: ``[(batch, count)]`` as it is when it fits.
+    ``MessageTooLargeError`` (naming ``limit``, default ``max_bytes``) when one message
+    does not fit even alone; ``ValueError`` when ``batch`` is not a well-formed batch."""
+    count = int.from_bytes(batch[:4], "little")
+    if len(batch) <= max_bytes:
+        return [(batch, count)]
+    keys_at = 4 + 5 * count
+    key_lengths = batch[4:4 + count]
+    value_lengths = array("I")
+    value_lengths.frombytes(batch[4 + count:keys_at])
+    if sys.byteorder == "big":  # pragma: no cover
+        value_lengths.byteswap()
+    values_at = keys_at + sum(key_lengths)
+    if count == 0 or values_at + sum(value_lengths) != len(batch):
+        raise ValueError("not a PRODUCE_BATCH batch: its lengths do not add up")
+    pieces: list[tuple[bytes, int]] = []
+    first = 0  # the first message of the piece being built
+    key_at, value_at = keys_at, values_at  # where that message's key and value start
+    key_end, value_end = key_at, value_at
+    size = 4
+    for i in range(count):
+        one = 5 + key_lengths[i] + value_lengths[i]
+        if 4 + one > max_bytes:
+            raise MessageTooLargeError(i, one - 5, max_bytes if limit is None else limit)
+        if size + one > max_bytes:
+            pieces.append((_piece(batch, first, i, count, key_lengths, value_lengths,
+                                  (key_at, key_end), (value_at, value_end)), i - first))
+            first, key_at, value_at, size = i, key_end, value_end, 4
+        size += one
+        key_end += key_lengths[i]
+        value_end += value_lengths[i]
+    pieces.append((_piece(batch, first, count, count, key_lengths, value_lengths,
+                          (key_at, key_end), (value_at, value_end)), count - first))
+    return pieces
+
+
+def _piece(batch: bytes, first: int, end: int, count: int, key_lengths: bytes,
+           value_lengths: array[int], keys: tuple[int, int], values: tuple[int, int]) -> bytes:
+    lengths = value_lengths[first:end]
+    if sys.byteorder == "big":  # pragma: no cover
+        lengths.byteswap()
+    return b"".join(((end - first).to_bytes(4, "little"), key_lengths[first:end],
+                     lengths.tobytes(), batch[keys[0]:keys[1]], batch[values[0]:values[1]]))
 
 
 # -------------------------------------------------------------------------------- leaders

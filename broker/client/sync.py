@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from broker.client.codec import (
     MAX_BATCH_BYTES,
+    MAX_LINE_BYTES,
     BatchAck,
     BrokerError,
     ClientError,
@@ -37,6 +38,7 @@ from broker.client.codec import (
     GroupHeartbeat,
     InvalidArgumentError,
     Message,
+    MessageTooLargeError,
     NotLeaderError,
     Reply,
     check_acks,
@@ -52,12 +54,14 @@ from broker.client.codec import (
     parse_leader_hint,
     parse_messages,
     parse_reply,
+    split_batch,
 )
 from broker.client.sync_admin import AdminCalls
 from broker.client.sync_groups import Assignment, GroupCalls
 
 __all__ = [
     "MAX_BATCH_BYTES",
+    "MAX_LINE_BYTES",
     "Assignment",
     "GroupHeartbeat",
     "BatchAck",
@@ -68,6 +72,7 @@ __all__ = [
     "Fetched",
     "InvalidArgumentError",
     "Message",
+    "MessageTooLargeError",
     "Produced",
     "RoutedProducer",
     "encode_batch",
@@ -109,6 +114,16 @@ class Consumed:
 
 
 
+def _sum_acks(before: BatchAck | None, ack: BatchAck) -> BatchAck:
+    """The answer of a batch sent as pieces, so far: counts summed; the offset of its
+    first appended message (or, with none appended, where its first message went)."""
+    if before is None:
+        return ack
+    offset = before.offset if before.count or not ack.count else ack.offset
+    return BatchAck(before.partition, offset, before.count + ack.count,
+                    before.duplicates + ack.duplicates)
+
+
 def _value_arg(key: bytes, value: bytes) -> tuple[bytes, bool]:
     """``key:value`` as sent, and whether it needed ``enc=b64``."""
     check_key(key)
@@ -133,13 +148,17 @@ class Client(GroupCalls, AdminCalls):
 
     ``bootstrap`` is ``host:port``; ``user`` and ``token`` send ``AUTH`` first; ``tls`` wraps
     the socket. Every call waits at most ``timeout`` seconds for the broker.
+    ``max_line_bytes`` is the broker's ``limits.max_line_bytes`` (default: the broker's
+    default, 1 MiB): a PRODUCE_BATCH that would not fit it is sent as several.
 
     Every method checks its arguments with the broker's own rules (``data.names`` for
     topics, groups and member ids; ``data.plaintext`` for keys) before sending anything:
     ``InvalidArgumentError`` names the argument that breaks them."""
 
     def __init__(self, bootstrap: str, timeout: float = 60.0, *, user: str | None = None,
-                 token: str | None = None, tls: ssl.SSLContext | None = None) -> None:
+                 token: str | None = None, tls: ssl.SSLContext | None = None,
+                 max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self.max_line_bytes = check_number("max_line_bytes", max_line_bytes)
         host, port = parse_bootstrap(bootstrap)
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
@@ -313,8 +332,9 @@ class Client(GroupCalls, AdminCalls):
     def produce_batch(self, topic: str, partition: int, keys: Sequence[bytes],
                       values: Sequence[bytes], *, acks: str = "1", pid: str | None = None,
                       seq: int = 0) -> BatchAck:
-        """One PRODUCE_BATCH of ``(keys[i], values[i])`` to one partition (an empty key is
-        no key); with ``pid`` the messages are numbered ``seq``, ``seq + 1``, ..."""
+        """PRODUCE_BATCH of ``(keys[i], values[i])`` to one partition (an empty key is
+        no key); with ``pid`` the messages are numbered ``seq``, ``seq + 1``, ... A batch
+        over ``max_line_bytes`` goes as several requests (``produce_batches``)."""
         return self.produce_batches(topic, [(partition, encode_batch(keys, values),
                                              len(values))], acks, pid,
                                     {partition: seq} if pid is not None else None)[0]
@@ -324,52 +344,88 @@ class Client(GroupCalls, AdminCalls):
                         first_seq: dict[int, int] | None = None,
                         window: int = 4, raw: bool = True) -> list[BatchAck]:
         """PRODUCE_BATCH for each ``(partition, batch, count)`` (``batch`` from
-        ``encode_batch``), up to ``window`` requests in flight; the answers in order.
-        ``raw``: each batch follows its line as it is (``enc=raw size=<n>``), else it is
-        base64 in the line (``data=``, for a broker from before ``enc=raw``).
+        ``encode_batch``), up to ``window`` requests in flight; one answer per batch, in
+        order. ``raw``: each batch follows its line as it is (``enc=raw size=<n>``), else it
+        is base64 in the line (``data=``, for a broker from before ``enc=raw``).
 
-        With ``pid`` each batch carries ``pid=<pid> seq=<n>``, ``n`` counting messages per
-        partition from ``first_seq`` (default 0), so a resend of the same messages is not
-        appended twice. An ``ERR`` answer raises ``BrokerError`` once the requests in flight
-        are answered.
+        A batch whose request would not fit ``max_line_bytes`` (the broker refuses it and
+        closes the connection) is sent as several PRODUCE_BATCH requests in order, each as
+        full as the limit allows; its answer then sums theirs (``count``, ``duplicates``;
+        ``offset`` is that of its first appended message). A single message that cannot
+        fit a request alone raises ``MessageTooLargeError`` before anything of its batch
+        is sent (the answers to the batches before it are read first).
+
+        With ``pid`` each request carries ``pid=<pid> seq=<n>``, ``n`` counting messages
+        per partition from ``first_seq`` (default 0) across the pieces of a batch too, so a
+        resend of the same messages is not appended twice. An ``ERR`` answer raises
+        ``BrokerError`` once the requests in flight are answered.
         """
         check_name("topic", topic)
         acks = check_acks(acks)
         seqs = dict(first_seq or {})
-        acks_out: list[BatchAck] = []
-        in_flight: deque[str] = deque()
+        acks_out: list[BatchAck | None] = []
+        in_flight: deque[tuple[str, int]] = deque()  # (what was asked, its batch's index)
         error: BrokerError | None = None
         b2a = binascii.b2a_base64
 
         def collect() -> None:
             nonlocal error
-            head = in_flight.popleft()
+            head, index = in_flight.popleft()
             try:
-                acks_out.append(BatchAck.from_reply(self.receive(head)))
+                ack = BatchAck.from_reply(self.receive(head))
             except BrokerError as exc:
                 error = error or exc
+                return
+            acks_out[index] = _sum_acks(acks_out[index], ack)
 
         for partition, batch, count in batches:
-            extra = ""
-            if pid is not None:
-                seq = seqs.get(partition, 0)
-                seqs[partition] = seq + count
-                extra = f" pid={pid} seq={seq}"
-            if raw:
-                head = f"{topic} {partition} acks={acks}{extra} enc=raw size={len(batch)}"
-                self.sock.sendall(encode_request(self._next_cid(), "PRODUCE_BATCH", head))
-                self.sock.sendall(batch)
-            else:
-                head = f"{topic} {partition} acks={acks}{extra} data="
-                self.send("PRODUCE_BATCH", head.encode() + b2a(batch, newline=False))
-            in_flight.append(f"PRODUCE_BATCH {head}...")
-            if len(in_flight) >= window:
-                collect()
+            try:
+                pieces = self._batch_pieces(topic, partition, acks, pid, batch, count, raw)
+            except MessageTooLargeError:
+                while in_flight:
+                    collect()
+                raise
+            acks_out.append(None)
+            for piece, piece_count in pieces:
+                extra = ""
+                if pid is not None:
+                    seq = seqs.get(partition, 0)
+                    seqs[partition] = seq + piece_count
+                    extra = f" pid={pid} seq={seq}"
+                if raw:
+                    head = f"{topic} {partition} acks={acks}{extra} enc=raw size={len(piece)}"
+                    self.sock.sendall(encode_request(self._next_cid(), "PRODUCE_BATCH", head))
+                    self.sock.sendall(piece)
+                else:
+                    head = f"{topic} {partition} acks={acks}{extra} data="
+                    self.send("PRODUCE_BATCH", head.encode() + b2a(piece, newline=False))
+                in_flight.append((f"PRODUCE_BATCH {head}...", len(acks_out) - 1))
+                if len(in_flight) >= window:
+                    collect()
         while in_flight:
             collect()
         if error is not None:
             raise error
-        return acks_out
+        return [ack for ack in acks_out if ack is not None]
+
+    def _batch_pieces(self, topic: str, partition: int, acks: str, pid: str | None,
+                      batch: bytes, count: int, raw: bool) -> list[tuple[bytes, int]]:
+        """``batch`` as it goes on the wire: whole when its request fits
+        ``max_line_bytes``, else cut (``split_batch``) so that each piece's does. The
+        line's length is counted with the widest numbers it can carry."""
+        wide = 10 ** 19
+        extra = f" pid={pid} seq={wide}" if pid is not None else ""
+        line = encode_request(wide, "PRODUCE_BATCH", f"{topic} {partition} acks={acks}{extra}"
+                              f" {'enc=raw size=' + str(wide) if raw else 'data='}")
+        room = self.max_line_bytes - (len(line) - 1)  # without its \n
+        if raw:
+            if len(batch) <= room:
+                return [(batch, count)]
+            return split_batch(batch, max(room, 0), self.max_line_bytes)
+        room = max(room, 0) // 4 * 3  # base64: 4 characters per 3 bytes
+        if len(batch) <= room:
+            return [(batch, count)]
+        return split_batch(batch, room, self.max_line_bytes)
 
     # ------------------------------------------------------------ read
 

@@ -255,6 +255,11 @@ class BrokerCore(ReadApi):
         self._topics.delete_topic(name)
         self._producer_states.forget_topic(name)
 
+    def add_topic_listener(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(name)`` after each topic is created, deleted or grows, whatever
+        the path (``Topics.listeners``)."""
+        self._topics.listeners.append(listener)
+
     def add_partitions(self, name: str, count: int) -> Topic:
         """Grow a topic to ``count`` partitions."""
         return self._topics.add_partitions(name, count)

@@ -9,7 +9,8 @@ that refuses a write to a partition this broker does not lead (``NotLeader``) or
 failed after an I/O error (``StorageError``).
 
 Topic changes are announced to the replication and group services passed in at
-construction. Flushing queued produces before a delete is the caller's job (the facade,
+construction, and to the listeners added since (``listeners``: the KIP-848 consumer groups,
+whose subscriptions follow topic names and partition counts). Flushing queued produces before a delete is the caller's job (the facade,
 ``broker.core.BrokerCore``): this module knows nothing of the produce pipeline.
 
 Must not import: transports, Twisted, the other core modules but ``ports``.
@@ -57,6 +58,10 @@ class Topics:
         self.remote_create: Callable[[str, TopicSettings], None] | None = None
         """With the control plane on etcd: auto-creation asks it (the topic appears on
         every broker from etcd's watch) instead of creating a local topic."""
+        self.listeners: list[Callable[[str], None]] = []
+        """Called with a topic's name once it was created, deleted or grew (on every
+        path: admin requests of any transport, auto-creation, the configuration at start,
+        and etcd's watch applying another broker's change)."""
         self.by_name: Mapping[str, Topic] = store.topics
         """Every topic by name: the store's live, read-only mapping (the produce hot path
         looks a topic up here before it needs ``resolve``)."""
@@ -226,6 +231,7 @@ class Topics:
         self._replication.forget_topic(name)
         self._groups.topic_deleted(name)
         log.info("deleted topic %s", name)
+        self._announce(name)
 
     def add_partitions(self, name: str, count: int) -> Topic:
         """Grow a topic to ``count`` partitions (never fewer than it has)."""
@@ -238,6 +244,7 @@ class Topics:
         self._replication.partitions_added(name)
         self._groups.partitions_changed(name)
         log.info("topic %s now has %d partitions", name, count)
+        self._announce(name)
         return topic
 
     def alter_topic(self, name: str, changes: Mapping[str, Any]) -> Topic:
@@ -316,7 +323,16 @@ class Topics:
                              "Recovering a damaged log)") from exc
         log.info("created topic %s (partitions=%d replication_factor=%d)", name,
                  settings.partitions, settings.replication_factor)
+        self._announce(name)
         return topic
+
+    def _announce(self, name: str) -> None:
+        """Tell the listeners; one failing is logged (the change itself is done)."""
+        for listener in self.listeners:
+            try:
+                listener(name)
+            except Exception:
+                log.exception("topic listener failed after a change to %s", name)
 
     def _check_placement(self, name: str, settings: TopicSettings) -> None:
         """In a cluster, ``BadRequest`` unless every partition's replica list can be built:

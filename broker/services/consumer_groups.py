@@ -227,7 +227,10 @@ class ConsumerGroupService:
         if self._closed:
             return []
         now = self._now_ms()
-        return self._perform(self.coordinator.metadata_changed(now), now)
+        changed: list[str] = self._perform(self.coordinator.metadata_changed(now), now)
+        for group_id in changed:
+            log.info("consumer group %s: subscribed topics changed, new target", group_id)
+        return changed
 
     def close(self) -> None:
         """Stop the timers; later requests are refused with ``Unavailable``."""

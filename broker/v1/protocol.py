@@ -103,6 +103,12 @@ class V1Protocol(Connection):
     def outstanding(self) -> bool:
         return self._held is not None or bool(self._pending)
 
+    def reading_blocked(self) -> bool:
+        """No reading while a command is held back: the requests pipelined behind it wait
+        in the socket, not in the framer (what one read brought stays there, legal
+        requests however many bytes they take)."""
+        return self._held is not None
+
     def resume_work(self) -> None:
         if self.framer.buffered:
             self.dataReceived(b"")
@@ -245,7 +251,7 @@ class V1Protocol(Connection):
         if fast_count and metrics is not None:
             metrics.fast_produced(fast_count, slot, started)
         self._flush_out()
-        if not framer.at_end and framer.end_of_read() is not None:
+        if not framer.at_end and framer.end_of_read(self._held is None) is not None:
             self._too_long()
             return
         if self._read_closed:
@@ -344,6 +350,7 @@ class V1Protocol(Connection):
             # everything before it on this connection was answered (a CONSUME pipelined
             # behind a PRODUCE sees it), and nothing runs past a command still waiting.
             self._held = cmd
+            self._update_reading()
             return None
         return cmd
 
@@ -417,6 +424,7 @@ class V1Protocol(Connection):
         held = self._held
         if held is not None and not self._must_wait(held) and not self.transport.disconnecting:
             self._held = None
+            self._update_reading()
             self._execute(held)
             self._flush_out()
             if self.framer.buffered and not self.paused and self._held is None:

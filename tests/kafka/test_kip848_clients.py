@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,3 +141,73 @@ def _owned_now(log: Path) -> set[int]:
         elif event["e"] == "revoke":
             held -= set(event["parts"])
     return held
+
+
+@pytest.mark.skipif(_librdkafka() < (2, 12), reason="KIP-848 needs librdkafka 2.12+")
+class TopicChangeTests:
+    def test_a_member_gets_partitions_added_to_its_topic(self, tmp_path: Path) -> None:
+        """A KIP-848 member (confluent-kafka, ``group.protocol=consumer``) holds both
+        partitions of a two-partition topic; Kafka's CreatePartitions grows the topic to
+        four: within a bounded time the member is assigned partitions 2 and 3 and
+        consumes the messages produced to them. (The member's own heartbeat would find the
+        change too; tests/services/test_consumer_topic_changes.py checks that the group
+        changes at once, before any heartbeat.)"""
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewPartitions
+
+        (tmp_path / "b").mkdir()
+        with BrokerProcess(tmp_path / "b", {"kafka_port": 0}) as broker:
+            port = kafka_port_of(broker.log_text())
+            bootstrap = f"127.0.0.1:{port}"
+            v1 = V1Client(broker.port)
+            assert "|OK|" in v1.request("V1|1|ADMIN_CREATE_TOPIC|grow848 2 1")
+            stop, log = tmp_path / "stop", tmp_path / "m.jsonl"
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.kafka.group_member", "--client", "ck",
+                 "--bootstrap", bootstrap, "--topic", "grow848", "--group", "g-grow",
+                 "--log", str(log), "--protocol", "consumer", "--stop", str(stop),
+                 "--max-seconds", "120"], cwd=str(ROOT),
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                _wait_for(lambda: _owned_now(log) == {0, 1}, 60, "the member never held 0 and 1")
+                admin = AdminClient({"bootstrap.servers": bootstrap})
+                for future in admin.create_partitions(
+                        [NewPartitions("grow848", 4)], request_timeout=15).values():
+                    future.result(timeout=15)
+                grown = time.monotonic()
+                producer = Producer({"bootstrap.servers": bootstrap})
+                for partition in (2, 3):
+                    for i in range(5):
+                        producer.produce("grow848", f"p{partition}-{i}".encode(),
+                                         partition=partition)
+                assert producer.flush(15) == 0
+                _wait_for(lambda: {m["p"] for m in _messages(log)} >= {2, 3}, 30,
+                          "the member never consumed partitions 2 and 3")
+                print(f"partitions 2 and 3 consumed {time.monotonic() - grown:.1f} s after "
+                      "CreatePartitions")
+                assert _owned_now(log) == {0, 1, 2, 3}
+                assert sorted(m["v"] for m in _messages(log)) == sorted(
+                    f"p{p}-{i}" for p in (2, 3) for i in range(5))
+            finally:
+                stop.touch()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+def _wait_for(condition: Any, seconds: float, failure: str) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(failure)
+
+
+def _messages(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.endswith("}")]
+    return [event for event in events if event["e"] == "msg"]

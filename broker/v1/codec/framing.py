@@ -61,8 +61,9 @@ class LineFramer:
     bytes, not counting one ``\\r`` just before the ``\\n``. Unread bytes that can no longer
     become a legal line are reported at ``end_of_read`` without waiting for a newline, so
     memory stays bounded: a tail over the limit (unless its one extra byte is the ``\\r`` of
-    a ``\\r\\n`` on its way), and any unread rest over ``max_line_bytes + 1`` bytes, which
-    bounds what a connection that stopped reading (a held command) keeps. After the first
+    a ``\\r\\n`` on its way), and any unread rest over ``max_line_bytes + 1`` bytes, unless
+    the caller says the rest is requests it stopped at (a held command), after which it
+    stops reading the socket: one read bounds what it keeps. After the first
     ``TOO_LONG`` the framer hands out nothing more.
     """
 
@@ -164,15 +165,19 @@ class LineFramer:
         self._pos = end
         return buffer[start:end]
 
-    def end_of_read(self) -> LineTooLong | None:
+    def end_of_read(self, bound: bool = True) -> LineTooLong | None:
         """Keep the unread rest for the next read (one slice per read); ``TOO_LONG`` when
-        it can no longer become a legal line (see the class docstring)."""
+        it can no longer become a legal line (see the class docstring). ``bound`` False:
+        the rest is requests the caller stopped at (a held command) and stopped reading
+        after, so what it keeps is bounded by one read: no length check."""
         pos = self._pos
         rest = self._buffer[pos:] if pos else self._buffer
         self._buffer = rest
         self._pos = 0
         size = len(rest)
         limit = self.max_line
+        if not bound:
+            return None
         if size > limit + 1 or (size == limit + 1 and rest[-1] != 13 and b"\n" not in rest):
             return self._overflow()
         return None
