@@ -6,8 +6,12 @@ The broker runs with ``metrics_port`` on, and its ``/metrics`` is read before an
 measured window: ``skerry_fsync_seconds`` (one observation per group-commit fsync, timed in
 the fsync thread) and ``skerry_messages_in``. From them: fsyncs per second, messages per
 fsync (the group-commit batch), the mean fsync time and the share of the window the fsync
-thread (``thread``) or the reactor (``turn``) spent in fsync. ``--profile FILE`` also runs py-spy over the broker for the window
-(raw folded stacks) and prints the functions with the most samples.
+thread (``thread``) or the reactor (``turn``) spent in fsync. ``--profile FILE`` also runs
+py-spy over the broker for the window (raw folded stacks) and prints the functions with the
+most samples. ``--client c [--pin]`` drives the same request bytes with the C reference
+client (``bench/refclient.c``) instead of ``bench.loadgen``; pinned, the server runs flat out
+on CPU 0 and the client on CPU 1, so the server's rate is its CPU per message, which the
+Python generator sharing a 2-core machine blurs.
 
 The metrics cost the broker a little per append, so the rate here runs slightly under the
 suite's (d) figure; the point is the shape (batch size, fsync time), not the rate.
@@ -30,8 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.loadgen import LoadSpec, run
+from bench.loadgen_wire import make_value, resp_xadd_request, v1_produce_request
 from bench.serve import start_serve, stop_serve
-from bench.servers import free_port, start_redis
+from bench.servers import free_port, run_refclient, start_redis
 
 __all__ = ["FsyncStats", "scrape", "main"]
 
@@ -121,6 +126,51 @@ def _cpu_line(who: str, before: tuple[float, float] | None,
             f"(user {user / messages * 1e6:.1f}, system {system / messages * 1e6:.1f})")
 
 
+@dataclass
+class Window:
+    """What the measured window's load did: messages answered, their rate, the p50 (ms,
+    None from the C client, which keeps no latencies)."""
+
+    messages: int
+    messages_per_s: float
+    p50_ms: float | None
+
+
+def _load(args: argparse.Namespace, workdir: Path, protocol: str, port: int,
+          seconds: float) -> Window:
+    """The request/response load for ``seconds`` on ``port``: ``bench.loadgen`` (Python,
+    ``--load-processes``), or with ``--client c`` the C reference client
+    (``bench/refclient.c``, one process, the same request bytes; on CPU 1 with ``--pin``)."""
+    if args.client == "c":
+        value = make_value(100)
+        request = (v1_produce_request("1", "bench", "k1", value) if protocol == "v1"
+                   else resp_xadd_request("bench", value))
+        got = run_refclient(workdir, port, protocol, request, connections=args.connections,
+                            warmup_s=0.0, duration_s=seconds,
+                            cpus=[1] if args.pin else None)
+        return Window(int(got["requests"]), float(got["messages_per_s"]), None)
+    result = run(LoadSpec(protocol=protocol, port=port, connections=args.connections,
+                          inflight=1, duration_s=seconds, warmup_s=0.0,
+                          processes=args.load_processes))
+    return Window(result.messages, result.messages_per_s,
+                  result.percentiles().get("p50", 0.0))
+
+
+def _pin_server(args: argparse.Namespace, pid: int) -> None:
+    """``--pin``: the server on CPU 0 (the C client takes CPU 1)."""
+    if args.pin and hasattr(os, "sched_setaffinity"):
+        for task in os.listdir(f"/proc/{pid}/task"):  # every thread of the server
+            os.sched_setaffinity(int(task), {0})
+
+
+def _rate_line(who: str, args: argparse.Namespace, window: Window) -> str:
+    client = "C client" + (", pinned" if args.pin else "") if args.client == "c" else \
+        f"bench.loadgen x{args.load_processes}"
+    p50 = f", p50 {window.p50_ms:.2f} ms" if window.p50_ms is not None else ""
+    return (f"{who}, {args.connections} connections x 1 request in flight ({client}): "
+            f"{window.messages_per_s:,.0f} msgs/s{p50}")
+
+
 def redis_run(args: argparse.Namespace) -> int:
     """The same load against Redis (``appendfsync always``, or ``everysec`` for
     ``interval``), its fsyncs counted by ``perf stat`` on the ``fdatasync`` and ``fsync``
@@ -133,22 +183,19 @@ def redis_run(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="skerry-durable-redis-"))
     server = start_redis(workdir, "always" if args.fsync == "always" else "everysec")
     stat = workdir / "perf.txt"
+    _pin_server(args, server.proc.pid)
     try:
-        run(LoadSpec(protocol="resp", port=server.port, connections=args.connections,
-                     inflight=1, duration_s=1.0, warmup_s=0.0, processes=args.load_processes))
+        _load(args, workdir, "resp", server.port, 1.0)  # warm-up
         counter = count_fsyncs(server.proc.pid, stat)
         time.sleep(0.2)
         cpu0 = _cpu_seconds(server.proc.pid)
-        result = run(LoadSpec(protocol="resp", port=server.port, connections=args.connections,
-                              inflight=1, duration_s=args.seconds, warmup_s=0.0,
-                              processes=args.load_processes))
+        result = _load(args, workdir, "resp", server.port, args.seconds)
         cpu1 = _cpu_seconds(server.proc.pid)
         syncs = counted_fsyncs(counter, stat)
     finally:
         server.stop()
-    print(f"redis appendfsync={'always' if args.fsync == 'always' else 'everysec'}, "
-          f"{args.connections} connections x 1 request in flight: "
-          f"{result.messages_per_s:,.0f} msgs/s (p50 {result.percentiles().get('p50', 0):.2f} ms)")
+    print(_rate_line(f"redis appendfsync={'always' if args.fsync == 'always' else 'everysec'}",
+                     args, result))
     print(_cpu_line("redis", cpu0, cpu1, result.messages))
     if syncs:
         print(f"redis fsyncs: {syncs:,.0f} in the window (perf stat), "
@@ -172,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, help="py-spy raw output for the window")
     parser.add_argument("--redis", action="store_true",
                         help="run the load against Redis instead (fsyncs counted by perf)")
+    parser.add_argument("--client", choices=("python", "c"), default="python",
+                        help="the load: bench.loadgen (the suite's) or the C reference client")
+    parser.add_argument("--pin", action="store_true",
+                        help="with --client c: the server on CPU 0, the client on CPU 1 (the "
+                             "server then runs flat out: its rate is its CPU per message)")
     args = parser.parse_args(argv)
     if args.redis:
         return redis_run(args)
@@ -185,10 +237,9 @@ def main(argv: list[str] | None = None) -> int:
                                                if args.group_commit else {})},
         "topics": {"bench": {"partitions": 1, "replication_factor": 1}}}, "v1")
     spy = None
+    _pin_server(args, proc.pid)
     try:
-        # warm-up, then the measured window
-        run(LoadSpec(protocol="v1", port=port, connections=args.connections, inflight=1,
-                     duration_s=1.0, warmup_s=0.0, processes=args.load_processes))
+        _load(args, workdir, "v1", port, 1.0)  # warm-up, then the measured window
         if args.profile:
             spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record",
                                     "--pid", str(proc.pid), "--format", "raw", "--rate", "250",
@@ -199,9 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(0.2)
         before, t0 = scrape(metrics), time.monotonic()
         cpu0 = _cpu_seconds(proc.pid)
-        result = run(LoadSpec(protocol="v1", port=port, connections=args.connections,
-                              inflight=1, duration_s=args.seconds, warmup_s=0.0,
-                              processes=args.load_processes))
+        result = _load(args, workdir, "v1", port, args.seconds)
         cpu1 = _cpu_seconds(proc.pid)
         after, window = scrape(metrics), time.monotonic() - t0
         syscalls = counted_fsyncs(counter, workdir / "perf.txt")
@@ -215,8 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     msgs = after.messages - before.messages
     mode = f", group_commit={args.group_commit}" if args.group_commit else ""
     mode += f", reactor={args.reactor}" if args.reactor else ""
-    print(f"storage.fsync={args.fsync}{mode}, {args.connections} connections x 1 request in flight: "
-          f"{result.messages_per_s:,.0f} msgs/s (p50 {result.percentiles().get('p50', 0):.2f} ms)")
+    print(_rate_line(f"storage.fsync={args.fsync}{mode}", args, result))
     print(_cpu_line("broker", cpu0, cpu1, result.messages))
     if fsyncs:
         print(f"group commit: {fsyncs / window:,.0f} fsyncs/s, {msgs / fsyncs:.1f} msgs per fsync, "

@@ -24,3 +24,16 @@ def test_a_short_durable_run_prints_messages_per_fsync(capsys: pytest.CaptureFix
     # the broker's CPU per message over the window, from /proc (steadier than the rate)
     cpu = re.search(r"broker CPU: ([\d.]+) s in the window, ([\d.]+) us per message", out)
     assert cpu and float(cpu.group(2)) > 0, out
+
+
+@pytest.mark.slow
+def test_the_c_client_pinned_drives_the_same_load(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--client c --pin``: the C reference client's rate, and the broker's CPU per message,
+    which pinned is what sets that rate."""
+    assert durable.main(["--fsync", "interval", "--seconds", "1", "--connections", "8",
+                         "--client", "c", "--pin"]) == 0
+    out = capsys.readouterr().out
+    rate = re.search(r"\(C client, pinned\): ([\d,]+) msgs/s", out)
+    assert rate and int(rate.group(1).replace(",", "")) > 0, out
+    cpu = re.search(r"broker CPU: ([\d.]+) s in the window, ([\d.]+) us per message", out)
+    assert cpu and float(cpu.group(2)) > 0, out
