@@ -303,6 +303,7 @@ def build_broker(config: Config, clock: IReactorTime, *,
     # Long polls wake when hw moves for any reason, timer-driven ISR changes included.
     replication.add_hw_listener(core.notify_hw)
     replication.add_change_listener(core.forget_producers)
+    replication.add_copy_listener(core.replica_copied)
     core.start()
     authorizer = _authorizer(config)
     core.access.authorizer = authorizer  # before the handlers: they bind the checked paths

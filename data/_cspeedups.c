@@ -19,6 +19,7 @@
  *   record_heads(data, start, end, out)       data/spark/records.py (_record_heads_py)
  *   scan_stamped(data, first_offset,          data/writer.py   (_scan_stamped_py)
  *                start_position)
+ *   producer_runs(data)                       data/idempotence.py (_producer_runs_py)
  *
  * Batch in, batch out: one call per batch of records, never one per message.
  *
@@ -800,6 +801,83 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ producer_runs */
+
+/* producer_runs(data) -> (runs, count, end): the batches of Kafka idempotent producers in
+ * stored records (their ids carry the producer fields, data/idempotence.py), one tuple per
+ * run of records that continue each other:
+ *   (first_offset, last_offset, producer_id, epoch, first_seq, last_seq, starts, ends,
+ *    timestamp of the run's last record)
+ * ``count`` records were read, ``end`` is the last one's offset + 1 (0 for none). Records
+ * without a producer id only count. ValueError for a partial record. */
+#define PR_MARK 0x1A5u
+static PyObject *producer_runs(PyObject *self, PyObject *arg) {
+    Py_buffer data;
+    if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *buf = data.buf;
+    Py_ssize_t total = data.len, pos = 0, count = 0;
+    PyObject *runs = PyList_New(0), *result = NULL;
+    uint64_t end = 0;
+    /* the open run */
+    int open = 0, r_first = 0, r_last = 0;
+    uint64_t r_fo = 0, r_lo = 0, r_pid = 0, r_ts = 0;
+    uint32_t r_epoch = 0, r_fs = 0, r_ls = 0;
+    if (runs == NULL) goto done;
+#define PR_CLOSE() do { \
+        PyObject *run = Py_BuildValue("(KKKIIIOOK)", (unsigned long long)r_fo, \
+            (unsigned long long)r_lo, (unsigned long long)r_pid, r_epoch, r_fs, r_ls, \
+            r_first ? Py_True : Py_False, r_last ? Py_True : Py_False, \
+            (unsigned long long)r_ts); \
+        if (run == NULL || PyList_Append(runs, run) < 0) { Py_XDECREF(run); goto done; } \
+        Py_DECREF(run); \
+        open = 0; \
+    } while (0)
+    while (pos < total) {
+        if (total - pos < HEADER_SIZE) {
+            PyErr_Format(PyExc_ValueError, "partial record header at byte %zd", pos);
+            goto done;
+        }
+        const unsigned char *r = buf + pos;
+        uint64_t lo = get_u64(r + 8), hi = get_u64(r + 16);
+        uint64_t off = get_u64(r + 24), ts = get_u64(r + 32);
+        uint64_t len = (uint64_t)get_u32(r + 48) + get_u32(r + 52);
+        if (len > (uint64_t)(total - pos - HEADER_SIZE)) {
+            PyErr_Format(PyExc_ValueError, "partial record at byte %zd", pos);
+            goto done;
+        }
+        pos += HEADER_SIZE + (Py_ssize_t)len;
+        count++;
+        end = off + 1;
+        int marked = ((hi >> 12) & 0xF) == 8 && (lo >> 62) == 2 && (hi >> 55) == PR_MARK;
+        if (!marked) {
+            if (open) PR_CLOSE();
+            continue;
+        }
+        int last = (int)(lo & 1), first = (int)((lo >> 1) & 1);
+        uint32_t seq = (uint32_t)((lo >> 2) & 0x7FFFFFFFu);
+        uint32_t epoch = (uint32_t)((lo >> 33) & 0xFFFFu);
+        uint64_t pid = ((lo >> 49) & 0x1FFFu) | (hi & 0xFFFu) << 13
+                       | ((hi >> 16) & ((1ull << 39) - 1)) << 25;
+        if (open && (first || pid != r_pid || epoch != r_epoch || off != r_lo + 1
+                     || seq != ((r_ls + 1) & 0x7FFFFFFFu)))
+            PR_CLOSE();
+        if (!open) {
+            open = 1;
+            r_first = first;
+            r_fo = off; r_pid = pid; r_epoch = epoch; r_fs = seq;
+        }
+        r_lo = off; r_ls = seq; r_ts = ts; r_last = last;
+        if (last) PR_CLOSE();
+    }
+    if (open) PR_CLOSE();
+#undef PR_CLOSE
+    result = Py_BuildValue("(OnK)", runs, count, (unsigned long long)end);
+done:
+    PyBuffer_Release(&data);
+    Py_XDECREF(runs);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 /* keyed_headers(keys, by_key, tail, first): each message's user headers, by key. Without
@@ -884,6 +962,8 @@ static PyMethodDef methods[] = {
      "Header fields of the records of data[start:end] as columns. See data.spark.records._record_heads_py."},
     {"scan_stamped", scan_stamped, METH_VARARGS,
      "(ends, max_timestamp, first_timestamp) of stamped records. See data.writer._scan_stamped_py."},
+    {"producer_runs", producer_runs, METH_O,
+     "(runs, count, end) of idempotent producers' batches. See data.idempotence._producer_runs_py."},
     {"keyed_headers", keyed_headers, METH_VARARGS,
      "Each message's user headers by key (+ tail + u64 counter). See data.format._keyed_headers_py."},
     {NULL, NULL, 0, NULL},

@@ -3,7 +3,8 @@ keeps it: per producer id, its epoch and the metadata of its last five batches.
 
 Owns: the rules a batch from an idempotent producer is checked against (``check``), the
 bookkeeping of an appended batch (``append``), rebuilding the state from stored records
-(``replay``: the producer fields each record's id carries, ``data.idempotence``), dropping
+(``replay``, ``apply_runs``: the producer fields each record's id carries, found as runs
+of one batch by ``data.idempotence``), dropping
 producers the log no longer holds or that went idle (``remove_before``, ``expire``), and
 the snapshot bytes (``encode_snapshot``, ``decode_snapshot``).
 
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 
 import xxhash
 
-from data.idempotence import SEQUENCE_MODULUS, parse_record_id
+from data.idempotence import SEQUENCE_MODULUS, ProducerRun, producer_runs_of
 from replication.errors import InvalidProducerEpoch, OutOfOrderSequence
 
 __all__ = [
@@ -238,46 +239,32 @@ class ProducerStateManager:
 
     def replay(self, records: Iterable[tuple[int, int, int]]) -> None:
         """Apply stored records ``(offset, id, timestamp_ms)``, in offset order from
-        ``end_offset``: consecutive records of one producer, epoch and sequence run, from a
-        record marked ``first`` to one marked ``last``, are one batch. A run the log ends
-        (or another record interrupts) before its ``last`` is a batch held in part. A record
-        not marked ``first`` that continues the last batch held in part of its producer (a
-        continuation appended after a failover) extends that batch."""
-        run: list[int] | None = None  # [pid, epoch, first_seq, last_seq, first_off, last_off, ts]
+        ``end_offset`` (``apply_runs`` of their ``data.idempotence.producer_runs_of``)."""
+        runs, _count, end = producer_runs_of(records)
+        self.apply_runs(runs, end)
 
-        def close(complete: bool) -> None:
-            assert run is not None
-            self.append(run[0], run[1], run[2], run[3], run[4], run[5], run[6], complete)
-
-        for offset, record_id, timestamp in records:
-            mark = parse_record_id(record_id)
-            if run is not None and (
-                    mark is None or mark.first or mark.producer_id != run[0]
-                    or mark.epoch != run[1] or offset != run[5] + 1
-                    or not in_sequence(run[3], mark.sequence)):
-                close(False)
-                run = None
-            if mark is None:
-                if offset >= self.end_offset:
-                    self.end_offset = offset + 1
-                continue
-            if run is None:
-                run = [mark.producer_id, mark.epoch, mark.sequence, mark.sequence, offset,
-                       offset, timestamp]
-                if not mark.first:
-                    entry = self.producers.get(mark.producer_id)
-                    tail = entry.batches[-1] if entry is not None and entry.batches else None
-                    if (tail is not None and not tail.complete and entry is not None
-                            and entry.epoch == mark.epoch and tail.last_offset + 1 == offset
-                            and in_sequence(tail.last_seq, mark.sequence)):
-                        run[2], run[4] = tail.first_seq, tail.first_offset
-            else:
-                run[3], run[5], run[6] = mark.sequence, offset, timestamp
-            if mark.last:
-                close(True)
-                run = None
-        if run is not None:
-            close(False)
+    def apply_runs(self, runs: Iterable[ProducerRun], end: int, *,
+                   timestamp_us: bool = False) -> None:
+        """Apply the producer runs of stored records (``data.idempotence.producer_runs``),
+        in offset order from ``end_offset``; ``end`` is the offset after the last record
+        (records without producer ids move it too). A run that ``ends`` is a whole batch,
+        one that does not a batch held in part; a run that does not start and continues
+        the last batch held in part of its producer (a continuation appended after a
+        failover) extends that batch. ``timestamp_us``: the runs carry stored timestamps
+        (microseconds), kept in milliseconds."""
+        producers = self.producers
+        for first_off, last_off, pid, epoch, first_seq, last_seq, starts, ends, ts in runs:
+            if not starts:
+                entry = producers.get(pid)
+                if entry is not None and entry.batches and entry.epoch == epoch:
+                    tail = entry.batches[-1]
+                    if (not tail.complete and tail.last_offset + 1 == first_off
+                            and in_sequence(tail.last_seq, first_seq)):
+                        first_seq, first_off = tail.first_seq, tail.first_offset
+            self.append(pid, epoch, first_seq, last_seq, first_off, last_off,
+                        ts // 1000 if timestamp_us else ts, ends)
+        if end > self.end_offset:
+            self.end_offset = end
 
     # ------------------------------------------------------------------ snapshots
 

@@ -33,6 +33,8 @@ TWIN_MODULES = (
     "tests/kafka/test_mapping.py",
     "tests/kafka/test_data.py",
     "tests/kafka/test_batches.py",
+    "tests/core/test_idempotent_produce.py",
+    "tests/replication/test_idempotent_failover.py",
 )
 
 

@@ -17,6 +17,7 @@ Must not import: transports, sockets. Time comes from the injected ``clock``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,6 +49,8 @@ from broker.core.topics import Topics
 from broker.errors import SkerryError
 from data.log import PartitionLog
 from data.store import Topic, TopicConfig
+
+log = logging.getLogger("skerry.core")
 
 __all__ = ["BrokerCore"]
 
@@ -300,4 +303,18 @@ class BrokerCore(ReadApi):
         Kafka's idempotent producer state goes the same way (``ProducerStates.forget``)."""
         self._producers.forget(topic, partition)
         self._producer_states.forget(topic, partition)
+
+    def replica_copied(self, topic: str, partition: int, plog: PartitionLog, first: int,
+                       data: bytes) -> None:
+        """A follower appended ``data`` (its leader's stored records from offset ``first``)
+        to ``plog``: its idempotent producer state follows, and is snapshotted at the log's
+        rolls, so that the broker, once leader, replays at most its active segment
+        (``ProducerStates.copied``). A state that cannot follow (a read or snapshot error)
+        is dropped, rebuilt from the log at its next use."""
+        try:
+            self._producer_states.copied(topic, partition, plog, first, data)
+        except (SkerryError, OSError, ValueError) as exc:
+            log.warning("%s/%d: producer state not kept on this follower: %s", topic,
+                        partition, exc)
+            self._producer_states.forget(topic, partition)
 

@@ -11,11 +11,19 @@ and its implementation beside the segments (``LogSnapshotStore``), and ``Produce
   usable snapshot, the whole retained log. The same happens on a follower that becomes
   leader (``forget`` runs on every role change), so a batch retried after a failover is
   recognised from the replicated records.
-* **catch-up**: a state behind the log end (records appended without this class, as a
-  follower's are) replays the difference before it answers.
+* **catch-up**: a state behind the log end (records appended without this class: plain
+  produces between idempotent ones) replays the difference before it answers.
+* **followers**: every replica keeps the state of its own log, as Kafka's do. A follower
+  applies the records it copies (``copied``: the producer runs of the copied bytes, found
+  by the compiled scan ``data.idempotence.producer_runs``) and snapshots at its own rolls,
+  so a follower that becomes leader loads the snapshot of its last roll and replays at most
+  its active segment.
 * **housekeeping**: producers whose batches retention removed, or idle for
   ``idle_ms`` (Kafka's ``producer.id.expiration.ms``, one day), are forgotten.
-* **snapshots**: written when the log rolls a segment (as Kafka does) and at a clean stop.
+* **snapshots**: written when the log rolls a segment (as Kafka does), on a leader and on
+  a follower, and at a clean stop.
+
+``replayed`` counts the records read back from the log to rebuild states (tests, benches).
 
 Must not import: transports, Twisted's reactor, sockets, files (the snapshot bytes go
 through the ``ProducerStateStore``; ``LogSnapshotStore`` reaches them through the
@@ -29,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from data.idempotence import producer_runs
 from data.log import PartitionLog
 from replication.producer_state import ProducerStateManager, decode_snapshot, encode_snapshot
 
@@ -41,7 +50,7 @@ PRODUCER_IDLE_MS = 86_400_000
 """Kafka's ``producer.id.expiration.ms`` default: a producer idle this long is forgotten."""
 
 _EXPIRE_EVERY_MS = 60_000
-_READ_CHUNK = 65_536
+_READ_CHUNK = 8_192
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +108,8 @@ class ProducerStates:
         self._now_ms = now_ms
         self._idle_ms = idle_ms
         self._slots: dict[tuple[str, int], _Slot] = {}
+        self.replayed = 0
+        """Records read back from the logs to rebuild or catch up states, since start."""
 
     def state(self, topic: str, partition: int, plog: PartitionLog) -> ProducerStateManager:
         """The partition's state, valid up to the log end (loaded, caught up, tidied)."""
@@ -109,7 +120,7 @@ class ProducerStates:
             slot = self._slots[key] = _Slot(plog, self._load(topic, partition, plog), now)
         state = slot.state
         if state.end_offset < plog.next_offset:
-            _replay(state, plog)
+            self.replayed += _replay(state, plog)
         if now - slot.expired_at >= _EXPIRE_EVERY_MS:
             slot.expired_at = now
             state.expire(now, self._idle_ms)
@@ -143,12 +154,33 @@ class ProducerStates:
     def _save(self, topic: str, partition: int, slot: _Slot) -> None:
         state = slot.state
         if state.end_offset < slot.log.next_offset:
-            _replay(state, slot.log)
+            self.replayed += _replay(state, slot.log)
         try:
             self._store.save(topic, partition, slot.log, state.end_offset,
                              encode_snapshot(state))
         except (OSError, ValueError) as exc:  # a snapshot is an optimisation: log, go on
             log.warning("%s/%d: producer snapshot not written: %s", topic, partition, exc)
+
+    def copied(self, topic: str, partition: int, plog: PartitionLog, first: int,
+               data: bytes) -> None:
+        """A follower appended ``data`` (stored records, the first at offset ``first``)
+        copied from its leader: keep the state current, and snapshot it when the log rolled
+        a segment. A state that does not end at ``first`` is behind (it catches up from the
+        log) or was left past a truncation (it is loaded again)."""
+        key = (topic, partition)
+        slot = self._slots.get(key)
+        if slot is None or slot.log is not plog or slot.state.end_offset > first:
+            slot = self._slots[key] = _Slot(plog, self._load(topic, partition, plog),
+                                            self._now_ms())
+        state = slot.state
+        if state.end_offset == first:
+            runs, _count, end = producer_runs(data)
+            state.apply_runs(runs, end, timestamp_us=True)
+        if state.end_offset < plog.next_offset:
+            self.replayed += _replay(state, plog)
+        if plog.segment_count != slot.segments:
+            slot.segments = plog.segment_count
+            self._save(topic, partition, slot)
 
     def save_all(self) -> None:
         """Snapshot every state whose log is still open (a clean stop)."""
@@ -167,13 +199,17 @@ class ProducerStates:
             del self._slots[key]
 
 
-def _replay(state: ProducerStateManager, plog: PartitionLog) -> None:
-    """Apply the records from the state's end to the log end."""
+def _replay(state: ProducerStateManager, plog: PartitionLog) -> int:
+    """Apply the records from the state's end to the log end; how many were read."""
     at = max(state.end_offset, plog.first_offset)
     state.end_offset = max(state.end_offset, at)
+    read = 0
     while at < plog.next_offset:
-        result = plog.read(at, _READ_CHUNK, 64 << 20)
-        if not result.records:
+        result = plog.read_raw(at, _READ_CHUNK, 64 << 20, ends_array=True)
+        if not result.count:
             break
-        state.replay((r.offset, r.id, r.timestamp // 1000) for r in result.records)
+        runs, count, _end = producer_runs(result.raw)
+        state.apply_runs(runs, result.next_offset, timestamp_us=True)
+        read += count
         at = result.next_offset
+    return read

@@ -211,6 +211,34 @@ class FailoverTests:
         leader.close()
 
 
+class FollowerStateTests:
+
+    def test_a_follower_state_follows_its_copies_and_a_truncation(self, tmp_path: Path) -> None:
+        """A follower keeps the state of what it copies (``replica_copied``); after its log
+        is cut and takes another leader's records at the same offsets, the state is the new
+        log's: the cut batch is unknown, the new leader's batch is known."""
+        old, new, replica = Node(tmp_path / "a"), Node(tmp_path / "b"), Node(tmp_path / "c")
+        old.produce([b"a", b"b"], 4, 0, 0)
+        old.produce([b"c", b"d"], 4, 0, 2)
+        new.log.append_records(old.log.read(0, 2, 1 << 20).raw)
+        new.core.forget_producers("t", 0)
+        new.produce([b"x", b"y"], 8, 0, 0)
+        raw = old.log.read(0, 100, 1 << 20).raw
+        replica.core.replica_copied("t", 0, replica.log, replica.log.append_records(raw), raw)
+        states = replica.core._producer_states
+        assert states.state("t", 0, replica.log).producers[4].last_seq == 3
+        replica.log.truncate_to(2)  # the divergent tail: old's second batch
+        raw = new.log.read(2, 100, 1 << 20).raw
+        replica.core.replica_copied("t", 0, replica.log, replica.log.append_records(raw), raw)
+        state = states.state("t", 0, replica.log)
+        assert (state.producers[4].last_seq, state.producers[8].last_seq) == (1, 1)
+        assert offset(replica.produce([b"x", b"y"], 8, 0, 0)) == 2  # a retry: not written
+        assert offset(replica.produce([b"c", b"d"], 4, 0, 2)) == 4  # written now
+        assert replica.values() == [b"a", b"b", b"x", b"y", b"c", b"d"]
+        for node in (old, new, replica):
+            node.close()
+
+
 class HousekeepingTests:
 
     def test_retention_forgets_producers_whose_batches_are_gone(self, tmp_path: Path) -> None:

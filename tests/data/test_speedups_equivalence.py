@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from data import format as fmt
-from data import keys, reader, speedups, writer
+from data import idempotence, keys, reader, speedups, writer
 
 try:
     from data import _cspeedups as C  # type: ignore[attr-defined]
@@ -483,3 +483,81 @@ def test_keyed_headers_of_an_idempotent_batch() -> None:
     for impl in (C.keyed_headers, fmt._keyed_headers_py):
         assert impl(keys_in, KEYED, tail, 5) == want
         assert impl(keys_in, KEYED, None, 5) == [KEYED[key] for key in keys_in]
+
+
+# --------------------------------------------------------------------------- producer_runs
+
+
+@st.composite
+def producer_records(draw: st.DrawFn) -> bytes:
+    """Stored records whose ids are producer ids of a few producers and epochs (sequences
+    that mostly continue, random first/last marks, wrapping at 2**31), plain random ids and
+    ids that only look like producer ids; offsets mostly dense; maybe cut or extended."""
+    n = draw(st.integers(0, 12))
+    offset = draw(st.integers(0, 1 << 40))
+    seq = draw(st.one_of(st.integers(0, 50), st.just(idempotence.SEQUENCE_MODULUS - 2)))
+    parts = []
+    for _ in range(n):
+        kind = draw(st.sampled_from(["producer"] * 6 + ["plain", "lookalike"]))
+        if kind == "producer":
+            seq = (seq + draw(st.sampled_from([1, 1, 1, 0, 2]))) % idempotence.SEQUENCE_MODULUS
+            rid = idempotence.producer_record_id(
+                draw(st.sampled_from([0, 7, (1 << 63) - 1])), draw(st.sampled_from([0, 1, 32767])),
+                seq, draw(st.booleans()), draw(st.booleans()))
+        elif kind == "plain":
+            rid = draw(st.integers(0, (1 << 128) - 1))
+        else:  # one bit off a producer id: in its mark, version or variant
+            rid = idempotence.producer_record_id(1, 0, 0, True, True) ^ (
+                1 << draw(st.sampled_from([119, 127, 77, 63])))
+        offset += draw(st.sampled_from([1, 1, 1, 1, 2]))
+        ts = draw(st.one_of(st.integers(0, 1 << 20), st.just(MAX_U64)))
+        data, _ends = writer._build_records_py(rid.to_bytes(16, "little"),
+                                               [draw(st.binary(max_size=20))], None, None,
+                                               offset, ts, 0)
+        parts.append(data)
+    raw = bytearray(b"".join(parts))
+    kind = draw(st.sampled_from(["none", "none", "truncate", "extend"]))
+    if kind == "truncate" and raw:
+        del raw[draw(st.integers(0, len(raw) - 1)):]
+    elif kind == "extend":
+        raw += draw(st.binary(max_size=70))
+    return bytes(raw)
+
+
+@SETTINGS
+@given(producer_records())
+def test_producer_runs(raw: bytes) -> None:
+    """A replay's scan of stored records: the same runs, counts and end, or the same
+    ValueError, as the twin (which is ``producer_runs_of`` over the decoded records)."""
+    expected = outcome(idempotence._producer_runs_py, raw)
+    assert outcome(C.producer_runs, raw) == expected
+    assert outcome(idempotence.producer_runs, raw) == expected
+    if expected[0] == "ok":
+        rows = [(r.offset, r.id, r.timestamp) for r in fmt_records(raw)]
+        assert idempotence.producer_runs_of(rows) == expected[1]
+
+
+def fmt_records(raw: bytes) -> list[Any]:
+    """The records of ``raw`` decoded one by one (``data.format.decode_record``)."""
+    out, pos = [], 0
+    while pos < len(raw):
+        record, pos = fmt.decode_record(raw, pos)
+        out.append(record)
+    return out
+
+
+def test_producer_runs_finds_whole_cut_and_continued_batches() -> None:
+    """Two whole batches of two producers, a plain record, then a batch the log holds the
+    first two records of: three runs, the last one not ending."""
+    ids = [idempotence.producer_record_id(5, 1, s, s == 0, s == 1) for s in (0, 1)]
+    ids += [idempotence.producer_record_id(9, 0, 7, True, True), 0x1234]
+    ids += [idempotence.producer_record_id(5, 1, s, s == 2, False) for s in (2, 3)]
+    raw = b"".join(writer._build_records_py(i.to_bytes(16, "little"), [b"v"], None, None,
+                                            10 + n, 1000 + n, 0)[0] for n, i in enumerate(ids))
+    runs, count, end = C.producer_runs(raw)
+    assert (count, end) == (6, 16)
+    assert runs == [(10, 11, 5, 1, 0, 1, True, True, 1001), (12, 12, 9, 0, 7, 7, True, True, 1002),
+                    (14, 15, 5, 1, 2, 3, True, False, 1005)]
+    with pytest.raises(ValueError, match="partial record at byte 325"):
+        C.producer_runs(raw[:-1])
+    assert idempotence._producer_runs_py(raw) == (runs, count, end)

@@ -53,7 +53,8 @@ from broker.v1.codec import Codec, CommandError, ProduceBatch
 from broker.v1.codec.framing import TOO_LONG, LineFramer
 from broker.v1.codec.parse import _decode_batch_py, decode_batch
 from data.format import decode_record, encode_record
-from data.idempotence import batch_ids, parse_record_id
+from data.idempotence import _producer_runs_py, batch_ids, parse_record_id, producer_record_id
+from data.idempotence import producer_runs as _producer_runs
 from data.index import sindex_bytes, sindex_from_bytes
 from data.store import TopicConfig
 from data.writer import StampedBatch as _StampedBatch
@@ -174,7 +175,9 @@ def _replica_pull_raw(data: bytes) -> object:
     the bytes after the first (cut where that byte says, so the raw tail is split across reads) to a
     ``PeerProtocol`` with three ``enc=raw`` pulls outstanding; each OK answer parsed into a
     ``PullReply`` and its records checked as ``append_records`` checks them, the compiled
-    check and the reference agreeing (the same positions or the same refusal)."""
+    check and the reference agreeing (the same positions or the same refusal), then scanned
+    for idempotent producers' batches as a follower keeping their state does
+    (``producer_runs``, compiled and twin agreeing)."""
     proto = _PeerProtocol()
     proto.makeConnection(_StringTransport())
     answers: list[object] = []
@@ -200,6 +203,10 @@ def _replica_pull_raw(data: bytes) -> object:
             want = _scan_outcome(_scan_stamped_py, pulled.data, pulled.leo)
             if got != want:
                 raise AssertionError(f"compiled check {got!r} != reference {want!r}")
+            got = _runs_outcome(_producer_runs, pulled.data)
+            want = _runs_outcome(_producer_runs_py, pulled.data)
+            if got != want:
+                raise AssertionError(f"compiled runs {got!r} != reference {want!r}")
     proto.connectionLost(None)
     return None
 
@@ -212,6 +219,13 @@ def _scan_outcome(scan: Callable[..., object], raw: bytes, first: int) -> object
     return (batch.count, batch.ends, batch.max_timestamp, batch.first_timestamp)
 
 
+def _runs_outcome(scan: Callable[[bytes], object], raw: bytes) -> object:
+    try:
+        return scan(raw)
+    except ValueError as exc:
+        return ("ValueError", str(exc))
+
+
 def _replica_pull_seeds() -> tuple[bytes, ...]:
     from broker.v1.codec import err, replica_pull_reply
 
@@ -222,7 +236,11 @@ def _replica_pull_seeds() -> tuple[bytes, ...]:
     two = replica_pull_reply("2", epoch=3, hw=9, leo=9, start=0, isr=[0], epochs=[],
                              count=0, data=b"", raw=True)
     three = err("3", BadRequest("unknown option enc for REPLICA_PULL"))
-    return (b"\x10" + one + two + three, b"\x00" + one, b"\xff" + two + one)
+    marked = b"".join(encode_record(4 + i, 1_700_000_000_000_000, producer_record_id(
+        9, 0, i, i == 0, i == 2), 1_700_000_000_000_000, b"p", b"") for i in range(3))
+    four = replica_pull_reply("1", epoch=3, hw=7, leo=7, start=0, isr=[0, 1], epochs=[],
+                              count=3, data=marked, raw=True)
+    return (b"\x10" + one + two + three, b"\x00" + one, b"\xff" + two + one, b"\x00" + four)
 
 
 def _record(data: bytes) -> object:

@@ -5,6 +5,7 @@ answer) is not written twice, and the producer's sequence goes on where it was."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +59,43 @@ def test_a_retry_after_failover_is_not_written_twice(tmp_path: Path) -> None:
     assert values(net, 1) == [b"a", b"b", b"c", b"d", b"e", b"f"]
     net.run_until(lambda: net.plog(2).next_offset == 6, within=3)
     assert values(net, 2) == values(net, 1)
+
+
+def _snapshots(net: Network, broker: int) -> list[int]:
+    path = Path(net.plog(broker).path)
+    return sorted(int(name.split(".")[0]) for name in os.listdir(path)
+                  if name.endswith(".producers"))
+
+
+def test_a_promoted_follower_replays_only_its_active_segment(tmp_path: Path) -> None:
+    """Followers keep the producer state of what they copy and snapshot it at their own
+    rolls: after 60 batches over several 4 KiB segments, broker 1 (a follower that never
+    led) holds a snapshot inside its active segment. Promoted, its first idempotent produce
+    replays only the records after that snapshot, and still answers a retry of a batch
+    acknowledged before the failover with the original offset."""
+    net = Network(tmp_path, storage={"segment_bytes": 4096})
+    net.run_until(lambda: net.confirmed_leader(0), within=5)
+    batches = 60
+    for i in range(batches):
+        answers = produce(net, 0, [b"v%03d" % i + b"x" * 96] * 2, 2 * i)
+        assert [type(a) for a in answers] == [ProduceResult]
+    end = 2 * batches
+    net.run_until(lambda: net.plog(1).next_offset == end, within=3)
+    follower = net.plog(1)
+    assert follower.segment_count >= 4
+    snapshots = _snapshots(net, 1)
+    assert len(snapshots) == 1, snapshots  # one at its last roll, older ones removed
+    assert follower.segment_bases[-1] <= snapshots[0] <= end
+    states = net.broker(1).core._producer_states
+    assert states.replayed == 0  # followed the copies without reading the log back
+    net.crash(0)
+    assert "role=leader" in net.client(1).request(f"SET_PARTITION_ROLE|{TOPIC} 0 leader")
+    net.run_until(lambda: net.status(1).role is Role.LEADER, within=2)
+    retry = produce(net, 1, [b"v%03d" % (batches - 1) + b"x" * 96] * 2, end - 2)
+    assert len(retry) == 1 and type(retry[0]) is ProduceResult and retry[0].offset == end - 2
+    assert states.replayed == end - snapshots[0] < end // 2
+    older = produce(net, 1, [b"v%03d" % (batches - 3) + b"x" * 96] * 2, end - 6)
+    assert older[0].offset == end - 6  # the fifth-newest batch is still known
+    after = produce(net, 1, [b"next"], end)
+    assert after[0].offset == end
+    assert net.plog(1).next_offset == end + 1

@@ -1,8 +1,8 @@
 """The follower side of a partition: what the fetch loop and the leader probe act on.
 
 Owns: ``FollowerLog``, copying a leader's log into this one (truncating to the divergence
-point, appending the leader's records unchanged, fsynced first under fsync=always, then
-taking the leader's ``hw`` and ISR), and ``ReplicaHandle``, the view of one partition that
+point, appending the leader's records unchanged and telling the copy listeners, fsynced
+first under fsync=always, then taking the leader's ``hw`` and ISR), and ``ReplicaHandle``, the view of one partition that
 ``replication/follower/`` drives (it satisfies that module's ``ReplicaView``): epochs,
 truncation, appends, and the leader probe's confirm, conflict and unreachable reports.
 
@@ -66,11 +66,12 @@ class FollowerLog:
             if repl.adopt_epochs(list(reply.epochs)):
                 self._checkpoints.save(slot)
             try:
-                plog.append_records(reply.data)
+                first = plog.append_records(reply.data)
             except ValueError:
                 repl.truncated(plog.next_offset, plog.durable_offset)
                 raise
             repl.leader_log_changed(plog.next_offset, plog.durable_offset)
+            self._listeners.copied(slot, first, reply.data)
             if self._fsync_always and self._sync_log is not None:
                 synced = self._sync_log(plog, plog.next_offset)
             else:

@@ -212,6 +212,13 @@ class ReplicationService(ControlPlaneSide):
         fetch loop must react to. Called synchronously; listeners must not re-enter."""
         self._listeners.add_change(listener)
 
+    def add_copy_listener(self, listener: Callable[[str, int, Any, int, bytes], None]) -> None:
+        """Call ``listener(topic, partition, log, first, data)`` after a follower appended
+        ``data`` (the leader's stored records, the first at offset ``first``) to ``log``:
+        the core keeps the partition's idempotent producer state from it. Called
+        synchronously, before the records are fsynced; listeners must not raise."""
+        self._listeners.add_copied(listener)
+
     def set_log_syncer(self, sync_log: Callable[[Any, int], Deferred[None]]) -> None:
         """How a follower makes copied records durable: ``sync_log(log, upto)`` fires once
         offsets ``< upto`` are fsynced (the core's group committer). Used with fsync=always."""
