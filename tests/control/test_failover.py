@@ -239,6 +239,41 @@ class LeaderReturnTests:
         assert net.plog(1, 1).next_offset == 3
         assert [net.stored(TOPIC, p).leader for p in (0, 2)] == [0, 2]
 
+    def test_a_new_controller_carries_on_with_the_hand_back(self, tmp_path: Path) -> None:
+        """Broker 1 restarted and back in partition 1's ISR, its hand-back not yet due, when
+        the controller (broker 0) dies: whichever broker becomes controller (1 itself, or 2)
+        still hands partition 1 back to broker 1."""
+        net = self.start_one_at_a_time(tmp_path, {"leader_return_delay_ms": 3000})
+        net.run_until(lambda: [net.stored(TOPIC, p).leader for p in range(3)] == [0, 1, 2])
+        assert net.controller() == 0
+        net.crash(1)
+        net.run_until(lambda: net.stored(TOPIC, 1).leader == 2, within=TTL + 2)
+        net.start(1)
+        net.run_until(lambda: 1 in net.stored(TOPIC, 1).isr, within=10)
+        assert net.stored(TOPIC, 1).leader == 2
+        net.crash(0)
+        net.run_until(lambda: net.controller() in (1, 2), within=TTL + 2)
+        net.run_until(lambda: net.stored(TOPIC, 1).leader == 1, within=10)
+        net.run_until(lambda: net.leader(1) == 1)
+
+    def test_a_restarted_broker_that_becomes_controller_takes_its_partition(
+            self, tmp_path: Path) -> None:
+        """The restarted broker itself becomes the controller before its hand-back is due
+        (the controller shuts down while broker 2 cannot reach etcd for a moment): it hands
+        partition 1 back to itself, as the others would have."""
+        net = self.start_one_at_a_time(tmp_path, {"leader_return_delay_ms": 3000})
+        net.run_until(lambda: [net.stored(TOPIC, p).leader for p in range(3)] == [0, 1, 2])
+        net.crash(1)
+        net.run_until(lambda: net.stored(TOPIC, 1).leader == 2, within=TTL + 2)
+        net.start(1)
+        net.run_until(lambda: 1 in net.stored(TOPIC, 1).isr, within=10)
+        net.cut_etcd(2)
+        net.stop(0)
+        net.run_until(lambda: net.controller() == 1, within=0.5)
+        net.restore_etcd(2)
+        net.run_until(lambda: net.stored(TOPIC, 1).leader == 1, within=10)
+        net.run_until(lambda: net.leader(1) == 1)
+
 
 class UnreachableEtcdTests:
     def test_etcd_down_freezes_leadership(self, tmp_path: Path) -> None:

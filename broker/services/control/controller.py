@@ -48,6 +48,7 @@ class ControllerDuties:
                           mod_revision=rev, create_revision=rev, lease=self.lease)
             log.info("this broker (%d) is the controller, epoch %d", self.broker_id, rev)
             self._schedule_reconcile()
+            self._review_returns()      # hand-backs the last controller left due
         else:
             kvs = result.reads[0] if result.reads else None
             if kvs:
@@ -150,6 +151,13 @@ class ControllerDuties:
                          write.state.leader_epoch, list(write.state.isr))
                 self._apply_partition(write.topic, write.partition)
         return True
+
+    def _registered_myself(self) -> None:
+        """This broker registered (it started, or renewed a lost session): its preferred
+        partitions come back to it as any joining broker's do. The others saw the
+        registration in their watch; this one's watch starts after it."""
+        self.returns.broker_joined(self.view, self.broker_id)
+        self._review_returns()
 
     def _review_returns(self) -> None:
         """After any change: the partitions a (re)joined broker gets back now

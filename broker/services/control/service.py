@@ -253,6 +253,7 @@ class ControlPlane(EtcdSession, ClusterWatch, LogEndReports, ControllerDuties, I
         await self._open_session()
         await self._load()
         self._session_ok = True
+        self._registered_myself()
         await self._publish_local_topics()
         self._try_claim()
         self._arm_rebalance()
