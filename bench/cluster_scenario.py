@@ -153,7 +153,8 @@ class EtcdBrokers:
     ``proxies`` each broker reaches etcd through its own ``TcpProxy`` per member."""
 
     def __init__(self, workdir: Path, *, etcd_members: int = 3, ttl_ms: int = 2000,
-                 fence: bool = False, unclean: bool = False, proxies: bool = False) -> None:
+                 fence: bool = False, unclean: bool = False, proxies: bool = False,
+                 partitions: int = 1) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
         self.ttl = ttl_ms / 1000.0
@@ -174,7 +175,7 @@ class EtcdBrokers:
                 "replication": {"replica_lag_timeout_ms": 1000, "ack_timeout_ms": 3000,
                                 "fetch_wait_ms": 200, "retry_backoff_ms": 100,
                                 "request_timeout_ms": 1000},
-                "topics": {TOPIC: {"partitions": 1, "replication_factor": 3,
+                "topics": {TOPIC: {"partitions": partitions, "replication_factor": 3,
                                    "min_insync_replicas": 2}},
                 "cluster": {"broker_id": i, "brokers": brokers, "id": CLUSTER_ID,
                             "unclean_leader_election": unclean,

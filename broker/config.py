@@ -526,6 +526,8 @@ def reference_markdown() -> str:
         "    fence_writes_on_session_loss: false",
         "    leader_rebalance_check_ms: 300000  # hand partitions back to their first replica",
         "                                      # when it is up and in sync; 0: never",
+        "    leader_return_delay_ms: 3000      # a broker that (re)joins leads its preferred",
+        "                                      # partitions once in sync this long; 0: never",
         "  unclean_leader_election: false",
         "```",
         "",

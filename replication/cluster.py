@@ -84,6 +84,11 @@ class EtcdSettings:
     first replica) when that broker is alive and in the committed ISR; 0: never. Kafka's
     ``auto.leader.rebalance.enable`` with ``leader.imbalance.check.interval.seconds``
     (300 s there too)."""
+    leader_return_delay_ms: int = 3000
+    """A broker that registers (starts, or comes back) gets back the partitions it is the
+    preferred leader of once it has been in their committed ISR this long, without waiting
+    for the periodic check (``replication.control.preferred``); 0: never (only the periodic
+    check hands them back)."""
 
     @property
     def lease_ttl_s(self) -> int:
@@ -98,7 +103,7 @@ class EtcdSettings:
             raise ValueError(f"{where}: expected a mapping with endpoints")
         known = ("endpoints", "lease_ttl_ms", "ca", "cert", "key",
                  "fence_writes_on_session_loss", "user", "password_file",
-                 "leader_rebalance_check_ms")
+                 "leader_rebalance_check_ms", "leader_return_delay_ms")
         unknown = set(raw) - set(known)
         if unknown:
             raise ValueError(f"{where}.{sorted(map(str, unknown))[0]}: unknown key (known: "
@@ -139,8 +144,13 @@ class EtcdSettings:
                 or not (check == 0 or 1000 <= check <= 86_400_000):
             raise ValueError(f"{where}.leader_rebalance_check_ms: expected 0 (never) or "
                              f"milliseconds between 1000 and 86400000, got {check!r}")
+        delay = raw.get("leader_return_delay_ms", 3000)
+        if isinstance(delay, bool) or not isinstance(delay, int) \
+                or not (delay == 0 or 100 <= delay <= 3_600_000):
+            raise ValueError(f"{where}.leader_return_delay_ms: expected 0 (never) or "
+                             f"milliseconds between 100 and 3600000, got {delay!r}")
         return cls(tuple(u.rstrip("/") for u in endpoints), ttl, files["ca"], files["cert"],
-                   files["key"], fence, user, password_file, check)
+                   files["key"], fence, user, password_file, check, delay)
 
 
 _ENDPOINT_RE = re.compile(r"https?://[^\s/:]+(:[0-9]{1,5})?/?")

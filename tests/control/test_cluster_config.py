@@ -45,11 +45,24 @@ class EtcdSectionTests:
         ({"endpoints": ["http://x:1"], "fence_writes_on_session_loss": "yes"},
          "cluster.etcd.fence_writes_on_session_loss"),
         ({"endpoints": ["http://x:1"], "ttl": 3}, "cluster.etcd.ttl"),
+        ({"endpoints": ["http://x:1"], "leader_return_delay_ms": 50},
+         "cluster.etcd.leader_return_delay_ms"),
+        ({"endpoints": ["http://x:1"], "leader_return_delay_ms": True},
+         "cluster.etcd.leader_return_delay_ms"),
+        ({"endpoints": ["http://x:1"], "leader_return_delay_ms": -1},
+         "cluster.etcd.leader_return_delay_ms"),
     ])
     def test_bad_sections_name_the_key(self, section: dict[str, Any], message: str) -> None:
         """A mistake names the key at fault."""
         with pytest.raises(ValueError, match=message.replace(".", r"\.")):
             parse(etcd=section)
+
+    def test_leader_return_delay(self) -> None:
+        """``leader_return_delay_ms``: 3 s unless set; 0 turns the prompt hand-back off."""
+        assert parse(etcd={"endpoints": ["http://x:1"]}).etcd.leader_return_delay_ms == 3000
+        for value in (0, 100, 60_000):
+            etcd = parse(etcd={"endpoints": ["http://x:1"], "leader_return_delay_ms": value}).etcd
+            assert etcd is not None and etcd.leader_return_delay_ms == value
 
     def test_bad_cluster_id(self) -> None:
         """The cluster id becomes a key prefix: only name characters."""

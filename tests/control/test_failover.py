@@ -139,7 +139,8 @@ class PreferredLeaderTests:
         a new epoch (Kafka's auto.leader.rebalance), with every acknowledged message
         there; writes go on at 0."""
         caplog.set_level(logging.INFO, logger="skerry.control")
-        net = EtcdNetwork(tmp_path, etcd_settings={"leader_rebalance_check_ms": 1000})
+        net = EtcdNetwork(tmp_path, etcd_settings={"leader_rebalance_check_ms": 1000,
+                                                   "leader_return_delay_ms": 0})
         produce(net, 0, [f"v{i}" for i in range(10)])
         net.crash(0)
         net.run_until(lambda: net.leader() == 1, within=TTL + 2)
@@ -156,9 +157,11 @@ class PreferredLeaderTests:
                    for r in caplog.records) == 1
 
     def test_off_or_not_yet_due_leaves_the_leader_where_it_is(self, tmp_path: Path) -> None:
-        """With the check off (0), or before the default 300 s are up, the broker that took
-        over keeps leading after the first replica is back in the ISR."""
-        for settings in ({"leader_rebalance_check_ms": 0}, {}):
+        """With the prompt return off and the check off (0), or before the default 300 s
+        are up, the broker that took over keeps leading after the first replica is back in
+        the ISR."""
+        for settings in ({"leader_rebalance_check_ms": 0, "leader_return_delay_ms": 0},
+                         {"leader_return_delay_ms": 0}):
             net = EtcdNetwork(tmp_path / str(len(settings)), etcd_settings=settings)
             produce(net, 0, ["a"])
             net.crash(0)
@@ -167,6 +170,109 @@ class PreferredLeaderTests:
             net.run_until(lambda n=net: set(n.stored().isr) == {0, 1, 2}, within=10)
             net.advance(10)
             assert net.stored().leader == 1 and net.leader() == 1
+
+
+class LeaderReturnTests:
+    """A broker that registers gets back its preferred partitions promptly
+    (``leader_return_delay_ms``), not at the periodic check."""
+
+    @staticmethod
+    def start_one_at_a_time(tmp_path: Path, settings: dict[str, int]) -> EtcdNetwork:
+        """Topic with 3 partitions, RF 3 (replica lists [0,1,2], [1,2,0], [2,0,1]); broker
+        0 starts alone and creates the topic in etcd (its config declares it), then 1,
+        then 2, a second apart: the first elections see only broker 0."""
+        net = EtcdNetwork(tmp_path, partitions=3, start=False, etcd_settings=settings)
+        for i in range(3):
+            net.start(i)
+            net.run_until(lambda i=i: net.control(i).ready.called)
+            net.advance(1)
+        return net
+
+    def test_a_cluster_started_one_at_a_time_spreads_its_leaders(
+            self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        """Each broker leads the partition it is first replica of within seconds of the
+        last start (the default 3 s once in the ISR), and accepts writes there; each
+        partition moved once. With the return off, broker 0 keeps leading all three (the
+        periodic check is 300 s away)."""
+        caplog.set_level(logging.INFO, logger="skerry.control")
+        net = self.start_one_at_a_time(tmp_path, {})
+        took = net.run_until(lambda: [net.stored(TOPIC, p).leader for p in range(3)]
+                             == [0, 1, 2], within=10)
+        assert took < 6
+        for p in range(3):
+            net.run_until(lambda p=p: net.leader(p) == p)
+            assert set(net.stored(TOPIC, p).isr) == {0, 1, 2}
+        client = net.client(2)
+        assert "|OK|" in client.request(f"PRODUCE|{TOPIC} k:v partition=2 acks=all")
+        net.advance(10)
+        assert [net.stored(TOPIC, p).leader for p in range(3)] == [0, 1, 2]
+        moves = [r.getMessage() for r in caplog.records
+                 if "back to its preferred leader" in r.getMessage()
+                 and r.getMessage().startswith(f"{TOPIC}/")]
+        assert sorted(m.split(":")[0] for m in moves) == [f"{TOPIC}/1", f"{TOPIC}/2"]
+
+        off = self.start_one_at_a_time(tmp_path / "off", {"leader_return_delay_ms": 0})
+        off.run_until(lambda: all(len(off.stored(TOPIC, p).isr) == 3 for p in range(3)),
+                      within=10)
+        off.advance(10)
+        assert [off.stored(TOPIC, p).leader for p in range(3)] == [0, 0, 0]
+
+    def test_a_restarted_broker_gets_its_partition_back(self, tmp_path: Path) -> None:
+        """kill -9 of broker 1 moves partition 1 to broker 2; writes go on there. Broker 1
+        restarts, catches up, and leads partition 1 again within seconds, with every
+        acknowledged message; the other partitions never moved."""
+        net = self.start_one_at_a_time(tmp_path, {})
+        net.run_until(lambda: [net.stored(TOPIC, p).leader for p in range(3)] == [0, 1, 2])
+        net.run_until(lambda: net.leader(1) == 1)
+        client = net.client(1)
+        for v in ("a", "b"):
+            assert "|OK|" in client.request(f"PRODUCE|{TOPIC} k:{v} partition=1 acks=all")
+        net.crash(1)
+        net.run_until(lambda: net.stored(TOPIC, 1).leader == 2, within=TTL + 2)
+        net.run_until(lambda: net.leader(1) == 2)
+        reply = net.client(2).request(f"PRODUCE|{TOPIC} k:c partition=1 acks=all")
+        assert "|OK|" in reply, reply
+        net.start(1)
+        took = net.run_until(lambda: net.stored(TOPIC, 1).leader == 1, within=15)
+        assert took < 8
+        net.run_until(lambda: net.leader(1) == 1)
+        assert net.plog(1, 1).next_offset == 3
+        assert [net.stored(TOPIC, p).leader for p in (0, 2)] == [0, 2]
+
+    def test_a_new_controller_carries_on_with_the_hand_back(self, tmp_path: Path) -> None:
+        """Broker 1 restarted and back in partition 1's ISR, its hand-back not yet due, when
+        the controller (broker 0) dies: whichever broker becomes controller (1 itself, or 2)
+        still hands partition 1 back to broker 1."""
+        net = self.start_one_at_a_time(tmp_path, {"leader_return_delay_ms": 3000})
+        net.run_until(lambda: [net.stored(TOPIC, p).leader for p in range(3)] == [0, 1, 2])
+        assert net.controller() == 0
+        net.crash(1)
+        net.run_until(lambda: net.stored(TOPIC, 1).leader == 2, within=TTL + 2)
+        net.start(1)
+        net.run_until(lambda: 1 in net.stored(TOPIC, 1).isr, within=10)
+        assert net.stored(TOPIC, 1).leader == 2
+        net.crash(0)
+        net.run_until(lambda: net.controller() in (1, 2), within=TTL + 2)
+        net.run_until(lambda: net.stored(TOPIC, 1).leader == 1, within=10)
+        net.run_until(lambda: net.leader(1) == 1)
+
+    def test_a_restarted_broker_that_becomes_controller_takes_its_partition(
+            self, tmp_path: Path) -> None:
+        """The restarted broker itself becomes the controller before its hand-back is due
+        (the controller shuts down while broker 2 cannot reach etcd for a moment): it hands
+        partition 1 back to itself, as the others would have."""
+        net = self.start_one_at_a_time(tmp_path, {"leader_return_delay_ms": 3000})
+        net.run_until(lambda: [net.stored(TOPIC, p).leader for p in range(3)] == [0, 1, 2])
+        net.crash(1)
+        net.run_until(lambda: net.stored(TOPIC, 1).leader == 2, within=TTL + 2)
+        net.start(1)
+        net.run_until(lambda: 1 in net.stored(TOPIC, 1).isr, within=10)
+        net.cut_etcd(2)
+        net.stop(0)
+        net.run_until(lambda: net.controller() == 1, within=0.5)
+        net.restore_etcd(2)
+        net.run_until(lambda: net.stored(TOPIC, 1).leader == 1, within=10)
+        net.run_until(lambda: net.leader(1) == 1)
 
 
 class UnreachableEtcdTests:

@@ -49,7 +49,7 @@ from replication.control.txn import (
 LAYOUT = KeyLayout("prod-1")
 
 
-@pytest.mark.parametrize("module", ["keys", "election", "isr", "txn"])
+@pytest.mark.parametrize("module", ["keys", "election", "isr", "txn", "preferred"])
 def test_doctests(module: str) -> None:
     """The worked examples in the modules' docstrings hold."""
     result = doctest.testmod(importlib.import_module(f"replication.control.{module}"))

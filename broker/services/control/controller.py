@@ -48,6 +48,7 @@ class ControllerDuties:
                           mod_revision=rev, create_revision=rev, lease=self.lease)
             log.info("this broker (%d) is the controller, epoch %d", self.broker_id, rev)
             self._schedule_reconcile()
+            self._review_returns()      # hand-backs the last controller left due
         else:
             kvs = result.reads[0] if result.reads else None
             if kvs:
@@ -122,18 +123,23 @@ class ControllerDuties:
         self._arm_rebalance()
 
     async def _rebalance(self) -> None:
-        moves = preferred_leader_moves(self.view)
+        await self._hand_back(preferred_leader_moves(self.view), "at the next check")
+
+    async def _hand_back(self, moves: list[PlannedElection], retry: str) -> bool:
+        """Write preferred-leader moves in batched, fenced txns; False when stopped short
+        (not the controller, an election being written, a lost compare, etcd failing):
+        the caller decides again later (``retry`` says when, for the log)."""
         for batch in batches(moves):
             if not self.is_controller or self._reconciling:
-                return
+                return False
             try:
                 revision = await self._write_elections(batch)
             except ETCD_FAILURES as exc:
                 log.warning("controller: handing partitions back to their preferred leaders "
-                            "failed: %s; trying at the next check", exc)
-                return
-            if revision is None:  # something moved meanwhile: the next check decides
-                return
+                            "failed: %s; trying %s", exc, retry)
+                return False
+            if revision is None:  # something moved meanwhile: decide again
+                return False
             for planned in batch:
                 write = planned.write
                 key = self.layout.partition(write.topic, write.partition)
@@ -144,6 +150,53 @@ class ControllerDuties:
                          "isr %s", write.topic, write.partition, write.state.leader,
                          write.state.leader_epoch, list(write.state.isr))
                 self._apply_partition(write.topic, write.partition)
+        return True
+
+    def _registered_myself(self) -> None:
+        """This broker registered (it started, or renewed a lost session): its preferred
+        partitions come back to it as any joining broker's do. The others saw the
+        registration in their watch; this one's watch starts after it."""
+        self.returns.broker_joined(self.view, self.broker_id)
+        self._review_returns()
+
+    def _review_returns(self) -> None:
+        """After any change: the partitions a (re)joined broker gets back now
+        (``LeaderReturns``), written if this broker is the controller and no election is
+        being written; a timer for the next one due. Every broker keeps the marks, so a new
+        controller carries on."""
+        if self._stopped or not self.returns.enabled:
+            return
+        due = self.returns.observe(self.view, self.clock.seconds())
+        if due.moves and self.is_controller:
+            if self._reconciling or self._returning:
+                self._return_later(RETRY_S)     # the reconcile's events review again too
+            else:
+                self._returning = True
+                run_logged(self._write_returns(due.moves))
+        if due.next_at is not None:
+            self._return_later(max(0.0, due.next_at - self.clock.seconds()))
+
+    async def _write_returns(self, moves: list[PlannedElection]) -> None:
+        try:
+            done = await self._hand_back(moves, "again shortly")
+        finally:
+            self._returning = False
+        if not done:
+            self._return_later(RETRY_S)
+
+    def _return_later(self, delay: float) -> None:
+        """One timer for the next review: kept when it fires sooner than ``delay``."""
+        call = self._return_call
+        at = self.clock.seconds() + delay
+        if call is not None and call.active():
+            if call.getTime() <= at:
+                return
+            call.cancel()
+        self._return_call = self.clock.callLater(delay, self._return_tick)
+
+    def _return_tick(self) -> None:
+        self._return_call = None
+        self._review_returns()
 
     def _await_log_ends(self, waiting: list[tuple[str, int, int]], now: float) -> None:
         """Unclean elections waiting for the live replicas' log ends: decide again when the

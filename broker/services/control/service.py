@@ -17,7 +17,10 @@ What runs, in order (the spec's "Cluster control plane on etcd"):
    epoch is the key's create_revision. After any change it runs the election rule over
    every partition (``plan_elections``) and writes what changed in batched txns fenced by
    its epoch and each key's mod revision. A lost compare updates the view from the txn's
-   failure reads and decides again.
+   failure reads and decides again. A broker that registers gets back the partitions it
+   is the preferred leader of once in their committed ISR for ``leader_return_delay_ms``
+   (``LeaderReturns``); every ``leader_rebalance_check_ms`` all partitions go back to
+   their preferred leaders.
 4. **ISR.** When the lag rule on a leader wants another ISR, the leader proposes it with
    ``write_isr`` (its lease and the key's mod revision compared): a shrink counts once
    committed, an expansion at once (``IsrView``); a follower is proposed only when its
@@ -73,6 +76,7 @@ from replication.control.keys import (
     KeyLayout,
     TopicRecord,
 )
+from replication.control.preferred import LeaderReturns
 from replication.control.view import (
     ClusterView,
 )
@@ -173,6 +177,10 @@ class ControlPlane(EtcdSession, ClusterWatch, LogEndReports, ControllerDuties, I
         self.preferred_elections = 0
         """Partitions handed back to their preferred leader (``leader_rebalance_check_ms``)."""
         self._rebalance_call: Any = None
+        self.returns = LeaderReturns(self.settings.leader_return_delay_ms / 1000.0)
+        """Partitions a broker that registered gets back (``leader_return_delay_ms``)."""
+        self._return_call: Any = None
+        self._returning = False
         self._session_ok = False
         self._session_lost = False
         self._term = 0
@@ -245,6 +253,7 @@ class ControlPlane(EtcdSession, ClusterWatch, LogEndReports, ControllerDuties, I
         await self._open_session()
         await self._load()
         self._session_ok = True
+        self._registered_myself()
         await self._publish_local_topics()
         self._try_claim()
         self._arm_rebalance()
@@ -261,8 +270,9 @@ class ControlPlane(EtcdSession, ClusterWatch, LogEndReports, ControllerDuties, I
             return
         self._stopped = True
         self._session_ok = False
-        if self._rebalance_call is not None and self._rebalance_call.active():
-            self._rebalance_call.cancel()
+        for call in (self._rebalance_call, self._return_call):
+            if call is not None and call.active():
+                call.cancel()
         if self._watch is not None:
             self._watch.cancel()
         if self.keeper is not None:

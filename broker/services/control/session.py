@@ -143,4 +143,5 @@ class EtcdSession:
         await self._load()
         self._session_lost = False
         self._session_ok = True
+        self._registered_myself()
         self._try_claim()

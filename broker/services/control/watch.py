@@ -77,6 +77,8 @@ class ClusterWatch:
         topics: set[str] = set()
         partitions: set[tuple[str, int]] = set()
         controller_gone = brokers_changed = reports = False
+        joined: list[int] = []
+        left: list[int] = []
         for event in events:
             kv = event.kv
             if event.deleted:
@@ -99,6 +101,7 @@ class ClusterWatch:
                     reports = True
                 case BrokerKey(broker_id):
                     brokers_changed = True
+                    (left if event.deleted else joined).append(broker_id)
                     log.info("broker %d %s", broker_id, "left (lease gone)" if event.deleted
                              else "registered")
         for topic in sorted(topics):
@@ -114,6 +117,13 @@ class ClusterWatch:
                     self._isr_wanted(topic, p)
         if brokers_changed or topics or partitions or reports:
             self._schedule_reconcile()
+        for broker_id in left:
+            self.returns.broker_left(broker_id)
+        for broker_id in joined:
+            if broker_id in self.view.brokers:
+                self.returns.broker_joined(self.view, broker_id)
+        if brokers_changed or partitions or topics:
+            self._review_returns()
 
     def _apply_topic(self, name: str) -> None:
         record = self.view.topics.get(name)
