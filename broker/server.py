@@ -54,9 +54,8 @@ from data import speedups
 from data.errors import DataDirError
 from data.fs import OS_FS, FileLayer
 from data.store import StorageConfig, Store
-from groups.consumer_records import consumer_state_records
 from groups.coordinator import GroupCoordinator
-from groups.records import state_records
+from groups.records import GroupRecords
 from replication.follower import ReplicaManager
 
 __all__ = ["Broker", "build_broker", "run", "raise_open_file_limit", "keep_freed_memory"]
@@ -288,17 +287,9 @@ def build_broker(config: Config, clock: IReactorTime, *,
     # KIP-848 groups follow their topics: created (regex subscriptions), deleted, grown.
     core.add_topic_listener(lambda _topic: consumer_groups.metadata_changed())
 
-    def group_records(partitions: int) -> dict[int, dict[bytes, bytes]]:
-        records = state_records(coordinator.groups(), coordinator.committed(),
-                                coordinator.committed_metadata(),
-                                kafka_groups.coordinator.groups(), partitions)
-        for partition, more in consumer_state_records(
-                consumer_groups.coordinator.groups(), partitions).items():
-            records.setdefault(partition, {}).update(more)
-        return records
-
     if state_log is not None:
-        state_log.attach(core, group_records)
+        state_log.attach(core, GroupRecords(coordinator, kafka_groups.coordinator,
+                                            consumer_groups.coordinator))
     replication.set_log_syncer(core.when_durable)
     # Long polls wake when hw moves for any reason, timer-driven ISR changes included.
     replication.add_hw_listener(core.notify_hw)

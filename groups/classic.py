@@ -309,7 +309,7 @@ class ClassicGroupCoordinator:
                     effects.append(Deliver(ticket, FencedInstanceId(
                         f"group instance {group_instance_id!r} rejoined as {member_id!r}")))
             holder.join_ticket = holder.sync_ticket = None
-            effects.append(PersistClassicGroups())
+            effects.append(PersistClassicGroups(group_id))
         elif holder is not None and holder.member_id != member_id:
             raise FencedInstanceId(f"group instance {group_instance_id!r} of group "
                                    f"{group_id} is member {holder.member_id!r} now")
@@ -379,7 +379,7 @@ class ClassicGroupCoordinator:
                     other.sync_ticket = None
                     if other is not member:
                         effects.append(self._refresh(group, other, now_ms))
-            effects.append(PersistClassicGroups())
+            effects.append(PersistClassicGroups(group_id))
         return self._answer(ticket, member_id, effects)
 
     def heartbeat(self, group_id: str, generation: int, member_id: str,
@@ -512,7 +512,7 @@ class ClassicGroupCoordinator:
             raise GroupNotEmpty(f"group {group_id} has {len(group.members)} members")
         group.transition_to(DEAD)
         del self._groups[group_id]
-        return Result(True, (PersistClassicGroups(),))
+        return Result(True, (PersistClassicGroups(group_id),))
 
     # ------------------------------------------------------------------ the rebalance
 
@@ -547,7 +547,7 @@ class ClassicGroupCoordinator:
             effects.append(Deliver(member.join_ticket, self._join_reply(group, member_id)))
             member.join_ticket = None
             effects.append(self._refresh(group, member, now_ms))
-        effects.append(PersistClassicGroups())
+        effects.append(PersistClassicGroups(group.group_id))
         return effects
 
     def _remove_member(self, group: ClassicGroup, member_id: str,
@@ -557,7 +557,7 @@ class ClassicGroupCoordinator:
         a restart does not bring the member back."""
         member = group.remove(member_id)
         effects: list[ClassicEffect] = [CancelTimer(session_key(group.group_id, member_id)),
-                                        PersistClassicGroups()]
+                                        PersistClassicGroups(group.group_id)]
         for ticket in (member.join_ticket, member.sync_ticket):
             if ticket is not None:
                 effects.append(Deliver(ticket, UnknownMemberId(
@@ -636,10 +636,10 @@ class ClassicGroupCoordinator:
 
 
 def _dedupe(effects: list[ClassicEffect]) -> tuple[ClassicEffect, ...]:
-    """Keep only the last schedule/cancel per timer key and one of each Persist effect;
-    Deliver effects all stay, in order."""
+    """Keep only the last schedule/cancel per timer key and one of each equal Persist
+    effect; Deliver effects all stay, in order."""
     last_for_key: dict[str, int] = {}
-    seen: set[type] = set()
+    seen: set[ClassicEffect] = set()
     keep: list[bool] = []
     for index, effect in enumerate(effects):
         if isinstance(effect, ScheduleSession | ScheduleJoin | CancelTimer):
@@ -648,8 +648,8 @@ def _dedupe(effects: list[ClassicEffect]) -> tuple[ClassicEffect, ...]:
             last_for_key[effect.key] = index
             keep.append(True)
         elif isinstance(effect, PersistClassicGroups | PersistOffsets):
-            keep.append(type(effect) not in seen)
-            seen.add(type(effect))
+            keep.append(effect not in seen)
+            seen.add(effect)
         else:
             keep.append(True)
     return tuple(effect for effect, kept in zip(effects, keep, strict=True) if kept)

@@ -151,8 +151,11 @@ class CancelTimer:
 
 @dataclass(frozen=True, slots=True)
 class PersistClassicGroups:
-    """Group state that ``groups.classic_store`` writes changed (generation, members,
-    protocol, leader or assignments)."""
+    """The state of group ``group_id`` that ``groups.classic_store`` writes changed
+    (generation, members, protocol, leader or assignments), or the group is gone: the
+    shell writes that group's record alone."""
+
+    group_id: str
 
 
 ClassicEffect = (Deliver | ScheduleSession | ScheduleJoin | CancelTimer | PersistClassicGroups

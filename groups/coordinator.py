@@ -246,7 +246,7 @@ class GroupCoordinator:
         that coordinator has fenced the member or checked the group has none), with its
         metadata. The same entry V1 OFFSET, COMMIT and DESCRIBE_GROUP use."""
         self._set_offset((group, topic), partition, offset, metadata)
-        return Result(None, (PersistOffsets(),))
+        return Result(None, (PersistOffsets(group, topic, (partition,)),))
 
     def live_protocol(self, group: str) -> str | None:
         """``"v1"`` while the group id has live members on any topic (V1 or Iggy
@@ -298,7 +298,7 @@ class GroupCoordinator:
             partitions = self._partitions_for(group.topic)
             if partitions != group.partitions:
                 group.init_next_generation(partitions)
-                effects.append(PersistGroups())
+                effects.append(PersistGroups(group.group, group.topic))
             for member_id in sorted(group.members):
                 effects.append(self._refresh(group, group.members[member_id], now_ms))
         return Result(None, _dedupe(effects))
@@ -344,7 +344,7 @@ class GroupCoordinator:
         if session_timeout_ms is not None and member is not None \
                 and session_timeout_ms != member.session_timeout_ms:
             member.session_timeout_ms = session_timeout_ms
-            effects.append(PersistGroups())
+            effects.append(PersistGroups(group, topic))
         if member is not None and not rebalance:
             effects.append(self._refresh(grp, member, now_ms))
             return Result(Assignment(grp.generation, grp.assigned(member_id)), tuple(effects))
@@ -357,7 +357,7 @@ class GroupCoordinator:
         grp.init_next_generation(partitions)
         if created:
             self._groups[key] = grp
-        effects += [PersistGroups(), self._refresh(grp, member, now_ms)]
+        effects += [PersistGroups(group, topic), self._refresh(grp, member, now_ms)]
         return Result(Assignment(grp.generation, grp.assigned(member_id)), _dedupe(effects))
 
     def sync(self, group: str, topic: str, member_id: str, generation: int,
@@ -389,7 +389,8 @@ class GroupCoordinator:
         grp = self._require(group, topic)
         member = grp.validate_member(member_id, generation, partition=partition)
         self._set_offset((group, topic), partition, offset)
-        return Result(None, (PersistOffsets(), self._refresh(grp, member, now_ms)))
+        return Result(None, (PersistOffsets(group, topic, (partition,)),
+                             self._refresh(grp, member, now_ms)))
 
     def expire(self, group: str, topic: str, member_id: str, token: int) -> Result[bool]:
         """A session timer fired. Removes the member (next generation) if ``token`` is the
@@ -414,7 +415,7 @@ class GroupCoordinator:
         ]
         for key in changed:
             self._groups[key].init_next_generation(partitions)
-        return Result(changed, (PersistGroups(),) if changed else _NO_EFFECTS)
+        return Result(changed, tuple(PersistGroups(*key) for key in changed))
 
     # ------------------------------------------------------------------ admin commands
 
@@ -425,7 +426,7 @@ class GroupCoordinator:
         self._require_no_members(key, "ADMIN_COMMIT")
         self._check_room_for(key)
         self._set_offset(key, partition, offset)
-        return Result(None, (PersistOffsets(),))
+        return Result(None, (PersistOffsets(group, topic, (partition,)),))
 
     def reset_offsets(self, group: str, topic: str, target: ResetTarget,
                       partition: int | None = None, *, earliest_for: OffsetLookup,
@@ -453,7 +454,7 @@ class GroupCoordinator:
                 moved[p] = max(earliest, min(target, latest_for(topic, p)))
         for p, offset in moved.items():
             self._set_offset(key, p, offset)
-        return Result(moved, (PersistOffsets(),))
+        return Result(moved, (PersistOffsets(group, topic, tuple(sorted(moved))),))
 
     def delete_group(self, group: str, topic: str) -> Result[None]:
         """ADMIN_DELETE_GROUP: forget the group and its committed offsets. Refused
@@ -467,10 +468,11 @@ class GroupCoordinator:
         grp = self._groups.pop(key, None)
         if grp is not None:
             grp.transition_to(GroupState.DEAD)
-            effects.append(PersistGroups())
+            effects.append(PersistGroups(group, topic))
         self._metadata.pop(key, None)
-        if self._offsets.pop(key, None) is not None:
-            effects.append(PersistOffsets())
+        gone = self._offsets.pop(key, None)
+        if gone is not None:
+            effects.append(PersistOffsets(group, topic, tuple(sorted(gone))))
         return Result(None, tuple(effects))
 
     def delete_offsets(self, group: str, topic: str,
@@ -487,7 +489,7 @@ class GroupCoordinator:
         if key in self._offsets and not self._offsets[key]:
             del self._offsets[key]
             self._metadata.pop(key, None)
-        return Result(gone, (PersistOffsets(),) if gone else ())
+        return Result(gone, (PersistOffsets(group, topic, tuple(sorted(gone))),) if gone else ())
 
     def topic_deleted(self, topic: str) -> Result[list[GroupKey]]:
         """The topic was deleted: every group on it is forgotten with its members and
@@ -496,6 +498,7 @@ class GroupCoordinator:
         keys = sorted({k for k in self._groups if k[1] == topic}
                       | {k for k in self._offsets if k[1] == topic})
         effects: list[Effect] = []
+        persist: list[Effect] = []
         for group, _ in keys:
             grp = self._groups.pop((group, topic), None)
             if grp is not None:
@@ -505,11 +508,12 @@ class GroupCoordinator:
                     grp.members.clear()
                     grp.transition_to(GroupState.EMPTY)
                 grp.transition_to(GroupState.DEAD)
-            self._offsets.pop((group, topic), None)
+                persist.append(PersistGroups(group, topic))
+            gone = self._offsets.pop((group, topic), None)
+            if gone:
+                persist.append(PersistOffsets(group, topic, tuple(sorted(gone))))
             self._metadata.pop((group, topic), None)
-        if keys:
-            effects += [PersistGroups(), PersistOffsets()]
-        return Result(keys, tuple(effects))
+        return Result(keys, tuple(effects + persist))
 
     # ------------------------------------------------------------------ helpers
 
@@ -560,7 +564,7 @@ class GroupCoordinator:
     def _remove(self, group: Group, member_id: str) -> tuple[Effect, ...]:
         del group.members[member_id]
         group.init_next_generation(self._partitions_for(group.topic))
-        return (PersistGroups(),)
+        return (PersistGroups(group.group, group.topic),)
 
 
 def _dedupe(effects: list[Effect]) -> tuple[Effect, ...]:

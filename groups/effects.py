@@ -27,13 +27,27 @@ R = TypeVar("R")
 
 @dataclass(frozen=True, slots=True)
 class PersistGroups:
-    """Group state that ``groups.json`` holds changed (generation, members, assignor,
-    assignment or session timeouts). Replies that reveal a generation wait for the write."""
+    """The state of group ``group`` on ``topic`` that ``groups.json`` holds changed
+    (generation, members, assignor, assignment or session timeouts), or the group is gone.
+    Replies that reveal a generation wait for the write. The shell writes that group's
+    record alone (``docs/groups.md``, "Writes proportional to what changed")."""
+
+    group: str
+    topic: str
 
 
 @dataclass(frozen=True, slots=True)
 class PersistOffsets:
-    """Committed offsets changed; the reply waits until ``offsets.json`` holds them."""
+    """Committed offsets changed; the reply waits until ``offsets.json`` holds them.
+
+    ``group``, ``topic`` and ``partitions`` name the offsets that changed (committed,
+    moved or forgotten), so the shell writes their records alone. Left empty (the Kafka
+    and KIP-848 coordinators' marker: their offsets are stored through the V1 coordinator,
+    whose own effect names them) it names nothing: the shell only waits."""
+
+    group: str = ""
+    topic: str = ""
+    partitions: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

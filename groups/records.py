@@ -56,13 +56,18 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from data.keys import fnv1a_32
 from data.names import INTERNAL_PREFIX
 from groups.classic_group import ClassicGroup
 from groups.classic_store import classic_groups_to_json
-from groups.consumer_records import CONSUMER_KEY_LENGTHS
+from groups.consumer_records import (
+    CONSUMER_KEY_LENGTHS,
+    KIND_CONSUMER_GROUP,
+    consumer_group_records,
+    consumer_state_records,
+)
 from groups.coordinator import GroupKey
 from groups.group import Group
 from groups.store import groups_to_json
@@ -84,6 +89,14 @@ __all__ = [
     "group_of_key",
     "state_records",
     "changes",
+    "Scope",
+    "group_scope",
+    "offset_scope",
+    "kafka_group_scope",
+    "consumer_group_scope",
+    "scope_key",
+    "consumer_group_of_key",
+    "GroupRecords",
     "KIND_GROUP",
     "KIND_OFFSET",
     "KIND_KAFKA_GROUP",
@@ -259,3 +272,132 @@ def changes(previous: Mapping[bytes, bytes],
     out = [(key, current[key]) for key in sorted(current) if previous.get(key) != current[key]]
     out += [(key, TOMBSTONE) for key in sorted(previous) if key not in current]
     return out
+
+
+# ---------------------------------------------------------------------- what changed
+
+
+class Scope(NamedTuple):
+    """Something whose records changed, so that a write builds only its records (not the
+    whole state's): a V1/Iggy group on a topic (``group_scope``), one committed offset
+    (``offset_scope``), a Kafka classic group (``kafka_group_scope``), or a KIP-848
+    consumer group with its members and targets (``consumer_group_scope``). Every scope
+    lives in the partition of its ``group`` (``partition_for_group``)."""
+
+    kind: str
+    group: str
+    topic: str = ""
+    partition: int = -1
+
+
+def group_scope(group: str, topic: str) -> Scope:
+    """The record of a V1/Iggy group on a topic."""
+    return Scope(KIND_GROUP, group, topic)
+
+
+def offset_scope(group: str, topic: str, partition: int) -> Scope:
+    """The record of a group's committed offset on one partition."""
+    return Scope(KIND_OFFSET, group, topic, partition)
+
+
+def kafka_group_scope(group_id: str) -> Scope:
+    """The record of a Kafka classic group."""
+    return Scope(KIND_KAFKA_GROUP, group_id)
+
+
+def consumer_group_scope(group_id: str) -> Scope:
+    """Every record of a KIP-848 consumer group (its own, each member's, each target)."""
+    return Scope(KIND_CONSUMER_GROUP, group_id)
+
+
+def scope_key(scope: Scope) -> bytes | None:
+    """The one key a scope's record has; None for a consumer group (one key per member:
+    which keys it had is what the topic holds)."""
+    if scope.kind == KIND_OFFSET:
+        return offset_key(scope.group, scope.topic, scope.partition)
+    if scope.kind == KIND_GROUP:
+        return group_key(scope.group, scope.topic)
+    if scope.kind == KIND_KAFKA_GROUP:
+        return kafka_group_key(scope.group)
+    return None
+
+
+_CONSUMER_PREFIX = b'[1,"consumer_'
+
+
+def consumer_group_of_key(key: bytes) -> str | None:
+    """The group id of a KIP-848 consumer group's key, None for a key of another kind."""
+    if not key.startswith(_CONSUMER_PREFIX):
+        return None
+    return str(decode_key(key)[1])
+
+
+class V1Groups(Protocol):
+    """What ``GroupRecords`` reads of ``groups.coordinator.GroupCoordinator``."""
+
+    def groups(self) -> list[Group]: ...
+
+    def group(self, group: str, topic: str) -> Group | None: ...
+
+    def committed(self) -> Mapping[GroupKey, Mapping[int, int]]: ...
+
+    def committed_metadata(self) -> Mapping[GroupKey, Mapping[int, str]]: ...
+
+    def committed_offset(self, group: str, topic: str,
+                         partition: int) -> tuple[int, str] | None: ...
+
+
+class ByIdGroups(Protocol):
+    """What ``GroupRecords`` reads of the Kafka classic and KIP-848 coordinators."""
+
+    def groups(self) -> list[Any]: ...
+
+    def group(self, group_id: str) -> Any: ...
+
+
+class GroupRecords:
+    """The records of the coordinators' state: all of them (``snapshot``), or those of one
+    ``Scope`` (``records``), byte for byte the same as the snapshot holds for its keys."""
+
+    def __init__(self, v1: V1Groups, classic: ByIdGroups,
+                 consumer: ByIdGroups | None = None) -> None:
+        self._v1 = v1
+        self._classic = classic
+        self._consumer = consumer
+
+    def snapshot(self, partitions: int) -> dict[int, dict[bytes, bytes]]:
+        """Every record, ``{partition: {key: value}}`` (``state_records``)."""
+        out = state_records(self._v1.groups(), self._v1.committed(),
+                            self._v1.committed_metadata(), self._classic.groups(), partitions)
+        if self._consumer is not None:
+            for partition, more in consumer_state_records(self._consumer.groups(),
+                                                          partitions).items():
+                out.setdefault(partition, {}).update(more)
+        return out
+
+    def records(self, scope: Scope) -> dict[bytes, bytes]:
+        """The records of ``scope`` now, ``{key: value}``: for a single-key scope its key
+        with the value, or ``TOMBSTONE`` when the thing is gone; for a consumer group the
+        records it has (none when it is gone)."""
+        if scope.kind == KIND_OFFSET:
+            found = self._v1.committed_offset(scope.group, scope.topic, scope.partition)
+            key = offset_key(scope.group, scope.topic, scope.partition)
+            return {key: TOMBSTONE if found is None else _offset_value(*found)}
+        if scope.kind == KIND_GROUP:
+            group = self._v1.group(scope.group, scope.topic)
+            if group is None:
+                return {group_key(scope.group, scope.topic): TOMBSTONE}
+            entry = groups_to_json([group])["groups"][0]
+            name, topic = entry.pop("group"), entry.pop("topic")
+            return {group_key(name, topic): encode_value(entry)}
+        if scope.kind == KIND_KAFKA_GROUP:
+            classic = self._classic.group(scope.group)
+            if classic is None:
+                return {kafka_group_key(scope.group): TOMBSTONE}
+            entry = classic_groups_to_json([classic])["groups"][0]
+            group_id = entry.pop("group_id")
+            return {kafka_group_key(group_id): encode_value(entry)}
+        if scope.kind == KIND_CONSUMER_GROUP:
+            consumer = None if self._consumer is None else self._consumer.group(scope.group)
+            return {} if consumer is None else consumer_group_records(consumer)
+        raise ValueError(f"unknown scope kind {scope.kind!r}")

@@ -55,6 +55,7 @@ from groups.consumer_effects import (
 from groups.consumer_group import ConsumerGroup, TopicMeta
 from groups.effects import Result
 from groups.errors import PartitionNotOwned
+from groups.records import consumer_group_scope
 
 __all__ = ["ConsumerGroupService", "topic_id_for"]
 
@@ -261,7 +262,7 @@ class ConsumerGroupService:
             elif isinstance(effect, PersistConsumerGroup):
                 self.persist_count += 1
                 if self._state_log is not None:
-                    self._state_log.changed()
+                    self._state_log.changed((consumer_group_scope(effect.group_id),))
         return result.reply
 
     def _cancel(self, key: str) -> None:

@@ -5,12 +5,16 @@ back at start.
 Owns: ``GroupStateLog``. At construction it reads every record of the topic (when the data
 directory has it) into a ``groups.loader.GroupLog`` and decides what the coordinators
 restore; afterwards it is what the group services persist through, with the same two calls
-the JSON files had: ``changed()`` (the state moved) and ``durable()`` (fires once the topic
-holds every change made so far). A write takes the whole state's records
-(``groups.records.state_records``), appends per partition only the records that differ
-from what the partition holds (``groups.records.changes``: new values and tombstones), with
-``acks=all``, one batch per partition and one write in flight at a time; everything changed
-meanwhile goes into the next write. A reply that depends on a change is answered once its
+the JSON files had: ``changed(scopes)`` (the state of these groups or offsets moved,
+``groups.records.Scope``) and ``durable()`` (fires once the topic holds every change made so
+far). A write builds the records of the scopes changed since the last one alone
+(``groups.records.GroupRecords.records``) and appends those that differ from what the
+partition holds (new values, tombstones for things gone), so its cost follows what changed,
+not how many groups there are. ``changed()`` naming nothing (the migration, a legacy
+import, a failed write: the safety net) makes the next write take the whole state's records
+(``groups.records.state_records``) and append per partition every difference
+(``groups.records.changes``). Writes go with ``acks=all``, one batch per partition and one
+write in flight at a time; everything changed meanwhile goes into the next write. A reply that depends on a change is answered once its
 records are at the high watermark, so on one broker exactly as durable as the broker's
 ``storage.fsync`` makes any acknowledged message.
 
@@ -49,7 +53,11 @@ from groups.loader import GroupLog, LoadedState
 from groups.records import (
     GROUPS_TOPIC,
     GROUPS_TOPIC_SEGMENT_BYTES,
+    KIND_CONSUMER_GROUP,
+    TOMBSTONE,
+    Scope,
     changes,
+    consumer_group_of_key,
     partition_for_group,
 )
 from groups.store import (
@@ -70,8 +78,18 @@ LEGACY_FILES = (GROUPS_FILE, OFFSETS_FILE, CLASSIC_GROUPS_FILE)
 """The per-broker JSON files the topic replaced, migrated once at start."""
 
 RunInThread = Callable[[Callable[[], None]], Deferred[None]]
-Snapshot = Callable[[int], dict[int, dict[bytes, bytes]]]
-"""``snapshot(partitions)``: the whole state's records, ``{partition: {key: value}}``."""
+
+
+class RecordSource(Protocol):
+    """The coordinators' records (``groups.records.GroupRecords``)."""
+
+    def snapshot(self, partitions: int) -> dict[int, dict[bytes, bytes]]:
+        """The whole state's records, ``{partition: {key: value}}``."""
+        ...
+
+    def records(self, scope: Scope) -> dict[bytes, bytes]:
+        """The records of one scope now (``TOMBSTONE`` for a single-key scope gone)."""
+        ...
 
 
 class StoreReader(Protocol):
@@ -117,6 +135,9 @@ class GroupStateLog:
         self.partitions = partitions if topic is None else topic.config.partitions
         """The topic's partition count (an existing topic's count wins over the config)."""
         self._held: dict[int, dict[bytes, bytes]] = {}
+        self._consumer_keys: dict[str, set[bytes]] = {}
+        """The keys each KIP-848 consumer group has in ``_held`` (one per member: a member
+        gone needs its tombstone, and only the topic remembers it had a key)."""
         everything = GroupLog()
         self._owned: set[int] | None = set() if cluster else None
         if topic is not None and not cluster:
@@ -125,6 +146,7 @@ class GroupStateLog:
                 book.apply_all(partition, read_records(store.partition(GROUPS_TOPIC, partition)))
                 if book.latest:
                     self._held[partition] = dict(book.latest)
+                    self._index(self._held[partition])
                     everything.merge(book)
         self.legacy = [name for name in LEGACY_FILES
                        if fs.exists(os.path.join(data_dir, name))]
@@ -144,7 +166,10 @@ class GroupStateLog:
                        else everything.state())
         """What the coordinators restore."""
         self._core: Producer | None = None
-        self._snapshot: Snapshot | None = None
+        self._source: RecordSource | None = None
+        self._dirty: set[Scope] = set()
+        self._full = False
+        """The next write takes the whole state (``changed()`` named no scope)."""
         self._version = 0
         self._written = 0
         self._in_flight = False
@@ -167,11 +192,12 @@ class GroupStateLog:
 
     # ------------------------------------------------------------------ wiring
 
-    def attach(self, core: Producer, snapshot: Snapshot) -> None:
-        """Start writing through ``core``; ``snapshot`` gives the whole state's records.
-        Migrates the legacy files (their records, then the rename) when there are any."""
+    def attach(self, core: Producer, source: RecordSource) -> None:
+        """Start writing through ``core``; ``source`` gives the state's records (all, or
+        a scope's). Migrates the legacy files (their records, then the rename) when there
+        are any."""
         self._core = core
-        self._snapshot = snapshot
+        self._source = source
         config = core.topic_config(GROUPS_TOPIC)
         if self._owned is None and config is not None and config.segment_bytes is None:
             # Created before the topic had its own segment size: give it one (the
@@ -213,9 +239,14 @@ class GroupStateLog:
 
     # ------------------------------------------------------------------ persistence
 
-    def changed(self) -> None:
-        """The state changed: the next write includes it."""
+    def changed(self, scopes: Iterable[Scope] | None = None) -> None:
+        """The state of ``scopes`` changed: the next write includes their records. None:
+        anything may have changed, the next write compares the whole state."""
         self._version += 1
+        if scopes is None:
+            self._full = True
+        else:
+            self._dirty.update(scopes)
         self._schedule()
 
     def durable(self) -> Deferred[None]:
@@ -238,6 +269,7 @@ class GroupStateLog:
         book.apply_all(partition, records)
         loaded = book.state()
         self._held[partition] = dict(book.latest)
+        self._index(self._held[partition])
         self._owned.add(partition)
         legacy = self.legacy_pending.pop(partition, None)
         if legacy is not None:
@@ -285,6 +317,8 @@ class GroupStateLog:
         assert self._owned is not None
         self._owned.discard(partition)
         self._held.pop(partition, None)
+        for group in [g for g in self._consumer_keys if self.partition_of(g) == partition]:
+            del self._consumer_keys[group]
 
     def owns(self, partition: int) -> bool:
         """True when this broker holds the partition's groups: always on a single broker;
@@ -306,34 +340,83 @@ class GroupStateLog:
 
     def _write(self) -> None:
         self._call = None
-        assert self._core is not None and self._snapshot is not None
+        assert self._core is not None and self._source is not None
         version = self._version
+        full, self._full = self._full, False
+        dirty, self._dirty = self._dirty, set()
         try:
-            current = self._snapshot(self.partitions)
-            if self._owned is not None:  # a cluster member writes the partitions it leads
-                strays = sorted(set(current) - self._owned)
-                if strays:
-                    log.warning("group state for %s partitions %s this broker does not lead "
-                                "is not written", GROUPS_TOPIC, strays)
-                current = {p: v for p, v in current.items() if p in self._owned}
-            batches = {p: changes(self._held.get(p, {}), current.get(p, {}))
-                       for p in set(current) | set(self._held)}
-            batches = {p: batch for p, batch in batches.items() if batch}
+            if full:
+                batches = self._full_batches()
+            else:
+                batches = self._scoped_batches(dirty)
             if batches and self._owned is None \
                     and self._core.topic_config(GROUPS_TOPIC) is None:
                 self._core.create_internal_topic(GROUPS_TOPIC, self.partitions, 1, 1)
         except SkerryError as error:
+            self._full = True  # what was not written is found by comparing everything
             self._finish(version, _storage_error(error))
             return
         if not batches:
             self._finish(version, None)
             return
         self._in_flight = True
-        waits = [self._append(p, batch, current.get(p, {})) for p, batch in batches.items()]
+        waits = [self._append(p, batch, replace) for p, (batch, replace) in batches.items()]
         DeferredList(waits, consumeErrors=True).addCallback(self._appended, version)
 
+    def _full_batches(self) -> dict[int, tuple[list[tuple[bytes, bytes]],
+                                               dict[bytes, bytes] | None]]:
+        """Every partition's differences from the whole state; each partition then holds
+        exactly the state's records (the second element: what replaces ``_held``)."""
+        assert self._source is not None
+        current = self._source.snapshot(self.partitions)
+        if self._owned is not None:  # a cluster member writes the partitions it leads
+            strays = sorted(set(current) - self._owned)
+            if strays:
+                log.warning("group state for %s partitions %s this broker does not lead "
+                            "is not written", GROUPS_TOPIC, strays)
+            current = {p: v for p, v in current.items() if p in self._owned}
+        out: dict[int, tuple[list[tuple[bytes, bytes]], dict[bytes, bytes] | None]] = {}
+        for p in set(current) | set(self._held):
+            batch = changes(self._held.get(p, {}), current.get(p, {}))
+            if batch:
+                out[p] = (batch, current.get(p, {}))
+        return out
+
+    def _scoped_batches(self, dirty: set[Scope]) -> dict[
+            int, tuple[list[tuple[bytes, bytes]], dict[bytes, bytes] | None]]:
+        """The records of ``dirty`` that differ from what their partitions hold (values,
+        tombstones for things gone), per partition in ``changes``' order."""
+        assert self._source is not None
+        wanted: dict[int, dict[bytes, bytes]] = {}
+        for scope in dirty:
+            p = self.partition_of(scope.group)
+            if not self.owns(p):  # resigned since: its new coordinator writes it
+                continue
+            held = self._held.get(p, {})
+            records = self._source.records(scope)
+            if scope.kind == KIND_CONSUMER_GROUP:  # members gone get tombstones
+                records = dict(records)
+                for key in self._consumer_keys.get(scope.group, ()):
+                    records.setdefault(key, TOMBSTONE)
+            out = wanted.setdefault(p, {})
+            for key, value in records.items():
+                if value == TOMBSTONE:
+                    if key in held:
+                        out[key] = TOMBSTONE
+                elif held.get(key) != value:
+                    out[key] = value
+        batches: dict[int, tuple[list[tuple[bytes, bytes]], dict[bytes, bytes] | None]] = {}
+        for p, out in wanted.items():
+            if out:
+                batch = [(k, out[k]) for k in sorted(out) if out[k] != TOMBSTONE]
+                batch += [(k, TOMBSTONE) for k in sorted(out) if out[k] == TOMBSTONE]
+                batches[p] = (batch, None)
+        return batches
+
     def _append(self, partition: int, batch: list[tuple[bytes, bytes]],
-                latest: dict[bytes, bytes]) -> Deferred[None]:
+                replace: dict[bytes, bytes] | None) -> Deferred[None]:
+        """Append ``batch``; once acknowledged the partition holds ``replace`` (a full
+        write), or what it held with ``batch`` applied."""
         assert self._core is not None
         d: Deferred[None] = Deferred()
 
@@ -342,10 +425,7 @@ class GroupStateLog:
                 d.errback(result.error)
             else:
                 if self.owns(partition):  # not resigned while the write was in flight
-                    if latest:
-                        self._held[partition] = latest
-                    else:
-                        self._held.pop(partition, None)
+                    self._applied(partition, batch, replace)
                 d.callback(None)
 
         try:
@@ -356,10 +436,48 @@ class GroupStateLog:
             d.errback(error)
         return d
 
+    def _applied(self, partition: int, batch: list[tuple[bytes, bytes]],
+                 replace: dict[bytes, bytes] | None) -> None:
+        if replace is not None:
+            for group in [g for g in self._consumer_keys
+                          if self.partition_of(g) == partition]:
+                del self._consumer_keys[group]
+            if replace:
+                self._held[partition] = replace
+                self._index(replace)
+            else:
+                self._held.pop(partition, None)
+            return
+        held = self._held.setdefault(partition, {})
+        for key, value in batch:
+            group = consumer_group_of_key(key)
+            if value == TOMBSTONE:
+                held.pop(key, None)
+                if group is not None:
+                    keys = self._consumer_keys.get(group)
+                    if keys is not None:
+                        keys.discard(key)
+                        if not keys:
+                            del self._consumer_keys[group]
+            else:
+                held[key] = value
+                if group is not None:
+                    self._consumer_keys.setdefault(group, set()).add(key)
+        if not held:
+            del self._held[partition]
+
+    def _index(self, records: Mapping[bytes, bytes]) -> None:
+        """Note the consumer groups' keys among ``records`` (what a partition holds)."""
+        for key in records:
+            group = consumer_group_of_key(key)
+            if group is not None:
+                self._consumer_keys.setdefault(group, set()).add(key)
+
     def _appended(self, results: list[tuple[bool, Any]], version: int) -> None:
         self._in_flight = False
         failures = [value for ok, value in results if not ok]
         if failures:
+            self._full = True  # what was not written is found by comparing everything
             self._finish(version, _storage_error(failures[0].value))
         else:
             self._finish(version, None)

@@ -46,6 +46,7 @@ from groups.coordinator import (
 from groups.effects import CancelExpiry, Effect, PersistGroups, PersistOffsets, ScheduleExpiry
 from groups.group import Group
 from groups.loader import LoadedState
+from groups.records import Scope, group_scope, offset_scope
 from groups.store import (
     GROUPS_FILE,
     OFFSETS_FILE,
@@ -71,7 +72,7 @@ class StateLog(Protocol):
     @property
     def loaded(self) -> LoadedState: ...
 
-    def changed(self) -> None: ...
+    def changed(self, scopes: Iterable[Scope] | None = None) -> None: ...
 
     def durable(self) -> Deferred[None]: ...
 
@@ -95,7 +96,9 @@ class _JsonFile:
         self._call: IDelayedCall | None = None
         self._waiters: list[tuple[int, Deferred[None]]] = []
 
-    def changed(self) -> None:
+    def changed(self, scopes: Iterable[Scope] | None = None) -> None:
+        """The document is out of date (``scopes``, what changed, matters not: the file
+        is written whole)."""
         self._version += 1
         self._schedule()
 
@@ -397,9 +400,14 @@ class GroupService:
             elif isinstance(effect, CancelExpiry):
                 self._cancel(effect.key)
             elif isinstance(effect, PersistGroups):
-                self._groups_file.changed()
+                self._groups_file.changed((group_scope(effect.group, effect.topic),))
             elif isinstance(effect, PersistOffsets):
-                self._offsets_file.changed()
+                if effect.group:
+                    self._offsets_file.changed(
+                        [offset_scope(effect.group, effect.topic, p)
+                         for p in effect.partitions])
+                else:  # names nothing: the whole state is compared
+                    self._offsets_file.changed()
 
     def _cancel(self, key: str) -> None:
         call = self._timers.pop(key, None)

@@ -73,6 +73,7 @@ from groups.kafka_errors import (
     OffsetMetadataTooLarge,
     RebalanceInProgress,
 )
+from groups.records import kafka_group_scope
 
 __all__ = ["KafkaGroupService", "SharedOffsetBook"]
 
@@ -313,7 +314,7 @@ class KafkaGroupService:
         elif isinstance(effect, CancelTimer):
             self._cancel(effect.key)
         elif isinstance(effect, PersistClassicGroups):
-            self._file.changed()
+            self._file.changed((kafka_group_scope(effect.group_id),))
             waits.append(self._file.durable)
         elif isinstance(effect, PersistOffsets):
             # The offset book wrote through the GroupService, which marked offsets.json.

@@ -404,7 +404,7 @@ class LeaveTests(SynchronousTestCase):
         d = Driver()
         d.round(1)
         result = d.coordinator.leave("g", "c-1", 0)
-        self.assertIn(PersistClassicGroups(), result.effects)
+        self.assertIn(PersistClassicGroups("g"), result.effects)
         self.assertEqual(_state(d), (EMPTY, 2))
         d.coordinator.commit_offsets("g", -1, "", {("t", 0): CommittedOffset(1)}, 0)
         with self.assertRaises(UnknownMemberId):

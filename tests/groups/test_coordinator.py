@@ -41,7 +41,7 @@ class JoinTests(SynchronousTestCase):
         coordinator, _ = _coordinator()
         result = coordinator.join("analytics", "orders", "consumer-a", 500)
         self.assertEqual(result.reply, Assignment(1, [0, 1, 2]))
-        self.assertEqual(_of(result, PersistGroups), [PersistGroups()])
+        self.assertEqual(_of(result, PersistGroups), [PersistGroups("analytics", "orders")])
         [timer] = _of(result, ScheduleExpiry)
         self.assertEqual((timer.key, timer.group, timer.topic, timer.member_id,
                           timer.deadline_ms),
@@ -83,7 +83,7 @@ class JoinTests(SynchronousTestCase):
         self.assertEqual(timer.deadline_ms, 3000)
         again = coordinator.join("g", "orders", "c1", 100, session_timeout_ms=5000)
         self.assertEqual(again.reply.generation, 1)
-        self.assertEqual(_of(again, PersistGroups), [PersistGroups()])
+        self.assertEqual(_of(again, PersistGroups), [PersistGroups("g", "orders")])
         self.assertEqual(_of(again, ScheduleExpiry)[0].deadline_ms, 5100)
         # a later JOIN without the option keeps the member's timeout
         [timer] = _of(coordinator.join("g", "orders", "c1", 200), ScheduleExpiry)
@@ -158,7 +158,7 @@ class AssignorSwitchTests(SynchronousTestCase):
         coordinator.join("g", "orders", "c1", 0)
         result = coordinator.join("g", "orders", "c1", 0, assignor="sticky")
         self.assertEqual(result.reply, Assignment(2, [0, 1, 2]))
-        self.assertEqual(_of(result, PersistGroups), [PersistGroups()])
+        self.assertEqual(_of(result, PersistGroups), [PersistGroups("g", "orders")])
         group = coordinator.group("g", "orders")
         assert group is not None
         self.assertEqual(group.assignor, "sticky")
@@ -215,7 +215,7 @@ class MemberRequestTests(SynchronousTestCase):
         cancelled, groups.json written."""
         result = self.coordinator.leave("g", "orders", "c1", 2)
         self.assertEqual(set(result.effects),
-                         {PersistGroups(), CancelExpiry("heartbeat:g:orders:c1")})
+                         {PersistGroups("g", "orders"), CancelExpiry("heartbeat:g:orders:c1")})
         self.assertEqual(self.coordinator.sync("g", "orders", "c2", 3, 0).reply,
                          Assignment(3, [0, 1, 2]))
 
@@ -234,7 +234,7 @@ class MemberRequestTests(SynchronousTestCase):
         """COMMIT of an owned partition stores the next offset to read, asks for
         offsets.json to be written and re-arms the timer; OFFSET then returns it."""
         result = self.coordinator.commit("g", "orders", "c1", 2, 2, 42, 700)
-        self.assertEqual(_of(result, PersistOffsets), [PersistOffsets()])
+        self.assertEqual(_of(result, PersistOffsets), [PersistOffsets("g", "orders", (2,))])
         self.assertEqual(_of(result, ScheduleExpiry)[0].deadline_ms, 10_700)
         self.assertEqual(self.coordinator.offset("g", "orders", 2), 42)
         self.assertEqual(self.coordinator.offset("g", "orders", 0), 0)
@@ -266,7 +266,7 @@ class ExpiryTests(SynchronousTestCase):
         coordinator.join("g", "orders", "c1", 0)
         [timer] = _of(coordinator.join("g", "orders", "c2", 0), ScheduleExpiry)
         result = coordinator.expire("g", "orders", "c2", timer.token)
-        self.assertEqual((result.reply, result.effects), (True, (PersistGroups(),)))
+        self.assertEqual((result.reply, result.effects), (True, (PersistGroups("g", "orders"),)))
         self.assertEqual(coordinator.sync("g", "orders", "c1", 3, 0).reply,
                          Assignment(3, [0, 1, 2]))
 
@@ -297,7 +297,7 @@ class PartitionChangeTests(SynchronousTestCase):
         coordinator.join("c", "payments", "c1", 0)
         counts["orders"] = 5
         result = coordinator.partitions_changed("orders")
-        self.assertEqual((result.reply, result.effects), ([("a", "orders")], (PersistGroups(),)))
+        self.assertEqual((result.reply, result.effects), ([("a", "orders")], (PersistGroups("a", "orders"),)))
         self.assertEqual(coordinator.sync("a", "orders", "c1", 2, 0).reply,
                          Assignment(2, [0, 1, 2, 3, 4]))
         self.assertEqual(coordinator.group("b", "orders").generation, 2)  # type: ignore[union-attr]
@@ -326,7 +326,7 @@ class StartTests(SynchronousTestCase):
                       assignment={"c1": [0, 1]})
         coordinator, _ = _coordinator([group])
         result = coordinator.start(0)
-        self.assertEqual(_of(result, PersistGroups), [PersistGroups()])
+        self.assertEqual(_of(result, PersistGroups), [PersistGroups("g", "orders")])
         self.assertEqual(coordinator.sync("g", "orders", "c1", 5, 0).reply,
                          Assignment(5, [0, 1, 2]))
 
@@ -397,7 +397,7 @@ class AdminTests(SynchronousTestCase):
         """ADMIN_COMMIT stores an offset for an empty group, or creates the pair."""
         self._leave()
         self.assertEqual(self.coordinator.admin_commit("g", "orders", 2, 9).effects,
-                         (PersistOffsets(),))
+                         (PersistOffsets("g", "orders", (2,)),))
         self.coordinator.admin_commit("tool", "payments", 0, 3)
         self.assertEqual(self.coordinator.committed(),
                          {("g", "orders"): {1: 4, 2: 9}, ("tool", "payments"): {0: 3}})
@@ -420,7 +420,8 @@ class AdminTests(SynchronousTestCase):
         for (target, partition), expected in cases:
             result = self.coordinator.reset_offsets("g", "orders", target, partition, **lookups)
             self.assertEqual(result.reply, expected, (target, partition))
-            self.assertEqual(result.effects, (PersistOffsets(),))
+            self.assertEqual(result.effects,
+                             (PersistOffsets("g", "orders", tuple(sorted(expected))),))
             for p, offset in expected.items():
                 self.assertEqual(self.coordinator.offset("g", "orders", p), offset)
         with self.assertRaises(InvalidGroupRequest):
@@ -432,7 +433,8 @@ class AdminTests(SynchronousTestCase):
         self._leave()
         group = self.coordinator.group("g", "orders")
         result = self.coordinator.delete_group("g", "orders")
-        self.assertEqual(result.effects, (PersistGroups(), PersistOffsets()))
+        self.assertEqual(result.effects, (PersistGroups("g", "orders"),
+                                          PersistOffsets("g", "orders", (1,))))
         self.assertIs(group.state, GroupState.DEAD)  # type: ignore[union-attr]
         self.assertEqual((self.coordinator.list_groups(), self.coordinator.offset("g", "orders", 1)),
                          ([], 0))

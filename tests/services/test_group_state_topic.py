@@ -22,8 +22,11 @@ from data.store import Store, TopicConfig
 from groups.records import (
     GROUPS_TOPIC,
     GROUPS_TOPIC_SEGMENT_BYTES,
+    Scope,
     offset_key,
+    offset_scope,
     partition_for_group,
+    scope_key,
 )
 from tests.reliability.inmemory import InMemoryBroker
 
@@ -228,13 +231,32 @@ class _EmptyStore:
         raise AssertionError("no topic")
 
 
+class _StateSource:
+    """The records a test's ``state`` holds: all, or one scope's (its one key)."""
+
+    def __init__(self, test: WriterTests) -> None:
+        self.test = test
+        self.scoped: list[Scope] = []
+
+    def snapshot(self, partitions: int) -> dict[int, dict[bytes, bytes]]:
+        return {p: dict(v) for p, v in self.test.state.items()}
+
+    def records(self, scope: Scope) -> dict[bytes, bytes]:
+        self.scoped.append(scope)
+        key = scope_key(scope)
+        assert key is not None
+        held = self.test.state.get(partition_for_group(scope.group, 4), {})
+        return {key: held.get(key, b"")}
+
+
 class WriterTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.clock = Clock()
         self.core = _FakeCore()
         self.state: dict[int, dict[bytes, bytes]] = {}
         self.log = GroupStateLog(_EmptyStore(), _scratch(self), self.clock, partitions=4)
-        self.log.attach(self.core, lambda n: {p: dict(v) for p, v in self.state.items()})
+        self.source = _StateSource(self)
+        self.log.attach(self.core, self.source)
 
     def _durable(self) -> tuple[Deferred[None], list[Any]]:
         seen: list[Any] = []
@@ -294,6 +316,55 @@ class WriterTests(SynchronousTestCase):
         self.log.changed()
         self.clock.advance(0)
         self.assertEqual(self.core.batches[1][:3], (p, [key], [b""]))
+
+
+    def test_a_scoped_change_builds_only_its_records(self) -> None:
+        """changed(scopes) builds the records of those scopes alone (never the whole
+        state) and appends those that differ from what the partition holds; a scope whose
+        thing is gone gets a tombstone only when the partition held its key."""
+        p = partition_for_group("g", 4)
+        a, b = offset_key("g", "t", 0), offset_key("g", "t", 1)
+        self.state = {p: {a: b'{"v":1,"offset":1}', b: b'{"v":1,"offset":1}'}}
+        self.log.changed()
+        self.clock.advance(0)
+        self.core.batches[0][3](ProduceResult(0, 0, 1))
+        source = self.source
+        self.state = {p: {a: b'{"v":1,"offset":2}', b: b'{"v":1,"offset":9}'}}
+        self.log.changed([offset_scope("g", "t", 0)])
+        self.clock.advance(0)
+        self.assertEqual(source.scoped, [offset_scope("g", "t", 0)])
+        self.assertEqual(self.core.batches[1][:3], (p, [a], [b'{"v":1,"offset":2}']))
+        self.core.batches[1][3](ProduceResult(0, 2, 2))
+        self.assertEqual(self.log.held()[p][a], b'{"v":1,"offset":2}')
+        self.assertEqual(self.log.held()[p][b], b'{"v":1,"offset":1}')
+        # b and a key never written go; only b, which the partition held, is a tombstone.
+        self.state = {p: {a: b'{"v":1,"offset":2}'}}
+        self.log.changed([offset_scope("g", "t", 1), offset_scope("g", "t", 7)])
+        self.clock.advance(0)
+        self.assertEqual(self.core.batches[2][:3], (p, [b], [b""]))
+        self.core.batches[2][3](ProduceResult(0, 3, 3))
+        self.assertEqual(dict(self.log.held()[p]), {a: b'{"v":1,"offset":2}'})
+        # Nothing differs: nothing is appended, durable() fires at once.
+        self.log.changed([offset_scope("g", "t", 0)])
+        _, seen = self._durable()
+        self.clock.advance(0)
+        self.assertEqual((len(self.core.batches), seen), (3, [None]))
+
+    def test_after_a_failed_scoped_write_the_whole_state_is_compared(self) -> None:
+        """A refused scoped append leaves nothing taken as written: the next write
+        compares the whole state (the safety net), so the lost change is appended even
+        when the next change names another scope."""
+        p = partition_for_group("g", 4)
+        a, b = offset_key("g", "t", 0), offset_key("g", "t", 1)
+        self.state = {p: {a: b'{"v":1,"offset":1}'}}
+        self.log.changed([offset_scope("g", "t", 0)])
+        self.clock.advance(0)
+        self.core.batches[0][3](ProduceResult(0, -1, -1, 0, 0, StorageError("disk full")))
+        self.state = {p: {a: b'{"v":1,"offset":1}', b: b'{"v":1,"offset":4}'}}
+        self.log.changed([offset_scope("g", "t", 1)])
+        self.clock.advance(0)
+        self.assertEqual(self.core.batches[1][:3],
+                         (p, [a, b], [b'{"v":1,"offset":1}', b'{"v":1,"offset":4}']))
 
 
 class ConsumerGroupRestartTests(SynchronousTestCase):
