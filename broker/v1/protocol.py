@@ -445,11 +445,13 @@ class V1Protocol(Connection):
                 line = token[REPLY] = PRODUCE_OK % (token[CID], result.partition,
                                                     result.offset, result.hw)  # produce_ok
                 pending = self._pending
-                if len(pending) == 1 and pending[0] is token and len(token) == T0 \
-                        and not self._out and self._held is None and not self._read_closed:
-                    # The one reply due and nothing else waiting (request/response, no
-                    # metrics stamp): what ``drain`` would do, in fewer steps.
+                if len(pending) == 1 and pending[0] is token and not self._out \
+                        and self._held is None and not self._read_closed:
+                    # The one reply due and nothing else waiting (request/response): what
+                    # ``drain`` would do, in fewer steps.
                     pending.clear()
+                    if len(token) > T0:  # stamped by broker.metrics
+                        self.factory.metrics.answered(token)
                     self.write_chunks((line,))
                     return
             else:

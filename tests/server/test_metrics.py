@@ -133,6 +133,19 @@ class TrafficTests:
         assert value(s, "skerry_request_duration_seconds_count", command="PING",
                      transport="v1") == 1
 
+    def test_request_response_produces_are_each_timed(self, tmp_path: Path) -> None:
+        """PRODUCEs sent one at a time, each waiting for its reply (the request/response
+        path, whose reply skips the ordering queue), are each counted and timed once."""
+        h = Harness(tmp_path)
+        proto, tr = h.connect()
+        for i in range(3):
+            h.send(proto, f"V1|{i}|PRODUCE|orders k:v{i}")
+            assert len(replies(tr)) == i + 1
+        s = h.samples()
+        assert value(s, "skerry_requests_total", command="PRODUCE", transport="v1") == 3
+        assert value(s, "skerry_request_duration_seconds_count", command="PRODUCE",
+                     transport="v1") == 3
+
     def test_latency_is_measured_on_the_broker_clock(self, tmp_path: Path) -> None:
         """A long poll answered 2 s after it arrived lands in the 2.5 s bucket and not the
         1 s one, with a sum of exactly 2 s."""
