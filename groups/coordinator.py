@@ -548,7 +548,10 @@ class GroupCoordinator:
     def _check_room_for(self, key: GroupKey) -> None:
         if key in self._groups or key in self._offsets:
             return
-        if len(self._groups.keys() | self._offsets.keys()) >= self.config.max_groups:
+        groups, offsets = self._groups, self._offsets
+        if len(groups) + len(offsets) < self.config.max_groups:
+            return  # the pairs are at most that many: no need to count them one by one
+        if len(groups.keys() | offsets.keys()) >= self.config.max_groups:
             raise TooManyGroups(f"too many groups: at most {self.config.max_groups} "
                                 f"group/topic pairs")
 

@@ -356,6 +356,15 @@ class LimitTests(SynchronousTestCase):
         self.assertEqual(coordinator.join("b", "orders", "c1", 0).reply.generation, 1)
         self.assertEqual(coordinator.list_groups(), [("a", "orders"), ("b", "orders")])
 
+    def test_a_pair_with_members_and_offsets_counts_once(self) -> None:
+        """max_groups counts (group, topic) pairs, not the records kept of them: a pair
+        with live members and committed offsets is one of the allowed pairs."""
+        coordinator, _ = _coordinator(max_groups=2)
+        coordinator.admin_commit("a", "orders", 0, 5)
+        coordinator.join("a", "orders", "c1", 0)
+        self.assertEqual(coordinator.join("b", "orders", "c1", 0).reply.generation, 1)
+        self.assertRaises(TooManyGroups, coordinator.admin_commit, "c", "orders", 0, 1)
+
     def test_max_members(self) -> None:
         """A JOIN by one member more than max_members_per_group is BAD_REQUEST; current
         members may still rejoin."""
