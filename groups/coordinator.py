@@ -222,6 +222,11 @@ class GroupCoordinator:
         """A copy of every committed offset: ``{(group, topic): {partition: offset}}``."""
         return {key: dict(self._offsets[key]) for key in sorted(self._offsets)}
 
+    def offset_keys(self) -> list[GroupKey]:
+        """Every ``(group, topic)`` with a committed offset, sorted; the offsets themselves
+        are not copied (``committed`` copies them all)."""
+        return sorted(self._offsets)
+
     def offset(self, group: str, topic: str, partition: int) -> int:
         """OFFSET: the committed offset (the next one to read), 0 when none was committed."""
         return self._offsets.get((group, topic), {}).get(partition, 0)

@@ -320,6 +320,11 @@ class GroupService:
         """Every committed offset: ``{(group, topic): {partition: offset}}``."""
         return self.coordinator.committed()
 
+    def offset_keys(self) -> list[tuple[str, str]]:
+        """Every ``(group, topic)`` with a committed offset, sorted, without the offsets
+        (what DeleteGroups, ListGroups and OffsetDelete ask; ``committed`` copies all)."""
+        return self.coordinator.offset_keys()
+
     def describe(self, group: str, topic: str) -> GroupDescription:
         """DESCRIBE_GROUP: state, generation, assignor, members, per-partition offsets."""
         return self.coordinator.describe(group, topic, hw_for=self._hw_for)

@@ -203,7 +203,7 @@ class KafkaGroupService:
         every topic). ``GroupNotEmpty`` while it has members (Kafka or V1 ones),
         ``GroupIdNotFound`` when there is neither a group nor an offset."""
         now = self._open_now()
-        topics = sorted(t for g, t in self.groups.committed() if g == group_id)
+        topics = sorted(t for g, t in self.groups.offset_keys() if g == group_id)
         group = self.coordinator.group(group_id)
         if group is None and not topics:
             raise GroupIdNotFound(f"no group {group_id}")

@@ -365,6 +365,16 @@ class LimitTests(SynchronousTestCase):
         self.assertEqual(coordinator.join("b", "orders", "c1", 0).reply.generation, 1)
         self.assertRaises(TooManyGroups, coordinator.admin_commit, "c", "orders", 0, 1)
 
+    def test_offset_keys_name_the_pairs_with_offsets(self) -> None:
+        """``offset_keys``: the (group, topic) pairs that committed an offset, sorted, the
+        same pairs ``committed`` copies, and not a group that only has members."""
+        coordinator, _ = _coordinator()
+        coordinator.admin_commit("b", "orders", 0, 5)
+        coordinator.admin_commit("a", "payments", 1, 7)
+        coordinator.join("c", "orders", "c1", 0)
+        self.assertEqual(coordinator.offset_keys(), [("a", "payments"), ("b", "orders")])
+        self.assertEqual(coordinator.offset_keys(), list(coordinator.committed()))
+
     def test_max_members(self) -> None:
         """A JOIN by one member more than max_members_per_group is BAD_REQUEST; current
         members may still rejoin."""

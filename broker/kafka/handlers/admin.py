@@ -593,7 +593,7 @@ def offset_delete(ctx: Context, request: c.OffsetDeleteRequest
     module doc); an unknown topic's partitions: UNKNOWN_TOPIC_OR_PARTITION."""
     service = _service(ctx)
     if ctx.groups is not None and service.coordinator.group(request.group_id) is None \
-            and not any(g == request.group_id for g, _ in service.groups.committed()):
+            and not any(g == request.group_id for g, _ in service.groups.offset_keys()):
         return c.OffsetDeleteResponse(int(ErrorCode.GROUP_ID_NOT_FOUND))
     pending: list[Deferred[Any]] = []
     for topic in request.topics:

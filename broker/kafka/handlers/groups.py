@@ -463,7 +463,7 @@ def _offset_groups(service: Any) -> set[str]:
     shared = getattr(service, "groups", None)
     if shared is None:
         return set()
-    return {group for group, _ in shared.committed()}
+    return {group for group, _ in shared.offset_keys()}
 
 
 GROUP_HANDLERS: dict[type, Any] = {
