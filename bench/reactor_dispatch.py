@@ -20,6 +20,7 @@ import argparse
 import select
 import socket
 import time
+from collections.abc import Callable
 
 from twisted.internet.protocol import Factory, Protocol
 
@@ -35,28 +36,38 @@ class _Count(Protocol):
         _Count.reads += 1
 
 
+def _per_event(clients: list[socket.socket], turns: int, serve: Callable[[], int]) -> float:
+    """Best of five rounds of ``turns`` turns: every client sends one request, ``serve``
+    reads until it has them all (returns the read events); CPU µs per event."""
+    rounds = []
+    for _ in range(5):
+        spent, events = 0.0, 0
+        for _ in range(turns):
+            for client in clients:
+                client.send(REQUEST)
+            start = time.process_time()
+            events += serve()
+            spent += time.process_time() - start
+        rounds.append(spent / events * 1e6)
+    return min(rounds)
+
+
 def lean(connections: int, turns: int) -> float:
     """CPU µs per read event under ``LeanEPollReactor``."""
     reactor = LeanEPollReactor()
     port = reactor.listenTCP(0, Factory.forProtocol(_Count), interface="127.0.0.1")
     clients = [socket.create_connection(("127.0.0.1", port.getHost().port))
                for _ in range(connections)]
+    def serve() -> int:
+        seen = _Count.reads
+        while _Count.reads - seen < connections:
+            reactor.doPoll(0)
+        return _Count.reads - seen
+
     try:
         for _ in range(50):
             reactor.iterate(0.01)  # accept them all
-        rounds = []
-        for _ in range(5):
-            spent, events = 0.0, 0
-            for _ in range(turns):
-                for client in clients:
-                    client.send(REQUEST)
-                start, seen = time.process_time(), _Count.reads
-                while _Count.reads - seen < connections:
-                    reactor.doPoll(0)
-                spent += time.process_time() - start
-                events += _Count.reads - seen
-            rounds.append(spent / events * 1e6)
-        return min(rounds)
+        return _per_event(clients, turns, serve)
     finally:
         for client in clients:
             client.close()
@@ -82,22 +93,16 @@ def bare(connections: int, turns: int) -> float:
     by_fd = {conn.fileno(): conn for conn in accepted}
     for fd in by_fd:
         poller.register(fd, select.EPOLLIN)
+    def serve() -> int:
+        got = 0
+        while got < connections:
+            for fd, _event in poller.poll(0, connections):
+                by_fd[fd].recv(65536)
+                got += 1
+        return got
+
     try:
-        rounds = []
-        for _ in range(5):
-            spent, events = 0.0, 0
-            for _ in range(turns):
-                for client in clients:
-                    client.send(REQUEST)
-                start, got = time.process_time(), 0
-                while got < connections:
-                    for fd, _event in poller.poll(0, connections):
-                        by_fd[fd].recv(65536)
-                        got += 1
-                spent += time.process_time() - start
-                events += got
-            rounds.append(spent / events * 1e6)
-        return min(rounds)
+        return _per_event(clients, turns, serve)
     finally:
         poller.close()
         for sock in (*clients, *accepted, server):
