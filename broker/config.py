@@ -92,6 +92,11 @@ SCHEMA: tuple[Key, ...] = (
         "previous read filled that (docs/performance.md); twisted: Twisted's default "
         "reactor, unchanged.",
         choices=("lean", "twisted")),
+    Key("v1.read_lane", "bool", True,
+        "Under the lean reactor, serve request/response PRODUCEs of plain-TCP V1 connections "
+        "a reactor turn at a time in compiled code (broker.v1.lane; replies byte for byte "
+        "the same); off while metrics or ACLs are on. false: every read takes the "
+        "connection's own path."),
     Key("defaults.partitions", "int", 3, "Partitions of an auto-created topic.", 1),
     Key("defaults.replication_factor", "int", 1, "Replication factor of an auto-created topic.", 1),
     Key("defaults.min_insync_replicas", "int", 1,

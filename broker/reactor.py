@@ -23,6 +23,10 @@ only; a ``doRead`` that returns a reason (EOF: ``ConnectionDone``) disconnects i
 ``inRead`` set, so a half-closeable protocol gets ``readConnectionLost`` and answers what it
 read first.
 
+A read lane (``read_lanes``, ``broker.v1.lane``) may see the turn's events first: it serves
+the reads it can in one call and gives back the rest and the bytes it read, which go to
+``dataReceived`` as a read here would.
+
 Must not import: the store, the core, any transport (it knows Twisted, not Skerry).
 """
 
@@ -70,6 +74,14 @@ in the reactor, so it goes with the connection (a reused fd starts small)."""
 class LeanEPollReactor(EPollReactor):
     """``EPollReactor`` whose plain read events skip the per-event logging context."""
 
+    def __init__(self) -> None:
+        self.read_lanes: list[Any] = []
+        """What this turn's events go to first (``broker.v1.lane.ReadLane``, added by the
+        server when it can run): each lane's ``take(events) -> (rest, reads)`` does the
+        reads it can serve itself and gives back the events still to dispatch and the
+        ``(fd, bytes)`` it read for a connection's ``dataReceived``."""
+        super().__init__()
+
     def doPoll(self, timeout: float | None) -> None:
         if timeout is None:
             timeout = -1
@@ -80,6 +92,18 @@ class LeanEPollReactor(EPollReactor):
                 return
             raise
         selectables = self._selectables
+        for lane in self.read_lanes:
+            if not events:
+                break
+            try:
+                events, reads = lane.take(events)
+            except BaseException:  # a bug in the lane: logged; epoll (level-triggered)
+                log.err(Failure(), "the read lane failed")  # reports the events again
+                return
+            for fd, data in reads:
+                selectable = selectables.get(fd)
+                if selectable is not None:
+                    self._received(selectable, data)
         for fd, event in events:
             selectable = selectables.get(fd)
             if selectable is None:
@@ -117,6 +141,18 @@ class LeanEPollReactor(EPollReactor):
             if why:
                 log.callWithLogger(selectable, self._disconnectSelectable, selectable, why,
                                    True)
+
+    def _received(self, selectable: Any, data: bytes) -> None:
+        """Bytes the read lane read for ``selectable``: what the loop above does with a
+        ``recv``'s bytes (the ``BULK`` mark, ``dataReceived``, a failure disconnects)."""
+        try:
+            if len(data) >= READ_BYTES:
+                selectable.__dict__[BULK] = True
+            selectable.protocol.dataReceived(data)
+        except BaseException:
+            why = sys.exc_info()[1]
+            log.callWithLogger(selectable, log.err, Failure())
+            log.callWithLogger(selectable, self._disconnectSelectable, selectable, why, True)
 
     doIteration = doPoll
 

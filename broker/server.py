@@ -48,6 +48,7 @@ from broker.services.groups import GroupService
 from broker.services.replication import ReplicationService
 from broker.transport.listeners import Listener
 from broker.v1.handlers.dispatch import Handlers
+from broker.v1.lane import lane_for
 from broker.v1.protocol import V1Factory
 from broker.v1.service import v1_listener
 from data import speedups
@@ -106,6 +107,10 @@ class Broker:
     etcd; ``broker.peer_links.Peers``)."""
     acls: Any = None
     """``broker.services.acls.AclService``: the ACLs in force and where they are stored."""
+    _lane_reactor: Any = None
+    """The reactor whose ``read_lanes`` hold the V1 factory's lane (``listen``)."""
+    lane_state = "off (not listening)"
+    """The V1 read lane (``broker.v1.lane``): "on", or "off (why)"; in the listening line."""
 
     def listen(self, reactor: Any) -> list[str]:
         """Start every configured listener; returns their ``host:port`` descriptions."""
@@ -115,6 +120,19 @@ class Broker:
             from broker.tls import TLSListener
 
             reactor = TLSListener(plain, self.tls)
+        if self.tls is not None:
+            self.lane_state = "off (TLS)"
+        elif not self.config["v1.read_lane"]:
+            self.lane_state = "off (v1.read_lane: false)"
+        else:
+            lane = lane_for(self.v1_factory, plain)
+            if isinstance(lane, str):
+                self.lane_state = lane
+            else:  # the lean reactor, the compiled lane: before any connection
+                self.v1_factory.lane = lane
+                plain.read_lanes.append(lane)
+                self._lane_reactor = plain
+                self.lane_state = "on"
         addresses = []
         for listener in self.listeners():
             port = listener.listen(reactor, host, self.config[listener.setting])
@@ -171,6 +189,10 @@ class Broker:
             return d
 
         def finish(_: object) -> Deferred[None]:
+            lane = self.v1_factory.lane
+            if lane is not None and lane in getattr(self._lane_reactor, "read_lanes", ()):
+                self._lane_reactor.read_lanes.remove(lane)  # every reply is out by now
+                log.info("V1 read lane: %d requests taken, %d of them queued behind", *lane.taken())
             if self.group_peers is not None:
                 self.group_peers.close()
             if self.kafka_groups is not None:
@@ -660,11 +682,12 @@ def run(config: Config) -> int:
         return 1
     store = broker.store
     _log_always(log, "skerry listening on %s; data in %s; %d topic(s): %s; fsync=%s; "
-                "open-file limit %d; started in %.2fs; %s",
+                "open-file limit %d; started in %.2fs; %s; V1 read lane: %s",
                 " ".join(addresses), os.path.abspath(config["data_dir"]), len(store.topics),
                 ", ".join(sorted(store.topics)) or "-", config["storage.fsync"], nofile,
                 time.monotonic() - started,
-                speedups.describe())  # compiled loops or the Python twin, and why
+                speedups.describe(),  # compiled loops or the Python twin, and why
+                broker.lane_state)
     reactor.addSystemEventTrigger("before", "shutdown", broker.stop)
     reactor.run()
     return 0

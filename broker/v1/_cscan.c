@@ -18,11 +18,9 @@
 #include <stdint.h>
 #include <string.h>
 
-static unsigned char cid_ok[256], name_ok[256], key_ok[256], value_ok[256];
-static PyObject *acks_0, *acks_1, *acks_all;
+#include "_produce_line.h"
 
-#define MAX_NAME 249
-#define MAX_KEY 255
+static PyObject *acks_0, *acks_1, *acks_all;
 
 static PyObject *scan_produce(PyObject *self, PyObject *args) {
     PyObject *buffer;
@@ -35,58 +33,24 @@ static PyObject *scan_produce(PyObject *self, PyObject *args) {
     PyObject *run = PyList_New(0);
     if (run == NULL) return NULL;
     if (pos < 0) pos = 0;
+    struct produce_line f;
     for (Py_ssize_t taken = 0; taken < most && pos < size; taken++) {
-        Py_ssize_t p = pos;
-        if (size - p < 3 || memcmp(b + p, "V1|", 3) != 0) break;
-        p += 3;
-        Py_ssize_t cid0 = p;
-        while (p < size && cid_ok[b[p]]) p++;
-        Py_ssize_t cid1 = p;
-        if (cid1 == cid0 || size - p < 9 || memcmp(b + p, "|PRODUCE|", 9) != 0) break;
-        p += 9;
-        Py_ssize_t topic0 = p;
-        while (p < size && name_ok[b[p]]) p++;
-        Py_ssize_t topic1 = p;
-        if (topic1 == topic0 || topic1 - topic0 > MAX_NAME || p >= size || b[p] != ' ') break;
-        p++;
-        Py_ssize_t key0 = p;
-        while (p < size && key_ok[b[p]]) p++;
-        Py_ssize_t key1 = p;
-        if (key1 - key0 > MAX_KEY || p >= size || b[p] != ':') break;
-        p++;
-        Py_ssize_t value0 = p;
-        while (p < size && value_ok[b[p]]) p++;
-        Py_ssize_t value1 = p;
-        PyObject *acks = acks_1;
-        if (p < size && b[p] == ' ') {
-            if (size - p < 7 || memcmp(b + p, " acks=", 6) != 0) break;
-            p += 6;
-            if (b[p] == '0') { acks = acks_0; p++; }
-            else if (b[p] == '1') { acks = acks_1; p++; }
-            else if (size - p >= 3 && memcmp(b + p, "all", 3) == 0) { acks = acks_all; p += 3; }
-            else break;
-        }
-        if (p < size && b[p] == '\r') p++;
-        if (p >= size || b[p] != '\n') break;
-        Py_ssize_t end = p + 1;
-        /* Codec.match_produce's checks, then the framer's line limit. */
-        if (value1 - value0 > max_value) break;
-        if (topic1 - topic0 >= 2 && b[topic0] == '_' && b[topic0 + 1] == '_') break;
-        if (topic1 - topic0 <= 2 && b[topic0] == '.' && b[topic1 - 1] == '.') break;
-        if (end - pos > max_line) break;
+        Py_ssize_t end = match_produce_line(b, size, pos, max_line, max_value, &f);
+        if (end < 0) break;
+        PyObject *acks = f.acks == ACKS_0 ? acks_0 : f.acks == ACKS_ALL ? acks_all : acks_1;
         PyObject *item = PyTuple_New(6);
         if (item == NULL) { Py_DECREF(run); return NULL; }
         PyObject *fields[6] = {
-            PyBytes_FromStringAndSize((const char *)b + cid0, cid1 - cid0),
-            PyBytes_FromStringAndSize((const char *)b + topic0, topic1 - topic0),
-            PyBytes_FromStringAndSize((const char *)b + key0, key1 - key0),
-            PyBytes_FromStringAndSize((const char *)b + value0, value1 - value0),
+            PyBytes_FromStringAndSize((const char *)b + f.cid0, f.cid1 - f.cid0),
+            PyBytes_FromStringAndSize((const char *)b + f.topic0, f.topic1 - f.topic0),
+            PyBytes_FromStringAndSize((const char *)b + f.key0, f.key1 - f.key0),
+            PyBytes_FromStringAndSize((const char *)b + f.value0, f.value1 - f.value0),
             acks, PyLong_FromSsize_t(pos)};
         Py_INCREF(acks);
         int failed = 0;
-        for (int f = 0; f < 6; f++) {
-            if (fields[f] == NULL) failed = 1;
-            else PyTuple_SET_ITEM(item, f, fields[f]);
+        for (int i = 0; i < 6; i++) {
+            if (fields[i] == NULL) failed = 1;
+            else PyTuple_SET_ITEM(item, i, fields[i]);
         }
         if (failed || PyList_Append(run, item) < 0) {
             Py_DECREF(item);
@@ -220,17 +184,8 @@ static struct PyModuleDef module = {
     methods,
 };
 
-static void range_ok(unsigned char *table, int lo, int hi) {
-    for (int c = lo; c <= hi; c++) table[c] = 1;
-}
-
 PyMODINIT_FUNC PyInit__cscan(void) {
-    range_ok(cid_ok, 0x21, 0x7b); range_ok(cid_ok, 0x7d, 0x7e);
-    range_ok(name_ok, 'A', 'Z'); range_ok(name_ok, 'a', 'z'); range_ok(name_ok, '0', '9');
-    name_ok['.'] = name_ok['_'] = name_ok['-'] = 1;
-    range_ok(key_ok, 0x21, 0x2b); range_ok(key_ok, 0x2d, 0x39); range_ok(key_ok, 0x3b, 0x7b);
-    range_ok(key_ok, 0x7d, 0x7e);
-    range_ok(value_ok, 0x21, 0x2b); range_ok(value_ok, 0x2d, 0x7b); range_ok(value_ok, 0x7d, 0x7e);
+    produce_line_tables();
     acks_0 = PyUnicode_InternFromString("0");
     acks_1 = PyUnicode_InternFromString("1");
     acks_all = PyUnicode_InternFromString("all");

@@ -88,20 +88,62 @@ class V1Protocol(Connection):
         self._line_too_long = False  # an over-long line was read: its answer closes
         self._closing_reply = factory.too_long_reply  # the answer that closes (last_words)
         self._body_wait: tuple[bytes, int] | None = None  # a raw PRODUCE_BATCH line, its size
+        # broker.v1.lane: a clean connection's plain PRODUCEs may be read and answered by
+        # the read lane; every way out of this protocol's own path then says so.
+        self._lane = factory.lane
+        self._lane_fd = -1
+        if self._lane is not None:
+            self.dataReceived = self._lane_data_received  # type: ignore[method-assign]
+            self.drain = self._lane_drain  # type: ignore[method-assign]
 
     # ---------------------------------------------------------------- connection hooks
 
     def connection_opened(self) -> None:
         log.info("connection from %s", self.peer)
+        if self._lane is not None:
+            transport = self.transport
+            if self._direct and getattr(transport, "protocol", None) is self:
+                self._lane_fd = transport.fileno()  # a plain TCP socket: the lane may read it
+                self._lane_settle()
+            else:
+                self._lane = None  # TLS: the lane does not see the plaintext
+                del self.dataReceived, self.drain
 
     def connection_ended(self) -> None:
+        if self._lane is not None:
+            self._lane.forget(self._lane_fd, self)
         self._pending.clear()
         self._cmd_slots.clear()
         self._held = None
         log.info("connection from %s closed", self.peer)
 
     def outstanding(self) -> bool:
-        return self._held is not None or bool(self._pending)
+        return self._held is not None or bool(self._pending) or \
+            (self._lane is not None and self._lane.busy(self._lane_fd))
+
+    # ---------------------------------------------------------------- the read lane
+
+    def _lane_settle(self) -> None:
+        """Put the connection (back) on the read lane when nothing of it is in flight or
+        buffered here (broker.v1.lane: the lane only takes a clean connection's reads)."""
+        transport = self.transport
+        if self._pending or self._held is not None or self._out or self._cmd_slots \
+                or self._body_wait is not None or not self.authenticated or self.paused \
+                or self._read_closed or self._line_too_long or self.framer.buffered \
+                or self._backlog or transport.disconnecting or transport.dataBuffer \
+                or transport._tempDataBuffer:
+            return
+        self._lane.settle(self._lane_fd, self, transport, self._pending)  # type: ignore[union-attr]
+
+    def _lane_data_received(self, data: bytes) -> None:
+        V1Protocol.dataReceived(self, data)
+        if self._lane is not None:
+            self._lane_settle()
+
+    def _lane_drain(self) -> None:
+        V1Protocol.drain(self)
+        if self._lane is not None:
+            self._lane_settle()
 
     def reading_blocked(self) -> bool:
         """No reading while a command is held back: the requests pipelined behind it wait
@@ -453,6 +495,8 @@ class V1Protocol(Connection):
                     if len(token) > T0:  # stamped by broker.metrics
                         self.factory.metrics.answered(token)
                     self.write_chunks((line,))
+                    if self._lane is not None:
+                        self._lane_settle()
                     return
             else:
                 fill_produce_ok(tokens, result.partition, result.offset, result.hw)
@@ -468,6 +512,8 @@ class V1Factory(ConnectionFactory):
     log = log
     metrics: Any = None
     """``broker.metrics.BrokerMetrics`` when ``metrics_port`` is set (the server sets it)."""
+    lane: Any = None
+    """``broker.v1.lane.ReadLane`` when the server runs one (connections opened after)."""
 
     def __init__(self, handlers: Handlers, clock: IReactorTime, *, max_line_bytes: int,
                  max_message_bytes: int, max_connections: int, idle_timeout_ms: int | None,

@@ -35,7 +35,7 @@ def test_serve_logs_the_implementation_and_answers(tmp_path: Path, monkeypatch: 
         if twin:
             assert "pure Python" in line and "SKERRY_NO_EXTENSIONS is set" in line
         elif all(state == "compiled" for state in speedups.status.values()):
-            assert "per-message loops: compiled (broker.v1._cscan, data._cspeedups)" in line
+            assert "per-message loops: compiled (broker.v1._clane, broker.v1._cscan, data._cspeedups)" in line
         client = broker.client()
         client.send(b"V1|1|PRODUCE|orders k:v1\nV1|2|PRODUCE|orders k:v2\n"
                     b"V1|3|CONSUME|orders 0 0 max=10\n")
