@@ -184,6 +184,15 @@ class BrokerMetrics:
         else:
             self._observe("PRODUCE", self.now() - started, count)
 
+    def count(self, command: str, n: int) -> None:
+        """``n`` requests of ``command`` arrived (the V1 read lane counts a group at once)."""
+        self.requests[command] = self.requests.get(command, 0) + n
+
+    def timed(self, command: str, started: float, weight: int) -> None:
+        """``weight`` requests of ``command`` read at ``started`` (or later) are answered
+        now: one observation of their latency (the V1 read lane's answers)."""
+        self._observe(command, self.now() - started, weight)
+
     def answered(self, slot: list[Any]) -> None:
         """The reply of a stamped slot was queued for the socket."""
         self._observe(slot[CMD], self.now() - slot[T0], slot[WEIGHT])

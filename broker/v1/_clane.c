@@ -23,7 +23,7 @@
  *   settle(fd, protocol, transport, pending)   clean again (or first registration)
  *   forget(fd, protocol)                       the connection is gone
  *   busy(fd) -> bool                           a reply awaited on the lane
- *   take(events, now, accept) -> (rest, reads, groups)
+ *   take(events, now, accept, stamp) -> (rest, reads, groups)
  *   answer(tokens, partition, first_offset, hw) -> [(protocol, rest bytes | None)]
  *   deliver(tokens) -> [(protocol, rest bytes | None)]
  *   taken() -> (taken, queued)                 requests taken; slots put in a queue
@@ -182,8 +182,10 @@ typedef struct {
 
 static PyObject *Lane_take(Lane *self, PyObject *args) {
     PyObject *events, *now;
-    int accept;
-    if (!PyArg_ParseTuple(args, "O!Op", &PyList_Type, &events, &now, &accept)) return NULL;
+    int accept, stamp;
+    if (!PyArg_ParseTuple(args, "O!Opp", &PyList_Type, &events, &now, &accept, &stamp))
+        return NULL;
+    stamp = stamp && now != Py_None;
     PyObject *rest = PyList_New(0), *reads = PyList_New(0), *groups_out = NULL;
     group_t groups[MAX_GROUPS];
     int ngroups = 0;
@@ -280,7 +282,7 @@ static PyObject *Lane_take(Lane *self, PyObject *args) {
             PyObject *v = PyBytes_FromStringAndSize((const char *)b + f.value0, f.value1 - f.value0);
             PyObject *cid = PyBytes_FromStringAndSize((const char *)b + f.cid0, f.cid1 - f.cid0);
             PyObject *tag = PyLong_FromUnsignedLongLong((e->gen << 32) | (unsigned long long)fd);
-            PyObject *slot = PyList_New(3);
+            PyObject *slot = PyList_New(stamp ? 4 : 3);
             if (v == NULL || cid == NULL || tag == NULL || slot == NULL) {
                 Py_DECREF(k); Py_XDECREF(v); Py_XDECREF(cid); Py_XDECREF(tag); Py_XDECREF(slot);
                 goto fail;
@@ -289,6 +291,10 @@ static PyObject *Lane_take(Lane *self, PyObject *args) {
             PyList_SET_ITEM(slot, 0, Py_None);
             PyList_SET_ITEM(slot, 1, cid);
             PyList_SET_ITEM(slot, 2, tag);
+            if (stamp) {  /* the read's time, for the request latency (metrics on) */
+                Py_INCREF(now);
+                PyList_SET_ITEM(slot, 3, now);
+            }
             int bad = PyList_Append(g->keys, k) < 0 || PyList_Append(g->values, v) < 0
                       || PyList_Append(g->slots, slot) < 0;
             Py_DECREF(k);
@@ -341,13 +347,15 @@ fail:
 /* One slot whose reply is in item 0: sent at once when its connection waits for just this
  * reply on the lane, else handed to the connection's path (out). */
 static int deliver_one(Lane *self, PyObject *token, PyObject *out) {
-    if (!PyList_Check(token) || PyList_GET_SIZE(token) != 3 || !PyBytes_Check(PyList_GET_ITEM(token, 0))) {
-        PyErr_SetString(PyExc_TypeError, "a lane slot is [reply bytes, cid, tag]");
+    if (!PyList_Check(token) || PyList_GET_SIZE(token) < 3 || PyList_GET_SIZE(token) > 4
+            || !PyBytes_Check(PyList_GET_ITEM(token, 0))) {
+        PyErr_SetString(PyExc_TypeError, "a lane slot is [reply bytes, cid, tag(, time)]");
         return -1;
     }
     unsigned long long tag = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(token, 2));
     if (tag == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-    if (PyList_SetSlice(token, 2, 3, NULL) < 0) return -1;  /* a plain [reply, cid] again */
+    if (PyList_SetSlice(token, 2, PyList_GET_SIZE(token), NULL) < 0)
+        return -1;  /* a plain [reply, cid] again */
     entry_t *e = entry_at(self, (long)(tag & 0xffffffffULL), 0);
     if (e == NULL || e->state == FREE || e->gen != tag >> 32) return 0;  /* gone */
     PyObject *reply = PyList_GET_ITEM(token, 0);
@@ -410,7 +418,7 @@ static PyObject *Lane_answer(Lane *self, PyObject *args) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(tokens);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *token = PySequence_Fast_GET_ITEM(tokens, i);
-        if (!PyList_Check(token) || PyList_GET_SIZE(token) != 3
+        if (!PyList_Check(token) || PyList_GET_SIZE(token) < 3 || PyList_GET_SIZE(token) > 4
                 || !PyBytes_Check(PyList_GET_ITEM(token, 1))) {
             PyErr_Format(PyExc_TypeError, "token %zd is not a lane slot", i);
             goto fail;
@@ -458,7 +466,7 @@ static PyMethodDef Lane_methods[] = {
      "forget(fd, protocol): the connection is gone."},
     {"busy", (PyCFunction)Lane_busy, METH_O, "busy(fd): a reply is awaited on the lane."},
     {"take", (PyCFunction)Lane_take, METH_VARARGS,
-     "take(events, now, accept) -> (rest, reads, groups): this turn's reads on the lane."},
+     "take(events, now, accept, stamp) -> (rest, reads, groups): this turn's reads on the lane."},
     {"answer", (PyCFunction)Lane_answer, METH_VARARGS,
      "answer(tokens, partition, first_offset, hw) -> [(protocol, rest | None)]."},
     {"deliver", (PyCFunction)Lane_deliver, METH_O,

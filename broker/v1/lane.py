@@ -19,9 +19,10 @@ not half-closed: ``V1Protocol._lane_settle``). Everything else goes the connecti
 way unchanged: any other read is handed back as bytes to ``dataReceived``; more bytes from
 a connection whose reply is still awaited first put that reply's slot into the
 connection's queue (so its replies keep request order); a reply the socket does not take
-whole goes to ``write_chunks``. The lane steps aside while the broker shuts down, when
-ACLs are configured (``Handlers.check_produce``: the check needs the connection) and when
-metrics time each request (``V1Factory.metrics``).
+whole goes to ``write_chunks``. The lane steps aside while the broker shuts down and when
+ACLs are configured (``Handlers.check_produce``: the check needs the connection). With
+metrics on (``V1Factory.metrics``) it counts the requests of each group and times each
+answer once, from the oldest read in it, weighted by its requests.
 
 The connection's own path is the reference: tests/v1/test_read_lane.py plays the same
 conversations with the lane on and off and compares the bytes.
@@ -72,16 +73,20 @@ class ReadLane:
 
     def accepting(self) -> bool:
         """Whether the lane takes new requests this turn (see the module doc)."""
-        return (self._factory.metrics is None and self._handlers.check_produce is None
-                and not self._boundary.shutting_down())
+        return self._handlers.check_produce is None and not self._boundary.shutting_down()
 
     def take(self, events: list[tuple[int, int]]) -> tuple[list[tuple[int, int]],
                                                            list[tuple[int, bytes]]]:
         """This turn's events: the PRODUCEs taken go to the core; returned, the events the
-        reactor still dispatches and the reads it hands to ``dataReceived``."""
-        now = self._clock.seconds() if self._factory.idle_timeout is not None else None
-        rest, reads, groups = self._c.take(events, now, self.accepting())
+        reactor still dispatches and the reads it hands to ``dataReceived``. With metrics
+        on, each slot carries the read's time and the requests are counted here."""
+        metrics = self._factory.metrics
+        now = self._clock.seconds() \
+            if self._factory.idle_timeout is not None or metrics is not None else None
+        rest, reads, groups = self._c.take(events, now, self.accepting(), metrics is not None)
         for topic, acks, keys, values, slots in groups:
+            if metrics is not None:
+                metrics.count("PRODUCE", len(slots))
             self._produce(topic, acks, keys, values, slots)
         return rest, reads
 
@@ -123,6 +128,9 @@ class ReadLane:
         """The ``ProduceCallback`` of the lane's requests: every reply formatted and sent in
         C; what a connection must handle itself goes to it."""
         error = result.error
+        tokens = result.tokens
+        if len(tokens[0]) > 3:  # stamped (metrics on): the oldest read's wait, for them all
+            self._factory.metrics.timed("PRODUCE", tokens[0][3], len(tokens))
         if error is None:
             out = self._c.answer(result.tokens, result.partition, result.offset, result.hw)
         else:

@@ -313,11 +313,12 @@ def test_one_produce_is_taken_and_its_answer_sent_at_once() -> None:
     fd = ours.fileno()
     theirs.sendall(b"V1|7|PRODUCE|orders key:value acks=all\n")
     _await_readable(ours)
-    rest, reads, groups = lane.take([(fd, select.EPOLLIN), (999, select.EPOLLIN)], 12.5, True)
+    rest, reads, groups = lane.take([(fd, select.EPOLLIN), (999, select.EPOLLIN)], 12.5, True,
+                                      True)
     assert rest == [(999, select.EPOLLIN)] and reads == []
     [(topic, acks, keys, values, slots)] = groups
     assert (topic, acks, keys, values) == (b"orders", "all", [b"key"], [b"value"])
-    assert slots[0][:2] == [None, b"7"] and lane.busy(fd)
+    assert slots[0][:2] == [None, b"7"] and slots[0][3] == 12.5 and lane.busy(fd)
     assert proto._last_active == 12.5
     assert lane.answer(slots, 2, 41, 42) == []  # sent by the lane itself
     assert theirs.recv(100) == b"V1|7|OK|partition=2 offset=41 hw=42\n"
@@ -333,18 +334,18 @@ def test_anything_but_one_plain_produce_is_handed_back_as_bytes() -> None:
                  b"V1|1|PRODUCE|t k:v", b"V1|1|PRODUCE|t k:v acks=2\n"):
         theirs.sendall(data)
         _await_readable(ours)
-        rest, reads, groups = lane.take([(fd, select.EPOLLIN)], None, True)
+        rest, reads, groups = lane.take([(fd, select.EPOLLIN)], None, True, False)
         assert (rest, reads, groups) == ([], [(fd, data)], [])
         # Handed back, the connection is off the lane until it says it is clean again.
         theirs.sendall(b"V1|3|PRODUCE|t k:v\n")
         _await_readable(ours)
-        assert lane.take([(fd, select.EPOLLIN)], None, True) == ([(fd, select.EPOLLIN)], [], [])
+        assert lane.take([(fd, select.EPOLLIN)], None, True, False) == ([(fd, select.EPOLLIN)], [], [])
         assert ours.recv(100) == b"V1|3|PRODUCE|t k:v\n"
         lane.settle(fd, proto, selectables[fd], proto._pending)
     # Not accepting (shutting down, ACLs, metrics): nothing is read.
     theirs.sendall(b"V1|4|PRODUCE|t k:v\n")
     _await_readable(ours)
-    assert lane.take([(fd, select.EPOLLIN)], None, False) == ([(fd, select.EPOLLIN)], [], [])
+    assert lane.take([(fd, select.EPOLLIN)], None, False, False) == ([(fd, select.EPOLLIN)], [], [])
     assert lane.taken() == (0, 0)
 
 
@@ -354,11 +355,11 @@ def test_more_bytes_before_the_answer_queue_the_slot() -> None:
     fd = ours.fileno()
     theirs.sendall(b"V1|1|PRODUCE|t k:v\n")
     _await_readable(ours)
-    slots = lane.take([(fd, select.EPOLLIN)], None, True)[2][0][4]
+    slots = lane.take([(fd, select.EPOLLIN)], None, True, False)[2][0][4]
     theirs.sendall(b"V1|2|PING|\n")
     _await_readable(ours)
     # The event goes to the connection's own path, the awaited slot first into its queue.
-    assert lane.take([(fd, select.EPOLLIN)], None, True) == ([(fd, select.EPOLLIN)], [], [])
+    assert lane.take([(fd, select.EPOLLIN)], None, True, False) == ([(fd, select.EPOLLIN)], [], [])
     assert list(proto._pending) == [slots[0]] and not lane.busy(fd)
     # The answer fills the slot and asks the connection to write it in its turn (drain).
     assert lane.answer(slots, 0, 5, 6) == [(proto, None)]
@@ -379,13 +380,13 @@ def test_a_reply_the_socket_does_not_take_whole_goes_to_the_connection() -> None
             break
     theirs.sendall(b"V1|1|PRODUCE|t k:v\n")
     _await_readable(ours)
-    slots = lane.take([(fd, select.EPOLLIN)], None, True)[2][0][4]
+    slots = lane.take([(fd, select.EPOLLIN)], None, True, False)[2][0][4]
     [(owner, rest)] = lane.answer(slots, 0, 0, 0)
     assert owner is proto and rest == b"V1|1|OK|partition=0 offset=0 hw=0\n"
     assert not lane.busy(fd)
     # Off the lane now: the next read is the connection's.
     theirs.sendall(b"V1|2|PRODUCE|t k:v\n")
-    assert lane.take([(fd, select.EPOLLIN)], None, True)[0] == [(fd, select.EPOLLIN)]
+    assert lane.take([(fd, select.EPOLLIN)], None, True, False)[0] == [(fd, select.EPOLLIN)]
 
 
 def test_a_closed_connection_is_forgotten_and_a_reused_fd_is_not_mistaken() -> None:
@@ -394,7 +395,7 @@ def test_a_closed_connection_is_forgotten_and_a_reused_fd_is_not_mistaken() -> N
     fd = ours.fileno()
     theirs.sendall(b"V1|1|PRODUCE|t k:v\n")
     _await_readable(ours)
-    slots = lane.take([(fd, select.EPOLLIN)], None, True)[2][0][4]
+    slots = lane.take([(fd, select.EPOLLIN)], None, True, False)[2][0][4]
     lane.forget(fd, proto)
     assert lane.answer(slots, 0, 0, 0) == []  # gone: nothing sent, nobody to tell
     assert slots[0] == [b"V1|1|OK|partition=0 offset=0 hw=0\n", b"1"]
@@ -403,5 +404,27 @@ def test_a_closed_connection_is_forgotten_and_a_reused_fd_is_not_mistaken() -> N
     selectables[fd] = _Transport()
     theirs.sendall(b"V1|2|PRODUCE|t k:v\n")
     _await_readable(ours)
-    assert lane.take([(fd, select.EPOLLIN)], None, True)[0] == [(fd, select.EPOLLIN)]
+    assert lane.take([(fd, select.EPOLLIN)], None, True, False)[0] == [(fd, select.EPOLLIN)]
     assert ours.recv(100) == b"V1|2|PRODUCE|t k:v\n"
+
+
+def test_with_metrics_on_the_lane_counts_and_times_its_requests(tmp_path: Path) -> None:
+    from tests.server.test_metrics import get, metrics_url, scrape, value
+
+    broker = _broker(tmp_path, "b", {"metrics_port": 0, "storage": {"fsync": "interval"}})
+    try:
+        assert _lane_line(broker) == "on"
+        client = broker.client()
+        for i in range(25):
+            assert client.request(b"V1|%d|PRODUCE|t k:%d" % (i, i)).startswith(f"V1|{i}|OK|")
+        client.send(b"V1|p|PRODUCE|t k:a\nV1|q|PRODUCE|t k:b\n")  # pipelined: the own path
+        client.readlines(2)
+        status, text = get(metrics_url(broker) + "/metrics")
+        assert status == 200
+        samples = scrape(text)
+        assert value(samples, "skerry_requests_total", command="PRODUCE", transport="v1") == 27
+        assert value(samples, "skerry_request_duration_seconds_count", command="PRODUCE",
+                     transport="v1") == 27
+        client.close()
+    finally:
+        assert _taken(broker) >= 25
