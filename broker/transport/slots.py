@@ -17,7 +17,7 @@ Must not import: anything of Skerry's (the transports and ``broker.metrics`` imp
 
 from __future__ import annotations
 
-__all__ = ["Slot", "REPLY", "CID", "T0", "WEIGHT", "CMD"]
+__all__ = ["Slot", "REPLY", "CID", "T0", "WEIGHT", "CMD", "LANE_TAG", "LANE_T0"]
 
 Slot = list
 """``[reply, cid]``, stamped to ``[reply, cid, t0, weight, cmd]`` when timed."""
@@ -32,3 +32,10 @@ WEIGHT = 3
 """How many requests the slot's answer stands for (a fast-path run's last slot: all)."""
 CMD = 4
 """The command name the request is counted under."""
+
+LANE_TAG = 2
+"""In a slot of the V1 read lane while its answer is awaited (``broker/v1/_clane.c``): which
+connection it belongs to (fd and registration); the lane removes it when it answers."""
+LANE_T0 = 3
+"""In a slot of the V1 read lane with metrics on: when its read arrived (removed with
+``LANE_TAG``)."""

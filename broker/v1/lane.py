@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.core import ProduceRequest, ProduceResult
 from broker.errors import SkerryError
-from broker.transport.slots import CID, REPLY
+from broker.transport.slots import CID, LANE_T0, REPLY
 from broker.v1.codec.replies import err
 from data import speedups
 
@@ -129,8 +129,8 @@ class ReadLane:
         C; what a connection must handle itself goes to it."""
         error = result.error
         tokens = result.tokens
-        if len(tokens[0]) > 3:  # stamped (metrics on): the oldest read's wait, for them all
-            self._factory.metrics.timed("PRODUCE", tokens[0][3], len(tokens))
+        if len(tokens[0]) > LANE_T0:  # stamped (metrics on): the oldest read's wait, for all
+            self._factory.metrics.timed("PRODUCE", tokens[0][LANE_T0], len(tokens))
         if error is None:
             out = self._c.answer(result.tokens, result.partition, result.offset, result.hw)
         else:
