@@ -1,7 +1,8 @@
 """Turning messages into record bytes, and checking bytes someone else stamped.
 
 Owns: the append hot path's byte building (``build_batch``: one ``bytes`` for a whole batch,
-checksums included), UUIDv4 id generation for a batch from one ``os.urandom`` call, the
+checksums included), UUIDv4 id generation for a batch from one ChaCha20 keystream call
+(``random_ids``), the
 validation of already-stamped records (``scan_stamped``, for followers and restores), and
 ``write_all``, and ``stamp_framed`` (the single-pass append of messages that arrive already
 framed as records, Iggy's SendMessages area). Everything byte-level comes from ``data.format``.
@@ -22,10 +23,12 @@ from __future__ import annotations
 import operator
 import os
 import struct
+import threading
 from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
 
 import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 from data import speedups
 from data.format import (
@@ -63,16 +66,62 @@ _SET_VERSION = bytes((b & 0x0F) | 0x40 for b in range(256))
 _SET_VARIANT = bytes((b & 0x3F) | 0x80 for b in range(256))
 
 
+_REKEY_BYTES = 1 << 30
+"""Keystream bytes one key gives before ``random_ids`` draws a new one (2**24 ChaCha20
+blocks of the 2**32 a 32-bit counter allows; 64 million ids)."""
+
+
+class _IdStream:
+    """The randomness of the store's ids: a ChaCha20 keystream (OpenSSL's, through
+    ``cryptography``) under a 256-bit key and a 96-bit nonce from ``os.urandom``, a new key
+    every ``_REKEY_BYTES`` and in a forked child (which must not repeat its parent's ids).
+    The construction of arc4random and of the kernel's own generator; about a tenth of
+    ``os.urandom``'s cost an id for a batch of 1,000 (docs/performance.md)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._update: Callable[[bytes], bytes] | None = None
+        self._left = 0
+        os.register_at_fork(after_in_child=self.forget)
+
+    def forget(self) -> None:
+        """Drop the key: the next draw takes a new one (after a fork)."""
+        self._update = None
+        self._left = 0
+        self._lock = threading.Lock()  # a child may inherit it held
+
+    def draw(self, size: int) -> bytes:
+        """``size`` keystream bytes (``size`` at most ``_REKEY_BYTES``)."""
+        with self._lock:
+            if self._update is None or self._left < size:
+                nonce = bytes(4) + os.urandom(12)  # block counter from 0, a random nonce
+                cipher = Cipher(algorithms.ChaCha20(os.urandom(32), nonce), mode=None)
+                self._update = cipher.encryptor().update
+                self._left = _REKEY_BYTES
+            self._left -= size
+            return self._update(bytes(size))  # the keystream: ChaCha20 of zeros
+
+
+_ids = _IdStream()
+
+
 def random_ids(n: int) -> bytes:
     """``n`` random UUIDv4 ids as consecutive 16-byte little-endian u128s.
 
-    One ``os.urandom`` call for the batch; version and variant bits are set on the whole
-    batch at once, one ``bytes.translate`` over every id's version byte and one over every
-    variant byte (strided slices; no ``uuid.uuid4()`` and no Python code per message).
+    One keystream draw for the batch (``_IdStream``); version and variant bits are set on
+    the whole batch at once, one ``bytes.translate`` over every id's version byte and one
+    over every variant byte (strided slices; no ``uuid.uuid4()`` and no Python code per
+    message). A batch above ``_REKEY_BYTES`` is drawn in parts.
     """
     if n <= 0:
         return b""
-    raw = bytearray(os.urandom(16 * n))
+    size = 16 * n
+    if size <= _REKEY_BYTES:
+        raw = bytearray(_ids.draw(size))
+    else:
+        raw = bytearray()
+        for start in range(0, size, _REKEY_BYTES):
+            raw += _ids.draw(min(_REKEY_BYTES, size - start))
     raw[_VERSION_BYTE::16] = raw[_VERSION_BYTE::16].translate(_SET_VERSION)
     raw[_VARIANT_BYTE::16] = raw[_VARIANT_BYTE::16].translate(_SET_VARIANT)
     return bytes(raw)

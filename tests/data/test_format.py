@@ -238,6 +238,46 @@ class UserHeaderTests:
 class IdTests:
     __test__ = True  # collected despite the FooTests name (STYLE §6)
 
+    def test_ids_are_unique_across_batches_and_rekeys(self, monkeypatch):
+        """Ids stay distinct v4 UUIDs across many batches and across a new key (forced
+        here every 64 KiB of keystream), and a batch larger than one key's share is drawn
+        in parts."""
+        from data import writer
+
+        monkeypatch.setattr(writer, "_REKEY_BYTES", 65536)
+        raw = b"".join(random_ids(n) for n in (1, 7, 1000, 4096, 5000, 3))
+        assert len(raw) == 16 * 10107
+        ids = {raw[i : i + 16] for i in range(0, len(raw), 16)}
+        assert len(ids) == 10107
+        for ident in list(ids)[:500]:
+            u = uuid.UUID(int=int.from_bytes(ident, "little"))
+            assert u.version == 4 and u.variant == uuid.RFC_4122
+
+    def test_a_forked_child_does_not_repeat_its_parents_ids(self):
+        """After fork the child draws a new key: without it, parent and child would hand
+        out the same ids from the same keystream."""
+        random_ids(1)  # the parent has a key before the fork
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: its next ids to the parent, then out at once
+            try:
+                os.write(write, random_ids(4))
+            finally:
+                os._exit(0)
+        os.close(write)
+        child = b""
+        while len(child) < 64:
+            chunk = os.read(read, 64)
+            if not chunk:
+                break
+            child += chunk
+        os.close(read)
+        os.waitpid(pid, 0)
+        parent = random_ids(4)
+        assert len(child) == 64 and child != parent
+        assert {child[i : i + 16] for i in range(0, 64, 16)}.isdisjoint(
+            parent[i : i + 16] for i in range(0, 64, 16))
+
     def test_generated_ids_are_uuid4(self):
         """Ids generated for a batch are distinct RFC 4122 version-4 UUIDs as u128."""
         raw = random_ids(500)
