@@ -95,7 +95,7 @@ SCHEMA: tuple[Key, ...] = (
     Key("v1.read_lane", "bool", True,
         "Under the lean reactor, serve request/response PRODUCEs of plain-TCP V1 connections "
         "a reactor turn at a time in compiled code (broker.v1.lane; replies byte for byte "
-        "the same); off while ACLs are on (auth.tokens_file). false: every read takes the "
+        "the same); off under TLS. false: every read takes the "
         "connection's own path."),
     Key("defaults.partitions", "int", 3, "Partitions of an auto-created topic.", 1),
     Key("defaults.replication_factor", "int", 1, "Replication factor of an auto-created topic.", 1),

@@ -23,7 +23,7 @@
  *   settle(fd, protocol, transport, pending)   clean again (or first registration)
  *   forget(fd, protocol)                       the connection is gone
  *   busy(fd) -> bool                           a reply awaited on the lane
- *   take(events, now, accept, stamp) -> (rest, reads, groups)
+ *   take(events, now, accept, stamp[, owners]) -> (rest, reads, groups)
  *   answer(tokens, partition, first_offset, hw) -> [(protocol, rest bytes | None)]
  *   deliver(tokens) -> [(protocol, rest bytes | None)]
  *   taken() -> (taken, queued)                 requests taken; slots put in a queue
@@ -177,13 +177,15 @@ typedef struct {
     PyObject *topic; /* bytes */
     PyObject *acks;  /* "0" | "1" | "all" */
     PyObject *keys, *values, *slots;
+    PyObject *protos; /* each slot's connection (``owners``: ACLs check them), else None */
     PyObject *last_key;
 } group_t;
 
 static PyObject *Lane_take(Lane *self, PyObject *args) {
     PyObject *events, *now;
-    int accept, stamp;
-    if (!PyArg_ParseTuple(args, "O!Opp", &PyList_Type, &events, &now, &accept, &stamp))
+    int accept, stamp, owners = 0;
+    if (!PyArg_ParseTuple(args, "O!Opp|p", &PyList_Type, &events, &now, &accept, &stamp,
+                          &owners))
         return NULL;
     stamp = stamp && now != Py_None;
     PyObject *rest = PyList_New(0), *reads = PyList_New(0), *groups_out = NULL;
@@ -247,11 +249,12 @@ static PyObject *Lane_take(Lane *self, PyObject *args) {
                     g->keys = PyList_New(0);
                     g->values = PyList_New(0);
                     g->slots = PyList_New(0);
+                    g->protos = owners ? PyList_New(0) : (Py_INCREF(Py_None), Py_None);
                     g->acks = acks;
                     Py_INCREF(acks);
                     ngroups++;
                     if (g->topic == NULL || g->keys == NULL || g->values == NULL
-                            || g->slots == NULL)
+                            || g->slots == NULL || g->protos == NULL)
                         goto fail;
                 }
             }
@@ -296,7 +299,8 @@ static PyObject *Lane_take(Lane *self, PyObject *args) {
                 PyList_SET_ITEM(slot, 3, now);
             }
             int bad = PyList_Append(g->keys, k) < 0 || PyList_Append(g->values, v) < 0
-                      || PyList_Append(g->slots, slot) < 0;
+                      || PyList_Append(g->slots, slot) < 0
+                      || (owners && PyList_Append(g->protos, e->proto) < 0);
             Py_DECREF(k);
             Py_DECREF(v);
             if (bad) { Py_DECREF(slot); goto fail; }
@@ -312,14 +316,16 @@ static PyObject *Lane_take(Lane *self, PyObject *args) {
     if (groups_out == NULL) goto fail;
     for (int k = 0; k < ngroups; k++) {
         group_t *g = &groups[k];
-        PyObject *t = PyTuple_Pack(5, g->topic, g->acks, g->keys, g->values, g->slots);
+        PyObject *t = PyTuple_Pack(6, g->topic, g->acks, g->keys, g->values, g->slots,
+                                   g->protos);
         if (t == NULL) goto fail;
         PyList_SET_ITEM(groups_out, k, t);
     }
     for (int k = 0; k < ngroups; k++) {
         group_t *g = &groups[k];
         Py_XDECREF(g->topic); Py_XDECREF(g->acks); Py_XDECREF(g->keys);
-        Py_XDECREF(g->values); Py_XDECREF(g->slots); Py_XDECREF(g->last_key);
+        Py_XDECREF(g->values); Py_XDECREF(g->slots); Py_XDECREF(g->protos);
+        Py_XDECREF(g->last_key);
     }
     return Py_BuildValue("(NNN)", rest, reads, groups_out);
 fail:
@@ -336,7 +342,8 @@ fail:
             }
         }
         Py_XDECREF(g->topic); Py_XDECREF(g->acks); Py_XDECREF(g->keys);
-        Py_XDECREF(g->values); Py_XDECREF(g->slots); Py_XDECREF(g->last_key);
+        Py_XDECREF(g->values); Py_XDECREF(g->slots); Py_XDECREF(g->protos);
+        Py_XDECREF(g->last_key);
     }
     Py_XDECREF(rest);
     Py_XDECREF(reads);
@@ -466,7 +473,7 @@ static PyMethodDef Lane_methods[] = {
      "forget(fd, protocol): the connection is gone."},
     {"busy", (PyCFunction)Lane_busy, METH_O, "busy(fd): a reply is awaited on the lane."},
     {"take", (PyCFunction)Lane_take, METH_VARARGS,
-     "take(events, now, accept, stamp) -> (rest, reads, groups): this turn's reads on the lane."},
+     "take(events, now, accept, stamp[, owners]) -> (rest, reads, groups): this turn's reads on the lane; each group (topic, acks, keys, values, slots, connections or None)."},
     {"answer", (PyCFunction)Lane_answer, METH_VARARGS,
      "answer(tokens, partition, first_offset, hw) -> [(protocol, rest | None)]."},
     {"deliver", (PyCFunction)Lane_deliver, METH_O,

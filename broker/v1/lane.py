@@ -19,10 +19,11 @@ not half-closed: ``V1Protocol._lane_settle``). Everything else goes the connecti
 way unchanged: any other read is handed back as bytes to ``dataReceived``; more bytes from
 a connection whose reply is still awaited first put that reply's slot into the
 connection's queue (so its replies keep request order); a reply the socket does not take
-whole goes to ``write_chunks``. The lane steps aside while the broker shuts down and when
-ACLs are configured (``Handlers.check_produce``: the check needs the connection). With
-metrics on (``V1Factory.metrics``) it counts the requests of each group and times each
-answer once, from the oldest read in it, weighted by its requests.
+whole goes to ``write_chunks``. The lane steps aside while the broker shuts down. With ACLs
+on (``Handlers.check_produce``) each request is checked against its own connection's
+principal before its group goes to the door, as on the connection's path (a refused one is
+answered at once). With metrics on (``V1Factory.metrics``) it counts the requests of each
+group and times each answer once, from the oldest read in it, weighted by its requests.
 
 The connection's own path is the reference: tests/v1/test_read_lane.py plays the same
 conversations with the lane on and off and compares the bytes.
@@ -72,8 +73,8 @@ class ReadLane:
         self.taken = self._c.taken
 
     def accepting(self) -> bool:
-        """Whether the lane takes new requests this turn (see the module doc)."""
-        return self._handlers.check_produce is None and not self._boundary.shutting_down()
+        """Whether the lane takes new requests this turn: not while the broker stops."""
+        return not self._boundary.shutting_down()
 
     def take(self, events: list[tuple[int, int]]) -> tuple[list[tuple[int, int]],
                                                            list[tuple[int, bytes]]]:
@@ -83,21 +84,54 @@ class ReadLane:
         metrics = self._factory.metrics
         now = self._clock.seconds() \
             if self._factory.idle_timeout is not None or metrics is not None else None
-        rest, reads, groups = self._c.take(events, now, self.accepting(), metrics is not None)
-        for topic, acks, keys, values, slots in groups:
+        check = self._handlers.check_produce  # ACLs (None without): per connection
+        rest, reads, groups = self._c.take(events, now, self.accepting(), metrics is not None,
+                                           check is not None)
+        for topic, acks, keys, values, slots, protos in groups:
             if metrics is not None:
                 metrics.count("PRODUCE", len(slots))
+            if check is not None:
+                keys, values, slots = self._allowed(check, topic, keys, values, slots, protos)
+                if not slots:
+                    continue
             self._produce(topic, acks, keys, values, slots)
         return rest, reads
+
+    def _allowed(self, check: Any, topic: bytes, keys: list[bytes], values: list[bytes],
+                 slots: list[list[Any]], protos: list[Any]
+                 ) -> tuple[list[bytes], list[bytes], list[list[Any]]]:
+        """The group's requests whose connection may write the topic (``check_produce``,
+        the connection's path's check: Write, and Create where it would create it); the
+        others are answered with the refusal at once."""
+        name = self._name(topic)
+        passed: tuple[list[bytes], list[bytes], list[list[Any]]] = ([], [], [])
+        refused = []
+        for key, value, slot, proto in zip(keys, values, slots, protos, strict=True):
+            try:
+                check(proto, name)
+            except SkerryError as error:
+                slot[REPLY] = self._boundary.refusal(slot[CID].decode(), error)
+                refused.append(slot)
+            else:
+                passed[0].append(key)
+                passed[1].append(value)
+                passed[2].append(slot)
+        if refused:
+            self._hand_over(self._c.deliver(refused))
+        return passed
+
+    def _name(self, topic: bytes) -> str:
+        name = self._names.get(topic)
+        if name is None:
+            name = self._names[topic] = topic.decode()
+        return name
 
     def _produce(self, topic: bytes, acks: str, keys: list[bytes], values: list[bytes],
                  slots: list[list[Any]]) -> None:
         """One group (a topic and an acks level) to the core's door in one call; refused
         as a whole, each request again on its own (one may pass where the group did not:
         another partition), answered as the connection's path answers it."""
-        name = self._names.get(topic)
-        if name is None:
-            name = self._names[topic] = topic.decode()
+        name = self._name(topic)
         try:
             self._core.produce(ProduceRequest(name, None, acks, keys, values, slots, True),
                                self._answer)

@@ -316,8 +316,9 @@ def test_one_produce_is_taken_and_its_answer_sent_at_once() -> None:
     rest, reads, groups = lane.take([(fd, select.EPOLLIN), (999, select.EPOLLIN)], 12.5, True,
                                       True)
     assert rest == [(999, select.EPOLLIN)] and reads == []
-    [(topic, acks, keys, values, slots)] = groups
+    [(topic, acks, keys, values, slots, owners)] = groups
     assert (topic, acks, keys, values) == (b"orders", "all", [b"key"], [b"value"])
+    assert owners is None  # asked for with ACLs on: each slot's connection
     assert slots[0][:2] == [None, b"7"] and slots[0][3] == 12.5 and lane.busy(fd)
     assert proto._last_active == 12.5
     assert lane.answer(slots, 2, 41, 42) == []  # sent by the lane itself
@@ -428,3 +429,41 @@ def test_with_metrics_on_the_lane_counts_and_times_its_requests(tmp_path: Path) 
         client.close()
     finally:
         assert _taken(broker) >= 25
+
+
+def test_with_acls_each_request_is_checked_against_its_own_connection(tmp_path: Path) -> None:
+    """auth.tokens_file turns ACLs on: alice may write orders, not payments, bob nothing;
+    the lane takes their PRODUCEs and answers each as the connection's path does."""
+    from broker.auth import hash_token
+
+    users = {"alice": "tok-alice-8Hq2", "admin": "tok-admin-3Zp9", "bob": "tok-bob-5Kt1"}
+    tokens = tmp_path / "tokens"
+    tokens.write_text("".join(f"{u}:{hash_token(t)}\n" for u, t in users.items()))
+    config = {"auth": {"tokens_file": str(tokens), "super_users": "admin"},
+              "topics": {"orders": {"partitions": 1}, "payments": {"partitions": 1}},
+              "storage": {"fsync": "interval"}}
+    script = [(0, b"V1|1|AUTH|admin tok-admin-3Zp9\n", 1),
+              (0, b"V1|2|ADMIN_ACL_ADD|User:alice Topic orders Write\n", 1),
+              (1, b"V1|3|PRODUCE|orders k:before-auth\n", 1),
+              (1, b"V1|4|AUTH|alice tok-alice-8Hq2\n", 1),
+              (2, b"V1|5|AUTH|bob tok-bob-5Kt1\n", 1)]
+    for i in range(6, 30):
+        script.append((1 + i % 2, b"V1|%d|PRODUCE|%s k:%d\n" % (
+            i, b"orders" if i % 3 else b"payments", i), 1))
+    script.append((0, b"V1|99|CONSUME|orders 0 0 max=100\n", 1))
+    on = _broker(tmp_path, "on", config)
+    off = _broker(tmp_path, "off", {**config, **OFF})
+    try:
+        with_lane, without = _play(on, script), _play(off, script)
+    finally:
+        taken = _taken(on)
+        off.stop()
+    assert with_lane == without
+    assert with_lane[2].startswith(b"V1|3|ERR|UNAUTHENTICATED|")
+    allowed = [line for line in with_lane if b"|OK|partition=" in line]
+    refused = [line for line in with_lane if b"|ERR|NOT_AUTHORIZED|" in line]
+    # alice (connection 1: the even cids) writes orders only; bob (2: the odd) nothing.
+    assert len(allowed) == len([i for i in range(6, 30) if i % 2 == 0 and i % 3])
+    assert len(refused) == 24 - len(allowed)
+    assert with_lane[-1] == b"V1|99|OK|messages=0:8,1:10,2:14,3:16,4:20,5:22,6:26,7:28 hw=7"
+    assert taken >= len(allowed)
