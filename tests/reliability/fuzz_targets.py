@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import random
+import select
+import socket
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +54,8 @@ from broker.services.group_router import group_view_from, groups_from
 from broker.v1.codec import Codec, CommandError, ProduceBatch
 from broker.v1.codec.framing import TOO_LONG, LineFramer
 from broker.v1.codec.parse import _decode_batch_py, decode_batch
+from broker.v1.codec.scan import _scan_produce_py
+from data import speedups as _speedups
 from data.format import decode_record, encode_record
 from data.idempotence import _producer_runs_py, batch_ids, parse_record_id, producer_record_id
 from data.idempotence import producer_runs as _producer_runs
@@ -104,6 +108,61 @@ def _v1_batch(data: bytes) -> object:
         want = ("BadRequest", str(exc))
     if got != want:
         raise AssertionError(f"compiled cut {got!r} != reference {want!r}")
+    return None
+
+
+class _LaneProbe:
+    """The compiled read lane (``broker/v1/_clane.c``) on one socket pair, a connection
+    registered clean, as ``broker.v1.lane`` uses it."""
+
+    def __init__(self, clane: object) -> None:
+        self.ours, self.theirs = socket.socketpair()
+        self.ours.setblocking(False)
+        self.fd = self.ours.fileno()
+        self.transport = object()
+        self.pending: list[object] = []
+        self.lane = clane.Lane({self.fd: self.transport}, 1 << 20, 1 << 20)  # type: ignore[attr-defined]
+        self.settle()
+
+    def settle(self) -> None:
+        self.lane.settle(self.fd, self, self.transport, self.pending)
+
+
+_LANE: list[_LaneProbe] = []
+
+
+def _v1_lane(data: bytes) -> object:
+    """One read through the compiled read lane: taken exactly when the reference scan
+    (``_scan_produce_py``) finds one plain PRODUCE line and nothing else, with the same
+    fields; otherwise handed back byte for byte. (Nothing when the lane is not built.)"""
+    if not data or len(data) > 60000:
+        return None
+    if not _LANE:
+        clane = _speedups.load("broker.v1._clane")
+        if clane is None:
+            return None
+        _LANE.append(_LaneProbe(clane))
+    probe = _LANE[0]
+    probe.theirs.sendall(data)
+    select.select([probe.ours], [], [], 5)
+    _, reads, groups = probe.lane.take([(probe.fd, select.EPOLLIN)], None, True, False)
+    run, pos = _scan_produce_py(data, 0, 1, 1 << 20, 1 << 20)
+    one = run[0][:5] if run and pos == len(data) else None
+    if groups:
+        [(topic, acks, keys, values, slots, _)] = groups
+        got = (slots[0][1], topic, keys[0], values[0], acks)
+        probe.lane.answer(slots, 0, 0, 0)  # the reply goes out; the connection is clean
+        probe.theirs.recv(65536)
+        if got != one:
+            raise AssertionError(f"the lane took {got!r}, the reference {one!r}")
+        return None
+    handed = b"".join(chunk for _, chunk in reads)
+    while len(handed) < len(data):  # the socket gave it in parts: read the rest
+        select.select([probe.ours], [], [], 5)
+        handed += probe.ours.recv(65536)
+    probe.settle()
+    if one is not None or handed != data:
+        raise AssertionError(f"the lane handed back {handed[:80]!r}, the reference took {one!r}")
     return None
 
 
@@ -411,6 +470,10 @@ TARGETS: dict[str, Target] = {
         b"V1|12|ADMIN_ACL_ADD|User:alice Topic team-a. Write pattern=prefixed permission=deny",
         b"V1|13|ADMIN_ACL_REMOVE|principal=User:alice type=group operation=read",
         b"V1|14|ADMIN_ACL_LIST|name=orders pattern=literal permission=allow")),
+    "v1_lane": Target("v1_lane", _v1_lane, (), (
+        b"V1|1|PRODUCE|orders user1:created acks=all\n", b"V1|2|PRODUCE|t :v\r\n",
+        b"V1|3|PRODUCE|t k:v acks=0\nV1|4|PING|\n", b"V1|5|PRODUCE|t k:v",
+        b"V1|6|PRODUCE|__t k:v\n", b"V1|7|PRODUCE|.. k:v\n", b"V1|8|PING|\n")),
     "v1_batch": Target("v1_batch", _v1_batch, (), (
         b"\x02\x00\x00\x00\x05\x00\x07\x00\x00\x00\x06\x00\x00\x00user1createda,b|c\n",
         b"\x01\x00\x00\x00\x00\x03\x00\x00\x00abc", b"\x00\x00\x00\x00",
