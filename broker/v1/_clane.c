@@ -419,9 +419,8 @@ static PyObject *Lane_answer(Lane *self, PyObject *args) {
     if (tokens == NULL) return NULL;
     PyObject *out = PyList_New(0);
     if (out == NULL) { Py_DECREF(tokens); return NULL; }
-    char middle[48], tail[32], digits[24];
-    int mlen = snprintf(middle, sizeof middle, "|OK|partition=%lld offset=", partition);
-    int tlen = snprintf(tail, sizeof tail, " hw=%lld\n", hw);
+    struct produce_ok_parts parts;
+    produce_ok_parts(&parts, partition, hw);
     Py_ssize_t n = PySequence_Fast_GET_SIZE(tokens);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *token = PySequence_Fast_GET_ITEM(tokens, i);
@@ -431,23 +430,9 @@ static PyObject *Lane_answer(Lane *self, PyObject *args) {
             goto fail;
         }
         PyObject *cid = PyList_GET_ITEM(token, 1);
-        long long offset = first + (long long)i;
-        unsigned long long v = offset < 0 ? (unsigned long long)(-offset) : (unsigned long long)offset;
-        int d = 0;
-        do { digits[d++] = (char)('0' + v % 10); v /= 10; } while (v);
-        if (offset < 0) digits[d++] = '-';
-        Py_ssize_t clen = PyBytes_GET_SIZE(cid);
-        PyObject *reply = PyBytes_FromStringAndSize(NULL, 3 + clen + mlen + d + tlen);
+        PyObject *reply = produce_ok_reply(&parts, PyBytes_AS_STRING(cid), PyBytes_GET_SIZE(cid),
+                                           first + (long long)i);
         if (reply == NULL) goto fail;
-        char *w = PyBytes_AS_STRING(reply);
-        memcpy(w, "V1|", 3);
-        w += 3;
-        memcpy(w, PyBytes_AS_STRING(cid), clen);
-        w += clen;
-        memcpy(w, middle, mlen);
-        w += mlen;
-        while (d) *w++ = digits[--d];
-        memcpy(w, tail, tlen);
         PyObject *old = PyList_GET_ITEM(token, 0);
         PyList_SET_ITEM(token, 0, reply);
         Py_XDECREF(old);

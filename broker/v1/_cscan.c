@@ -74,9 +74,8 @@ static PyObject *fill_produce_ok(PyObject *self, PyObject *args) {
     if (tokens == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(tokens);
     /* Only the offset changes along the run: the rest of the line is formatted once. */
-    char middle[48], tail[32], digits[24];
-    int mlen = snprintf(middle, sizeof middle, "|OK|partition=%lld offset=", partition);
-    int tlen = snprintf(tail, sizeof tail, " hw=%lld\n", hw);
+    struct produce_ok_parts parts;
+    produce_ok_parts(&parts, partition, hw);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *token = PySequence_Fast_GET_ITEM(tokens, i);
         Py_buffer cid;
@@ -87,22 +86,8 @@ static PyObject *fill_produce_ok(PyObject *self, PyObject *args) {
             Py_DECREF(tokens);
             return NULL;
         }
-        long long offset = first + (long long)i;
-        unsigned long long v = offset < 0 ? (unsigned long long)(-offset) : (unsigned long long)offset;
-        int d = 0;
-        do { digits[d++] = (char)('0' + v % 10); v /= 10; } while (v);
-        if (offset < 0) digits[d++] = '-';
-        PyObject *reply = PyBytes_FromStringAndSize(NULL, 3 + cid.len + mlen + d + tlen);
+        PyObject *reply = produce_ok_reply(&parts, cid.buf, cid.len, first + (long long)i);
         if (reply == NULL) { PyBuffer_Release(&cid); Py_DECREF(tokens); return NULL; }
-        char *w = PyBytes_AS_STRING(reply);
-        memcpy(w, "V1|", 3);
-        w += 3;
-        memcpy(w, cid.buf, cid.len);
-        w += cid.len;
-        memcpy(w, middle, mlen);
-        w += mlen;
-        while (d) *w++ = digits[--d];
-        memcpy(w, tail, tlen);
         PyBuffer_Release(&cid);
         PyObject *old = PyList_GET_ITEM(token, 0);
         PyList_SET_ITEM(token, 0, reply);

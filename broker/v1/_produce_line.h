@@ -7,10 +7,12 @@
  * with Codec.match_produce's checks (value length, no "__" topic, not "." / "..") and the
  * framer's line limit. Returns the position after the line feed and fills ``f``, or -1
  * when the bytes at ``pos`` are not that shape (the caller then takes the general path).
+ * And the OK reply to it (produce_ok_reply), which both format.
  */
 #ifndef SKERRY_PRODUCE_LINE_H
 #define SKERRY_PRODUCE_LINE_H
 
+#include <stdio.h>
 #include <string.h>
 
 static unsigned char cid_ok[256], name_ok[256], key_ok[256], value_ok[256];
@@ -68,6 +70,40 @@ static Py_ssize_t match_produce_line(const unsigned char *b, Py_ssize_t size, Py
     if (f->topic1 - f->topic0 <= 2 && b[f->topic0] == '.' && b[f->topic1 - 1] == '.') return -1;
     if (end - pos > max_line) return -1;
     return end;
+}
+
+/* The PRODUCE OK reply b"V1|<cid>|OK|partition=<p> offset=<offset> hw=<hw>\n", the parts
+ * that do not change along a run formatted once by the caller (produce_ok_parts). */
+struct produce_ok_parts {
+    char middle[48], tail[32];
+    int mlen, tlen;
+};
+
+static void produce_ok_parts(struct produce_ok_parts *parts, long long partition, long long hw) {
+    parts->mlen = snprintf(parts->middle, sizeof parts->middle, "|OK|partition=%lld offset=",
+                           partition);
+    parts->tlen = snprintf(parts->tail, sizeof parts->tail, " hw=%lld\n", hw);
+}
+
+static PyObject *produce_ok_reply(const struct produce_ok_parts *parts, const char *cid,
+                                  Py_ssize_t clen, long long offset) {
+    char digits[24];
+    unsigned long long v = offset < 0 ? (unsigned long long)(-offset) : (unsigned long long)offset;
+    int d = 0;
+    do { digits[d++] = (char)('0' + v % 10); v /= 10; } while (v);
+    if (offset < 0) digits[d++] = '-';
+    PyObject *reply = PyBytes_FromStringAndSize(NULL, 3 + clen + parts->mlen + d + parts->tlen);
+    if (reply == NULL) return NULL;
+    char *w = PyBytes_AS_STRING(reply);
+    memcpy(w, "V1|", 3);
+    w += 3;
+    memcpy(w, cid, clen);
+    w += clen;
+    memcpy(w, parts->middle, parts->mlen);
+    w += parts->mlen;
+    while (d) *w++ = digits[--d];
+    memcpy(w, parts->tail, parts->tlen);
+    return reply;
 }
 
 static void range_ok(unsigned char *table, int lo, int hi) {

@@ -307,6 +307,19 @@ def _await_readable(sock: socket.socket) -> None:
     select.select([sock], [], [], 5)
 
 
+def _one_taken(selectables: dict[int, Any], before: Any = None
+               ) -> tuple[Any, socket.socket, socket.socket, Any, int, list[list[Any]]]:
+    """A lane pair (``before`` called on our end first) whose one PRODUCE the lane took:
+    the lane, both ends, the connection, our fd and the group's slots."""
+    lane, ours, theirs, proto = _lane_pair(selectables)
+    if before is not None:
+        before(ours)
+    theirs.sendall(b"V1|1|PRODUCE|t k:v\n")
+    _await_readable(ours)
+    slots = lane.take([(ours.fileno(), select.EPOLLIN)], None, True, False)[2][0][4]
+    return lane, ours, theirs, proto, ours.fileno(), slots
+
+
 def test_one_produce_is_taken_and_its_answer_sent_at_once() -> None:
     selectables: dict[int, Any] = {}
     lane, ours, theirs, proto = _lane_pair(selectables)
@@ -343,7 +356,7 @@ def test_anything_but_one_plain_produce_is_handed_back_as_bytes() -> None:
         assert lane.take([(fd, select.EPOLLIN)], None, True, False) == ([(fd, select.EPOLLIN)], [], [])
         assert ours.recv(100) == b"V1|3|PRODUCE|t k:v\n"
         lane.settle(fd, proto, selectables[fd], proto._pending)
-    # Not accepting (shutting down, ACLs, metrics): nothing is read.
+    # Not accepting (the broker stops): nothing is read.
     theirs.sendall(b"V1|4|PRODUCE|t k:v\n")
     _await_readable(ours)
     assert lane.take([(fd, select.EPOLLIN)], None, False, False) == ([(fd, select.EPOLLIN)], [], [])
@@ -351,12 +364,7 @@ def test_anything_but_one_plain_produce_is_handed_back_as_bytes() -> None:
 
 
 def test_more_bytes_before_the_answer_queue_the_slot() -> None:
-    selectables: dict[int, Any] = {}
-    lane, ours, theirs, proto = _lane_pair(selectables)
-    fd = ours.fileno()
-    theirs.sendall(b"V1|1|PRODUCE|t k:v\n")
-    _await_readable(ours)
-    slots = lane.take([(fd, select.EPOLLIN)], None, True, False)[2][0][4]
+    lane, ours, theirs, proto, fd, slots = _one_taken({})
     theirs.sendall(b"V1|2|PING|\n")
     _await_readable(ours)
     # The event goes to the connection's own path, the awaited slot first into its queue.
@@ -369,19 +377,18 @@ def test_more_bytes_before_the_answer_queue_the_slot() -> None:
     assert lane.taken() == (1, 1)
 
 
-def test_a_reply_the_socket_does_not_take_whole_goes_to_the_connection() -> None:
-    selectables: dict[int, Any] = {}
-    lane, ours, theirs, proto = _lane_pair(selectables)
-    fd = ours.fileno()
+def _fill(ours: socket.socket) -> None:
+    """Fill the way to the client, which does not read."""
     ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    while True:  # fill the way to the client, which does not read
+    while True:
         try:
             ours.send(b"x" * 65536)
         except BlockingIOError:
             break
-    theirs.sendall(b"V1|1|PRODUCE|t k:v\n")
-    _await_readable(ours)
-    slots = lane.take([(fd, select.EPOLLIN)], None, True, False)[2][0][4]
+
+
+def test_a_reply_the_socket_does_not_take_whole_goes_to_the_connection() -> None:
+    lane, ours, theirs, proto, fd, slots = _one_taken({}, _fill)
     [(owner, rest)] = lane.answer(slots, 0, 0, 0)
     assert owner is proto and rest == b"V1|1|OK|partition=0 offset=0 hw=0\n"
     assert not lane.busy(fd)
@@ -392,11 +399,7 @@ def test_a_reply_the_socket_does_not_take_whole_goes_to_the_connection() -> None
 
 def test_a_closed_connection_is_forgotten_and_a_reused_fd_is_not_mistaken() -> None:
     selectables: dict[int, Any] = {}
-    lane, ours, theirs, proto = _lane_pair(selectables)
-    fd = ours.fileno()
-    theirs.sendall(b"V1|1|PRODUCE|t k:v\n")
-    _await_readable(ours)
-    slots = lane.take([(fd, select.EPOLLIN)], None, True, False)[2][0][4]
+    lane, ours, theirs, proto, fd, slots = _one_taken(selectables)
     lane.forget(fd, proto)
     assert lane.answer(slots, 0, 0, 0) == []  # gone: nothing sent, nobody to tell
     assert slots[0] == [b"V1|1|OK|partition=0 offset=0 hw=0\n", b"1"]
