@@ -110,8 +110,7 @@ class ReadLane:
             try:
                 check(proto, name)
             except SkerryError as error:
-                slot[REPLY] = self._boundary.refusal(slot[CID].decode(), error)
-                refused.append(slot)
+                refused.append(self._refusal(slot, error))
             else:
                 passed[0].append(key)
                 passed[1].append(value)
@@ -119,6 +118,11 @@ class ReadLane:
         if refused:
             self._hand_over(self._c.deliver(refused))
         return passed
+
+    def _refusal(self, slot: list[Any], error: SkerryError) -> list[Any]:
+        """``slot`` answered with ``error`` as the connection's path answers a refusal."""
+        slot[REPLY] = self._boundary.refusal(slot[CID].decode(), error)
+        return slot
 
     def _name(self, topic: bytes) -> str:
         name = self._names.get(topic)
@@ -129,27 +133,31 @@ class ReadLane:
     def _produce(self, topic: bytes, acks: str, keys: list[bytes], values: list[bytes],
                  slots: list[list[Any]]) -> None:
         """One group (a topic and an acks level) to the core's door in one call; refused
-        as a whole, each request again on its own (one may pass where the group did not:
-        another partition), answered as the connection's path answers it."""
+        as a whole, each request again on its own (``_each``)."""
         name = self._name(topic)
         try:
             self._core.produce(ProduceRequest(name, None, acks, keys, values, slots, True),
                                self._answer)
-            return
         except SkerryError:
-            pass
+            self._each(name, acks, keys, values, slots)
         except Exception as error:  # a bug: INTERNAL each, as the connection's path does
             self._faults(slots, error)
-            return
+
+    def _each(self, name: str, acks: str, keys: list[bytes], values: list[bytes],
+              slots: list[list[Any]]) -> None:
+        """A refused group's requests one by one (one may pass where the group did not:
+        another partition), each answered as the connection's path answers it."""
+        refused = []
         for key, value, slot in zip(keys, values, slots, strict=True):
             try:
                 self._core.produce(ProduceRequest(name, None, acks, (key,), (value,),
                                                   (slot,), True), self._answer)
             except SkerryError as error:
-                slot[REPLY] = self._boundary.refusal(slot[CID].decode(), error)
-                self._hand_over(self._c.deliver((slot,)))
+                refused.append(self._refusal(slot, error))
             except Exception as error:
                 self._faults((slot,), error)
+        if refused:
+            self._hand_over(self._c.deliver(refused))
 
     def _faults(self, slots: Sequence[list[Any]], error: Exception) -> None:
         boundary = self._boundary

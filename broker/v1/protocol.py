@@ -89,7 +89,8 @@ class V1Protocol(Connection):
         self._closing_reply = factory.too_long_reply  # the answer that closes (last_words)
         self._body_wait: tuple[bytes, int] | None = None  # a raw PRODUCE_BATCH line, its size
         # broker.v1.lane: a clean connection's plain PRODUCEs may be read and answered by
-        # the read lane; every way out of this protocol's own path then says so.
+        # the read lane; every way out of this protocol's own path then says so (these two
+        # wrappers exist only while the lane is on: removed again for a TLS connection).
         self._lane = factory.lane
         self._lane_fd = -1
         if self._lane is not None:
@@ -137,13 +138,11 @@ class V1Protocol(Connection):
 
     def _lane_data_received(self, data: bytes) -> None:
         V1Protocol.dataReceived(self, data)
-        if self._lane is not None:
-            self._lane_settle()
+        self._lane_settle()
 
     def _lane_drain(self) -> None:
         V1Protocol.drain(self)
-        if self._lane is not None:
-            self._lane_settle()
+        self._lane_settle()
 
     def reading_blocked(self) -> bool:
         """No reading while a command is held back: the requests pipelined behind it wait
