@@ -119,10 +119,11 @@ class Observation:
 
 @dataclass
 class DeathRecord:
-    """A member that stopped talking (killed or paused) at ``anchor``: the send time of its
-    last request that may have refreshed its session (JOIN, SYNC, HEARTBEAT, COMMIT not
-    refused). ``evicted``/``reassigned`` are the answer times of the first DESCRIBE_GROUP
-    that no longer listed it / that showed its partitions owned by live members."""
+    """A member that stopped talking (killed or paused); ``anchor`` is the latest moment the
+    broker may have refreshed its session: the answer time of its last accepted JOIN, SYNC,
+    HEARTBEAT or COMMIT, or the moment it stopped when one was still unanswered.
+    ``evicted``/``reassigned`` are the answer times of the first DESCRIBE_GROUP that no
+    longer listed it / that showed its partitions owned by live members."""
 
     member: str
     kind: str
@@ -324,9 +325,9 @@ class Checker:
     # ------------------------------------------------------------------ deaths
 
     def record_death(self, member: str, kind: str, anchor: float) -> DeathRecord:
-        """``member`` stopped talking (``kind`` kill or pause); ``anchor`` is the send time of
-        its last request that may have refreshed its session. Observations already made
-        after ``anchor`` are judged at once."""
+        """``member`` stopped talking (``kind`` kill or pause); ``anchor`` is the latest
+        moment the broker may have refreshed its session (see ``DeathRecord``).
+        Observations already made after ``anchor`` are judged at once."""
         death = DeathRecord(member, kind, anchor)
         for obs in reversed(self.observations):
             if obs.sent < anchor and member in obs.members:

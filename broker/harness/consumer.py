@@ -33,9 +33,10 @@ LIVE, PAUSED, KILLED, LEFT = "live", "paused", "killed", "left"
 
 class MemberConnection(Connection):
     """The shared client's ``Connection`` (``broker.client.aio``) that also tracks what
-    the broker last heard from the member using it: the send time of the last accepted
-    refreshing request. ``request`` returns ERR answers instead of raising them: the
-    harness records refusals as observations."""
+    the broker last heard from the member using it: the send and the answer time of the
+    last accepted refreshing request (the broker refreshed the session somewhere between
+    the two). ``request`` returns ERR answers instead of raising them: the harness records
+    refusals as observations."""
 
     refreshing: frozenset[str] = REFRESHING
     """The commands whose acceptance refreshes the session (KIP-848 members: only
@@ -44,11 +45,19 @@ class MemberConnection(Connection):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.last_refresh_ok = float("-inf")
+        """The send time of the last accepted refreshing request: the earliest moment the
+        broker may have refreshed the session with it (a member must stay listed until
+        this + session timeout)."""
+        self.last_refresh_answered = float("-inf")
+        """The answer time of that request: the latest moment the broker may have
+        refreshed the session with it (a member that stopped must be gone by this +
+        session timeout + slack)."""
         self.on_reply = self._note_refresh
 
     def _note_refresh(self, command: str, reply: Reply) -> None:
         if reply.ok and command in self.refreshing:
             self.last_refresh_ok = max(self.last_refresh_ok, reply.sent)
+            self.last_refresh_answered = max(self.last_refresh_answered, reply.answered)
 
     async def request(self, command: str, args: str | bytes = "", *,
                       timeout: float | None = None, check: bool = False) -> Reply:
@@ -57,12 +66,14 @@ class MemberConnection(Connection):
         dropped, since the answers after it could no longer be trusted to be on time)."""
         return await super().request(command, args, timeout=timeout, check=check)
 
-    def refresh_anchor(self) -> float:
-        """The latest moment the broker may have refreshed the member's session: the send
-        time of its last accepted refreshing request, or of one still unanswered."""
-        unanswered = [sent for command, sent in self.unanswered()
-                      if command in self.refreshing]
-        return max([self.last_refresh_ok, *unanswered])
+    def refresh_anchor(self, now: float) -> float:
+        """The latest moment the broker may have refreshed the member's session, as seen
+        when it stops talking at ``now``: the answer time of its last accepted refreshing
+        request, or ``now`` when a refreshing request is still unanswered (the broker may
+        yet read it; its send time would be only a lower bound)."""
+        if any(command in self.refreshing for command, _ in self.unanswered()):
+            return now
+        return self.last_refresh_answered
 
 
 def _assignment(reply: Reply) -> tuple[int, tuple[int, ...]]:
@@ -103,7 +114,7 @@ class SimConsumer:
     def kill(self) -> float:
         """Drop the connection; returns the death anchor (see ``refresh_anchor``)."""
         assert self.conn is not None
-        anchor = self.conn.refresh_anchor()
+        anchor = self.conn.refresh_anchor(self.h.clock())
         self._set_state(KILLED)
         self._stop_task()
         self.conn.abort()
@@ -117,7 +128,8 @@ class SimConsumer:
         self._set_state(PAUSED)
         await self._stop_task_and_wait()
         await self.conn.settle(self.h.options.request_timeout_s)
-        self.h.checker.record_death(self.member_id, "pause", self.conn.refresh_anchor())
+        self.h.checker.record_death(self.member_id, "pause",
+                                    self.conn.refresh_anchor(self.h.clock()))
         old_generation, old_positions = self.generation, dict(self.positions)
         await asyncio.sleep(max(0.0, paused_at + duration - self.h.clock()))
         if self.h.stopping or self.conn.closed:

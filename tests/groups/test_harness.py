@@ -4,6 +4,7 @@ command line, and a real run against a real broker process."""
 
 from __future__ import annotations
 
+import asyncio
 import doctest
 import json
 import socket
@@ -17,7 +18,9 @@ import pytest
 
 import broker.harness.check
 from broker.cli import build_parser, main
+from broker.client.aio import Address
 from broker.harness.check import Checker, Observation, chaos_schedule, format_report, percentile
+from broker.harness.consumer import MemberConnection
 from broker.harness.runner import _chart_unavailable
 from tests.support import ROOT, BrokerProcess
 
@@ -209,6 +212,50 @@ class CheckerTests:
         values = [float(v) for v in range(100, 0, -1)]
         assert (percentile(values, 50), percentile(values, 99)) == (50.0, 99.0)
         assert doctest.testmod(broker.harness.check).failed == 0
+
+
+class DeathAnchorTests:
+    def test_a_stopped_member_is_judged_from_its_last_heartbeat_answer(self) -> None:
+        """The death anchor is the latest moment the broker may have refreshed the
+        session: a HEARTBEAT sent at 1.0 and answered at 1.25 anchors at 1.25, not 1.0 (a
+        broker that answered late also refreshed late); while a heartbeat is unanswered the
+        anchor is the moment the member stops. The "evicted early" side keeps the send."""
+
+        async def scenario() -> tuple[float, float, float, float]:
+            now = [0.0]
+            answer = asyncio.Event()
+
+            async def serve(reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+                while line := await reader.readline():
+                    cid = line.split(b"|")[1]
+                    await answer.wait()
+                    answer.clear()
+                    writer.write(b"V1|" + cid + b"|OK|\n")
+                    await writer.drain()
+
+            server = await asyncio.start_server(serve, "127.0.0.1", 0)
+            port = server.sockets[0].getsockname()[1]
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            conn = MemberConnection(reader, writer, Address("127.0.0.1", port), 5.0,
+                                    clock=lambda: now[0])
+            now[0] = 1.0
+            beat = asyncio.ensure_future(conn.request("HEARTBEAT", "g t a 1"))
+            await asyncio.sleep(0.05)
+            waiting = conn.refresh_anchor(1.1)
+            now[0] = 1.25
+            answer.set()
+            await beat
+            answered = conn.refresh_anchor(2.0)
+            conn.abort()
+            server.close()
+            await server.wait_closed()
+            return waiting, answered, conn.last_refresh_ok, conn.last_refresh_answered
+
+        waiting, answered, sent, last_answer = asyncio.run(scenario())
+        assert waiting == 1.1
+        assert answered == 1.25 and last_answer == 1.25
+        assert sent == 1.0
 
 
 class ChaosScheduleTests:
