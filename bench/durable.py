@@ -90,12 +90,23 @@ def count_fsyncs(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
          "syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync", "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def counted_fsyncs(counter: subprocess.Popen[bytes] | None, out: Path) -> float:
-    """Stop the counter and read how many fsync syscalls it saw (0 when none could be)."""
+def counted_fsyncs(counter: subprocess.Popen[bytes] | None, out: Path,
+                   stop_within: float = 10.0) -> float:
+    """Stop the counter and read how many fsync syscalls it saw (0 when none could be: no
+    perf, no access to the tracepoints, or a perf that did not stop on SIGINT within
+    ``stop_within`` seconds, which is then killed: a stuck measuring tool must not fail or
+    hang the bench)."""
     if counter is None:
         return 0.0
     counter.send_signal(2)
-    counter.wait(30)
+    try:
+        counter.wait(stop_within)
+    except subprocess.TimeoutExpired:
+        counter.kill()
+        counter.wait()
+        print(f"perf stat did not stop within {stop_within:g} s of SIGINT: killed, its "
+              f"count not used")
+        return 0.0
     syncs = 0.0
     if out.exists():
         for line in out.read_text().splitlines():

@@ -4,6 +4,9 @@ group committer's batch size and fsync time, read from the broker's /metrics."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +40,18 @@ def test_the_c_client_pinned_drives_the_same_load(capsys: pytest.CaptureFixture[
     assert rate and int(rate.group(1).replace(",", "")) > 0, out
     cpu = re.search(r"broker CPU: ([\d.]+) s in the window, ([\d.]+) us per message", out)
     assert cpu and float(cpu.group(2)) > 0, out
+
+
+def test_a_counter_that_ignores_sigint_is_killed_not_waited_for(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A perf that does not stop on SIGINT (seen once on a loaded machine) is killed after
+    the grace time and its count reported as not used; the bench goes on."""
+    stuck = subprocess.Popen([sys.executable, "-c",
+                              "import signal, sys, time; signal.signal(signal.SIGINT, "
+                              "signal.SIG_IGN); print(flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE)
+    assert stuck.stdout is not None and stuck.stdout.readline() == b"\n"  # handler set
+    assert durable.counted_fsyncs(stuck, tmp_path / "perf.txt", stop_within=0.3) == 0.0
+    assert stuck.poll() is not None
+    stuck.stdout.close()
+    assert "perf stat did not stop within 0.3 s of SIGINT: killed" in capsys.readouterr().out
