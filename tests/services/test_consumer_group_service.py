@@ -5,6 +5,8 @@ refuses after close, and guards group ids against V1 groups both ways."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 from twisted.internet.defer import maybeDeferred
@@ -26,7 +28,10 @@ class ServiceTests(SynchronousTestCase):
     def setUp(self) -> None:
         self.clock = Clock()
         self.clock.advance(1000)
-        data = Path(self.mktemp())
+        # Not trial's mktemp(): under pytest it creates its folders in the working
+        # directory (the checkout) and leaves them there.
+        data = Path(tempfile.mkdtemp(prefix="skerry-consumer-groups-"))
+        self.addCleanup(shutil.rmtree, data, True)
         self.groups = GroupService(GroupCoordinator(lambda t: 4), self.clock, str(data),
                                    hw_for=lambda t, p: -1, earliest_for=lambda t, p: 0,
                                    run_in_thread=maybeDeferred)
