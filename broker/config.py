@@ -72,6 +72,10 @@ SCHEMA: tuple[Key, ...] = (
         "With auth.tokens_file, Kafka clients log in with SASL PLAIN as its users.", 0),
     Key("kafka.max_frame_bytes", "int", 16777216,
         "Longest Kafka request frame; a longer one closes the connection.", 1024),
+    Key("kafka.fetch_max_bytes", "int", 16777216,
+        "Most record bytes one Kafka Fetch answer carries, whatever the client asks (Kafka's "
+        "broker fetch.max.bytes, 55 MiB there): an answer is built in memory, so this bounds "
+        "a fetch's memory. The first batch always goes out whole.", 1024),
     Key("kafka.advertised", "str?", None,
         "host:port Kafka clients are told to connect to (Metadata, FindCoordinator), as "
         "Kafka's advertised.listeners; null: the listener's own address. Required when "

@@ -122,7 +122,7 @@ class KafkaService:
         self.ctx = Context(core, node=self.node, clock=clock, now_us=now_us,
                            max_message_bytes=config["limits.max_message_bytes"],
                            auto_create_topics=config["auto_create_topics"], groups=groups,
-                           placement=placement)
+                           placement=placement, fetch_max_bytes=config["kafka.fetch_max_bytes"])
         self.handlers = KafkaHandlers(self.ctx)
         self.factory = KafkaFactory(
             self.handlers, clock,

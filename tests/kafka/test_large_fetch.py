@@ -138,3 +138,51 @@ def test_a_half_closed_slow_reader_gets_every_fetch_in_order_then_the_close(
             assert got_cid == 33
             assert struct.unpack_from(">h", body)[0] == 0
             assert slow.recv(1) == b"", "the broker closes once every reply is sent"
+
+
+def _fetch_v3(topic: str, offsets: dict[int, int], *, max_wait_ms: int = 0,
+              min_bytes: int = 1, max_bytes: int = 64 << 20,
+              partition_max_bytes: int = 8 << 20) -> bytes:
+    parts = b"".join(i32(p) + i64(o) + i32(partition_max_bytes) for p, o in offsets.items())
+    return (i32(-1) + i32(max_wait_ms) + i32(min_bytes) + i32(max_bytes) + i32(1)
+            + string(topic) + i32(len(offsets)) + parts)
+
+
+def test_the_broker_bounds_a_fetch_answer_below_what_the_client_asks(tmp_path: Path) -> None:
+    """``kafka.fetch_max_bytes`` (1 MiB here) bounds a Fetch answer whatever the client asks
+    (64 MiB): the first partition's records up to the bound, whole messages, the others
+    empty. The answer comes at once even with ``min_bytes`` above the bound and a 5 s wait
+    (waiting could not make it larger), and fetching on from where each answer ended reads
+    every record of every partition, in order."""
+    with BrokerProcess(tmp_path / "b", {"kafka_port": 0,
+                                        "kafka": {"fetch_max_bytes": 1 << 20}}) as proc:
+        port = kafka_port_of(proc.log_text())
+        _fill(port)
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            began = time.monotonic()
+            sock.sendall(request(1, 3, 31, _fetch_v3("big", dict.fromkeys(range(PARTITIONS), 0),
+                                                     max_wait_ms=5000, min_bytes=64 << 20)))
+            cid, body = _frame(sock)
+            assert cid == 31 and time.monotonic() - began < 2.5
+            records = _records_by_partition(body)
+            assert (1 << 20) - 200 < len(records[0]) <= 1 << 20
+            assert records[1] == records[2] == b""
+
+            offsets = dict.fromkeys(range(PARTITIONS), 0)
+            values: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+            for cid in range(40, 80):
+                sock.sendall(request(1, 3, cid, _fetch_v3("big", offsets)))
+                got, body = _frame(sock)
+                assert got == cid
+                answer = _records_by_partition(body)
+                assert sum(map(len, answer.values())) <= 1 << 20
+                for p, data in answer.items():
+                    messages = c.decode_message_set(data)
+                    assert [m.offset for m in messages] == list(
+                        range(offsets[p], offsets[p] + len(messages)))
+                    values[p] += [m.value for m in messages]
+                    offsets[p] += len(messages)
+                if all(o == PER_PARTITION for o in offsets.values()):
+                    break
+            assert values == {p: [_value(p, o) for o in range(PER_PARTITION)]
+                              for p in range(PARTITIONS)}

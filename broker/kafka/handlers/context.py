@@ -89,7 +89,8 @@ class Context:
     def __init__(self, core: BrokerCore, *, node: NodeInfo, clock: IReactorTime,
                  now_us: Callable[[], int], max_message_bytes: int,
                  auto_create_topics: bool, groups: Any = None,
-                 placement: Placement | None = None) -> None:
+                 placement: Placement | None = None,
+                 fetch_max_bytes: int = 16 << 20) -> None:
         self.core = core
         self.placement = placement
         """In a cluster: brokers, leaders and the group coordinator; None: a single broker."""
@@ -104,6 +105,9 @@ class Context:
         self.now_us = now_us
         self.max_message_bytes = max_message_bytes
         """Largest value (payload) a produced message may carry: error 10 above it."""
+        self.fetch_max_bytes = fetch_max_bytes
+        """Most record bytes one Fetch answer carries, below what the client asks
+        (``kafka.fetch_max_bytes``; the first batch whole in any case)."""
         self.auto_create_topics = auto_create_topics
         self.groups = groups
         self.advertised: dict[int, tuple[int, int]] = {}

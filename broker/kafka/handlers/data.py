@@ -260,14 +260,15 @@ def fetch(ctx: Context, request: c.FetchRequest
     version; Kafka's high watermark is ``hw + 1``; an offset below the first retained one
     (or past the end) is error 1, so the client's ``auto.offset.reset`` applies. With fewer
     than ``min_bytes`` the fetch waits (the core's long poll) until data comes or
-    ``max_wait_ms`` passes."""
+    ``max_wait_ms`` passes, or the answer is full (``kafka.fetch_max_bytes`` or the
+    client's limit cut a partition short: waiting could not make it larger)."""
     if request.session_id != 0 and request.header.api_version >= 7:
         # No fetch sessions here (KIP-227): every answer has session id 0, which tells the
         # client to send full fetches; an id it did not get from us is unknown.
         return c.FetchResponse((), error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
     response, size, waits = _fetch_once(ctx, request)
-    if size >= request.min_bytes or request.max_wait_ms <= 0 or not waits \
-            or ctx.core.closing:
+    if size >= request.min_bytes or request.max_wait_ms <= 0 \
+            or not waits or ctx.core.closing:
         return response
     clock = ctx.clock
     deadline = clock.seconds() + request.max_wait_ms / 1000.0
@@ -305,32 +306,37 @@ def fetch(ctx: Context, request: c.FetchRequest
 
 
 def _fetch_once(ctx: Context, request: c.FetchRequest
-                ) -> tuple[c.FetchResponse, int, list[tuple[str, int, int]]]:
+                ) -> tuple[c.FetchResponse, int, list[tuple[str, int, int]] | None]:
     """The response as of now, its record bytes, and the (topic, partition, offset) a long
-    poll waits on."""
+    poll waits on; None instead of that list when the answer is full (a partition holds
+    more than the byte limits let in)."""
     magic = c.fetch_magic(request.header.api_version)
-    left = request.max_bytes
+    # The broker's own bound below the client's, as Kafka's broker fetch.max.bytes: the
+    # answer is built in memory (Kafka sends file bytes), so this is a fetch's memory.
+    left = min(request.max_bytes, ctx.fetch_max_bytes)
     size = 0
     waits: list[tuple[str, int, int]] = []
+    full = False
     topics = []
     for topic in request.topics:
         parts = []
         for part in topic.partitions:
             try:
-                answer, offset = _fetch_partition(ctx, topic.topic, part, magic,
-                                                  min(part.partition_max_bytes, left),
-                                                  whole_first=size == 0)
+                answer, offset, more = _fetch_partition(ctx, topic.topic, part, magic,
+                                                        min(part.partition_max_bytes, left),
+                                                        whole_first=size == 0)
             except REFUSALS as error:
                 parts.append(c.FetchPartitionResponse(part.partition, int(code_for(error)), -1))
                 continue
             parts.append(answer)
+            full = full or more
             got = len(answer.records)
             size += got
             left = max(0, left - got)
             if not got and answer.error_code == 0:
                 waits.append((topic.topic, part.partition, offset))
         topics.append(c.FetchTopicResponse(topic.topic, tuple(parts)))
-    return c.FetchResponse(tuple(topics)), size, waits
+    return c.FetchResponse(tuple(topics)), size, None if full else waits
 
 
 def _check_partition(ctx: Context, topic: str, partition: int) -> None:
@@ -361,7 +367,10 @@ def check_leader_epoch(ctx: Context, topic: str, partition: int, current: int) -
 
 
 def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: int,
-                     budget: int, whole_first: bool) -> tuple[c.FetchPartitionResponse, int]:
+                     budget: int, whole_first: bool
+                     ) -> tuple[c.FetchPartitionResponse, int, bool]:
+    """One partition's answer, the offset it read from, and whether committed records
+    were left out for lack of budget."""
     index = part.partition
     _check_partition(ctx, topic, index)
     placement = ctx.placement
@@ -377,9 +386,10 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
     if offset < first or offset > hw + 1:
         return c.FetchPartitionResponse(index, int(ErrorCode.OFFSET_OUT_OF_RANGE), hw + 1,
                                         last_stable_offset=hw + 1,
-                                        log_start_offset=first), offset
+                                        log_start_offset=first), offset, False
     if offset > hw or (budget <= 0 and not whole_first):
-        return c.FetchPartitionResponse(index, 0, hw + 1, b"", hw + 1, first), offset
+        return c.FetchPartitionResponse(index, 0, hw + 1, b"", hw + 1, first), offset, \
+            offset <= hw
     budget = max(budget, 0)
     # The store's byte limit counts values only, and a Kafka message is its value plus
     # 26/34 bytes and its key: a read of ``budget`` value bytes holds every message that
@@ -391,14 +401,15 @@ def _fetch_partition(ctx: Context, topic: str, part: c.FetchPartition, magic: in
     # A compacted topic: an empty value is a tombstone, served as Kafka's null value.
     compacted = config is not None and config.cleanup_policy != "delete"
     if magic == 2:
-        records, _count = record_batches(
+        records, count = record_batches(
             result.raw, result.ends, budget, whole_first,
             config is not None and config.message_timestamp_type == "LogAppendTime", epoch,
             empty_is_null=compacted)
     else:
-        records, _count = message_set(result.raw, result.ends, magic, budget, whole_first,
-                                      empty_is_null=compacted)
-    return c.FetchPartitionResponse(index, 0, hw + 1, records, hw + 1, first), offset
+        records, count = message_set(result.raw, result.ends, magic, budget, whole_first,
+                                     empty_is_null=compacted)
+    more = count < result.count or result.next_offset <= hw
+    return c.FetchPartitionResponse(index, 0, hw + 1, records, hw + 1, first), offset, more
 
 
 # ================================================================ ListOffsets
