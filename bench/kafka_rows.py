@@ -14,7 +14,13 @@ librdkafka produce acks=all to 3 partitions; Skerry on etcd or Kafka's KRaft clu
 ``--cluster`` of ``bench.kafka_vs_apache`` starts them; CPU summed over the three and per
 broker, the cores they kept busy, and ``pids`` printed for py-spy; run it alone). ``--trace-fetches`` adds, for ``crd`` rows,
 each Fetch round trip librdkafka logged (``debug=fetch,protocol``): its response size and
-``rtt``, and the client's time from a response to its next request.
+``rtt``, and the client's time from a response to its next request. ``--set
+section.key=value`` (repeatable) changes one Skerry setting, e.g. ``--set
+kafka.fetch_max_bytes=33554432``; ``--fill-config name=value`` (repeatable) creates the
+topics the consume rows read with that topic config, e.g. ``--fill-config
+message.timestamp.type=LogAppendTime``. Consume rows also print the minor page faults of
+the broker (``broker_minflt``) and of this process, the librdkafka client
+(``client_minflt``), over the row.
 
 Used for docs/performance.md, "Where the time goes: the rows behind Kafka". Must not
 import: broker internals (both brokers are driven as a user would).
@@ -27,6 +33,7 @@ import json
 import logging
 import os
 import re
+import resource
 import shutil
 import sys
 import tempfile
@@ -34,6 +41,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from bench import kafka_vs_apache as vs
 from bench.kafka import _consume as rdkafka_consume
@@ -186,6 +195,19 @@ def cluster_rows(broker: str, messages: int, repeat: int) -> int:
     return 0
 
 
+def _minflt(pid: int) -> int:
+    """Minor page faults of process ``pid`` so far (``/proc/<pid>/stat``; 0 without it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[7])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _own_minflt() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("broker", choices=["skerry", "kafka"])
@@ -193,7 +215,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--trace-fetches", action="store_true")
+    parser.add_argument("--set", dest="sets", action="append", default=[],
+                        metavar="SECTION.KEY=VALUE", help="a Skerry setting (repeatable)")
+    parser.add_argument("--fill-config", action="append", default=[], metavar="NAME=VALUE",
+                        help="topic config of the consume rows' topics (repeatable)")
     args = parser.parse_args(argv)
+    args.settings = {}
+    for item in args.sets:
+        key, eq, value = item.partition("=")
+        section, dot, name = key.partition(".")
+        if not eq or not dot:
+            parser.error(f"--set takes section.key=value, not {item!r}")
+        args.settings.setdefault(section, {})[name] = yaml.safe_load(value)
+    args.fill_config = dict(item.split("=", 1) for item in args.fill_config if "=" in item)
     rows = args.rows.split(",")
     for row in rows:
         if not re.fullmatch(r"c(rd|pp)[16]|p(rd|pp)[16]a(1|all)|cluster", row):
@@ -206,21 +240,26 @@ def main(argv: list[str] | None = None) -> int:
     classpath = vs.kafka_classpath() if java else ""
     workdir = Path(tempfile.mkdtemp(prefix=f"skerry-kafka-rows-{args.broker}-"))
     try:
-        start = vs.skerry(workdir) if args.broker == "skerry" \
+        start = vs.skerry(workdir, settings=args.settings) if args.broker == "skerry" \
             else vs.apache_kafka(workdir, classpath)
         with start as broker:
             fills = sorted({int(r[-1]) for r in rows if r.startswith("c")})
             if fills:  # produce rows alone fill nothing (and create their own topics)
-                vs._create_topics(broker.bootstrap, {f"fill{p}": p for p in fills})
+                vs._create_topics(broker.bootstrap, {f"fill{p}": p for p in fills},
+                                  config=args.fill_config)
             for p in fills:
                 rdkafka_produce(broker.port, args.messages, vs.SIZE, p, "1", topic=f"fill{p}",
                                 batch_bytes=vs.BATCH_BYTES)
             for _ in range(args.repeat):
                 for row in rows:
                     cpu = broker.cpu()
+                    faults = _minflt(broker.proc.pid), _own_minflt()
                     rate, extra = run_row(broker, classpath, row, args.messages,
                                           args.trace_fetches)
                     used = broker.cpu() - cpu
+                    if row.startswith("c"):
+                        extra["broker_minflt"] = _minflt(broker.proc.pid) - faults[0]
+                        extra["client_minflt"] = _own_minflt() - faults[1]
                     print(json.dumps({"broker": args.broker, "row": row, "msgs_s": round(rate),
                                       "cpu_s_per_m": round(used / args.messages * 1e6, 3),
                                       "load": round(os.getloadavg()[0], 1), **extra}),

@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.iggy import _cpu_seconds, machine
 from bench.kafka import _consume as rdkafka_consume
@@ -210,11 +211,17 @@ def apache_kafka(workdir: Path, classpath: str) -> Iterator[Broker]:
 
 
 @contextmanager
-def skerry(workdir: Path, python: str = sys.executable) -> Iterator[Broker]:
-    proc, port, _log = start_serve(workdir, {
+def skerry(workdir: Path, python: str = sys.executable,
+           settings: dict[str, dict[str, Any]] | None = None) -> Iterator[Broker]:
+    """One Skerry broker as the table runs it; ``settings`` (section -> key -> value) is
+    laid over that configuration (``bench.kafka_rows --set``)."""
+    config: dict[str, Any] = {
         "data_dir": str(workdir / "data"), "port": 0, "kafka_port": 0, "log_level": "warning",
         "storage": {"fsync": "interval"}, "limits": {"max_pending_output_bytes": 8 << 20},
-    }, "kafka", python)
+    }
+    for section, values in (settings or {}).items():
+        config.setdefault(section, {}).update(values)
+    proc, port, _log = start_serve(workdir, config, "kafka", python)
     try:
         yield Broker("skerry", proc, port)
     finally:

@@ -41,6 +41,29 @@ def test_a_produce_row_alone_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert [(r["row"], r["msgs_s"] > 0) for r in lines] == [("prd6aall", True)]
 
 
+@pytest.mark.slow
+def test_a_setting_reaches_the_broker_and_faults_are_counted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--set kafka.fetch_max_bytes=1048576``: every Fetch answer the client logged is at
+    most 1 MiB and its framing (librdkafka asks 50 MiB); the row prints the minor page
+    faults of the broker and of the client."""
+    assert kafka_rows.main(["skerry", "--rows", "crd6", "--messages", "100000",
+                            "--trace-fetches", "--set", "kafka.fetch_max_bytes=1048576"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()
+             if line.startswith("{")]
+    assert len(lines) == 1
+    row = lines[0]
+    assert sum(row["response_bytes"]) > 100000 * 100
+    assert row["fetches"] >= 10 and max(row["response_bytes"]) <= (1 << 20) + 4096
+    assert row["broker_minflt"] >= 0 and row["client_minflt"] > 0
+
+
+def test_a_setting_without_a_section_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        kafka_rows.main(["skerry", "--rows", "crd1", "--set", "fetch_max_bytes=1"])
+    assert "--set takes section.key=value" in capsys.readouterr().err
+
+
 def test_an_unknown_row_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         kafka_rows.main(["skerry", "--rows", "crd2"])
