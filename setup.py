@@ -12,7 +12,9 @@ from setuptools import Extension, setup
 
 ext_modules = []
 if os.environ.get("SKERRY_NO_EXTENSIONS", "") in ("", "0"):
+    # depends: also what puts a shared header into the sdist (tests/test_packaging.py)
     ext_modules.append(Extension("data._cspeedups", ["data/_cspeedups.c"],
+                                 depends=["data/_int64_ends.h"],
                                  extra_compile_args=["-O2"], optional=True))
     ext_modules.append(Extension("broker.v1._cscan", ["broker/v1/_cscan.c"],
                                  depends=["broker/v1/_produce_line.h"],  # shared with _clane
@@ -22,6 +24,7 @@ if os.environ.get("SKERRY_NO_EXTENSIONS", "") in ("", "0"):
                                  extra_compile_args=["-O2"], optional=True))
     ext_modules.append(Extension("broker.kafka._cfetch", ["broker/kafka/_cfetch.c"],
                                  include_dirs=["data"],  # data/_int64_ends.h, shared
+                                 depends=["data/_int64_ends.h"],
                                  extra_compile_args=["-O2"], optional=True))
 
 setup(ext_modules=ext_modules)
