@@ -94,6 +94,42 @@ class RoundTripTests:
         assert plog.next_offset == 0
         assert plog.append([b"ok"]) == 0
 
+    def test_a_batch_that_would_not_fit_the_active_segment_rolls_and_bad_input_still_does_not(
+            self, tmp_path):
+        """The size check that rolls a segment is the built batch's own length: a batch
+        that would pass the segment size rolls first and lands at position 0 of the next
+        segment; one that would end past 4 GiB in the active segment (its size pretended
+        here) rolls too, where it fits; bad input rolls nothing and writes nothing."""
+        store = Store(str(tmp_path), StorageConfig(segment_bytes=1 << 30))
+        try:
+            plog = store.create_topic("t", TopicConfig(partitions=1)).partitions[0]
+            plog.append([b"x" * 100])
+            real = plog._active.size
+            plog._active.size = fmt.MAX_U32 - 100  # the next batch cannot end below 4 GiB
+            with pytest.raises(ValueError):
+                plog.append([b"a", b"b"], [b""])
+            assert plog.segment_count == 1 and plog.next_offset == 1
+            assert plog.append([b"y" * 100, b"z"]) == 1
+            assert plog.segment_count == 2 and plog._active.size == 2 * fmt.HEADER_SIZE + 101
+            plog._segments[0].size = real
+            assert [r.payload for r in plog.read(0).records] == [b"x" * 100, b"y" * 100, b"z"]
+        finally:
+            store.close()
+
+    def test_the_segment_rolls_on_the_batch_that_would_pass_its_size(self, tmp_path):
+        store = Store(str(tmp_path), StorageConfig(segment_bytes=1000))
+        try:
+            plog = store.create_topic("t", TopicConfig(partitions=1)).partitions[0]
+            record = fmt.HEADER_SIZE + 100
+            for i in range(1000 // record):  # 6 records of 164 bytes fit 1,000
+                plog.append([bytes([i]) * 100])
+            assert plog.segment_count == 1 and plog._active.size == 6 * record
+            plog.append([b"\xff" * 100])
+            assert plog.segment_count == 2 and plog._active.size == record
+            assert plog.read(6).records[0].payload == b"\xff" * 100
+        finally:
+            store.close()
+
 
 class ReadLimitTests:
 
