@@ -15,8 +15,12 @@ from bench import durable
 
 @pytest.mark.slow
 def test_a_short_durable_run_prints_messages_per_fsync(capsys: pytest.CaptureFixture[str]) -> None:
-    assert durable.main(["--seconds", "1", "--connections", "8"]) == 0
+    # Without perf stat: in three fresh-clone runs, a perf attached to the broker as the
+    # suite's first user of it did not stop on SIGINT, and the broker's fsyncs took 1.4 s
+    # each meanwhile (no message in the window); the fsync count is a side figure.
+    assert durable.main(["--seconds", "1", "--connections", "8", "--no-perf"]) == 0
     out = capsys.readouterr().out
+    assert "fsync syscalls of the broker: not counted (--no-perf)" in out
     rate = re.search(r"([\d,]+) msgs/s", out)
     assert rate and int(rate.group(1).replace(",", "")) > 0, out
     batch = re.search(r"([\d.]+) msgs per fsync, mean fsync ([\d.]+) ms", out)
