@@ -116,14 +116,6 @@ def counted_fsyncs(counter: subprocess.Popen[bytes] | None, out: Path,
     return syncs
 
 
-def _settle_disk() -> None:
-    """Write back what other programs left dirty before the load starts (``sync(2)``). An
-    fsync waits for the device: behind a backlog (a fresh clone's ``pip install`` has just
-    written hundreds of MB) one took 1.4 s in a fresh-clone test run, and a one-second
-    window counted no message. Both servers get the same settled disk."""
-    os.sync()
-
-
 def _cpu_seconds(pid: int) -> tuple[float, float] | None:
     """User and system CPU seconds of process ``pid`` so far (None without /proc)."""
     try:
@@ -206,7 +198,6 @@ def redis_run(args: argparse.Namespace) -> int:
     stat = workdir / "perf.txt"
     _pin_server(args, server.proc.pid)
     try:
-        _settle_disk()
         _load(args, workdir, "resp", server.port, 1.0)  # warm-up
         counter = count_fsyncs(server.proc.pid, stat)
         time.sleep(0.2)
@@ -269,7 +260,6 @@ def main(argv: list[str] | None = None) -> int:
     spy = None
     _pin_server(args, proc.pid)
     try:
-        _settle_disk()
         _load(args, workdir, "v1", port, 1.0)  # warm-up, then the measured window
         if args.profile:
             spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record",

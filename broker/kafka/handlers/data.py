@@ -267,8 +267,8 @@ def fetch(ctx: Context, request: c.FetchRequest
         # client to send full fetches; an id it did not get from us is unknown.
         return c.FetchResponse((), error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
     response, size, waits = _fetch_once(ctx, request)
-    if size >= request.min_bytes or request.max_wait_ms <= 0 \
-            or not waits or ctx.core.closing:
+    if size >= request.min_bytes or request.max_wait_ms <= 0 or not waits \
+            or ctx.core.closing:
         return response
     clock = ctx.clock
     deadline = clock.seconds() + request.max_wait_ms / 1000.0
