@@ -50,12 +50,11 @@ from data.format import HEADER, HEADER_SIZE, MAX_U32, Record, check_record
 from data.fs import FileLayer
 from data.index import (
     POSITION_SIZE,
-    TIME_ENTRY_SIZE,
     new_positions,
     new_time_arrays,
     positions_from_bytes,
     positions_to_bytes,
-    time_entry_bytes,
+    time_entries_to_bytes,
 )
 from data.log_cleanup import MIN_CLEANABLE_DIRTY_RATIO, LogCleanup, RemovedSegment
 from data.log_durability import LogDurability, _fsync_path
@@ -69,6 +68,11 @@ __all__ = ["Record", "ReadResult", "RawReadResult", "RemovedSegment", "Partition
 
 _MAX_READ_FDS = 16
 """Sealed segments keep at most this many read-only fd pairs open per partition (LRU)."""
+
+_INDEX_BEHIND = 16384
+"""The active segment's index entries kept in memory only, at most, before they are
+written to its ``.index`` (64 KiB of them): besides that bound, a sync, a roll, a cut and
+the close write them (``_flush_indexes``)."""
 
 
 
@@ -303,6 +307,12 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
         old_size = active.size
         rel = active.count
         assert active.log_fd is not None and active.index_fd is not None and active.timeindex_fd is not None
+        # The indexes are written behind the log, a sync's or _INDEX_BEHIND entries' worth
+        # at a time: the active segment's readers use its in-memory arrays, and recovery
+        # rebuilds index entries missing after a crash from the log (it checks them against
+        # it anyway). Written before this batch, so a failure refuses it and leaves it out.
+        if rel - active.index_on_disk >= _INDEX_BEHIND:
+            self._flush_indexes(active)
         try:
             write_all(fs, active.log_fd, data)
         except OSError as exc:
@@ -311,14 +321,6 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
             raise self._failure() from exc
         positions = new_positions(ends[:-1])
         new_entry = active.max_timestamp is None or max_ts > active.max_timestamp
-        try:
-            write_all(fs, active.index_fd, positions_to_bytes(positions))
-            if new_entry:
-                write_all(fs, active.timeindex_fd, time_entry_bytes(max_ts, rel))
-        except OSError as exc:
-            self._fail(f"index write for {active.name}", exc)
-            self._undo_tail(active, old_size, rel)
-            raise self._failure() from exc
         assert active.positions is not None and active.time_ts is not None and active.time_rel is not None
         active.positions.extend(positions)
         if new_entry:
@@ -332,15 +334,35 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
         active.size = ends[-1]
         self.next_offset += n
 
+    def _flush_indexes(self, seg: Segment) -> None:
+        """Write the index entries ``seg`` holds in memory only (lock held). An I/O error
+        fails the partition (``StorageError``): the log is intact, and the restart's
+        recovery rebuilds the entries from it."""
+        positions, time_ts, time_rel = seg.positions, seg.time_ts, seg.time_rel
+        if positions is None or time_ts is None or time_rel is None:
+            return  # not an active segment: its files are whole
+        count, entries = seg.count, seg.time_entries
+        if seg.index_on_disk == count and seg.time_on_disk == entries:
+            return
+        assert seg.index_fd is not None and seg.timeindex_fd is not None
+        try:
+            if seg.index_on_disk < count:
+                write_all(self._fs, seg.index_fd, positions_to_bytes(positions[seg.index_on_disk:count]))
+                seg.index_on_disk = count
+            if seg.time_on_disk < entries:
+                write_all(self._fs, seg.timeindex_fd, time_entries_to_bytes(
+                    time_ts[seg.time_on_disk:entries], time_rel[seg.time_on_disk:entries]))
+                seg.time_on_disk = entries
+        except OSError as exc:
+            self._fail(f"index write for {seg.name}", exc)
+            raise self._failure() from exc
+
     def _undo_tail(self, active: Segment, size: int, count: int) -> None:
-        """Best effort after a failed write: cut what the batch may have left behind."""
+        """Best effort after a failed write: cut what the batch may have left behind (its
+        index entries are never written before its log)."""
         try:
             if active.log_fd is not None:
                 self._fs.ftruncate(active.log_fd, size)
-            if active.index_fd is not None:
-                self._fs.ftruncate(active.index_fd, count * POSITION_SIZE)
-            if active.timeindex_fd is not None:
-                self._fs.ftruncate(active.timeindex_fd, active.time_entries * TIME_ENTRY_SIZE)
         except OSError as exc:
             self._log.warning("%s/%d: could not cut the failed batch off %s: %s", self.topic, self.partition, active.name, exc)
 
@@ -383,6 +405,7 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
 
     def _seal(self, seg: Segment) -> None:
         """The active segment becomes sealed (its write fds wait for a sync) (lock held)."""
+        self._flush_indexes(seg)
         seg.positions = None
         seg.time_ts = seg.time_rel = None
         self._pending.append(seg)
@@ -445,6 +468,7 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
     def _roll(self) -> Segment:
         """Seal the active segment and start a new one at ``next_offset`` (lock held)."""
         old = self._active
+        self._flush_indexes(old)
         new = Segment(self.path, self.next_offset)
         try:
             self._open_write_fds(new, truncate=True)
@@ -532,6 +556,7 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
             fs = self._fs
             try:
                 if sync and self.failed is None:
+                    self._flush_indexes(self._active)
                     for seg in self._pending:
                         if seg.log_fd is not None:
                             for fd in seg.write_fds():
@@ -546,6 +571,8 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
                     self.durable_offset = self.next_offset
             except OSError as exc:
                 self._fail("fsync at close", exc)
+            except StorageError:
+                pass  # the indexes' write failed: _flush_indexes failed the partition, logged
             finally:
                 for seg in self._segments:
                     for fd in seg.take_write_fds() + seg.take_read_fds():

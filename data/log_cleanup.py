@@ -203,6 +203,7 @@ class LogCleanup:
         tsize = fs.fstat_size(seg.timeindex_fd)
         seg.time_ts, seg.time_rel = time_entries_from_bytes(fs.pread(seg.timeindex_fd, tsize - tsize % TIME_ENTRY_SIZE, 0))
         seg.time_entries = len(seg.time_ts)
+        seg.index_on_disk, seg.time_on_disk = seg.count, seg.time_entries
         self._active = seg
 
     def _cut(self, seg: Segment, rel: int) -> None:
@@ -210,6 +211,7 @@ class LogCleanup:
         assert seg.positions is not None and seg.time_ts is not None and seg.time_rel is not None
         assert seg.log_fd is not None and seg.index_fd is not None and seg.timeindex_fd is not None
         fs = self._fs
+        self._flush_indexes(seg)  # the files whole first: they are cut at entry counts
         if rel < seg.count:
             size = seg.positions[rel] if rel < len(seg.positions) else seg.size
             keep = bisect_left(seg.time_rel, rel)
@@ -220,6 +222,7 @@ class LogCleanup:
             del seg.time_ts[keep:]
             del seg.time_rel[keep:]
             seg.time_entries = keep
+            seg.index_on_disk, seg.time_on_disk = rel, keep
             seg.max_timestamp = seg.time_ts[-1] if keep else None
             seg.count = rel
             seg.size = size

@@ -50,6 +50,10 @@ class LogDurability:
                     raise self._failure()
                 if self._closed or not self.has_unsynced():
                     return self.durable_offset
+                # What the files hold follows the log at each sync: the active segment's
+                # index entries written behind go out now (two writes per sync, not per
+                # append), fsynced with its indexes every _INDEX_SYNC_EVERY syncs.
+                self._flush_indexes(self._active)
                 target = self.next_offset
                 epoch = self._epoch
                 pending = list(self._pending)

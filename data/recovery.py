@@ -526,6 +526,7 @@ def _activate(fs: FileLayer, seg: Segment) -> None:
         )
         if len(seg.positions) != seg.count:
             raise OSError(f"{seg.index_path}: short read ({len(seg.positions)} of {seg.count} entries)")
+        seg.index_on_disk, seg.time_on_disk = seg.count, len(seg.time_ts)
         if seg.count:
             seg.first_timestamp = HEADER.unpack(fs.pread(seg.log_fd, HEADER_SIZE, 0))[4]
     except OSError:

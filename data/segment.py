@@ -58,6 +58,8 @@ class Segment:
         "read_fd",
         "index_read_fd",
         "positions",
+        "index_on_disk",
+        "time_on_disk",
         "time_ts",
         "time_rel",
         "span",
@@ -86,6 +88,10 @@ class Segment:
         self.positions: array[int] | None = None
         self.time_ts: array[int] | None = None
         self.time_rel: array[int] | None = None
+        # Active segment only: how many of those entries its .index and .timeindex files
+        # hold; the rest are written behind (``PartitionLog._flush_indexes``).
+        self.index_on_disk = 0
+        self.time_on_disk = 0
         # Compacted segments only (see the class doc).
         self.span: int | None = None
         self.sindex_path = paths.sindex_path(partition_path, base_offset)

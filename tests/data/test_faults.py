@@ -65,22 +65,54 @@ class WriteFaultTests:
         finally:
             restarted.close()
 
-    def test_failed_index_write(self, tmp_path):
-        """A failing .index write fails the append and the partition just the same."""
+    def test_failed_index_write_at_a_sync(self, tmp_path):
+        """The .index is written behind the log, at a sync: a failing write there fails the
+        sync and the partition, and what the log holds survives the restart (recovery
+        rebuilds the entries from it)."""
         root = str(tmp_path)
         fs = FaultyFileLayer(armed=False)
         store = _open(root, fs)
         p0 = store.partition("t", 0)
         p0.append([b"one"])
+        assert p0.sync() == 1
+        p0.append([b"two"])
         fs.arm("write", path_contains=".index", error=errno.EIO)
+        with pytest.raises(StorageError, match="index write"):
+            p0.sync()
+        assert p0.durable_offset == 1 and p0.failed is not None
         with pytest.raises(StorageError):
-            p0.append([b"two"])
-        assert p0.next_offset == 1 and p0.failed is not None
+            p0.append([b"refused"])
+        assert [r.payload for r in p0.read(0).records] == [b"one", b"two"]
         assert store.partition("t", 1).append([b"fine"]) == 0
         store.close()
         restarted = _open(root, FaultyFileLayer(armed=False))
         try:
-            assert [r.payload for r in restarted.partition("t", 0).read(0).records] == [b"one"]
+            again = restarted.partition("t", 0)
+            assert [r.payload for r in again.read(0).records] == [b"one", b"two"]
+            assert again.append([b"three"]) == 2
+        finally:
+            restarted.close()
+
+    def test_failed_index_write_behind_refuses_the_next_batch(self, tmp_path, monkeypatch):
+        """Once the entries held in memory reach their bound they are written before the
+        next batch: a failing write refuses that batch (not written) and fails the
+        partition; every batch before it survives the restart."""
+        monkeypatch.setattr("data.log._INDEX_BEHIND", 3)
+        root = str(tmp_path)
+        fs = FaultyFileLayer(armed=False)
+        store = _open(root, fs)
+        p0 = store.partition("t", 0)
+        p0.append([b"one", b"two"])
+        p0.append([b"three"])
+        fs.arm("write", path_contains=".index", error=errno.EIO)
+        with pytest.raises(StorageError, match="index write"):
+            p0.append([b"four"])
+        assert p0.next_offset == 3 and p0.failed is not None
+        store.close()
+        restarted = _open(root, FaultyFileLayer(armed=False))
+        try:
+            assert [r.payload for r in restarted.partition("t", 0).read(0).records] == [
+                b"one", b"two", b"three"]
         finally:
             restarted.close()
 
@@ -232,3 +264,38 @@ class LazyIndexSyncTests:
         assert log.next_offset == 10
         assert [r.payload for r in log.read(0, 100).records] == [b"v%d" % i for i in range(10)]
         reopened.close()
+
+    def test_indexes_are_written_behind_the_log(self, tmp_path):
+        """An append writes its records with one write, the log's: the index entries follow
+        at the next sync (two writes for everything since the last one), so the files say
+        what the log holds after each sync. Reads never wait for them, and after an unclean
+        stop with entries never written, reopening rebuilds them from the log."""
+        root = str(tmp_path)
+        fs = RecordingFileLayer()
+        store = _open(root, fs)
+        p0 = store.partition("t", 0)
+        pdir = partition_path(root, "t", 0)
+        p0.append([b"first"])
+        p0.sync()
+        start = len(fs.events)
+        for i in range(5):
+            p0.append([b"v%d" % i])
+        writes = [e for e in fs.events[start:] if e.op == "write" and e.path.startswith(pdir)]
+        assert [e.path.rsplit(".", 1)[1] for e in writes] == ["log"] * 5
+        assert [r.payload for r in p0.read(1, 100).records] == [b"v%d" % i for i in range(5)]
+        start = len(fs.events)
+        p0.sync()
+        writes = [e for e in fs.events[start:] if e.op == "write"]
+        assert sorted(e.path.rsplit(".", 1)[1] for e in writes) == ["index", "timeindex"]
+        assert [e.nbytes for e in writes if e.path.endswith(".index")] == [4 * 5]
+        index = [n for n in os.listdir(pdir) if n.endswith(".index")]
+        assert [os.path.getsize(os.path.join(pdir, n)) for n in index] == [4 * 6]
+        p0.append([b"never indexed"])
+        store.lock.release()  # dies uncleanly: the last entry never written
+        reopened = _open(root, RecordingFileLayer())
+        try:
+            log = reopened.partition("t", 0)
+            assert [r.payload for r in log.read(0, 100).records] == (
+                [b"first"] + [b"v%d" % i for i in range(5)] + [b"never indexed"])
+        finally:
+            reopened.close()
