@@ -1,6 +1,8 @@
 """Skerry's Kafka face against Apache Kafka itself, on the same machine in the same run.
 
-Starts, in turn and each round on fresh data directories and free loopback ports:
+Starts, in turn and each round on fresh data directories and free loopback ports (Skerry
+first in the first round, Kafka first in the second, and so on, ``round_order``: neither
+always runs just after the other's teardown has freed a gigabyte of memory and page cache):
 
 * **Apache Kafka 4.3.1** (``org.apache.kafka:kafka_2.13`` from Maven Central, classpath
   from ``mvn dependency:build-classpath`` on ``bench/apache/pom.xml``): one KRaft process,
@@ -559,13 +561,20 @@ def one_round(broker: Broker, classpath: str, messages: int, latency_s: float
     return {name: sample for name, sample in got.items() if sample is not None}
 
 
+def round_order(r: int) -> tuple[str, str]:
+    """Which system runs first in round ``r`` (from 0): they take turns."""
+    return ("skerry", "kafka") if r % 2 == 0 else ("kafka", "skerry")
+
+
 def run(*, rounds: int, messages: int, latency_s: float, python: str = sys.executable,
         cluster: bool = False, progress: Callable[[str], None] = lambda _s: None) -> list[Row]:
     classpath = kafka_classpath()
     rows: dict[str, Row] = {}
+    singles = {"skerry": lambda w: skerry(w, python), "kafka": lambda w: apache_kafka(w, classpath)}
+    clusters = {"skerry": skerry_cluster, "kafka": lambda w: apache_kafka_cluster(w, classpath)}
     for r in range(rounds):
-        for name, start in (("skerry", lambda w: skerry(w, python)),
-                            ("kafka", lambda w: apache_kafka(w, classpath))):
+        for name in round_order(r):
+            start = singles[name]
             workdir = Path(tempfile.mkdtemp(prefix=f"skerry-vs-apache-{name}-"))
             try:
                 with start(workdir) as broker:
@@ -578,8 +587,8 @@ def run(*, rounds: int, messages: int, latency_s: float, python: str = sys.execu
                 shutil.rmtree(workdir, ignore_errors=True)
         if not cluster:
             continue
-        for name, start_cluster in (("skerry", skerry_cluster),
-                                    ("kafka", lambda w: apache_kafka_cluster(w, classpath))):
+        for name in round_order(r):
+            start_cluster = clusters[name]
             workdir = Path(tempfile.mkdtemp(prefix=f"skerry-vs-apache-{name}-cluster-"))
             try:
                 with start_cluster(workdir) as members:

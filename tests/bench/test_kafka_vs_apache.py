@@ -68,6 +68,33 @@ def test_the_table_gives_medians_ranges_and_the_ratio() -> None:
     assert "| 0.50 |" in line and "2.0 / 1.0" in line
 
 
+def test_the_systems_take_turns_at_going_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 1 starts Skerry first, round 2 Kafka, round 3 Skerry again; the 3-broker pair
+    of each round in the same order: neither system always runs right after the other."""
+    from contextlib import contextmanager
+
+    started: list[str] = []
+
+    def fake(name: str):  # noqa: ANN202 - a context manager factory standing in for a broker
+        @contextmanager
+        def start(_workdir: Path, *_args: object):  # noqa: ANN202
+            started.append(name)
+            yield bench.Broker(name, None, 0)  # type: ignore[arg-type]
+        return start
+
+    monkeypatch.setattr(bench, "kafka_classpath", lambda: "")
+    monkeypatch.setattr(bench, "skerry", fake("skerry"))
+    monkeypatch.setattr(bench, "apache_kafka", fake("kafka"))
+    monkeypatch.setattr(bench, "skerry_cluster", fake("skerry cluster"))
+    monkeypatch.setattr(bench, "apache_kafka_cluster", fake("kafka cluster"))
+    monkeypatch.setattr(bench, "one_round", lambda *_args: {})
+    monkeypatch.setattr(bench, "cluster_round", lambda *_args: {})
+    bench.run(rounds=3, messages=1, latency_s=0.0, cluster=True)
+    assert started == ["skerry", "kafka", "skerry cluster", "kafka cluster",
+                       "kafka", "skerry", "kafka cluster", "skerry cluster",
+                       "skerry", "kafka", "skerry cluster", "kafka cluster"]
+
+
 def test_a_failing_row_is_left_out_and_the_table_shows_a_dash(
         capsys: pytest.CaptureFixture[str]) -> None:
     class Dead:
