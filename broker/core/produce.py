@@ -418,7 +418,11 @@ class ProducePipeline:
     def _wait_all(self, topic: str, partition: int, end: int,
                   then: Callable[[SkerryError | None], None],
                   ack_timeout_ms: int | None) -> None:
-        """``then`` once the in-sync replicas hold the messages below ``end``."""
+        """``then`` once the in-sync replicas hold the messages below ``end`` (at once when
+        they already do: on one broker, always; no Deferred then)."""
+        if self._replication.committed(topic, partition, end - 1):
+            then(None)
+            return
         d = self._replication.wait_for_all(topic, partition, end - 1, ack_timeout_ms)
         d.addCallbacks(lambda _hw: then(None), lambda failure: then(_as_error(failure)))
 

@@ -47,6 +47,9 @@ class LocalReplication:
     def on_durable(self, topic: str, partition: int) -> None:
         return None
 
+    def committed(self, topic: str, partition: int, offset: int) -> bool:
+        return True
+
     def wait_for_all(self, topic: str, partition: int, offset: int,
                      timeout_ms: int | None = None) -> Deferred[int]:
         return succeed(offset + 1)

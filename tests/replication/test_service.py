@@ -348,6 +348,36 @@ class AcksAllTests:
         outcome = Outcome(broker.service.wait_for_all("t", 0, 2))
         assert (outcome.fired, outcome.result) == (True, 2)
 
+    def test_committed_says_whether_wait_for_all_would_succeed_at_once(self, broker: Broker
+                                                                      ) -> None:
+        """``committed`` (asked first by a produce with acks=all) is True exactly when
+        ``wait_for_all`` would fire with success at once: before the fsync no, after it
+        yes; with RF 3 once the followers hold the batch; never past the log's end or on a
+        follower."""
+        def fires_with_success(offset: int, name: str = "t") -> bool:
+            outcome = Outcome(broker.service.wait_for_all(name, 0, offset))
+            return outcome.fired and outcome.error is None
+
+        broker.topic()
+        last = broker.append(2, durable=False)
+        assert broker.service.committed("t", 0, last) is False
+        broker.log().sync()
+        broker.service.on_durable("t", 0)
+        assert broker.service.committed("t", 0, last) is True
+        assert fires_with_success(last)
+        assert broker.service.committed("t", 0, last + 1) is False
+        broker.topic("r", rf=3, min_isr=3)
+        last = broker.append(4, name="r")
+        assert broker.service.committed("r", 0, last) is False
+        broker.fetch(1, last, name="r")
+        assert broker.service.committed("r", 0, last) is False
+        broker.fetch(2, last, name="r")
+        assert broker.service.committed("r", 0, last) is True
+        assert fires_with_success(last, "r")
+        broker.service.set_role("t", 0, "follower")
+        assert broker.service.committed("t", 0, 0) is False
+        assert isinstance(Outcome(broker.service.wait_for_all("t", 0, 0)).error, NotLeader)
+
     def test_success_when_hw_passes_with_min_isr(self, broker: Broker) -> None:
         """acks=all answers with hw once hw >= offset and min ISR replicas are in sync."""
         broker.topic(rf=3, min_isr=3)

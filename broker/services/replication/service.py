@@ -234,6 +234,20 @@ class ReplicationService(ControlPlaneSide):
         """An fsync covered more offsets: may advance ``hw`` and answer waiters."""
         self._progress.refresh(self._slot(topic, partition))
 
+    def committed(self, topic: str, partition: int, offset: int) -> bool:
+        """True when ``wait_for_all`` for ``offset`` would fire at once with success: this
+        broker leads the partition (confirmed, not fenced, not shutting down) and ``offset``
+        is committed with at least min ISR replicas in sync. False otherwise, without
+        saying why (``wait_for_all`` says it). A produce answered by ``acks=all`` asks this
+        first: on one broker, or once the followers hold the batch, no Deferred is made."""
+        slot = self._slot(topic, partition)
+        repl = slot.repl
+        if (repl.role is not Role.LEADER or not slot.confirmed or self._lifecycle.closed
+                or self._fenced() is not None):
+            return False
+        self._progress.refresh(slot)
+        return offset <= repl.ack_offset
+
     def wait_for_all(self, topic: str, partition: int, offset: int,
                      timeout_ms: int | None = None) -> Deferred[int]:
         """Fires with ``hw`` once ``offset`` is committed with at least min ISR replicas in
