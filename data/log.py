@@ -317,7 +317,7 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
             write_all(fs, active.log_fd, data)
         except OSError as exc:
             self._fail(f"write of {len(data)} bytes to {active.name}", exc)
-            self._undo_tail(active, old_size, rel)
+            self._undo_tail(active, old_size)
             raise self._failure() from exc
         positions = new_positions(ends[:-1])
         new_entry = active.max_timestamp is None or max_ts > active.max_timestamp
@@ -357,7 +357,7 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
             self._fail(f"index write for {seg.name}", exc)
             raise self._failure() from exc
 
-    def _undo_tail(self, active: Segment, size: int, count: int) -> None:
+    def _undo_tail(self, active: Segment, size: int) -> None:
         """Best effort after a failed write: cut what the batch may have left behind (its
         index entries are never written before its log)."""
         try:
