@@ -634,6 +634,13 @@ def _cpu(samples: list[Sample]) -> str:
     return f"{statistics.median(cpus):.1f}" if cpus else "-"
 
 
+def _ratio(value: float) -> str:
+    """Two decimals, or three where two would print 1.00: a row level with Kafka shows on
+    which side of 1 it is (0.998, 1.003)."""
+    text = f"{value:.2f}"
+    return f"{value:.3f}" if text == "1.00" and value != 1.0 else text
+
+
 def render(rows: list[Row], header: str) -> str:
     lines = [header, "",
              "| row | Skerry | Apache Kafka | Skerry/Kafka | broker CPU s per M msgs, Skerry / Kafka |",
@@ -641,7 +648,7 @@ def render(rows: list[Row], header: str) -> str:
     for row in rows:
         s = statistics.median(x.value for x in row.skerry) if row.skerry else 0.0
         k = statistics.median(x.value for x in row.kafka) if row.kafka else 0.0
-        ratio = f"{s / k:.2f}" if k and row.skerry else "-"
+        ratio = _ratio(s / k) if k and row.skerry else "-"
         lines.append(f"| {row.name} | {_cell(row.skerry)} | {_cell(row.kafka)} | {ratio} | "
                      f"{_cpu(row.skerry)} / {_cpu(row.kafka)} |")
     return "\n".join(lines) + "\n"

@@ -40,7 +40,7 @@ def test_a_tiny_run_fills_every_row_for_both_brokers(capsys: pytest.CaptureFixtu
         cells = row.split(" | ")
         # both brokers measured, and a numeric ratio between them
         assert cells[1] != "-" and cells[2] != "-", row
-        assert re.fullmatch(r"\d+\.\d\d", cells[3]), row
+        assert re.fullmatch(r"\d+\.\d\d\d?", cells[3]), row
 
 
 def test_write_doc_replaces_only_the_marked_table(tmp_path: Path) -> None:
@@ -66,6 +66,18 @@ def test_the_table_gives_medians_ranges_and_the_ratio() -> None:
     line = [ln for ln in table.splitlines() if ln.startswith("| produce")][0]
     assert "250k (200k–300k)" in line and "500k (400k–600k)" in line
     assert "| 0.50 |" in line and "2.0 / 1.0" in line
+
+
+def test_a_ratio_that_would_print_1_00_says_which_side_of_1_it_is() -> None:
+    def ratio(skerry: float, kafka: float) -> str:
+        row = bench.Row("produce 1p acks=all, librdkafka", "msgs/s",
+                        skerry=[bench.Sample(skerry)], kafka=[bench.Sample(kafka)])
+        return bench.render([row], "h").splitlines()[-1].split(" | ")[3]
+
+    assert ratio(998_000, 1_000_000) == "0.998"
+    assert ratio(1_003_000, 1_000_000) == "1.003"
+    assert ratio(1_000_000, 1_000_000) == "1.00"
+    assert ratio(1_170_000, 1_000_000) == "1.17"
 
 
 def test_the_systems_take_turns_at_going_first(monkeypatch: pytest.MonkeyPatch) -> None:
