@@ -22,6 +22,7 @@ and ``--replay DIR`` replays one without recording again (Java not needed then).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import socket
@@ -79,20 +80,17 @@ class Relay:
 
 
 def _copy(src: socket.socket, dst: socket.socket, sink: object) -> None:
-    try:
+    # An OSError on either side ends the copy (the other side went away: the recording
+    # ends there), and the half-close of a socket already closed is moot.
+    with contextlib.suppress(OSError):
         while data := src.recv(1 << 20):
             if sink is not None:
                 sink.write(data)  # type: ignore[attr-defined]
             dst.sendall(data)
-    except OSError:
-        pass  # the other side went away: the recording ends there
-    finally:
-        if sink is not None:
-            sink.close()  # type: ignore[attr-defined]
-        try:
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass  # already closed
+    if sink is not None:
+        sink.close()  # type: ignore[attr-defined]
+    with contextlib.suppress(OSError):
+        dst.shutdown(socket.SHUT_WR)
 
 
 def record(out: Path, client: str, messages: int, partitions: int, acks: str) -> float:

@@ -338,24 +338,26 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
         """Write the index entries ``seg`` holds in memory only (lock held). An I/O error
         fails the partition (``StorageError``): the log is intact, and the restart's
         recovery rebuilds the entries from it."""
+        try:
+            self._write_indexes(seg)
+        except OSError as exc:
+            self._fail(f"index write for {seg.name}", exc)
+            raise self._failure() from exc
+
+    def _write_indexes(self, seg: Segment) -> None:
+        """``_flush_indexes`` without the failure handling (``OSError`` goes to the caller)."""
         positions, time_ts, time_rel = seg.positions, seg.time_ts, seg.time_rel
         if positions is None or time_ts is None or time_rel is None:
             return  # not an active segment: its files are whole
         count, entries = seg.count, seg.time_entries
-        if seg.index_on_disk == count and seg.time_on_disk == entries:
-            return
         assert seg.index_fd is not None and seg.timeindex_fd is not None
-        try:
-            if seg.index_on_disk < count:
-                write_all(self._fs, seg.index_fd, positions_to_bytes(positions[seg.index_on_disk:count]))
-                seg.index_on_disk = count
-            if seg.time_on_disk < entries:
-                write_all(self._fs, seg.timeindex_fd, time_entries_to_bytes(
-                    time_ts[seg.time_on_disk:entries], time_rel[seg.time_on_disk:entries]))
-                seg.time_on_disk = entries
-        except OSError as exc:
-            self._fail(f"index write for {seg.name}", exc)
-            raise self._failure() from exc
+        if seg.index_on_disk < count:
+            write_all(self._fs, seg.index_fd, positions_to_bytes(positions[seg.index_on_disk:count]))
+            seg.index_on_disk = count
+        if seg.time_on_disk < entries:
+            write_all(self._fs, seg.timeindex_fd, time_entries_to_bytes(
+                time_ts[seg.time_on_disk:entries], time_rel[seg.time_on_disk:entries]))
+            seg.time_on_disk = entries
 
     def _undo_tail(self, active: Segment, size: int) -> None:
         """Best effort after a failed write: cut what the batch may have left behind (its
@@ -556,7 +558,7 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
             fs = self._fs
             try:
                 if sync and self.failed is None:
-                    self._flush_indexes(self._active)
+                    self._write_indexes(self._active)
                     for seg in self._pending:
                         if seg.log_fd is not None:
                             for fd in seg.write_fds():
@@ -570,9 +572,7 @@ class PartitionLog(LogReads, LogCleanup, LogDurability):
                         fs.fsync_dir(self.path)
                     self.durable_offset = self.next_offset
             except OSError as exc:
-                self._fail("fsync at close", exc)
-            except StorageError:
-                pass  # the indexes' write failed: _flush_indexes failed the partition, logged
+                self._fail("index write or fsync at close", exc)
             finally:
                 for seg in self._segments:
                     for fd in seg.take_write_fds() + seg.take_read_fds():
