@@ -48,11 +48,9 @@ import base64
 import json
 import os
 import signal
-import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -62,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.replication_scenario import Producer, _check_acked, fields, free_ports
+from bench.tcp_proxy import TcpProxy
 from data.store import StorageConfig, Store
 from tests.control.real_etcd import EtcdCluster
 from tests.support import BrokerProcess
@@ -70,82 +69,6 @@ __all__ = ["EtcdBrokers", "TargetResult", "run_target", "main"]
 
 TOPIC = "repl"
 CLUSTER_ID = "bench"
-
-
-class TcpProxy:
-    """A loopback TCP forwarder to ``target`` (host, port); ``cut`` closes the listener
-    and every connection (a broker losing etcd alone), ``restore`` listens again."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.port = free_ports(1)[0]
-        self._conns: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._listener: socket.socket | None = None
-        self.restore()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def restore(self) -> None:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(64)
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-
-    def cut(self) -> None:
-        with self._lock:
-            if self._listener is not None:
-                # shutdown first: on Linux close() alone does not wake a thread blocked in
-                # accept(), which would take one more connection (one more keepalive).
-                try:
-                    self._listener.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass  # not connected or already shut: close() below is enough
-                self._listener.close()
-                self._listener = None
-            for conn in self._conns:
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass  # the peer already went: close() below is enough
-                conn.close()
-            self._conns.clear()
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target, timeout=2)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass  # either side closed (the proxy stopped or a broker died): end the pipe
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already shut by the other direction's pipe
 
 
 class EtcdBrokers:

@@ -2,7 +2,8 @@
 
 Owns: recording what a real Kafka producer sends (Kafka's ``ProducerPerformance``, the
 Java client at its defaults, or librdkafka as ``bench.kafka`` drives it) to a Skerry broker
-through a relay the broker advertises as its Kafka address, one file per connection; then
+through a ``bench.tcp_proxy.TcpProxy`` the broker advertises as its Kafka address, one file
+per connection; then
 replaying those bytes into a fresh in-process broker (``build_broker``, a
 ``StringTransport`` per connection, a ``task.Clock``, ``storage.fsync: never``) in reads
 of 256 KiB, timing the CPU the broker spends per record (best of ``--rounds`` replays).
@@ -22,19 +23,17 @@ and ``--replay DIR`` replays one without recording again (Java not needed then).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
-import socket
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
+from bench.tcp_proxy import TcpProxy
 from broker.config import config_from_mapping
 from broker.core.durability import synchronous
 from broker.server import build_broker
@@ -44,67 +43,18 @@ READ = 256 * 1024
 """Bytes per ``dataReceived`` of a replay (what a socket read hands the protocol)."""
 
 
-class Relay:
-    """A loopback relay to ``target``: every accepted connection is copied both ways, and
-    what the client sends is also written to ``conn<NN>.bin`` in ``out`` (NN in accept
-    order)."""
-
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self.listener.getsockname()[1]
-        self.accepted = 0
-        self._threads: list[threading.Thread] = []
-
-    def start(self, target: int) -> None:
-        threading.Thread(target=self._accept, args=(target,), daemon=True).start()
-
-    def _accept(self, target: int) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return  # closed
-            upstream = socket.create_connection(("127.0.0.1", target))
-            self.accepted += 1
-            sink = open(self.out / f"conn{self.accepted:02d}.bin", "wb")  # noqa: SIM115
-            for args in ((client, upstream, sink), (upstream, client, None)):
-                thread = threading.Thread(target=_copy, args=args, daemon=True)
-                thread.start()
-                self._threads.append(thread)
-
-    def close(self) -> None:
-        self.listener.close()
-        for thread in self._threads:
-            thread.join(10)
-
-
-def _copy(src: socket.socket, dst: socket.socket, sink: object) -> None:
-    # An OSError on either side ends the copy (the other side went away: the recording
-    # ends there), and the half-close of a socket already closed is moot.
-    with contextlib.suppress(OSError):
-        while data := src.recv(1 << 20):
-            if sink is not None:
-                sink.write(data)  # type: ignore[attr-defined]
-            dst.sendall(data)
-    if sink is not None:
-        sink.close()  # type: ignore[attr-defined]
-    with contextlib.suppress(OSError):
-        dst.shutdown(socket.SHUT_WR)
-
-
 def record(out: Path, client: str, messages: int, partitions: int, acks: str) -> float:
     """Run the producer against a real Skerry through a ``Relay``; return its msgs/s."""
     import bench.kafka_vs_apache as vs
     from bench.kafka import _produce as rdkafka_produce
 
     out.mkdir(parents=True, exist_ok=True)
-    relay = Relay(out)
+    relay = TcpProxy(("127.0.0.1", 0), record=out)  # its target is the broker, once up
     work = Path(tempfile.mkdtemp(prefix="skerry-kafka-produce-cpu-"))
     try:
         settings = {"kafka": {"advertised": f"127.0.0.1:{relay.port}"}}
         with vs.skerry(work, settings=settings) as broker:
-            relay.start(broker.port)
+            relay.target = ("127.0.0.1", broker.port)
             vs._create_topics(broker.bootstrap, {TOPIC: partitions})
             if client == "ppp":
                 rate, _mb = vs.producer_performance(
@@ -114,7 +64,8 @@ def record(out: Path, client: str, messages: int, partitions: int, acks: str) ->
                                           topic=TOPIC, batch_bytes=vs.BATCH_BYTES)
                 rate = messages / elapsed
     finally:
-        relay.close()
+        relay.cut()
+        relay.join()
         shutil.rmtree(work, ignore_errors=True)
     (out / "meta.json").write_text(json.dumps({
         "client": client, "messages": messages, "partitions": partitions, "acks": acks}))
