@@ -37,6 +37,7 @@ __all__ = [
     "ceiling_rows",
     "reference_rows",
     "reference_headroom",
+    "reference_ratios",
     "twisted_share",
     "render_terminal",
     "render_section",
@@ -208,6 +209,10 @@ _REFERENCE_TARGETS = (
     ("twisted", "do-nothing Twisted line responder (the Twisted ceiling)"),
     ("skerry", "Skerry, workload (a)"),
     ("redis", "Redis, workload (a)"),
+    ("skerry d", "Skerry, workload (d)"),
+    ("redis d", "Redis, workload (d)"),
+    ("skerry e", "Skerry, workload (e)"),
+    ("redis e", "Redis, workload (e)"),
 )
 
 
@@ -220,7 +225,8 @@ def _reference_python(result: SuiteResult, key: str) -> Measurement | None:
         return result.ceilings.get(shape_name(wl.shape), {}).get(key.split()[1])
     if key == "twisted":
         return result.twisted.get(REFERENCE_WORKLOAD)
-    return result.measurements.get(REFERENCE_WORKLOAD, {}).get(key)
+    system, _, workload = key.partition(" ")
+    return result.measurements.get(workload or REFERENCE_WORKLOAD, {}).get(system)
 
 
 def reference_rows(result: SuiteResult) -> list[list[str]]:
@@ -246,6 +252,21 @@ def reference_headroom(result: SuiteResult) -> list[str]:
         on_responder = _rate(result.reference.get(f"responder {proto}"))
         if on_server and on_responder:
             out.append(f"{name} {on_responder / on_server:.1f}x")
+    return out
+
+
+def reference_ratios(result: SuiteResult) -> list[str]:
+    """Skerry's rate over Redis's, both with the C reference client, for each workload it
+    ran on both servers (``"(d) 1.05x"``): the comparison with the Python generator out of
+    the way."""
+    from bench.suite import SERVER_REFERENCE_WORKLOADS, reference_key
+
+    out = []
+    for workload in SERVER_REFERENCE_WORKLOADS:
+        on_skerry = _rate(result.reference.get(reference_key("skerry", workload)))
+        on_redis = _rate(result.reference.get(reference_key("redis", workload)))
+        if on_skerry and on_redis:
+            out.append(f"({workload}) {on_skerry / on_redis:.2f}x")
     return out
 
 
@@ -291,6 +312,9 @@ def render_terminal(result: SuiteResult) -> str:
         if headroom:
             parts += ["most headroom any client shows here (C client: responder / server): "
                       + ", ".join(headroom)]
+        ratios = reference_ratios(result)
+        if ratios:
+            parts += ["Skerry / Redis with the C client: " + ", ".join(ratios)]
         share = twisted_share(result)
         if share:
             parts += [f"Skerry / Twisted ceiling with the C client, workload (a): {share}"]
@@ -394,7 +418,8 @@ def render_section(result: SuiteResult, doc_dir: Path, charts: Sequence[Path]) -
             "",
             "`bench/refclient.c` runs workload (a)'s load (the same request bytes, "
             "connections and window, one request in flight per connection) with no Python on "
-            "the client side, against the canned-reply responder and against both servers. "
+            "the client side, against the canned-reply responder and against both servers, "
+            "also as each is set up for (d) and (e), which put the same load on them. "
             "Against the responder it shows what any client can get from this machine for "
             "this load shape (the kernel's per-request cost on both ends bounds it); against "
             "the servers it shows how much of each server's figure the Python generator "
@@ -406,6 +431,10 @@ def render_section(result: SuiteResult, doc_dir: Path, charts: Sequence[Path]) -
             lines += ["", "The most headroom any client can show on this machine for this "
                       "load (C client on the responder / C client on the server): "
                       + ", ".join(headroom) + "."]
+        ratios = reference_ratios(result)
+        if ratios:
+            lines += ["", "Skerry against Redis with the C client on both (the Python "
+                      "generator's ceiling out of the way): " + ", ".join(ratios) + "."]
         share = twisted_share(result)
         if share:
             lines += ["", "Skerry against the do-nothing Twisted line responder on this load, "

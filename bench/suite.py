@@ -5,8 +5,8 @@ Owns: the workload table (a-e), which server configuration each workload needs (
 after the other with the same load generator, filling the partition / stream the consume
 workload reads, measuring the generator's own ceiling against the canned-reply responder
 for every load shape, the C reference client (``bench/refclient.c``) on the
-request/response load (against the responder and both servers: what any client could get
-on this machine), and the command line behind ``bench/run_all``.
+request/response load (against the responder and both servers, with and without
+persistence: what any client could get on this machine), and the command line behind ``bench/run_all``.
 
 Must not import: broker internals; both servers are driven over the wire only.
 """
@@ -170,7 +170,9 @@ class SuiteResult:
     fill: dict[str, int] = field(default_factory=dict)
     reference: dict[str, Measurement] = field(default_factory=dict)
     """The C reference client on the request/response load: keyed ``skerry``, ``redis``
-    (workload (a)'s servers) and ``responder v1`` / ``responder resp``."""
+    (workload (a)'s servers), ``skerry d`` ... ``redis e`` (the servers of the other
+    ``SERVER_REFERENCE_WORKLOADS``; ``reference_key``), ``twisted`` and ``responder v1`` /
+    ``responder resp``."""
     reference_runs: dict[str, list[Measurement]] = field(default_factory=dict)
     loadavg_after: str = ""
     responder: str = ""
@@ -257,7 +259,19 @@ def _fill(opts: SuiteOptions, protocol: str, port: int) -> tuple[int, str | None
 
 
 REFERENCE_WORKLOAD = "a"
-"""The workload the C reference client repeats (request/response, no persistence)."""
+"""The workload the C reference client repeats on the responders (request/response, no
+persistence)."""
+
+SERVER_REFERENCE_WORKLOADS = ("a", "d", "e")
+"""The request/response workloads the C reference client also repeats on both servers: (a)
+and the two with persistence, whose Python-generator figures sit close to the generator's
+own ceiling on this load shape."""
+
+
+def reference_key(system: str, workload: str) -> str:
+    """``SuiteResult.reference``'s key for the C client on ``system`` under ``workload``:
+    the system's name for (a), ``"<system> <workload>"`` for the others."""
+    return system if workload == REFERENCE_WORKLOAD else f"{system} {workload}"
 
 
 def _reference(opts: SuiteOptions, workdir: Path, protocol: str, port: int,
@@ -327,9 +341,9 @@ def _run_group(system: System, group: Sequence[Workload], opts: SuiteOptions, wo
                 m = Measurement(result=m.result, error="server died during the load")
             out.runs[wl.key][system].append(m)
             _log(f"[{system}] ({wl.key}) {report.describe(m.result, m.error)}")
-            if opts.reference and wl.key == REFERENCE_WORKLOAD:
+            if opts.reference and wl.key in SERVER_REFERENCE_WORKLOADS:
                 ref = _reference(opts, workdir, protocol, server.port, wl.connections)
-                out.reference_runs.setdefault(system, []).append(ref)
+                out.reference_runs.setdefault(reference_key(system, wl.key), []).append(ref)
                 _log(f"[{system}] ({wl.key}) C reference client: "
                      f"{report.describe(ref.result, ref.error)}")
     finally:

@@ -14,12 +14,13 @@ from bench.report import (
     comparison_rows,
     format_rate,
     reference_headroom,
+    reference_ratios,
     reference_rows,
     render_terminal,
     replace_section,
     update_doc,
 )
-from bench.suite import Measurement, SuiteOptions, SuiteResult, shape_name
+from bench.suite import Measurement, SuiteOptions, SuiteResult, reference_key, shape_name
 
 STORE = "# Performance\n\n## Store\n\nappend: 1.2M msg/s\n"
 
@@ -115,3 +116,30 @@ def test_the_table_has_a_twisted_ceiling_column() -> None:
     assert reference_rows(suite)[1] == [
         "do-nothing Twisted line responder (the Twisted ceiling)", "50k", "40k", "0.80"]
     assert "C client, workload (a): 0.90x" in render_terminal(suite)
+
+
+def test_the_c_client_also_compares_the_servers_with_persistence() -> None:
+    """(d) and (e) put (a)'s load on servers set up with persistence: the C client's rows
+    for them sit beside the Python generator's figure of that workload (not (a)'s), and the
+    Skerry/Redis line gives each workload measured on both servers, none for one measured
+    on a single server."""
+    suite = SuiteResult(options=SuiteOptions(), machine={}, command="x", started="now")
+    suite.measurements["a"] = {"skerry": Measurement(result=_result(90_000.0)),
+                               "redis": Measurement(result=_result(80_000.0))}
+    suite.measurements["d"] = {"skerry": Measurement(result=_result(50_000.0)),
+                               "redis": Measurement(result=_result(52_000.0))}
+    suite.measurements["e"] = {"skerry": Measurement(result=_result(99_000.0))}
+    suite.reference = {"skerry": Measurement(result=_result(120_000.0)),
+                       "redis": Measurement(result=_result(100_000.0)),
+                       "skerry d": Measurement(result=_result(66_000.0)),
+                       "redis d": Measurement(result=_result(60_000.0)),
+                       "skerry e": Measurement(result=_result(110_000.0))}
+    rows = {row[0]: row[1:] for row in reference_rows(suite)[1:]}
+    assert rows["Skerry, workload (d)"] == ["66k", "50k", "0.76"]
+    assert rows["Redis, workload (d)"] == ["60k", "52k", "0.87"]
+    assert rows["Skerry, workload (e)"] == ["110k", "99k", "0.90"]
+    assert "Redis, workload (e)" not in rows
+    assert reference_ratios(suite) == ["(a) 1.20x", "(d) 1.10x"]
+    assert "Skerry / Redis with the C client: (a) 1.20x, (d) 1.10x" in render_terminal(suite)
+    assert reference_key("skerry", "a") == "skerry"
+    assert reference_key("redis", "e") == "redis e"
