@@ -6,7 +6,8 @@ after the other with the same load generator, filling the partition / stream the
 workload reads, measuring the generator's own ceiling against the canned-reply responder
 for every load shape, the C reference client (``bench/refclient.c``) on the
 request/response load (against the responder and both servers, with and without
-persistence: what any client could get on this machine), and the command line behind ``bench/run_all``.
+persistence: what any client could get on this machine), and the command line behind
+``bench/run_all``.
 
 Must not import: broker internals; both servers are driven over the wire only.
 """
@@ -50,6 +51,7 @@ from bench.servers import (
 )
 
 __all__ = ["Workload", "WORKLOADS", "SuiteOptions", "SuiteResult", "Measurement",
+           "REFERENCE_WORKLOAD", "SERVER_REFERENCE_WORKLOADS", "reference_key",
            "median_measurement", "shape_name", "run_suite", "main"]
 
 PRODUCE_TOPIC = "bench"
