@@ -44,28 +44,28 @@ READ = 256 * 1024
 
 
 def record(out: Path, client: str, messages: int, partitions: int, acks: str) -> float:
-    """Run the producer against a real Skerry through a ``Relay``; return its msgs/s."""
+    """Run the producer against a real Skerry through a recording ``TcpProxy``; return its msgs/s."""
     import bench.kafka_vs_apache as vs
     from bench.kafka import _produce as rdkafka_produce
 
     out.mkdir(parents=True, exist_ok=True)
-    relay = TcpProxy(("127.0.0.1", 0), record=out)  # its target is the broker, once up
+    proxy = TcpProxy(("127.0.0.1", 0), record=out)  # its target is the broker, once up
     work = Path(tempfile.mkdtemp(prefix="skerry-kafka-produce-cpu-"))
     try:
-        settings = {"kafka": {"advertised": f"127.0.0.1:{relay.port}"}}
+        settings = {"kafka": {"advertised": f"127.0.0.1:{proxy.port}"}}
         with vs.skerry(work, settings=settings) as broker:
-            relay.target = ("127.0.0.1", broker.port)
+            proxy.target = ("127.0.0.1", broker.port)
             vs._create_topics(broker.bootstrap, {TOPIC: partitions})
             if client == "ppp":
                 rate, _mb = vs.producer_performance(
-                    vs.kafka_classpath(), f"127.0.0.1:{relay.port}", TOPIC, messages, acks)
+                    vs.kafka_classpath(), f"127.0.0.1:{proxy.port}", TOPIC, messages, acks)
             else:
-                elapsed = rdkafka_produce(relay.port, messages, vs.SIZE, partitions, acks,
+                elapsed = rdkafka_produce(proxy.port, messages, vs.SIZE, partitions, acks,
                                           topic=TOPIC, batch_bytes=vs.BATCH_BYTES)
                 rate = messages / elapsed
     finally:
-        relay.cut()
-        relay.join()
+        proxy.cut()
+        proxy.join()
         shutil.rmtree(work, ignore_errors=True)
     (out / "meta.json").write_text(json.dumps({
         "client": client, "messages": messages, "partitions": partitions, "acks": acks}))
